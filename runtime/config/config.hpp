@@ -1,0 +1,147 @@
+// config — the typed, validated configuration of one host (DESIGN §11).
+// Owns: the TOML schema (declared once in schema.cpp), parsing with toml++, closed-world
+// validation that reports every problem at once as `file:line:col: path.key: problem (got X)`,
+// and resolution of the database URL (SQLSTREAMS_DATABASE_URL or database.url_file).
+// Threading: load_config() is a pure function of the file and environment; Config is a value.
+// Options table: config_schema() (every key with type, default, constraint and description);
+// config/example.toml shows every option with a one-line comment.
+//
+// Example (config/example.toml documents every option):
+//   [database]                     # url from SQLSTREAMS_DATABASE_URL or url_file
+//   [host]
+//   plugin_dir = "../build/release/plugins"
+//   [[streams]]
+//   name = "payments.requested"
+//   [[groups]]
+//   name = "charge-cards"
+//   stream = "payments.requested"
+//   plugin = "libsqlstreams_payments.so"
+//   handler = "charge-cards"
+//   [groups.config]                # handed to the plugin as JSON
+//   provider = "ok"
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/duration.hpp"
+
+namespace sqlstreams::config {
+
+struct SourcePosition {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+enum class MigrateMode { kAuto, kCheck };
+enum class LogFormat { kAuto, kText, kJson };
+enum class GroupStart { kBeginning, kHead };
+enum class AuditMode { kOff, kFailures, kAll };
+
+struct DatabaseConfig {
+  std::optional<std::string> url_file;  // resolved relative to the config file's folder
+  std::string schema = "sqlstreams";    // identifier: ^[a-z_][a-z0-9_]{0,62}$
+  Millis connect_timeout{5000};
+  MigrateMode migrate = MigrateMode::kAuto;  // run: apply pending migrations, or refuse
+};
+
+struct HostConfig {
+  std::string name;                   // default: the machine's hostname
+  std::string plugin_dir = "plugins"; // resolved relative to the config file's folder
+  Millis shutdown_timeout{30'000};
+  std::string log_level = "info";     // trace|debug|info|warn|error
+  LogFormat log_format = LogFormat::kAuto;
+  std::string http_listen = "127.0.0.1:9187";  // "" disables the HTTP server
+};
+
+struct StreamConfig {
+  SourcePosition pos;
+  std::string name;                           // ^[a-z0-9][a-z0-9._-]{0,127}$
+  int64_t partition_size = 1'000'000;         // ids per partition, >= 1
+  std::optional<Millis> retention;            // none = keep forever
+  bool allow_drop_past_committed = false;
+  int32_t max_payload_bytes = 1 << 20;        // 1 .. 64 MiB
+  bool notify = false;                        // pg_notify wake-up hint per producing txn
+};
+
+struct RetryPolicy {
+  int32_t max_retries = 3;          // 0..1000
+  Millis initial_backoff{5000};
+  Millis base_delay{1000};
+  double exponent = 2.0;            // >= 1.0
+  Millis max_delay{300'000};        // >= base_delay
+  double jitter = 0.0;              // 0.0 .. 1.0, fraction of the delay
+};
+
+struct GroupConfig {
+  SourcePosition pos;
+  std::string name;                 // same grammar as stream names
+  std::string stream;               // must name a declared stream
+  std::string plugin;               // file name inside host.plugin_dir
+  std::string handler;              // handler name inside the plugin
+  std::string plugin_config_json = "{}";  // [groups.config] as a JSON object
+  int32_t concurrency = 4;          // 1..1024 worker threads
+  int32_t batch_size = 500;         // 1..100000 ids per range claim
+  int32_t queue_ranges = 4;         // 1..1024 claimed ranges buffered per group
+  Millis poll_interval{100};        // poll period while busy / after a non-empty claim
+  Millis max_poll_interval{1000};   // idle backoff ceiling (>= poll_interval)
+  Millis lease_ttl{60'000};         // range lease; must be > handler_timeout
+  Millis handler_timeout{30'000};
+  int32_t max_range_reclaims = 3;   // 1..100
+  GroupStart start = GroupStart::kBeginning;
+  std::vector<int32_t> schema_versions{1};  // non-empty, each >= 1
+  AuditMode audit = AuditMode::kFailures;
+  RetryPolicy retry;
+};
+
+struct Config {
+  std::filesystem::path path;       // the file this came from (made absolute by load_config)
+  DatabaseConfig database;
+  HostConfig host;
+  std::vector<StreamConfig> streams;
+  std::vector<GroupConfig> groups;
+
+  const StreamConfig* find_stream(std::string_view name) const;
+  std::filesystem::path plugin_dir() const;  // host.plugin_dir resolved against path's folder
+};
+
+// Every problem found in one file, already formatted `file:line:col: path: problem (got X)`.
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+// Parses and validates; throws ConfigError listing every problem (never a partial Config).
+Config load_config(const std::filesystem::path& file);
+
+// SQLSTREAMS_DATABASE_URL wins; otherwise the first line of database.url_file. Throws
+// ConfigError naming both sources when neither is set or the file cannot be read.
+std::string resolve_database_url(const Config& config);
+
+// One row of the options table, generated from the schema declaration (schema.cpp); drives
+// `--print-config-schema` and the README options table. `path` uses "[]" for arrays of
+// tables, e.g. "groups[].retry.max_delay".
+struct KeyDoc {
+  std::string path;
+  std::string type;           // "integer", "duration", "string", ...
+  std::string default_value;  // TOML spelling, "required", or what absence means
+  std::string constraint;     // e.g. "1..1024", "auto|check"; "" when any value of the type
+  std::string description;    // one line
+};
+std::vector<KeyDoc> config_schema();
+std::string config_schema_markdown();  // the same rows as a Markdown table
+
+// True when `name` matches ^[a-z0-9][a-z0-9._-]{0,127}$ (streams and groups).
+bool is_valid_name(std::string_view name);
+
+}  // namespace sqlstreams::config

@@ -1,0 +1,111 @@
+// plugin_host — loads handler plugins (Boost.DLL, rtld_now | rtld_local), checks their
+// manifest against the C ABI in plugin-sdk/include/sqlstreams/plugin.h, and creates one
+// handler instance per consumer group. Libraries are never unloaded.
+// Owns: PluginRegistry (the loaded libraries), HandlerInstance (a created handler).
+// Threading: PluginRegistry is used from the control plane only (start-up, reload).
+// HandlerInstance::handle() may be called from many worker threads at once: when the plugin's
+// descriptor does not allow concurrent calls, the instance serialises them itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace sqlstreams::plugin_host {
+
+enum class OutcomeKind { kOk, kRetry, kDelay, kTerminal };
+
+// What a handler decided for one message. The runtime owns the policy (DESIGN §7).
+struct Outcome {
+  OutcomeKind kind = OutcomeKind::kOk;
+  std::chrono::milliseconds delay{0};  // kDelay only
+  std::string error;                   // copied from the plugin; empty for kOk
+};
+
+// One message handed to a handler; every view is borrowed for the duration of handle().
+struct MessageView {
+  int64_t id = 0;
+  std::string_view stream;
+  std::string_view group;
+  std::string_view payload;  // JSON text, not NUL-terminated
+  int32_t schema_version = 1;
+  int32_t attempt = 1;       // 1 = first delivery
+  std::optional<std::string_view> message_key;
+  int64_t created_at_unix_ms = 0;
+};
+
+// Refusal to load or instantiate a plugin: names the file, the symbol, what was expected,
+// what was found, and what to do.
+class PluginLoadError : public std::runtime_error {
+ public:
+  PluginLoadError(std::string path, std::string symbol, std::string expected, std::string found,
+                  std::string hint);
+  const std::string& path() const { return path_; }
+  const std::string& symbol() const { return symbol_; }
+  const std::string& expected() const { return expected_; }
+  const std::string& found() const { return found_; }
+  const std::string& hint() const { return hint_; }
+
+ private:
+  std::string path_, symbol_, expected_, found_, hint_;
+};
+
+class LoadedPlugin;  // defined in plugin_registry.cpp
+
+// A created handler for one group; destroys the plugin instance when dropped.
+class HandlerInstance {
+ public:
+  virtual ~HandlerInstance() = default;
+  // Never throws: a plugin that misbehaves (no outcome set, unknown code) yields kRetry with
+  // an error naming the plugin bug.
+  virtual Outcome handle(const MessageView& message) noexcept = 0;
+  virtual bool concurrent() const = 0;
+  virtual const std::string& plugin_name() const = 0;
+};
+
+struct PluginInfo {
+  std::string path;
+  std::string name;
+  std::string version;
+  uint32_t abi_major = 0, abi_minor = 0;
+  std::vector<std::string> handlers;
+};
+
+// Owns every loaded library for the life of the process (declare it before, so it is destroyed
+// after, anything holding instances).
+class PluginRegistry {
+ public:
+  explicit PluginRegistry(std::filesystem::path plugin_dir);
+  ~PluginRegistry();
+  PluginRegistry(const PluginRegistry&) = delete;
+  PluginRegistry& operator=(const PluginRegistry&) = delete;
+
+  // Loads `file` (a name inside plugin_dir, or an absolute path) once; throws PluginLoadError.
+  const PluginInfo& load(const std::string& file);
+
+  // Calls the handler's validate(config_json); throws PluginLoadError with the plugin's message.
+  void validate(const std::string& file, const std::string& handler,
+                const std::string& config_json);
+
+  // Creates one instance (validate first). Throws PluginLoadError on failure.
+  std::unique_ptr<HandlerInstance> create(const std::string& file, const std::string& handler,
+                                          const std::string& config_json,
+                                          const std::string& stream, const std::string& group);
+
+ private:
+  std::filesystem::path resolve(const std::string& file) const;
+  const LoadedPlugin& load_internal(const std::string& file);
+
+  std::filesystem::path plugin_dir_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by resolved path
+};
+
+}  // namespace sqlstreams::plugin_host

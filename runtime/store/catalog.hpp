@@ -1,0 +1,75 @@
+// store/catalog — streams and groups as the database knows them (DESIGN §5).
+// Owns: idempotent declaration (the per-stream family is created on first declaration;
+// re-declaring never moves a cursor; partition_size is immutable), lookups, and the Rule 2
+// start-up check (every stream's id sequence has CACHE 1).
+// Threading: uses the caller's Session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/duration.hpp"
+#include "store/session.hpp"
+
+namespace sqlstreams::store {
+
+struct StreamSpec {
+  std::string name;
+  int64_t partition_size = 1'000'000;
+  std::optional<Millis> retention;
+  bool allow_drop_past_committed = false;
+  int32_t max_payload_bytes = 1 << 20;
+  bool notify = false;
+};
+
+struct StreamRef {
+  int64_t id = 0;
+  std::string name;
+  int64_t partition_size = 0;
+  int32_t max_payload_bytes = 0;
+  bool notify = false;
+};
+
+struct GroupRef {
+  int64_t id = 0;
+  int64_t stream_id = 0;
+  std::string stream;
+  std::string name;
+};
+
+enum class StartAt { kBeginning, kHead };
+
+struct DeclaredStream {
+  StreamRef stream;
+  bool created = false;
+};
+
+struct DeclaredGroup {
+  GroupRef group;
+  bool created = false;
+  int64_t start_position = 0;  // the cursor a new group started at (0 = beginning)
+};
+
+// Creates the stream (and its table family + first partitions) or updates its mutable
+// settings. Throws StoreError kRejected when partition_size differs from the stored one.
+DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
+
+// Creates the group and its cursor row, at the beginning or at the current head; an existing
+// group is left exactly as it is.
+DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
+                            StartAt start);
+
+std::optional<StreamRef> find_stream(Session& session, const std::string& name);
+std::optional<GroupRef> find_group(Session& session, const std::string& stream,
+                                   const std::string& group);
+std::vector<StreamRef> list_streams(Session& session);
+
+// Rule 2: names every stream whose id sequence is not CACHE 1 (empty = all good).
+std::vector<std::string> streams_violating_cache_rule(Session& session);
+
+// Creates partitions so that ids up to `upto_id` have one. Returns the new exclusive bound.
+int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id);
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,221 @@
+// The claim side of GroupStore: observe, claim, reclaim/quarantine, NOTIFY wake-ups.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "store/group_store.hpp"
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
+
+constexpr const char* kToTs = "to_timestamp(({})::bigint / 1000.0)";
+
+std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& messages,
+                                      int64_t low, int64_t high) {
+  std::vector<StoredMessage> out;
+  auto rows = tx.exec_params(
+      fmt::format("SELECT id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, "
+                  "message_key, payload::text FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+                  messages),
+      low, high);
+  out.reserve(rows.size());
+  for (const auto& row : rows) {
+    StoredMessage m;
+    m.id = row[0].as<int64_t>();
+    m.created_at_unix_ms = row[1].as<int64_t>();
+    m.schema_version = row[2].as<int32_t>();
+    if (!row[3].is_null()) m.key = row[3].as<std::string>();
+    m.payload = row[4].as<std::string>();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+class WakeReceiver final : public pqxx::notification_receiver {
+ public:
+  WakeReceiver(pqxx::connection_base& c, const std::string& channel, int& counter)
+      : pqxx::notification_receiver(c, channel), counter_(counter) {}
+  void operator()(const std::string&, int) override { ++counter_; }
+
+ private:
+  int& counter_;
+};
+
+}  // namespace
+
+GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder)
+    : session_(session), stream_id_(stream_id), group_id_(group_id), holder_(std::move(holder)) {
+  const std::string& s = session_.schema_sql();
+  messages_ = fmt::format("{}.messages_{}", s, stream_id);
+  cursors_ = fmt::format("{}.cursors_{}", s, stream_id);
+  leases_ = fmt::format("{}.leases_{}", s, stream_id);
+  exceptions_ = fmt::format("{}.exceptions_{}", s, stream_id);
+  deliveries_ = fmt::format("{}.deliveries_{}", s, stream_id);
+}
+
+Observation GroupStore::observe() {
+  return guarded(session_, "observe", [&] {
+    // Alone, on a connection with no open transaction: the statement's snapshot precedes the
+    // xid it takes, so every producer that could own an id <= head has a smaller xid.
+    pqxx::nontransaction tx(connection_of(session_));
+    auto row = tx.exec_params1(
+        fmt::format(
+            "SELECT h.head, c.claimed, c.settled_head, c.pending_xid IS NOT NULL, "
+            "coalesce(c.pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+            "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR c.pending_xid <= "
+            "pg_snapshot_xmin(pg_current_snapshot())) THEN pg_current_xact_id()::text END "
+            "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
+            messages_, cursors_),
+        group_id_);
+    Observation obs;
+    obs.head = row[0].as<int64_t>();
+    obs.claimed = row[1].as<int64_t>();
+    obs.settled_head = row[2].as<int64_t>();
+    obs.pending = row[3].as<bool>();
+    obs.pending_proven = row[4].as<bool>();
+    if (!row[5].is_null()) obs.xid = row[5].as<std::string>();
+    return obs;
+  });
+}
+
+ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, SysTime now,
+                              Millis lease_ttl) {
+  return guarded(session_, "claim", [&] {
+    pqxx::work tx(connection_of(session_));
+    // Prove in a later statement: xmin >= xid means every older transaction has ended.
+    auto cur = tx.exec_params1(
+        fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
+                    "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+                    "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
+                    "FROM {} WHERE group_id = $1 FOR UPDATE",
+                    cursors_),
+        group_id_, nullable(obs.xid));
+    const int64_t claimed = cur[0].as<int64_t>();
+    const int64_t settled = cur[1].as<int64_t>();
+    std::optional<int64_t> pending_head;
+    std::optional<std::string> pending_xid;
+    if (!cur[2].is_null()) pending_head = cur[2].as<int64_t>();
+    if (!cur[3].is_null()) pending_xid = cur[3].as<std::string>();
+    const bool pending_proven = cur[4].as<bool>();
+    const bool obs_proven = cur[5].as<bool>();
+
+    int64_t proven = settled;
+    if (pending_head && pending_proven) proven = std::max(proven, *pending_head);
+    if (obs.xid && obs_proven) proven = std::max(proven, obs.head);
+    // The pending slot keeps the OLDEST unproven observation.
+    std::optional<int64_t> new_pending_head;
+    std::optional<std::string> new_pending_xid;
+    if (pending_head && !pending_proven) {
+      new_pending_head = pending_head;
+      new_pending_xid = pending_xid;
+    } else if (obs.xid && !obs_proven && obs.head > proven) {
+      new_pending_head = obs.head;
+      new_pending_xid = obs.xid;
+    }
+    const int64_t new_claimed = std::max(claimed, std::min(claimed + batch, proven));
+
+    ClaimResult result;
+    result.proven = proven;
+    if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
+        new_pending_xid != pending_xid) {
+      tx.exec_params(fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
+                                 "$4, pending_xid = $5::xid8 WHERE group_id = $1",
+                                 cursors_),
+                     group_id_, new_claimed, proven,
+                     nullable(new_pending_head ? std::optional<std::string>(
+                                                     std::to_string(*new_pending_head))
+                                               : std::nullopt),
+                     nullable(new_pending_xid));
+      result.wrote = true;
+    }
+    if (new_claimed > claimed) {
+      SysTime expires = now + lease_ttl;
+      auto lease = tx.exec_params1(
+          fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
+                      "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
+                      leases_, fmt::format(kToTs, "$4")),
+          group_id_, claimed, new_claimed, ms_param(expires), holder_);
+      ClaimedRange range;
+      range.token = lease[0].as<std::string>();
+      range.low = claimed;
+      range.high = new_claimed;
+      range.expires_at = expires;
+      // A later statement than the proof: its snapshot is no older than the proof.
+      range.messages = read_range(tx, messages_, claimed, new_claimed);
+      result.range = std::move(range);
+    }
+    tx.commit();  // even when empty: the pending observation must persist
+    return result;
+  });
+}
+
+ReclaimResult GroupStore::reclaim_expired(SysTime now, Millis lease_ttl, int32_t max_reclaims) {
+  return guarded(session_, "reclaim", [&] {
+    pqxx::work tx(connection_of(session_));
+    SysTime expires = now + lease_ttl;
+    auto rows = tx.exec_params(
+        fmt::format(
+            "WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
+            "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
+            "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
+            "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $4 "
+            "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
+            "RETURNING l.token::text, l.low, l.high, l.reclaims",
+            leases_, fmt::format(kToTs, "$2"), fmt::format(kToTs, "$3")),
+        group_id_, ms_param(now), ms_param(expires), holder_);
+    ReclaimResult result;
+    if (rows.empty()) {
+      tx.commit();
+      return result;
+    }
+    result.found = true;
+    ClaimedRange range;
+    range.token = rows[0][0].as<std::string>();
+    range.low = rows[0][1].as<int64_t>();
+    range.high = rows[0][2].as<int64_t>();
+    range.reclaims = rows[0][3].as<int32_t>();
+    range.expires_at = expires;
+    if (range.reclaims >= max_reclaims) {
+      // Poison range: every message becomes an independent ready exception.
+      tx.exec_params(
+          fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
+                      "last_error) SELECT $1, id, 'ready', 0, {2}, $3 FROM {1} WHERE id > $4 AND "
+                      "id <= $5 ON CONFLICT (group_id, message_id) DO NOTHING",
+                      exceptions_, messages_, fmt::format(kToTs, "$2")),
+          group_id_, ms_param(now),
+          fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
+                      range.reclaims),
+          range.low, range.high);
+      tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", leases_),
+                     group_id_, range.token);
+      tx.commit();
+      result.quarantined = std::move(range);
+      return result;
+    }
+    range.messages = read_range(tx, messages_, range.low, range.high);
+    tx.commit();
+    result.range = std::move(range);
+    return result;
+  });
+}
+
+bool GroupStore::wait_for_notify(Millis timeout) {
+  return guarded(session_, "wait for notify", [&] {
+    auto& conn = connection_of(session_);
+    auto& impl = session_.impl();
+    if (impl.receivers.empty()) {
+      impl.receivers.push_back(std::make_unique<WakeReceiver>(
+          conn, fmt::format("sqlstreams_{}", stream_id_), impl.notifications));
+    }
+    int before = impl.notifications;
+    if (conn.get_notifs() > 0 || impl.notifications != before) return true;
+    long us = static_cast<long>(timeout.count()) * 1000;
+    conn.await_notification(us / 1'000'000, us % 1'000'000);
+    return impl.notifications != before;
+  });
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,130 @@
+// store/group_store — the per-group data plane: observe → prove → claim (the fence, DESIGN
+// §6.2), reclaim and quarantine of expired range leases (§6.4), token-guarded range commits
+// (§6.3), lease renewal and hand-back, and the cursor advancer's two statements (§6.5).
+// Every lease write is guarded by its token: "0 rows" means another host owns it now.
+// Threading: one GroupStore per thread; it uses that thread's Session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "store/session.hpp"
+
+namespace sqlstreams::store {
+
+struct StoredMessage {
+  int64_t id = 0;
+  int64_t created_at_unix_ms = 0;
+  int32_t schema_version = 1;
+  std::optional<std::string> key;
+  std::string payload;
+};
+
+// Step 1 of the fence: one statement on a connection with no open transaction.
+struct Observation {
+  int64_t head = 0;                // max(id) visible to the statement
+  std::optional<std::string> xid;  // pg_current_xact_id() taken after head was read (xid8 text)
+  int64_t claimed = 0;
+  int64_t settled_head = 0;
+  bool pending = false;            // an unproven (head, xid) pair is stored
+  bool pending_proven = false;     // ... and it was already proven at observation time
+  // True when a claim transaction can make progress; false = idle (no write, no xid).
+  bool worth_claiming() const { return claimed < settled_head || xid || pending_proven; }
+};
+
+struct ClaimedRange {
+  std::string token;
+  int64_t low = 0;   // exclusive
+  int64_t high = 0;  // inclusive
+  int32_t reclaims = 0;
+  SysTime expires_at{};
+  std::vector<StoredMessage> messages;
+};
+
+struct ClaimResult {
+  std::optional<ClaimedRange> range;  // empty claim: nullopt (the pending slot is still saved)
+  int64_t proven = 0;                 // highest proven head after this claim
+  bool wrote = false;                 // the cursor row changed
+};
+
+struct ReclaimResult {
+  std::optional<ClaimedRange> range;      // a range to run again
+  std::optional<ClaimedRange> quarantined;  // a poison range turned into ready exceptions
+  bool found = false;                     // an expired lease existed
+};
+
+enum class ExceptionStatus { kReady, kDead };
+
+// One non-success outcome of a range, written as an exception row.
+struct FailedMessage {
+  int64_t message_id = 0;
+  ExceptionStatus status = ExceptionStatus::kReady;
+  int32_t attempts = 1;
+  int32_t delays = 0;
+  SysTime run_after{};
+  std::string error;
+  std::optional<std::string> payload;  // copied when dead
+};
+
+struct AuditEntry {
+  int64_t message_id = 0;
+  int32_t attempt = 1;
+  std::string outcome;  // ok | retry | delay | dead
+  std::string error;
+};
+
+struct RangeCommit {
+  std::string token;
+  int64_t resolved_upto = 0;  // == high for a complete range; less = partial (shutdown)
+  bool complete = true;
+  std::vector<FailedMessage> failures;
+  std::vector<AuditEntry> audit;
+};
+
+struct AdvanceResult {
+  int64_t committed_before = 0;
+  int64_t committed_after = 0;
+};
+
+class GroupStore {
+ public:
+  GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
+
+  Observation observe();
+  ClaimResult claim(const Observation& obs, int32_t batch, SysTime now, Millis lease_ttl);
+
+  // Takes the oldest expired lease of the group: rotates its token, bumps `reclaims` (not for
+  // a handed-back lease) and extends it. A lease reaching max_reclaims is quarantined: each of
+  // its messages becomes a `ready` exception and the lease is deleted.
+  ReclaimResult reclaim_expired(SysTime now, Millis lease_ttl, int32_t max_reclaims);
+
+  // One transaction for all ranges. Returns, per range, true when committed, false when its
+  // lease was lost (its outcomes were discarded).
+  std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges);
+
+  // Extends the leases; returns the tokens that are no longer ours.
+  std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, SysTime now,
+                                        Millis lease_ttl);
+
+  // Makes unstarted ranges immediately reclaimable without counting a crash.
+  void hand_back(const std::vector<std::string>& tokens);
+
+  // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)).
+  AdvanceResult advance_cursor();
+
+  // Blocks up to `timeout` for a NOTIFY on the stream's channel (LISTENs on first use).
+  // Returns true when woken by a notification.
+  bool wait_for_notify(Millis timeout);
+
+ private:
+  Session& session_;
+  int64_t stream_id_;
+  int64_t group_id_;
+  std::string holder_;
+  std::string messages_, cursors_, leases_, exceptions_, deliveries_;  // qualified table names
+};
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,123 @@
+#include "store/migrate.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+constexpr const char* kLockKey = "sqlstreams.migrate";
+
+std::string render(const EmbeddedMigration& m, const Session& session) {
+  std::string sql = m.sql;
+  const std::string placeholder = "@schema@";
+  for (size_t pos = sql.find(placeholder); pos != std::string::npos;
+       pos = sql.find(placeholder, pos)) {
+    sql.replace(pos, placeholder.size(), session.schema_sql());
+    pos += session.schema_sql().size();
+  }
+  return sql;
+}
+
+struct Applied {
+  std::string file;
+  std::string checksum;
+};
+
+// Reads applied rows (empty when the migrations table does not exist yet).
+std::map<int, Applied> read_applied(pqxx::transaction_base& tx, const Session& session) {
+  std::map<int, Applied> applied;
+  auto exists = tx.exec_params1("SELECT to_regclass($1) IS NOT NULL",
+                                session.schema_sql() + ".migrations")[0]
+                    .as<bool>();
+  if (!exists) return applied;
+  for (const auto& row : tx.exec(fmt::format(
+           "SELECT version, file, checksum FROM {}.migrations ORDER BY version",
+           session.schema_sql()))) {
+    applied[row[0].as<int>()] = Applied{row[1].as<std::string>(), row[2].as<std::string>()};
+  }
+  return applied;
+}
+
+std::string checksum_of(pqxx::transaction_base& tx, const char* sql) {
+  return tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", sql)[0]
+      .as<std::string>();
+}
+
+// Throws when the database is newer than this binary or an applied file changed.
+void verify(pqxx::transaction_base& tx, const std::map<int, Applied>& applied) {
+  const auto& known = embedded_migrations();
+  int known_max = known.empty() ? 0 : known.back().version;
+  if (!applied.empty() && applied.rbegin()->first > known_max) {
+    throw StoreError(
+        StoreError::Kind::kRejected,
+        fmt::format("database schema is at version {} ({}), newer than this binary knows (up to "
+                    "{}); upgrade sqlstreams on this host before running it against this database",
+                    applied.rbegin()->first, applied.rbegin()->second.file, known_max));
+  }
+  for (const auto& m : known) {
+    auto it = applied.find(m.version);
+    if (it == applied.end()) continue;
+    std::string sum = checksum_of(tx, m.sql);
+    if (sum != it->second.checksum) {
+      throw StoreError(
+          StoreError::Kind::kRejected,
+          fmt::format("migration {} was changed after it was applied (checksum in database {}, "
+                      "in this binary {}); applied migrations are immutable: restore the "
+                      "original file and add a new V{:03}__*.sql instead",
+                      m.file, it->second.checksum.substr(0, 12), sum.substr(0, 12),
+                      known.back().version + 1));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> migrate(Session& session) {
+  return guarded(session, "migrate", [&] {
+    auto& conn = connection_of(session);
+    pqxx::work tx(conn);
+    tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
+    tx.exec(fmt::format("CREATE SCHEMA IF NOT EXISTS {}", session.schema_sql()));
+    tx.exec(fmt::format(
+        "CREATE TABLE IF NOT EXISTS {}.migrations (version integer PRIMARY KEY, file text NOT "
+        "NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+        session.schema_sql()));
+    auto applied = read_applied(tx, session);
+    verify(tx, applied);
+    std::vector<std::string> done;
+    for (const auto& m : embedded_migrations()) {
+      if (applied.count(m.version)) continue;
+      tx.exec(render(m, session));
+      tx.exec_params(fmt::format("INSERT INTO {}.migrations (version, file, checksum) VALUES ($1, "
+                                 "$2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
+                                 session.schema_sql()),
+                     m.version, m.file, m.sql);
+      done.emplace_back(m.file);
+    }
+    tx.commit();
+    return done;
+  });
+}
+
+MigrationStatus migration_status(Session& session) {
+  return guarded(session, "migration status", [&] {
+    auto& conn = connection_of(session);
+    pqxx::read_transaction tx(conn);
+    auto applied = read_applied(tx, session);
+    verify(tx, applied);
+    MigrationStatus status;
+    status.database_version = applied.empty() ? 0 : applied.rbegin()->first;
+    const auto& known = embedded_migrations();
+    status.known_version = known.empty() ? 0 : known.back().version;
+    for (const auto& m : known) {
+      if (!applied.count(m.version)) status.pending.emplace_back(m.file);
+    }
+    return status;
+  });
+}
+
+}  // namespace sqlstreams::store

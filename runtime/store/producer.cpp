@@ -1,0 +1,116 @@
+#include "store/producer.hpp"
+
+#include <fmt/format.h>
+
+#include "store/pq.hpp"
+#include "store/sql_array.hpp"
+
+namespace sqlstreams::store {
+
+Producer::Producer(Session& session) : session_(session) {}
+
+Producer::StreamState& Producer::stream_state(const std::string& stream) {
+  auto it = streams_.find(stream);
+  if (it != streams_.end()) return it->second;
+  return guarded(session_, "produce", [&]() -> StreamState& {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto r = tx.exec_params(
+        fmt::format("SELECT id, name, partition_size, max_payload_bytes, notify, partitions_upto "
+                    "FROM {}.streams WHERE name = $1",
+                    session_.schema_sql()),
+        stream);
+    if (r.empty()) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("unknown stream '{}': declare it in the host configuration "
+                                   "first (sqlstreams declare / sqlstreams run)",
+                                   stream));
+    }
+    StreamState st;
+    st.ref = StreamRef{r[0][0].as<int64_t>(), r[0][1].as<std::string>(), r[0][2].as<int64_t>(),
+                       r[0][3].as<int32_t>(), r[0][4].as<bool>()};
+    st.partitions_upto = r[0][5].as<int64_t>();
+    return streams_.emplace(stream, std::move(st)).first->second;
+  });
+}
+
+int64_t Producer::produce(const std::string& stream, const NewMessage& message) {
+  return produce_batch(stream, {message}).at(0);
+}
+
+std::vector<int64_t> Producer::produce_batch(const std::string& stream,
+                                             const std::vector<NewMessage>& messages) {
+  if (messages.empty()) return {};
+  StreamState& st = stream_state(stream);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    if (static_cast<int64_t>(m.payload.size()) > st.ref.max_payload_bytes) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("message {} of the batch: payload of {} bytes exceeds "
+                                   "max_payload_bytes {} of stream '{}'",
+                                   i + 1, m.payload.size(), st.ref.max_payload_bytes, stream));
+    }
+    if (m.schema_version < 1) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("message {} of the batch: schema_version must be >= 1", i + 1));
+    }
+  }
+  try {
+    return insert_batch(st, messages);
+  } catch (const StoreError& e) {
+    if (e.sqlstate() != "23514") throw;  // no partition for an id: heal, then retry once
+  }
+  ensure_partitions(session_, st.ref.id, st.partitions_upto + st.ref.partition_size);
+  st.partitions_upto = 0;
+  return insert_batch(st, messages);
+}
+
+std::vector<int64_t> Producer::insert_batch(StreamState& st,
+                                            const std::vector<NewMessage>& messages) {
+  std::string payloads = "[";
+  std::vector<int64_t> versions;
+  std::vector<std::optional<std::string>> keys;
+  versions.reserve(messages.size());
+  keys.reserve(messages.size());
+  bool any_key = false, any_version = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (i) payloads += ',';
+    payloads += messages[i].payload;
+    versions.push_back(messages[i].schema_version);
+    keys.push_back(messages[i].key);
+    any_key |= messages[i].key.has_value();
+    any_version |= messages[i].schema_version != 1;
+  }
+  payloads += ']';
+  const std::string& s = session_.schema_sql();
+  auto ids = guarded(session_, "produce", [&] {
+    pqxx::work tx(connection_of(session_));
+    // Rule 1: own an xid before drawing any id.
+    tx.exec(st.ref.notify ? fmt::format("SELECT pg_current_xact_id(), pg_notify('sqlstreams_{}', '')",
+                                        st.ref.id)
+                          : std::string("SELECT pg_current_xact_id()"));
+    std::string sql = fmt::format(
+        "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
+        "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
+        "jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(p, n) "
+        "WHERE (CASE WHEN jsonb_typeof(e.p) = 'object' THEN true ELSE "
+        "{0}.reject_payload(e.n, jsonb_typeof(e.p)) END) RETURNING id",
+        s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1",
+        any_key ? "($3::text[])[e.n]" : "NULL::text");
+    pqxx::result r = tx.exec_params(sql, payloads, int_array(versions), text_array(keys));
+    tx.commit();
+    std::vector<int64_t> out;
+    out.reserve(r.size());
+    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    return out;
+  });
+  // Heal ahead of time, outside the producing transaction.
+  if (!ids.empty() && st.partitions_upto > 0 &&
+      ids.back() + static_cast<int64_t>(messages.size()) >= st.partitions_upto) {
+    st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back() + st.ref.partition_size / 2 + static_cast<int64_t>(messages.size()));
+  } else if (st.partitions_upto == 0 && !ids.empty()) {
+    st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back());
+  }
+  return ids;
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,116 @@
+#include "store/session.hpp"
+
+#include <fmt/format.h>
+
+#include "common/url.hpp"
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+
+const char* kind_name(StoreError::Kind kind) {
+  switch (kind) {
+    case StoreError::Kind::kConnection: return "connection";
+    case StoreError::Kind::kTransient: return "transient";
+    case StoreError::Kind::kInDoubt: return "in-doubt";
+    case StoreError::Kind::kRejected: return "rejected";
+    case StoreError::Kind::kOther: return "other";
+  }
+  return "other";
+}
+
+std::string quote_identifier(const std::string& name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+Session::Session(SessionOptions options)
+    : options_(std::move(options)),
+      schema_sql_(quote_identifier(options_.schema)),
+      impl_(std::make_unique<SessionImpl>()) {}
+
+Session::~Session() { impl_->drop(); }
+
+SessionImpl& Session::impl() { return *impl_; }
+
+bool Session::connected() const { return impl_->conn && impl_->conn->is_open(); }
+
+void Session::reset() { impl_->drop(); }
+
+void Session::connect() {
+  if (connected()) return;
+  impl_->drop();
+  std::string conninfo = options_.url;
+  // libpq accepts key=value options appended to a URI only as query parameters.
+  bool uri = conninfo.rfind("postgres://", 0) == 0 || conninfo.rfind("postgresql://", 0) == 0;
+  long timeout_s = std::max<long>(1, static_cast<long>((options_.connect_timeout.count() + 999) / 1000));
+  if (uri) {
+    conninfo += (conninfo.find('?') == std::string::npos ? "?" : "&");
+    conninfo += fmt::format("connect_timeout={}&application_name={}", timeout_s,
+                            options_.application_name);
+  } else {
+    conninfo += fmt::format(" connect_timeout={} application_name='{}'", timeout_s,
+                            options_.application_name);
+  }
+  try {
+    impl_->conn = std::make_unique<pqxx::connection>(conninfo);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    throw StoreError(StoreError::Kind::kConnection,
+                     fmt::format("cannot connect to {}: {}", mask_url(options_.url), msg));
+  }
+}
+
+pqxx::connection& connection_of(Session& session) {
+  session.connect();
+  return *session.impl().conn;
+}
+
+void rethrow_as_store_error(Session& session, const char* what) {
+  auto trimmed = [](std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  };
+  try {
+    throw;
+  } catch (const pqxx::broken_connection& e) {
+    session.reset();
+    throw StoreError(StoreError::Kind::kConnection,
+                     fmt::format("{}: connection lost: {}", what, trimmed(e.what())));
+  } catch (const pqxx::in_doubt_error& e) {
+    session.reset();
+    throw StoreError(StoreError::Kind::kInDoubt,
+                     fmt::format("{}: commit outcome unknown: {}", what, trimmed(e.what())));
+  } catch (const pqxx::sql_error& e) {
+    std::string state = e.sqlstate();
+    StoreError::Kind kind = StoreError::Kind::kOther;
+    if (state == "40001" || state == "40P01" || state == "55P03") {
+      kind = StoreError::Kind::kTransient;
+    } else if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
+               state == "57P03") {
+      kind = StoreError::Kind::kConnection;
+      session.reset();
+    } else if (state.rfind("22", 0) == 0 || state == "42704" || state == "54000" ||
+               state == "23514") {
+      kind = StoreError::Kind::kRejected;
+    }
+    if (session.connected() && !session.impl().conn->is_open()) session.reset();
+    throw StoreError(kind, fmt::format("{}: {}", what, trimmed(e.what())), state);
+  } catch (const pqxx::failure& e) {
+    // libpqxx reports some lost connections as plain failures.
+    if (session.impl().conn && !session.impl().conn->is_open()) {
+      session.reset();
+      throw StoreError(StoreError::Kind::kConnection,
+                       fmt::format("{}: connection lost: {}", what, trimmed(e.what())));
+    }
+    throw StoreError(StoreError::Kind::kOther, fmt::format("{}: {}", what, trimmed(e.what())));
+  } catch (const std::exception& e) {
+    throw StoreError(StoreError::Kind::kOther, fmt::format("{}: {}", what, trimmed(e.what())));
+  }
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package SQLStreams needs to build, test, bench and run its demo.
+# Idempotent: quiet and fast when everything is already present. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+  cmake g++ make pkg-config ca-certificates
+  libboost-dev libpqxx-dev libpq-dev libtomlplusplus-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libcli11-dev prometheus-cpp-dev libsystemd-dev
+  postgresql postgresql-client
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

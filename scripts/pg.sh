@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Throwaway PostgreSQL for tests, the demo and the benchmark.
+#   scripts/pg.sh start [DIR] [PORT]   initdb (first time) + start; prints the database URL
+#   scripts/pg.sh stop  [DIR]          fast stop
+#   scripts/pg.sh restart-immediate [DIR]   crash-stop (-m immediate) then start again
+#   scripts/pg.sh url   [DIR] [PORT]   prints the URL
+# Runs the server as the `postgres` user when invoked as root (PostgreSQL refuses root),
+# as the invoking user otherwise. Unix socket in DIR/sock, TCP on 127.0.0.1:PORT, UTF-8.
+set -euo pipefail
+
+cmd=${1:-start}
+DIR=${2:-${SQLSTREAMS_PG_DIR:-/tmp/sqlstreams-pg}}
+PORT=${3:-${SQLSTREAMS_PG_PORT:-55432}}
+DB=${SQLSTREAMS_PG_DB:-sqlstreams}
+FSYNC=${SQLSTREAMS_PG_FSYNC:-on}
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[[ -x "$PGBIN/initdb" ]] || { echo "pg.sh: PostgreSQL server binaries not found; run scripts/install-deps.sh" >&2; exit 1; }
+
+as_pg() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+url() { echo "postgresql://postgres@127.0.0.1:${PORT}/${DB}"; }
+
+case "$cmd" in
+  start)
+    if [[ ! -f "$DIR/data/PG_VERSION" ]]; then
+      rm -rf "$DIR"; mkdir -p "$DIR/data" "$DIR/sock"
+      [[ $(id -u) -eq 0 ]] && chown -R postgres:postgres "$DIR"
+      chmod 755 "$DIR"
+      as_pg "$PGBIN/initdb" -D "$DIR/data" -U postgres --auth=trust --encoding=UTF8 \
+        --locale=C.UTF-8 >"$DIR/initdb.log" 2>&1 || { cat "$DIR/initdb.log" >&2; exit 1; }
+      cat >>"$DIR/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = ${PORT}
+unix_socket_directories = '${DIR}/sock'
+max_connections = 300
+shared_buffers = 256MB
+max_wal_size = 4GB
+fsync = ${FSYNC}
+max_prepared_transactions = 10
+CONF
+    fi
+    if ! as_pg "$PGBIN/pg_ctl" -D "$DIR/data" status >/dev/null 2>&1; then
+      as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null ||
+        { tail -20 "$DIR/server.log" >&2; exit 1; }
+    fi
+    if ! as_pg "$PGBIN/psql" -h "$DIR/sock" -p "$PORT" -U postgres -Atqc \
+        "SELECT 1 FROM pg_database WHERE datname = '${DB}'" postgres | grep -q 1; then
+      as_pg "$PGBIN/psql" -h "$DIR/sock" -p "$PORT" -U postgres -qc "CREATE DATABASE \"${DB}\"" postgres
+    fi
+    url ;;
+  stop)
+    if [[ -f "$DIR/data/PG_VERSION" ]]; then
+      as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi ;;
+  restart-immediate)
+    as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
+    as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null ;;
+  url) url ;;
+  *) echo "usage: $0 start|stop|restart-immediate|url [DIR] [PORT]" >&2; exit 2 ;;
+esac
