@@ -15,6 +15,7 @@ enum class ExitCode : int {
   kPlugin = 3,
   kDatabase = 4,
   kUsage = 64,
+  kData = 65,  // bad input data (EX_DATAERR)
 };
 
 // An error the operator must act on; `hint` says what to do.

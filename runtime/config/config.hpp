@@ -52,48 +52,48 @@ struct DatabaseConfig {
 };
 
 struct HostConfig {
-  std::string name;                   // default: the machine's hostname
-  std::string plugin_dir = "plugins"; // resolved relative to the config file's folder
+  std::string name;                    // default: the machine's hostname
+  std::string plugin_dir = "plugins";  // resolved relative to the config file's folder
   Millis shutdown_timeout{30'000};
-  std::string log_level = "info";     // trace|debug|info|warn|error
+  std::string log_level = "info";  // trace|debug|info|warn|error
   LogFormat log_format = LogFormat::kAuto;
   std::string http_listen = "127.0.0.1:9187";  // "" disables the HTTP server
 };
 
 struct StreamConfig {
   SourcePosition pos;
-  std::string name;                           // ^[a-z0-9][a-z0-9._-]{0,127}$
-  int64_t partition_size = 1'000'000;         // ids per partition, >= 1
-  std::optional<Millis> retention;            // none = keep forever
+  std::string name;                    // ^[a-z0-9][a-z0-9._-]{0,127}$
+  int64_t partition_size = 1'000'000;  // ids per partition, >= 1
+  std::optional<Millis> retention;     // none = keep forever
   bool allow_drop_past_committed = false;
-  int32_t max_payload_bytes = 1 << 20;        // 1 .. 64 MiB
-  bool notify = false;                        // pg_notify wake-up hint per producing txn
+  int32_t max_payload_bytes = 1 << 20;  // 1 .. 64 MiB
+  bool notify = false;                  // pg_notify wake-up hint per producing txn
 };
 
 struct RetryPolicy {
-  int32_t max_retries = 3;          // 0..1000
+  int32_t max_retries = 3;  // 0..1000
   Millis initial_backoff{5000};
   Millis base_delay{1000};
-  double exponent = 2.0;            // >= 1.0
-  Millis max_delay{300'000};        // >= base_delay
-  double jitter = 0.0;              // 0.0 .. 1.0, fraction of the delay
+  double exponent = 2.0;      // >= 1.0
+  Millis max_delay{300'000};  // >= base_delay
+  double jitter = 0.0;        // 0.0 .. 1.0, fraction of the delay
 };
 
 struct GroupConfig {
   SourcePosition pos;
-  std::string name;                 // same grammar as stream names
-  std::string stream;               // must name a declared stream
-  std::string plugin;               // file name inside host.plugin_dir
-  std::string handler;              // handler name inside the plugin
+  std::string name;                       // same grammar as stream names
+  std::string stream;                     // must name a declared stream
+  std::string plugin;                     // file name inside host.plugin_dir
+  std::string handler;                    // handler name inside the plugin
   std::string plugin_config_json = "{}";  // [groups.config] as a JSON object
-  int32_t concurrency = 4;          // 1..1024 worker threads
-  int32_t batch_size = 500;         // 1..100000 ids per range claim
-  int32_t queue_ranges = 4;         // 1..1024 claimed ranges buffered per group
-  Millis poll_interval{100};        // poll period while busy / after a non-empty claim
-  Millis max_poll_interval{1000};   // idle backoff ceiling (>= poll_interval)
-  Millis lease_ttl{60'000};         // range lease; must be > handler_timeout
+  int32_t concurrency = 4;                // 1..1024 worker threads
+  int32_t batch_size = 500;               // 1..100000 ids per range claim
+  int32_t queue_ranges = 4;               // 1..1024 claimed ranges buffered per group
+  Millis poll_interval{100};              // poll period while busy / after a non-empty claim
+  Millis max_poll_interval{1000};         // idle backoff ceiling (>= poll_interval)
+  Millis lease_ttl{60'000};               // range lease; must be > handler_timeout
   Millis handler_timeout{30'000};
-  int32_t max_range_reclaims = 3;   // 1..100
+  int32_t max_range_reclaims = 3;  // 1..100
   GroupStart start = GroupStart::kBeginning;
   std::vector<int32_t> schema_versions{1};  // non-empty, each >= 1
   AuditMode audit = AuditMode::kFailures;
@@ -101,7 +101,7 @@ struct GroupConfig {
 };
 
 struct Config {
-  std::filesystem::path path;       // the file this came from (made absolute by load_config)
+  std::filesystem::path path;  // the file this came from (made absolute by load_config)
   DatabaseConfig database;
   HostConfig host;
   std::vector<StreamConfig> streams;

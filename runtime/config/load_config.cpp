@@ -1,0 +1,118 @@
+// load_config(): file → toml++ tree → walk_table(root) → cross-item checks → Config or
+// ConfigError with every problem (R12).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "config/problems.hpp"
+#include "config/suggest.hpp"
+#include "config/walk.hpp"
+
+namespace sqlstreams::config {
+namespace {
+
+std::string read_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    throw ConfigError({file.string() + ": cannot read config file: it is a directory"});
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw ConfigError({file.string() + ": cannot read config file: " + std::strerror(errno)});
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string machine_hostname() {
+  char buffer[256] = {};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
+  return buffer;
+}
+
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// Where `key` is written inside the index-th table of root[array], for cross-item problems.
+toml::source_position key_position(const toml::table& root, std::string_view array, size_t index,
+                                   std::string_view key) {
+  const toml::table* item = nullptr;
+  if (const toml::array* items = root[array].as_array()) {
+    if (index < items->size()) item = items->get(index)->as_table();
+  }
+  if (!item) return {1, 1};
+  auto it = item->find(key);
+  return it != item->end() ? it->first.source().begin : item->source().begin;
+}
+
+void check_streams(const Config& config, const toml::table& root, Problems& problems) {
+  std::map<std::string, const StreamConfig*> seen;
+  for (size_t i = 0; i < config.streams.size(); ++i) {
+    const StreamConfig& stream = config.streams[i];
+    if (stream.name.empty()) continue;  // already reported
+    auto [first, inserted] = seen.emplace(stream.name, &stream);
+    if (inserted) continue;
+    problems.add(key_position(root, "streams", i, "name"), index_path("streams", i) + ".name",
+                 "duplicate stream name; already declared at line " +
+                     std::to_string(first->second->pos.line),
+                 quoted(stream.name));
+  }
+}
+
+void check_groups(const Config& config, const toml::table& root, Problems& problems) {
+  std::vector<std::string_view> stream_names;
+  for (const StreamConfig& stream : config.streams) stream_names.push_back(stream.name);
+  std::map<std::pair<std::string, std::string>, const GroupConfig*> seen;
+  for (size_t i = 0; i < config.groups.size(); ++i) {
+    const GroupConfig& group = config.groups[i];
+    const std::string path = index_path("groups", i);
+    if (!group.stream.empty() && !config.find_stream(group.stream)) {
+      std::string problem = "no [[streams]] entry declares this stream";
+      if (auto near = suggest(group.stream, stream_names)) {
+        problem += "; did you mean '" + std::string(*near) + "'?";
+      }
+      problems.add(key_position(root, "groups", i, "stream"), path + ".stream", problem,
+                   quoted(group.stream));
+    }
+    if (group.name.empty() || group.stream.empty()) continue;  // already reported
+    auto [first, inserted] = seen.emplace(std::pair(group.stream, group.name), &group);
+    if (inserted) continue;
+    problems.add(key_position(root, "groups", i, "name"), path + ".name",
+                 "duplicate group name on stream \"" + group.stream +
+                     "\"; already declared at line " + std::to_string(first->second->pos.line),
+                 quoted(group.name));
+  }
+}
+
+}  // namespace
+
+Config load_config(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  const std::string text = read_file(file);
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(name));
+  } catch (const toml::parse_error& e) {
+    const toml::source_position at = e.source().begin;
+    throw ConfigError({name + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
+                       ": TOML syntax error: " + std::string(e.description())});
+  }
+
+  Problems problems(name);
+  Config config;
+  config.path = std::filesystem::absolute(file).lexically_normal();
+  schema::walk_table(schema::root_table(), root, "", toml::source_position{1, 1}, config, problems);
+  if (config.host.name.empty()) config.host.name = machine_hostname();  // "" given is reported
+  check_streams(config, root, problems);
+  check_groups(config, root, problems);
+  if (!problems.empty()) throw ConfigError(problems.sorted());
+  return config;
+}
+
+}  // namespace sqlstreams::config
