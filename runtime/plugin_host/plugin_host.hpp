@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sqlstreams::plugin_host {
 
@@ -70,12 +71,21 @@ class HandlerInstance {
   virtual const std::string& plugin_name() const = 0;
 };
 
+// What a handler declares in its descriptor.
+struct HandlerInfo {
+  std::string name;
+  int32_t schema_version = 0;  // the payload schema version it understands (DESIGN §8)
+  bool concurrent = false;     // handle() may run concurrently on one instance
+};
+
 struct PluginInfo {
   std::string path;
   std::string name;
   std::string version;
   uint32_t abi_major = 0, abi_minor = 0;
   std::vector<std::string> handlers;
+  std::string sdk_build;                   // free text from the manifest
+  std::vector<HandlerInfo> handler_infos;  // same order as `handlers`
 };
 
 // Owns every loaded library for the life of the process (declare it before, so it is destroyed

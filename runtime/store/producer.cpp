@@ -94,9 +94,11 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
         "jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(p, n) "
         "WHERE (CASE WHEN jsonb_typeof(e.p) = 'object' THEN true ELSE "
         "{0}.reject_payload(e.n, jsonb_typeof(e.p)) END) RETURNING id",
-        s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1",
-        any_key ? "($3::text[])[e.n]" : "NULL::text");
-    pqxx::result r = tx.exec_params(sql, payloads, int_array(versions), text_array(keys));
+        s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
+        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END");
+    // Absent versions/keys travel as empty arrays (the statement still names $2 and $3).
+    pqxx::result r = tx.exec_params(sql, payloads, any_version ? int_array(versions) : "{}",
+                                    any_key ? text_array(keys) : "{}");
     tx.commit();
     std::vector<int64_t> out;
     out.reserve(r.size());

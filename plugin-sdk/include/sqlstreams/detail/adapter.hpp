@@ -1,0 +1,201 @@
+// sqlstreams/detail/adapter.hpp — the exception fence between a C++ handler and the C ABI
+// (not for authors; included by sqlstreams/plugin.hpp). Owns the extern-"C"-compatible
+// trampolines (validate, create, handle, destroy) generated per handler type (the manifest
+// that lists them is in manifest.hpp). No exception leaves a trampoline.
+// Threading: trampolines are reentrant; handle() adds no locking of its own (the host
+// serialises non-concurrent handlers).
+#pragma once
+
+#include <sqlstreams/plugin.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#endif
+
+// Hidden even when a plugin forgets -fvisibility=hidden: two plugins must never share these.
+#pragma GCC visibility push(hidden)
+namespace sqlstreams::detail {
+
+// Copies at most `p->struct_size` bytes of a host struct into a zeroed one (ABI rule).
+template <class T>
+T read_sized(const T* p) noexcept {
+  T value{};
+  if (p != nullptr) std::memcpy(&value, p, p->struct_size < sizeof(T) ? p->struct_size : sizeof(T));
+  return value;
+}
+
+inline void set_error(sqlstreams_type_error* slot, std::string_view text) noexcept {
+  const sqlstreams_type_error s = read_sized(slot);
+  if (s.set_error != nullptr) s.set_error(slot, text.data(), text.size());
+}
+
+template <class T>
+std::string type_name() {
+  const char* mangled = typeid(T).name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                           std::free);
+  if (status == 0 && d) return d.get();
+#endif
+  return mangled;
+}
+
+inline std::string what_of(const std::exception& e) {
+  return *e.what() != '\0' ? std::string(e.what()) : "exception without a message";
+}
+
+inline nlohmann::json parse_config(const char* text, size_t len) {
+  if (text == nullptr || len == 0) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(text, text + len);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(std::string("config is not valid JSON: ") + e.what());
+  }
+}
+
+template <class Payload>
+Payload decode(std::string_view text) {
+  if constexpr (std::is_same_v<Payload, std::string_view>) {
+    return text;
+  } else if constexpr (std::is_same_v<Payload, nlohmann::json>) {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } else {
+    return nlohmann::json::parse(text.begin(), text.end()).template get<Payload>();
+  }
+}
+
+inline MessageContext context_of(const sqlstreams_type_message& m) noexcept {
+  MessageContext c;
+  c.id = m.id;
+  c.stream = {m.stream.data != nullptr ? m.stream.data : "", m.stream.len};
+  c.group = {m.group.data != nullptr ? m.group.data : "", m.group.len};
+  c.payload = {m.payload.data != nullptr ? reinterpret_cast<const char*>(m.payload.data) : "",
+               m.payload.data != nullptr ? m.payload.len : 0};
+  c.schema_version = m.schema_version;
+  c.attempt = m.attempt;
+  if (m.message_key.data != nullptr) c.message_key.emplace(m.message_key.data, m.message_key.len);
+  c.created_at_unix_ms = m.created_at_unix_ms;
+  return c;
+}
+
+inline void write_outcome(sqlstreams_type_outcome* out, const Result& r) noexcept {
+  static constexpr int32_t kCodes[] = {SQLSTREAMS_OUTCOME_OK, SQLSTREAMS_OUTCOME_RETRY,
+                                       SQLSTREAMS_OUTCOME_DELAY, SQLSTREAMS_OUTCOME_TERMINAL};
+  out->code = kCodes[static_cast<int>(r.code)];
+  out->delay_ms = r.code == Code::kDelay && r.delay.count() > 0 ? r.delay.count() : 0;
+  if (!r.error.empty()) set_error(out->error, r.error);
+}
+
+template <class H>
+struct Adapter {
+  using Payload = typename H::payload_type;
+  static_assert(
+      requires { H::kName; }, "a handler declares static constexpr const char* kName");
+  static_assert(
+      requires { H::kSchemaVersion; }, "a handler declares static constexpr int kSchemaVersion");
+
+  struct Instance {
+    Instance(const sqlstreams_type_host_api* api, const nlohmann::json& config)
+        : host(api), handler(make(config, host)) {}
+    Host host;
+    std::unique_ptr<H> handler;
+  };
+
+  static std::unique_ptr<H> make(const nlohmann::json& config, const Host& host) {
+    if constexpr (std::is_constructible_v<H, const nlohmann::json&, const Host&>) {
+      return std::make_unique<H>(config, host);
+    } else if constexpr (std::is_constructible_v<H, const nlohmann::json&>) {
+      return std::make_unique<H>(config);
+    } else {
+      return std::make_unique<H>();
+    }
+  }
+
+  // Runs `fn`; any exception becomes the call's error text and `false`.
+  template <class Fn>
+  static bool fenced(sqlstreams_type_error* error, Fn&& fn) noexcept {
+    try {
+      try {
+        fn();
+        return true;
+      } catch (const std::exception& e) {
+        set_error(error, what_of(e));
+      } catch (...) {
+        set_error(error, "unknown exception");
+      }
+    } catch (...) {  // allocation failure while reporting: still no exception across the ABI
+    }
+    return false;
+  }
+
+  static bool validate(const char* config, size_t len, sqlstreams_type_error* error) noexcept {
+    return fenced(error, [&] { H::validate(parse_config(config, len)); });
+  }
+
+  static bool create(const sqlstreams_type_host_api* api, const char* config, size_t len,
+                     void** instance_out, sqlstreams_type_error* error) noexcept {
+    return fenced(error, [&] {
+      const nlohmann::json parsed = parse_config(config, len);
+      H::validate(parsed);
+      *instance_out = new Instance(api, parsed);
+    });
+  }
+
+  static Result run(H& handler, const MessageContext& context) {
+    std::optional<Payload> payload;
+    try {
+      payload.emplace(decode<Payload>(context.payload));
+    } catch (const std::exception& e) {
+      return {Code::kTerminal,
+              {},
+              "payload does not decode into " + type_name<Payload>() + ": " + what_of(e)};
+    }
+    try {
+      return handler.handle(*payload, context);
+    } catch (const TerminalError& e) {
+      return {Code::kTerminal, {}, what_of(e)};
+    } catch (const std::exception& e) {
+      return {Code::kRetry, {}, what_of(e)};
+    } catch (...) {
+      return {Code::kRetry, {}, "unknown exception"};
+    }
+  }
+
+  static void handle(void* instance, const sqlstreams_type_message* message,
+                     sqlstreams_type_outcome* outcome) noexcept {
+    if (outcome == nullptr) return;
+    try {
+      auto* self = static_cast<Instance*>(instance);
+      write_outcome(outcome, run(*self->handler, context_of(read_sized(message))));
+    } catch (...) {  // only allocation failure can get here
+      outcome->code = SQLSTREAMS_OUTCOME_RETRY;
+    }
+  }
+
+  static void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
+
+  static constexpr sqlstreams_type_handler descriptor() noexcept {
+    return {sizeof(sqlstreams_type_handler),
+            H::kConcurrent ? SQLSTREAMS_HANDLER_CONCURRENT : 0u,
+            H::kName,
+            static_cast<int32_t>(H::kSchemaVersion),
+            0,
+            &validate,
+            &create,
+            &handle,
+            &destroy};
+  }
+};
+
+}  // namespace sqlstreams::detail
+#pragma GCC visibility pop

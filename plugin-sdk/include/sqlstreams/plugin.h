@@ -1,0 +1,218 @@
+/* sqlstreams/plugin.h — the plugin ABI: the only thing a SQLStreams host and a handler plugin
+ * share. Pure C (C11 and C++20), standard headers only; no C++ type, exception or JSON type
+ * crosses it. A plugin exports ONE function, sqlstreams_plugin_manifest_v1, returning a static
+ * manifest that describes its handlers.
+ *
+ * Versioning (ABI 1.0):
+ *   - The host loads a plugin only when abi_major == SQLSTREAMS_ABI_MAJOR and
+ *     abi_minor <= the host's SQLSTREAMS_ABI_MINOR, and refuses it otherwise.
+ *   - Every struct but the two plain views (str, bytes) starts with uint32_t struct_size (the
+ *     manifest: right after its magic). Minors only ever APPEND fields. A reader copies at
+ *     most struct_size bytes into a zero-initialised struct of its own and treats missing
+ *     trailing fields as absent. The host refuses a manifest or handler descriptor whose
+ *     struct_size is larger than it knows.
+ *   - magic, struct_size, abi_major and abi_minor stay at the same offsets in every major.
+ *   - Error text always travels through a host-owned sqlstreams_type_error slot handed to
+ *     the call (validate, create, and each outcome), and the host copies it.
+ *   - Any change to this file changes plugin-sdk/ABI_SHA256 and needs a CHANGES.md entry.
+ *
+ * Naming: sqlstreams_type_* are types, sqlstreams_on_* are functions the plugin implements,
+ * sqlstreams_host_* are functions the host implements. Every doc block ends with OWNERSHIP:
+ * and THREADING: lines. Strings marked "NUL-terminated" are C strings; the others are
+ * (pointer, length) views with no NUL assumption.
+ */
+#ifndef SQLSTREAMS_PLUGIN_H_
+#define SQLSTREAMS_PLUGIN_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SQLSTREAMS_ABI_MAJOR 1
+#define SQLSTREAMS_ABI_MINOR 0
+/* "SQLSTRM1" read as a big-endian 64-bit number. */
+#define SQLSTREAMS_PLUGIN_MAGIC UINT64_C(0x53514C5354524D31)
+/* The name of the one exported entry function (see sqlstreams_on_manifest_fn). */
+#define SQLSTREAMS_PLUGIN_ENTRY "sqlstreams_plugin_manifest_v1"
+
+#if defined(_WIN32)
+#define SQLSTREAMS_EXPORT __declspec(dllexport)
+#else
+#define SQLSTREAMS_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* Outcome codes (sqlstreams_type_outcome.code). 0 means "not set": a handler that returns
+ * without setting a code is a plugin bug, and the host records a RETRY. */
+#define SQLSTREAMS_OUTCOME_UNSET 0
+#define SQLSTREAMS_OUTCOME_OK 1       /* done; nothing is recorded */
+#define SQLSTREAMS_OUTCOME_RETRY 2    /* transient failure: retry after backoff */
+#define SQLSTREAMS_OUTCOME_DELAY 3    /* try again after delay_ms; spends no retry budget */
+#define SQLSTREAMS_OUTCOME_TERMINAL 4 /* dead-letter now: no retry can fix it */
+
+/* Handler flags (sqlstreams_type_handler.flags). Unknown bits make the host refuse. */
+/* handle() may run concurrently on one instance; without it the host serialises the calls. */
+#define SQLSTREAMS_HANDLER_CONCURRENT UINT32_C(0x1)
+
+/* Log levels (sqlstreams_host_log_fn). */
+#define SQLSTREAMS_LOG_TRACE 0
+#define SQLSTREAMS_LOG_DEBUG 1
+#define SQLSTREAMS_LOG_INFO 2
+#define SQLSTREAMS_LOG_WARN 3
+#define SQLSTREAMS_LOG_ERROR 4
+
+/* A text view: `len` bytes at `data`, not NUL-terminated. data == NULL means absent.
+ * OWNERSHIP: whoever hands it over says how long it lives (see each use).
+ * THREADING: immutable while borrowed. */
+typedef struct sqlstreams_type_str {
+  const char* data;
+  size_t len;
+} sqlstreams_type_str;
+
+/* A byte view: `len` bytes at `data` (data may be NULL when len == 0).
+ * OWNERSHIP: as for sqlstreams_type_str.
+ * THREADING: immutable while borrowed. */
+typedef struct sqlstreams_type_bytes {
+  const uint8_t* data;
+  size_t len;
+} sqlstreams_type_bytes;
+
+/* An error slot for one call. The plugin reports failure text with
+ * `slot->set_error(slot, text, len)`; the host copies the text before set_error returns, and a
+ * second call replaces the first. Text is UTF-8, not NUL-terminated.
+ * OWNERSHIP: host-owned; valid only during the call it was passed to. The plugin must not
+ *   keep the pointer. `text` stays the plugin's.
+ * THREADING: one slot per call; use it only from the thread that received it. */
+typedef struct sqlstreams_type_error sqlstreams_type_error;
+typedef void (*sqlstreams_host_set_error_fn)(sqlstreams_type_error* slot, const char* text,
+                                             size_t len);
+struct sqlstreams_type_error {
+  uint32_t struct_size;
+  uint32_t reserved; /* zero */
+  void* host_ctx;    /* opaque to the plugin */
+  sqlstreams_host_set_error_fn set_error;
+};
+
+/* Writes one log line through the host's logger (never put payloads in logs).
+ * OWNERSHIP: `text` stays the plugin's; the host copies it before returning.
+ * THREADING: safe to call from any thread while the instance lives. */
+typedef void (*sqlstreams_host_log_fn)(void* host_ctx, int32_t level, const char* text, size_t len);
+
+/* What the host offers one handler instance; handed to create().
+ * OWNERSHIP: host-owned; the pointer and host_ctx stay valid until destroy() of that instance
+ *   returns, so an instance may keep them.
+ * THREADING: every function may be called from any thread. */
+typedef struct sqlstreams_type_host_api {
+  uint32_t struct_size;
+  uint32_t reserved; /* zero */
+  void* host_ctx;    /* opaque; pass back to the functions below */
+  sqlstreams_host_log_fn log;
+} sqlstreams_type_host_api;
+
+/* One message handed to handle().
+ * OWNERSHIP: host-owned; the struct and every view in it (stream, group, payload,
+ *   message_key) are borrowed for the duration of the handle() call only: copy what you keep.
+ * THREADING: read-only; each call gets its own message. */
+typedef struct sqlstreams_type_message {
+  uint32_t struct_size;
+  int32_t schema_version;     /* the producer's payload schema version */
+  int64_t id;                 /* position in the stream; unique per stream */
+  int32_t attempt;            /* 1 = first delivery to this group */
+  uint32_t reserved;          /* zero */
+  int64_t created_at_unix_ms; /* when the message was produced */
+  sqlstreams_type_str stream;
+  sqlstreams_type_str group;
+  sqlstreams_type_bytes payload;   /* JSON text, not NUL-terminated */
+  sqlstreams_type_str message_key; /* data == NULL when the message has no key */
+} sqlstreams_type_message;
+
+/* What handle() decided. The host zeroes it, fills struct_size and error, and the plugin sets
+ * code (and delay_ms for DELAY); error text goes through error->set_error.
+ * OWNERSHIP: host-owned, valid during the handle() call only; error as sqlstreams_type_error.
+ * THREADING: one outcome per call. */
+typedef struct sqlstreams_type_outcome {
+  uint32_t struct_size;
+  int32_t code;     /* SQLSTREAMS_OUTCOME_* */
+  int64_t delay_ms; /* DELAY only; >= 0 */
+  sqlstreams_type_error* error;
+} sqlstreams_type_outcome;
+
+/* Checks a handler config without side effects (used by `sqlstreams config check`).
+ * `config_json` is a JSON object as text (len bytes, not NUL-terminated). Returns true when
+ * the config is acceptable; otherwise sets an error on `error_out` and returns false.
+ * OWNERSHIP: config_json and error_out are borrowed for the call.
+ * THREADING: may run on any thread, concurrently with other calls. */
+typedef bool (*sqlstreams_on_validate_fn)(const char* config_json, size_t len,
+                                          sqlstreams_type_error* error_out);
+
+/* Creates one handler instance (once per consumer group). On success stores an opaque
+ * instance (may be NULL) in *instance_out and returns true; otherwise sets an error and
+ * returns false (no instance exists then, and destroy is not called).
+ * OWNERSHIP: the instance is plugin-owned until destroy(); host_api lives until destroy()
+ *   returns; config_json and error_out are borrowed for the call.
+ * THREADING: control-plane thread; never concurrent with handle() on the same instance. */
+typedef bool (*sqlstreams_on_create_fn)(const sqlstreams_type_host_api* host_api,
+                                        const char* config_json, size_t len, void** instance_out,
+                                        sqlstreams_type_error* error_out);
+
+/* Handles one message and sets outcome->code. Must not throw or longjmp out.
+ * OWNERSHIP: message and outcome are borrowed for the call.
+ * THREADING: concurrently on one instance iff the descriptor has
+ *   SQLSTREAMS_HANDLER_CONCURRENT; otherwise the host calls it from one thread at a time. */
+typedef void (*sqlstreams_on_handle_fn)(void* instance, const sqlstreams_type_message* message,
+                                        sqlstreams_type_outcome* outcome);
+
+/* Destroys an instance made by create(); called exactly once per successful create().
+ * OWNERSHIP: ends the instance's life; the host_api given to its create() dies after this.
+ * THREADING: called after every handle() on the instance has returned. */
+typedef void (*sqlstreams_on_destroy_fn)(void* instance);
+
+/* Describes one handler of a plugin.
+ * OWNERSHIP: plugin-owned static data, valid while the library is loaded (forever: the host
+ *   never unloads plugins). name is NUL-terminated, unique within the plugin.
+ * THREADING: immutable. */
+typedef struct sqlstreams_type_handler {
+  uint32_t struct_size;
+  uint32_t flags;         /* SQLSTREAMS_HANDLER_* */
+  const char* name;       /* e.g. "charge-cards" */
+  int32_t schema_version; /* payload schema version this handler understands */
+  uint32_t reserved;      /* zero */
+  sqlstreams_on_validate_fn validate;
+  sqlstreams_on_create_fn create;
+  sqlstreams_on_handle_fn handle;
+  sqlstreams_on_destroy_fn destroy;
+} sqlstreams_type_handler;
+
+/* What a plugin is. Checked by the host before anything else runs.
+ * OWNERSHIP: plugin-owned static data, valid while the library is loaded (forever). Strings
+ *   are NUL-terminated. `handlers` is an array of handler_count pointers (pointers, so that a
+ *   descriptor can grow without changing the array stride).
+ * THREADING: immutable. */
+typedef struct sqlstreams_type_manifest {
+  uint64_t magic;       /* SQLSTREAMS_PLUGIN_MAGIC */
+  uint32_t struct_size; /* sizeof(sqlstreams_type_manifest) as the plugin was built */
+  uint32_t abi_major;   /* SQLSTREAMS_ABI_MAJOR the plugin was built with */
+  uint32_t abi_minor;   /* SQLSTREAMS_ABI_MINOR the plugin was built with */
+  uint32_t reserved;    /* zero */
+  const char* plugin_name;
+  const char* plugin_version;
+  const char* sdk_build; /* free text, e.g. "sqlstreams-plugin-sdk 1.0 g++ 12.2" */
+  const sqlstreams_type_handler* const* handlers;
+  size_t handler_count;
+} sqlstreams_type_manifest;
+
+/* The entry function every plugin exports (with default visibility) under the name
+ * SQLSTREAMS_PLUGIN_ENTRY. Returns the same static manifest every time.
+ * OWNERSHIP: the manifest is plugin-owned static data.
+ * THREADING: may be called from any thread; must not fail, allocate per call or throw. */
+typedef const sqlstreams_type_manifest* (*sqlstreams_on_manifest_fn)(void);
+SQLSTREAMS_EXPORT const sqlstreams_type_manifest* sqlstreams_plugin_manifest_v1(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SQLSTREAMS_PLUGIN_H_ */

@@ -1,0 +1,144 @@
+// sqlstreams/plugin.hpp — the C++ layer for handler authors; header-only, compiled INTO the
+// plugin, on top of the C ABI in sqlstreams/plugin.h (nothing from here crosses the boundary).
+// Owns: Result and its helpers (ok, retry, delay, terminal), MessageContext, Host (logging),
+// TypedHandler<Payload> and the SQLSTREAMS_PLUGIN export macro.
+// Threading: a handler declaring `static constexpr bool kConcurrent = true` gets handle()
+// called from many threads at once on one object; otherwise the host serialises the calls.
+//
+//   struct Payment { std::string order_id; };                     // + from_json(json, Payment&)
+//   class Charge : public sqlstreams::TypedHandler<Payment> {
+//    public:
+//     static constexpr const char* kName = "charge-cards";
+//     static constexpr int kSchemaVersion = 1;
+//     Charge(const nlohmann::json& config, const sqlstreams::Host& host);
+//     sqlstreams::Result handle(const Payment& p, const sqlstreams::MessageContext& m) override;
+//   };
+//   SQLSTREAMS_PLUGIN("payments", "1.0.0", Charge)
+#pragma once
+
+#include <sqlstreams/plugin.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "sqlstreams/config_reader.hpp"
+
+#define SQLSTREAMS_SDK_VERSION "1.0.0"
+
+namespace sqlstreams {
+
+enum class Code { kOk, kRetry, kDelay, kTerminal };
+
+// A handler's decision for one message. Build it with ok(), retry(), delay(); throw
+// terminal() to dead-letter.
+struct Result {
+  Code code = Code::kOk;
+  std::chrono::milliseconds delay{0};  // kDelay only
+  std::string error;                   // kRetry / kTerminal
+};
+
+inline Result ok() { return {}; }
+// Transient failure: the runtime retries after backoff, then dead-letters when the budget is spent.
+inline Result retry(std::string error) { return {Code::kRetry, {}, std::move(error)}; }
+// Not now: try again after `d`; spends no retry budget.
+inline Result delay(std::chrono::milliseconds d) { return {Code::kDelay, d, {}}; }
+inline Result delay(int64_t ms) { return delay(std::chrono::milliseconds(ms)); }
+
+// Thrown by terminal(); the SDK turns it into a TERMINAL outcome (dead-letter now).
+class TerminalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// No retry can fix this message: dead-letter it now with `error`.
+[[noreturn]] inline void terminal(const std::string& error) { throw TerminalError(error); }
+
+// Everything about one message except its decoded payload. Views are borrowed for the call.
+struct MessageContext {
+  int64_t id = 0;
+  std::string_view stream;
+  std::string_view group;
+  std::string_view payload;  // the raw JSON text
+  int32_t schema_version = 0;
+  int32_t attempt = 1;  // 1 = first delivery
+  std::optional<std::string_view> message_key;
+  int64_t created_at_unix_ms = 0;
+};
+
+enum class LogLevel : int32_t {
+  kTrace = SQLSTREAMS_LOG_TRACE,
+  kDebug = SQLSTREAMS_LOG_DEBUG,
+  kInfo = SQLSTREAMS_LOG_INFO,
+  kWarn = SQLSTREAMS_LOG_WARN,
+  kError = SQLSTREAMS_LOG_ERROR,
+};
+
+// The host's services for one instance (today: logging). Cheap to copy; valid until the
+// instance is destroyed. A default-constructed Host logs nowhere. Thread-safe.
+class Host {
+ public:
+  Host() = default;
+  explicit Host(const sqlstreams_type_host_api* api) noexcept {
+    if (api != nullptr) {  // copy at most what the host declared (ABI rule)
+      const size_t n = api->struct_size < sizeof(api_) ? api->struct_size : sizeof(api_);
+      std::memcpy(&api_, api, n);
+    }
+  }
+  void log(LogLevel level, std::string_view text) const noexcept {
+    if (api_.log != nullptr)
+      api_.log(api_.host_ctx, static_cast<int32_t>(level), text.data(), text.size());
+  }
+  void debug(std::string_view text) const noexcept { log(LogLevel::kDebug, text); }
+  void info(std::string_view text) const noexcept { log(LogLevel::kInfo, text); }
+  void warn(std::string_view text) const noexcept { log(LogLevel::kWarn, text); }
+  void error(std::string_view text) const noexcept { log(LogLevel::kError, text); }
+
+ private:
+  sqlstreams_type_host_api api_{};
+};
+
+// Base of a typed handler. The author derives from it and declares:
+//   static constexpr const char* kName;      the handler name operators put in `handler =`
+//   static constexpr int kSchemaVersion;     the payload schema version it understands
+//   static constexpr bool kConcurrent;       optional (default false)
+//   static void validate(const nlohmann::json& config);  optional: throw ConfigError to reject
+//   a constructor taking (const nlohmann::json& config, const Host&), (config) or nothing
+// Payload is decoded with nlohmann/json (from_json); `std::string_view` skips decoding and
+// `nlohmann::json` hands over the parsed document. A payload that does not decode is TERMINAL.
+template <class Payload>
+class TypedHandler {
+ public:
+  using payload_type = Payload;
+  static constexpr bool kConcurrent = false;
+
+  virtual ~TypedHandler() = default;
+
+  // Default: every config is accepted. Pure: no side effects (used by `config check`).
+  static void validate(const nlohmann::json& /*config*/) {}
+
+  // Return ok()/retry()/delay(); throw terminal() to dead-letter. Any other exception is a
+  // RETRY carrying its what().
+  virtual Result handle(const Payload& payload, const MessageContext& message) = 0;
+};
+
+}  // namespace sqlstreams
+
+#include "sqlstreams/detail/adapter.hpp"
+#include "sqlstreams/detail/manifest.hpp"
+
+// Exports the plugin's manifest: one line in one source file of the plugin.
+//   SQLSTREAMS_PLUGIN("payments", "1.0.0", ChargeCards, AuditPayments)
+#define SQLSTREAMS_PLUGIN(plugin_name, plugin_version, ...)                                   \
+  extern "C" SQLSTREAMS_EXPORT const sqlstreams_type_manifest* sqlstreams_plugin_manifest_v1( \
+      void) {                                                                                 \
+    static const ::sqlstreams::detail::Manifest<__VA_ARGS__> manifest((plugin_name),          \
+                                                                      (plugin_version));      \
+    return manifest.get();                                                                    \
+  }

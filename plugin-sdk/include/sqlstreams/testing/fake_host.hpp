@@ -1,0 +1,131 @@
+// sqlstreams/testing/fake_host.hpp — unit-test a handler without the daemon or PostgreSQL.
+// Owns: FakeHost, which drives one handler descriptor through the C ABI exactly as the host
+// does (validate → create → handle → destroy), collecting its log lines and error texts.
+// Threading: handle() may be called from several threads when the handler is concurrent;
+// logs() must be read only after those calls returned.
+//
+//   sqlstreams::testing::FakeHost host(sqlstreams::testing::descriptor_of<ChargeCards>(),
+//                                      R"({"provider": "unreachable"})");
+//   auto out = host.handle({.payload = R"({"order_id":"o-1","amount_cents":5,"currency":"EUR"})"});
+//   EXPECT_EQ(out.code, SQLSTREAMS_OUTCOME_RETRY);
+//   EXPECT_EQ(out.error, "payment provider unreachable");
+#pragma once
+
+#include <sqlstreams/plugin.h>
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <sqlstreams/plugin.hpp>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sqlstreams::testing {
+
+// A host-side error slot: owns the copy of whatever text the plugin sets.
+class FakeErrorSlot {
+ public:
+  FakeErrorSlot() : slot_{sizeof(sqlstreams_type_error), 0, this, &FakeErrorSlot::set} {}
+  FakeErrorSlot(const FakeErrorSlot&) = delete;
+  FakeErrorSlot& operator=(const FakeErrorSlot&) = delete;
+  sqlstreams_type_error* get() { return &slot_; }
+  const std::optional<std::string>& text() const { return text_; }
+
+ private:
+  static void set(sqlstreams_type_error* slot, const char* text, size_t len) {
+    static_cast<FakeErrorSlot*>(slot->host_ctx)->text_.emplace(text, len);
+  }
+  sqlstreams_type_error slot_;
+  std::optional<std::string> text_;
+};
+
+struct FakeMessage {
+  int64_t id = 1;
+  std::string payload = "{}";
+  int32_t attempt = 1;
+  int32_t schema_version = 1;
+  std::string stream = "test.stream";
+  std::string group = "test-group";
+  std::optional<std::string> message_key = std::nullopt;
+  int64_t created_at_unix_ms = 0;
+};
+
+struct FakeOutcome {
+  int32_t code = SQLSTREAMS_OUTCOME_UNSET;  // SQLSTREAMS_OUTCOME_*
+  int64_t delay_ms = 0;
+  std::string error;
+};
+
+struct FakeLogLine {
+  int32_t level = 0;  // SQLSTREAMS_LOG_*
+  std::string text;
+};
+
+// The descriptor of a C++ handler type (sqlstreams/plugin.hpp), without building a .so.
+template <class Handler>
+const sqlstreams_type_handler& descriptor_of() {
+  static const sqlstreams_type_handler d = ::sqlstreams::detail::Adapter<Handler>::descriptor();
+  return d;
+}
+
+// Runs the handler's validate(); returns its error text, or nullopt when accepted.
+inline std::optional<std::string> validate(const sqlstreams_type_handler& d,
+                                           std::string_view config) {
+  FakeErrorSlot error;
+  if (d.validate(config.data(), config.size(), error.get())) return std::nullopt;
+  return error.text().value_or("(validate failed without an error message)");
+}
+
+class FakeHost {
+ public:
+  // Calls create(); throws std::runtime_error with the plugin's error when it fails.
+  explicit FakeHost(const sqlstreams_type_handler& d, std::string_view config = "{}")
+      : d_(d), api_{sizeof(sqlstreams_type_host_api), 0, this, &FakeHost::log} {
+    FakeErrorSlot error;
+    if (!d_.create(&api_, config.data(), config.size(), &instance_, error.get())) {
+      throw std::runtime_error(error.text().value_or("create failed without an error message"));
+    }
+  }
+  ~FakeHost() { d_.destroy(instance_); }
+  FakeHost(const FakeHost&) = delete;
+  FakeHost& operator=(const FakeHost&) = delete;
+
+  FakeOutcome handle(const FakeMessage& m) {
+    sqlstreams_type_message msg{};
+    msg.struct_size = sizeof msg;
+    msg.schema_version = m.schema_version;
+    msg.id = m.id;
+    msg.attempt = m.attempt;
+    msg.created_at_unix_ms = m.created_at_unix_ms;
+    msg.stream = {m.stream.data(), m.stream.size()};
+    msg.group = {m.group.data(), m.group.size()};
+    msg.payload = {reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size()};
+    if (m.message_key) msg.message_key = {m.message_key->data(), m.message_key->size()};
+    FakeErrorSlot error;
+    sqlstreams_type_outcome out{};
+    out.struct_size = sizeof out;
+    out.error = error.get();
+    d_.handle(instance_, &msg, &out);
+    return {out.code, out.delay_ms, error.text().value_or("")};
+  }
+
+  bool concurrent() const { return (d_.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
+  const std::vector<FakeLogLine>& logs() const { return logs_; }
+
+ private:
+  static void log(void* ctx, int32_t level, const char* text, size_t len) {
+    auto* self = static_cast<FakeHost*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->logs_.push_back({level, std::string(text, len)});
+  }
+
+  const sqlstreams_type_handler d_;
+  sqlstreams_type_host_api api_;
+  void* instance_ = nullptr;
+  std::mutex mu_;
+  std::vector<FakeLogLine> logs_;
+};
+
+}  // namespace sqlstreams::testing

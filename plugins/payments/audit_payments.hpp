@@ -1,0 +1,36 @@
+// payments/audit_payments — the `audit-payments` handler: accepts every decodable payment (OK).
+// Config (JSON object, optional keys): record_file (path), sleep_ms (simulated work).
+// Threading: concurrent (kConcurrent); immutable after construction.
+#pragma once
+
+#include <string>
+
+#include "payment.hpp"
+#include "record_file.hpp"
+
+namespace payments {
+
+struct AuditPaymentsConfig {
+  std::string record_file;
+  int64_t sleep_ms = 0;
+  static AuditPaymentsConfig parse(const nlohmann::json& config);  // throws ConfigError
+};
+
+class AuditPayments : public sqlstreams::TypedHandler<Payment> {
+ public:
+  static constexpr const char* kName = "audit-payments";
+  static constexpr int kSchemaVersion = 1;
+  static constexpr bool kConcurrent = true;
+
+  static void validate(const nlohmann::json& config) { AuditPaymentsConfig::parse(config); }
+  explicit AuditPayments(const nlohmann::json& config);
+
+  sqlstreams::Result handle(const Payment& payment,
+                            const sqlstreams::MessageContext& message) override;
+
+ private:
+  const AuditPaymentsConfig config_;
+  const RecordFile record_;
+};
+
+}  // namespace payments

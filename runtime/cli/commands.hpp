@@ -1,0 +1,41 @@
+// cli — the `sqlstreams` executable's subcommands. Each register_* adds one subcommand to the
+// CLI11 app and, when parsed, stores the action to run in `action` (main runs it inside the one
+// control-plane try/catch that maps errors to exit codes, DESIGN §13).
+// Threading: main thread only (run starts the pipelines).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "config/config.hpp"
+#include "store/catalog.hpp"
+#include "store/session.hpp"
+
+namespace sqlstreams::cli {
+
+using Action = std::function<int()>;
+
+// Where the database is: --database-url > SQLSTREAMS_DATABASE_URL > the config's url_file.
+struct DatabaseFlags {
+  std::string config_file;
+  std::string url;
+  std::string schema;
+  void add_to(CLI::App* cmd, bool config_required);
+  store::SessionOptions resolve(const std::optional<config::Config>& config) const;
+};
+
+// Loads the config (throws config::ConfigError) when a file was given.
+std::optional<config::Config> maybe_load(const std::string& file);
+
+// Creates every stream and group of the config (idempotent); logs what it created.
+void declare_all(store::Session& session, const config::Config& config);
+
+void register_migrate(CLI::App& app, Action& action);
+void register_declare(CLI::App& app, Action& action);
+void register_produce(CLI::App& app, Action& action);
+void register_config(CLI::App& app, Action& action);
+void register_run(CLI::App& app, Action& action);
+
+}  // namespace sqlstreams::cli

@@ -1,0 +1,58 @@
+// sqlstreams — the host daemon and operator CLI. One try/catch maps control-plane errors to
+// exit codes: 2 config, 3 plugin load, 4 database/migrations, 64 usage, 65 bad data, 1 other.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "common/errors.hpp"
+#include "config/config.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "store/errors.hpp"
+
+namespace {
+
+int report(sqlstreams::ExitCode code, const std::string& message, const std::string& hint) {
+  std::fprintf(stderr, "sqlstreams: %s\n", message.c_str());
+  if (!hint.empty()) std::fprintf(stderr, "  hint: %s\n", hint.c_str());
+  return static_cast<int>(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sqlstreams;
+  CLI::App app{"SQLStreams worker runtime: streams, consumer groups and handler plugins on "
+               "PostgreSQL"};
+  app.set_version_flag("--version", "sqlstreams 0.1.0");
+  app.require_subcommand(1);
+  cli::Action action;
+  cli::register_run(app, action);
+  cli::register_migrate(app, action);
+  cli::register_declare(app, action);
+  cli::register_produce(app, action);
+  cli::register_config(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
+  }
+  try {
+    return action ? action() : 0;
+  } catch (const config::ConfigError& e) {
+    for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
+    return report(ExitCode::kConfig,
+                  std::to_string(e.problems().size()) + " configuration problem(s)",
+                  "fix the lines above; `sqlstreams config check FILE` re-checks without "
+                  "starting anything");
+  } catch (const plugin_host::PluginLoadError& e) {
+    return report(ExitCode::kPlugin, e.what(), e.hint());
+  } catch (const store::StoreError& e) {
+    return report(e.kind() == store::StoreError::Kind::kRejected ? ExitCode::kDatabase
+                                                                 : ExitCode::kDatabase,
+                  e.what(), "check that PostgreSQL is reachable and the URL is right");
+  } catch (const ControlPlaneError& e) {
+    return report(e.code(), e.what(), e.hint());
+  } catch (const std::exception& e) {
+    return report(ExitCode::kOther, e.what(), "");
+  }
+}

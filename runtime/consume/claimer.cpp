@@ -1,0 +1,95 @@
+// GroupPipeline: the claim loop (reclaim first, then observe → prove → claim).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "consume/group_pipeline.hpp"
+#include "store/group_store.hpp"
+
+namespace sqlstreams::consume {
+
+namespace {
+using SteadyClock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
+constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+}  // namespace
+
+void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  claim_cv_.wait_for(lock, d, [&] { return stop_claiming_; });
+}
+
+void GroupPipeline::claim_loop() {
+  const auto& g = options_.group;
+  store::Session session(options_.session);
+  store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  auto idle = g.poll_interval;
+  auto error_backoff = g.poll_interval;
+  bool outage = false;
+  auto next_reclaim_check = SteadyClock::now();
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      // Backpressure: at most queue_ranges claimed ranges in flight.
+      claim_cv_.wait(lock, [&] {
+        return stop_claiming_ || active_.size() < static_cast<size_t>(g.queue_ranges);
+      });
+      if (stop_claiming_) break;
+    }
+    try {
+      if (SteadyClock::now() >= next_reclaim_check) {
+        auto r = store.reclaim_expired(options_.clock->now(), g.lease_ttl, g.max_range_reclaims);
+        if (r.quarantined) {
+          metrics_.ranges_quarantined++;
+          spdlog::warn("range-quarantined stream={} group={} low={} high={} reclaims={}",
+                       options_.ref.stream, options_.ref.name, r.quarantined->low,
+                       r.quarantined->high, r.quarantined->reclaims);
+        }
+        if (r.range) {
+          metrics_.ranges_reclaimed++;
+          spdlog::info("lease-reclaimed stream={} group={} low={} high={} reclaims={}",
+                       options_.ref.stream, options_.ref.name, r.range->low, r.range->high,
+                       r.range->reclaims);
+          enqueue(std::move(*r.range));
+        }
+        if (!r.found) next_reclaim_check = SteadyClock::now() + kReclaimCheckEvery;
+        if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
+      }
+      auto obs = store.observe();
+      if (outage) {
+        spdlog::info("database-reconnected stream={} group={}", options_.ref.stream,
+                     options_.ref.name);
+        outage = false;
+      }
+      error_backoff = g.poll_interval;
+      if (!obs.worth_claiming()) {
+        // Caught up (or waiting for a proof): no xid, no write. Back off the polling.
+        if (options_.notify) {
+          store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
+        } else {
+          sleep_idle(idle);
+        }
+        idle = std::min(idle * 2, g.max_poll_interval);
+        continue;
+      }
+      auto res = store.claim(obs, g.batch_size, options_.clock->now(), g.lease_ttl);
+      if (res.range) {
+        idle = g.poll_interval;
+        enqueue(std::move(*res.range));
+        continue;  // more may be claimable right away
+      }
+      sleep_idle(g.poll_interval);  // an unproven observation waits for older producers
+    } catch (const store::StoreError& e) {
+      metrics_.store_errors++;
+      if (!outage) {
+        spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
+                      options_.ref.name, store::kind_name(e.kind()), e.what());
+        outage = true;
+      }
+      sleep_idle(error_backoff);
+      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+    }
+  }
+}
+
+}  // namespace sqlstreams::consume

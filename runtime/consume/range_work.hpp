@@ -1,0 +1,53 @@
+// consume/range_work — the range tracker: one claimed range and the outcome of each message.
+// Workers resolve slots concurrently; the last resolution hands the range to the committer,
+// which turns it into a store::RangeCommit (complete, or the resolved prefix when some
+// messages were skipped: shutdown, a lost lease, too little lease time left).
+// Threading: slots are written by one worker each and published with release/acquire; the
+// commit is built only after `unresolved` reached zero or on the final flush.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "store/group_store.hpp"
+
+namespace sqlstreams::consume {
+
+enum class SlotState : uint8_t { kPending, kRunning, kDone, kSkipped };
+
+struct Slot {
+  std::atomic<SlotState> state{SlotState::kPending};
+  std::optional<store::FailedMessage> decision;  // written before state becomes kDone
+  std::string audit_outcome;                     // "" = nothing to audit
+  std::string audit_error;
+};
+
+class RangeWork {
+ public:
+  explicit RangeWork(store::ClaimedRange range);
+
+  store::ClaimedRange& range() { return range_; }
+  size_t size() const { return range_.messages.size(); }
+  Slot& slot(size_t i) { return slots_[i]; }
+
+  // Marks slot i resolved (kDone or kSkipped); returns true for the last resolution.
+  bool resolve(size_t i, SlotState final_state);
+  bool finished() const { return unresolved_.load(std::memory_order_acquire) == 0; }
+
+  std::atomic<bool> lost{false};
+  std::atomic<int64_t> expires_at_ms{0};
+
+  // The commit for the resolved prefix (complete when every slot is kDone).
+  store::RangeCommit to_commit(config::AuditMode audit) const;
+
+ private:
+  store::ClaimedRange range_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<size_t> unresolved_;
+};
+
+}  // namespace sqlstreams::consume

@@ -1,0 +1,159 @@
+// One created handler: the host API it was given (logging through spdlog), the C call per
+// message, and the translation of the plugin's outcome into Outcome — a missing or unknown
+// outcome is a plugin bug and becomes kRetry. Non-concurrent handlers are serialised here.
+// An instance copies what it needs from its LoadedPlugin (the code stays mapped: RTLD_NODELETE),
+// so it stays valid even if it outlives the PluginRegistry.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+
+#include "plugin_host/loaded_plugin.hpp"
+
+namespace sqlstreams::plugin_host {
+namespace {
+
+spdlog::level::level_enum to_spdlog(int32_t level) {
+  switch (level) {
+    case SQLSTREAMS_LOG_TRACE:
+      return spdlog::level::trace;
+    case SQLSTREAMS_LOG_DEBUG:
+      return spdlog::level::debug;
+    case SQLSTREAMS_LOG_INFO:
+      return spdlog::level::info;
+    case SQLSTREAMS_LOG_WARN:
+      return spdlog::level::warn;
+    case SQLSTREAMS_LOG_ERROR:
+      return spdlog::level::err;
+    default:
+      return spdlog::level::warn;
+  }
+}
+
+class PluginHandlerInstance final : public HandlerInstance {
+ public:
+  PluginHandlerInstance(const LoadedPlugin& plugin, const HandlerEntry& handler,
+                        const std::string& stream, const std::string& group)
+      : plugin_name_(plugin.info.name),
+        plugin_path_(plugin.info.path),
+        handler_(handler),
+        label_(fmt::format("plugin {} handler {} group {}/{}", plugin.info.name, handler.name,
+                           stream, group)) {
+    api_.struct_size = sizeof api_;
+    api_.host_ctx = this;
+    api_.log = &PluginHandlerInstance::log;
+  }
+
+  ~PluginHandlerInstance() override {
+    if (created_) handler_.descriptor.destroy(instance_);
+  }
+
+  void create(const std::string& config_json) {
+    ErrorSlot error;
+    if (!handler_.descriptor.create(&api_, config_json.data(), config_json.size(), &instance_,
+                                    error.get())) {
+      throw PluginLoadError(
+          plugin_path_, fmt::format("handler '{}' create()", handler_.name),
+          "a created handler instance",
+          error.text() ? *error.text() : "plugin bug: create failed without an error message",
+          "check the group's [groups.config] and what the handler needs at start-up");
+    }
+    created_ = true;
+  }
+
+  Outcome handle(const MessageView& m) noexcept override {
+    try {
+      sqlstreams_type_message msg{};
+      msg.struct_size = sizeof msg;
+      msg.schema_version = m.schema_version;
+      msg.id = m.id;
+      msg.attempt = m.attempt;
+      msg.created_at_unix_ms = m.created_at_unix_ms;
+      msg.stream = {m.stream.data(), m.stream.size()};
+      msg.group = {m.group.data(), m.group.size()};
+      msg.payload = {reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size()};
+      if (m.message_key) msg.message_key = {m.message_key->data(), m.message_key->size()};
+      ErrorSlot error;
+      sqlstreams_type_outcome out{};
+      out.struct_size = sizeof out;
+      out.error = error.get();
+      {
+        std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+        if (!handler_.concurrent()) lock.lock();
+        handler_.descriptor.handle(instance_, &msg, &out);
+      }
+      return to_outcome(out, error.text().value_or(""));
+    } catch (const std::exception& e) {
+      return {OutcomeKind::kRetry, {}, std::string("host error while handling: ") + e.what()};
+    }
+  }
+
+  bool concurrent() const override { return handler_.concurrent(); }
+  const std::string& plugin_name() const override { return plugin_name_; }
+
+ private:
+  Outcome plugin_bug(const std::string& what) {
+    std::string error = fmt::format("plugin bug: handler '{}' of plugin '{}' {}", handler_.name,
+                                    plugin_name_, what);
+    if (!warned_.exchange(true)) spdlog::warn("{}: {}", label_, error);
+    return {OutcomeKind::kRetry, {}, std::move(error)};
+  }
+
+  Outcome to_outcome(const sqlstreams_type_outcome& out, std::string error) {
+    auto or_default = [&](const char* code) {
+      return error.empty() ? fmt::format("handler returned {} without an error message", code)
+                           : std::move(error);
+    };
+    switch (out.code) {
+      case SQLSTREAMS_OUTCOME_OK:
+        return {OutcomeKind::kOk, {}, {}};
+      case SQLSTREAMS_OUTCOME_RETRY:
+        return {OutcomeKind::kRetry, {}, or_default("RETRY")};
+      case SQLSTREAMS_OUTCOME_DELAY:
+        if (out.delay_ms < 0) {
+          return plugin_bug(
+              fmt::format("returned DELAY with a negative delay_ms ({})", out.delay_ms));
+        }
+        return {OutcomeKind::kDelay, std::chrono::milliseconds(out.delay_ms), std::move(error)};
+      case SQLSTREAMS_OUTCOME_TERMINAL:
+        return {OutcomeKind::kTerminal, {}, or_default("TERMINAL")};
+      case SQLSTREAMS_OUTCOME_UNSET:
+        return plugin_bug("returned without setting an outcome");
+      default:
+        return plugin_bug(fmt::format("returned unknown outcome code {}", out.code));
+    }
+  }
+
+  static void log(void* ctx, int32_t level, const char* text, size_t len) noexcept {
+    try {
+      const auto* self = static_cast<const PluginHandlerInstance*>(ctx);
+      spdlog::log(to_spdlog(level), "{}: {}", self->label_,
+                  std::string_view(text != nullptr ? text : "", text != nullptr ? len : 0));
+    } catch (...) {  // logging must never throw into the plugin
+    }
+  }
+
+  const std::string plugin_name_;
+  const std::string plugin_path_;
+  const HandlerEntry handler_;  // a copy: name, flags and function pointers
+  const std::string label_;
+  sqlstreams_type_host_api api_{};
+  void* instance_ = nullptr;
+  bool created_ = false;
+  std::mutex mu_;  // serialises handle() unless the handler is concurrent
+  std::atomic<bool> warned_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<HandlerInstance> make_instance(const LoadedPlugin& plugin,
+                                               const HandlerEntry& handler,
+                                               const std::string& config_json,
+                                               const std::string& stream,
+                                               const std::string& group) {
+  auto instance = std::make_unique<PluginHandlerInstance>(plugin, handler, stream, group);
+  instance->create(config_json);
+  return instance;
+}
+
+}  // namespace sqlstreams::plugin_host

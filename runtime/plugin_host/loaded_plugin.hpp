@@ -1,0 +1,69 @@
+// plugin_host/loaded_plugin — internal to plugin_host: one loaded library with its checked
+// manifest, the host side of the ABI's error slot, and the steps of loading a plugin
+// (resolve → file checks → dlopen → entry → manifest checks). Every step throws
+// PluginLoadError naming the file, the symbol, what was expected and found, and what to do.
+// Threading: a LoadedPlugin is immutable once built; ErrorSlot is used by one call at a time.
+#pragma once
+
+#include <sqlstreams/plugin.h>
+
+#include <boost/dll/shared_library.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plugin_host/plugin_host.hpp"
+
+namespace sqlstreams::plugin_host {
+
+inline constexpr const char* kEntrySymbol = SQLSTREAMS_PLUGIN_ENTRY;
+
+struct HandlerEntry {
+  std::string name;
+  sqlstreams_type_handler descriptor{};  // copied at most struct_size bytes, zero-filled
+  bool concurrent() const { return (descriptor.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
+};
+
+class LoadedPlugin {
+ public:
+  PluginInfo info;
+  boost::dll::shared_library library;  // loaded with RTLD_NODELETE: never unmapped
+  std::vector<HandlerEntry> handlers;
+
+  // Throws PluginLoadError listing the available handlers when `name` is unknown.
+  const HandlerEntry& handler(const std::string& name) const;
+};
+
+// The host's sqlstreams_type_error: keeps a copy of the last text the plugin set.
+class ErrorSlot {
+ public:
+  ErrorSlot() noexcept;
+  ErrorSlot(const ErrorSlot&) = delete;
+  ErrorSlot& operator=(const ErrorSlot&) = delete;
+  sqlstreams_type_error* get() noexcept { return &slot_; }
+  const std::optional<std::string>& text() const { return text_; }
+
+ private:
+  static void set(sqlstreams_type_error* slot, const char* text, size_t len) noexcept;
+  sqlstreams_type_error slot_{};
+  std::optional<std::string> text_;
+};
+
+// plugin_file.cpp
+std::filesystem::path normalize_dir(const std::filesystem::path& dir);
+std::filesystem::path resolve_plugin_path(const std::filesystem::path& plugin_dir,
+                                          const std::string& file);
+void check_plugin_file(const std::filesystem::path& plugin_dir, const std::filesystem::path& path);
+boost::dll::shared_library open_plugin_library(const std::filesystem::path& path);
+
+// manifest.cpp: calls the entry function and checks what it returns.
+void read_manifest(const std::string& path, LoadedPlugin& plugin);
+
+// handler_instance.cpp: creates the plugin's instance; throws PluginLoadError on failure.
+std::unique_ptr<HandlerInstance> make_instance(const LoadedPlugin& plugin,
+                                               const HandlerEntry& handler,
+                                               const std::string& config_json,
+                                               const std::string& stream, const std::string& group);
+
+}  // namespace sqlstreams::plugin_host

@@ -1,0 +1,109 @@
+// PluginRegistry: loads each plugin file once (resolve → file checks → dlopen → manifest),
+// keeps it loaded for the life of the process, and runs the validate → create lifecycle.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "plugin_host/loaded_plugin.hpp"
+
+namespace sqlstreams::plugin_host {
+namespace {
+
+constexpr size_t kMaxErrorBytes = 8192;
+
+std::string format_error(const std::string& path, const std::string& symbol,
+                         const std::string& expected, const std::string& found,
+                         const std::string& hint) {
+  std::string m = "plugin '" + path + "'";
+  if (!symbol.empty()) m += " (" + symbol + ")";
+  m += ": expected " + expected + ", found " + found;
+  if (!hint.empty()) m += ". Hint: " + hint;
+  return m;
+}
+
+}  // namespace
+
+PluginLoadError::PluginLoadError(std::string path, std::string symbol, std::string expected,
+                                 std::string found, std::string hint)
+    : std::runtime_error(format_error(path, symbol, expected, found, hint)),
+      path_(std::move(path)),
+      symbol_(std::move(symbol)),
+      expected_(std::move(expected)),
+      found_(std::move(found)),
+      hint_(std::move(hint)) {}
+
+ErrorSlot::ErrorSlot() noexcept {
+  slot_.struct_size = sizeof slot_;
+  slot_.host_ctx = this;
+  slot_.set_error = &ErrorSlot::set;
+}
+
+void ErrorSlot::set(sqlstreams_type_error* slot, const char* text, size_t len) noexcept {
+  if (slot == nullptr || slot->host_ctx == nullptr) return;
+  auto* self = static_cast<ErrorSlot*>(slot->host_ctx);
+  try {
+    if (text == nullptr) len = 0;
+    std::string copy(text != nullptr ? text : "", len < kMaxErrorBytes ? len : kMaxErrorBytes);
+    if (len > kMaxErrorBytes) copy += " ...(truncated)";
+    self->text_ = std::move(copy);
+  } catch (...) {  // out of memory: keep whatever was there
+  }
+}
+
+const HandlerEntry& LoadedPlugin::handler(const std::string& name) const {
+  for (const auto& h : handlers) {
+    if (h.name == name) return h;
+  }
+  throw PluginLoadError(info.path, "handler '" + name + "'",
+                        fmt::format("a handler named '{}' in plugin '{}'", name, info.name),
+                        fmt::format("only: {}", fmt::join(info.handlers, ", ")),
+                        "set the group's `handler` to one of those names");
+}
+
+PluginRegistry::PluginRegistry(std::filesystem::path plugin_dir)
+    : plugin_dir_(normalize_dir(plugin_dir)) {}
+
+// Libraries stay mapped (RTLD_NODELETE) even after the shared_library objects go.
+PluginRegistry::~PluginRegistry() = default;
+
+std::filesystem::path PluginRegistry::resolve(const std::string& file) const {
+  return resolve_plugin_path(plugin_dir_, file);
+}
+
+const LoadedPlugin& PluginRegistry::load_internal(const std::string& file) {
+  const std::filesystem::path path = resolve(file);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = loaded_.find(path.string()); it != loaded_.end()) return *it->second;
+  check_plugin_file(plugin_dir_, path);
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->library = open_plugin_library(path);
+  read_manifest(path.string(), *plugin);
+  return *loaded_.emplace(path.string(), std::move(plugin)).first->second;
+}
+
+const PluginInfo& PluginRegistry::load(const std::string& file) { return load_internal(file).info; }
+
+void PluginRegistry::validate(const std::string& file, const std::string& handler,
+                              const std::string& config_json) {
+  const LoadedPlugin& plugin = load_internal(file);
+  const HandlerEntry& entry = plugin.handler(handler);
+  ErrorSlot error;
+  if (!entry.descriptor.validate(config_json.data(), config_json.size(), error.get())) {
+    throw PluginLoadError(
+        plugin.info.path, "handler '" + handler + "' validate()", "a config the handler accepts",
+        error.text() ? *error.text() : "plugin bug: validate failed without an error message",
+        "fix the group's [groups.config] table");
+  }
+}
+
+std::unique_ptr<HandlerInstance> PluginRegistry::create(const std::string& file,
+                                                        const std::string& handler,
+                                                        const std::string& config_json,
+                                                        const std::string& stream,
+                                                        const std::string& group) {
+  validate(file, handler, config_json);
+  const LoadedPlugin& plugin = load_internal(file);
+  return make_instance(plugin, plugin.handler(handler), config_json, stream, group);
+}
+
+}  // namespace sqlstreams::plugin_host

@@ -1,0 +1,17 @@
+# cmake -DNM=<nm> -DPLUGINS="a.so;b.so" -P check_exports.cmake
+# Fails unless each plugin's only defined dynamic symbol is its entry function (STYLE R2).
+foreach(plugin ${PLUGINS})
+  execute_process(COMMAND ${NM} -D --defined-only ${plugin} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${NM} failed on ${plugin}")
+  endif()
+  string(REGEX MATCHALL "[^\n]+" lines "${out}")
+  foreach(line ${lines})
+    if(NOT line MATCHES " T sqlstreams_plugin_manifest_v1$")
+      message(FATAL_ERROR "${plugin} exports more than its entry function: ${line}")
+    endif()
+  endforeach()
+  if(NOT out MATCHES "sqlstreams_plugin_manifest_v1")
+    message(FATAL_ERROR "${plugin} does not export sqlstreams_plugin_manifest_v1")
+  endif()
+endforeach()

@@ -1,0 +1,93 @@
+// PluginRegistry behaviour beyond refusals: loading once, manifest info, file permissions
+// (DESIGN §13: no plugin writable by group/others), and absolute paths.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using plugin_host_test::kFixtureDir;
+using sqlstreams::plugin_host::PluginLoadError;
+using sqlstreams::plugin_host::PluginRegistry;
+
+// A private copy of c_ok.so with a chosen mode, in a fresh temporary plugin_dir.
+class PermissionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "sqlstreams-plugin-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    fs::copy_file(kFixtureDir + "/c_ok.so", dir_ / "copy.so");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string load_error(mode_t mode) {
+    ::chmod((dir_ / "copy.so").c_str(), mode);
+    PluginRegistry registry(dir_);
+    try {
+      registry.load("copy.so");
+    } catch (const PluginLoadError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(PermissionsTest, OwnerWritableLoads) { EXPECT_EQ(load_error(0755), ""); }
+
+TEST_F(PermissionsTest, GroupWritableIsRefused) {
+  const std::string what = load_error(0775);
+  EXPECT_NE(what.find("expected a file writable only by its owner"), std::string::npos) << what;
+  EXPECT_NE(what.find("found mode 0775 (writable by its group)"), std::string::npos) << what;
+  EXPECT_NE(what.find("chmod go-w"), std::string::npos) << what;
+}
+
+TEST_F(PermissionsTest, OthersWritableIsRefused) {
+  const std::string what = load_error(0757);
+  EXPECT_NE(what.find("found mode 0757 (writable by others)"), std::string::npos) << what;
+}
+
+TEST(Registry, LoadsOnceAndDescribesThePlugin) {
+  PluginRegistry registry(kFixtureDir);
+  const auto& info = registry.load("c_ok.so");
+  EXPECT_EQ(&info, &registry.load(kFixtureDir + "/c_ok.so"));  // same file, same entry
+  EXPECT_EQ(info.name, "c-fixture");
+  EXPECT_EQ(info.version, "0.1.0");
+  EXPECT_EQ(info.sdk_build, "hand-written C");
+  EXPECT_EQ(info.abi_major, 1u);
+  EXPECT_EQ(info.abi_minor, 0u);
+  EXPECT_EQ(info.handlers, (std::vector<std::string>{"c-echo", "c-second"}));
+  ASSERT_EQ(info.handler_infos.size(), 2u);
+  EXPECT_EQ(info.handler_infos[0].schema_version, 1);
+  EXPECT_FALSE(info.handler_infos[0].concurrent);
+  EXPECT_EQ(info.handler_infos[1].schema_version, 2);
+  EXPECT_TRUE(info.handler_infos[1].concurrent);
+}
+
+TEST(Registry, PluginsBuiltAgainstOlderFrozenHeadersStillLoad) {
+  PluginRegistry registry(kFixtureDir);
+  const auto& info = registry.load("frozen_abi_1_0.so");
+  EXPECT_EQ(info.abi_major, 1u);
+  EXPECT_EQ(info.abi_minor, 0u);
+  auto echo = registry.create("frozen_abi_1_0.so", "c-echo", "{}", "s", "g");
+  plugin_host_test::Message m{.payload = "anything"};
+  EXPECT_EQ(echo->handle(m.view()).kind, sqlstreams::plugin_host::OutcomeKind::kOk);
+}
+
+TEST(Registry, RelativePluginDirAndDotDotInsideItAreFine) {
+  PluginRegistry registry(kFixtureDir + "/../fixtures_out/");
+  EXPECT_EQ(registry.load("./sub/../c_ok.so").name, "c-fixture");
+}
+
+TEST(Registry, FailedLoadsAreNotCached) {
+  PluginRegistry registry(kFixtureDir);
+  EXPECT_THROW(registry.load("bad_magic.so"), PluginLoadError);
+  EXPECT_THROW(registry.load("bad_magic.so"), PluginLoadError);
+}
+
+}  // namespace

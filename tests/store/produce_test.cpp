@@ -1,0 +1,148 @@
+// Produce: ids ascend, rollback leaves nothing, batches are all-or-nothing, Rule 1 holds on
+// every path that draws ids, bad input is rejected clearly, missing partitions heal.
+#include "store_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+using ProduceTest = StoreTest;
+
+int64_t count_messages(const TestDatabase& db) {
+  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
+}
+
+TEST_F(ProduceTest, IdsAscendInInputOrder) {
+  store::Producer p(*session_);
+  std::vector<store::NewMessage> batch;
+  for (int i = 0; i < 50; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});
+  auto ids = p.produce_batch("payments.requested", batch);
+  ASSERT_EQ(ids.size(), 50u);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_LT(ids[i - 1], ids[i]);
+  auto next = p.produce("payments.requested", {R"({"n":50})", 2, std::string("k")});
+  EXPECT_GT(next, ids.back());
+  auto r = db_.sql("SELECT payload->>'n', schema_version, message_key FROM sqlstreams.messages_1 "
+                   "WHERE id = " + std::to_string(next));
+  EXPECT_EQ(r[0][0].as<std::string>(), "50");
+  EXPECT_EQ(r[0][1].as<int>(), 2);
+  EXPECT_EQ(r[0][2].as<std::string>(), "k");
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'n' FROM sqlstreams.messages_1 WHERE id = " +
+                                    std::to_string(ids[7])),
+            "7");
+}
+
+TEST_F(ProduceTest, RollbackWithTheBusinessTransactionLeavesNothing) {
+  pqxx::connection c(db_.url());
+  {
+    pqxx::work tx(c);
+    tx.exec("CREATE TABLE orders (id text)");
+    tx.exec("INSERT INTO orders VALUES ('order-101')");
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"order-101\"}')");
+    tx.abort();
+  }
+  EXPECT_EQ(count_messages(db_), 0);
+  {
+    pqxx::work tx(c);
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"order-102\"}', 1, 'k')");
+    tx.commit();
+  }
+  EXPECT_EQ(count_messages(db_), 1);
+}
+
+TEST_F(ProduceTest, BatchIsAllOrNothing) {
+  store::Producer p(*session_);
+  try {
+    p.produce_batch("payments.requested", {{R"({"a":1})"}, {R"({"a":2})"}, {R"([3])"}});
+    FAIL() << "expected a rejection";
+  } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.kind(), store::StoreError::Kind::kRejected);
+    EXPECT_NE(std::string(e.what()).find("payload 3 of the batch must be a JSON object"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(count_messages(db_), 0);
+  EXPECT_THROW(db_.sql("SELECT sqlstreams.produce_batch('payments.requested', "
+                       "ARRAY['{\"a\":1}', '\"x\"']::jsonb[])"),
+               pqxx::sql_error);
+  EXPECT_EQ(count_messages(db_), 0);
+  auto ids = db_.sql("SELECT unnest(sqlstreams.produce_batch('payments.requested', "
+                     "ARRAY['{\"a\":1}', '{\"a\":2}']::jsonb[], NULL, ARRAY['x', NULL]))");
+  EXPECT_EQ(ids.size(), 2u);
+  EXPECT_EQ(count_messages(db_), 2);
+}
+
+TEST_F(ProduceTest, RuleOneEveryIdDrawOwnsAnXidFirst) {
+  pqxx::connection c(db_.url());
+  // The column default (used by a plain INSERT or COPY) takes an xid before nextval().
+  pqxx::work tx(c);
+  EXPECT_TRUE(tx.exec("SELECT pg_current_xact_id_if_assigned() IS NULL")[0][0].as<bool>());
+  tx.exec("SELECT sqlstreams.next_id_1()");
+  EXPECT_TRUE(tx.exec("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")[0][0].as<bool>());
+  tx.abort();
+  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE "
+                                    "adrelid = 'sqlstreams.messages_1'::regclass AND adnum = 1"),
+            "sqlstreams.next_id_1()");
+  // Producers need EXECUTE on the functions only.
+  EXPECT_TRUE(db_.scalar<bool>("SELECT prosecdef FROM pg_proc WHERE proname = 'produce'"));
+}
+
+TEST_F(ProduceTest, BadInputGetsClearErrors) {
+  store::Producer p(*session_);
+  try {
+    p.produce("no.such.stream", {R"({"a":1})"});
+    FAIL();
+  } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.kind(), store::StoreError::Kind::kRejected);
+    EXPECT_NE(std::string(e.what()).find("unknown stream 'no.such.stream'"), std::string::npos);
+  }
+  std::string big = R"({"x":")" + std::string(2 << 20, 'a') + R"("})";
+  try {
+    p.produce("payments.requested", {big});
+    FAIL();
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds max_payload_bytes"), std::string::npos);
+  }
+  EXPECT_THROW(db_.sql("SELECT sqlstreams.produce('payments.requested', '42')"), pqxx::sql_error);
+  EXPECT_THROW(db_.sql("SELECT sqlstreams.produce('nope', '{}')"), pqxx::sql_error);
+  EXPECT_EQ(count_messages(db_), 0);
+}
+
+TEST_F(ProduceTest, MissingPartitionsAreHealed) {
+  store::Producer p(*session_);
+  std::vector<store::NewMessage> batch(700, store::NewMessage{R"({"a":1})"});
+  for (int i = 0; i < 5; ++i) p.produce_batch("payments.requested", batch);  // 3500 ids
+  EXPECT_EQ(count_messages(db_), 3500);
+  pqxx::connection c(db_.url());
+  for (int i = 0; i < 1200; ++i) {
+    pqxx::work tx(c);  // one producing transaction each, as applications do
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{}')");
+    tx.commit();
+  }
+  EXPECT_EQ(count_messages(db_), 4700);
+  EXPECT_GE(db_.scalar<int>("SELECT count(*) FROM pg_inherits WHERE inhparent = "
+                            "'sqlstreams.messages_1'::regclass"),
+            5);
+  // A batch that runs past the last partition (ids 4701..5100, partitions end at 5000) is
+  // healed and retried, not fatal.
+  ASSERT_EQ(db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams"), 5001);
+  store::Session fresh(options());
+  store::Producer p2(fresh);
+  p2.produce_batch("payments.requested", std::vector<store::NewMessage>(400, {R"({"b":1})"}));
+  EXPECT_EQ(count_messages(db_), 5100);
+}
+
+TEST_F(ProduceTest, NotifyHintIsSentPerProducingTransaction) {
+  store::StreamSpec spec;
+  spec.name = "payments.requested";
+  spec.partition_size = 1000;
+  spec.notify = true;
+  store::declare_stream(*session_, spec);
+  auto s2 = session();
+  store::GroupStore gs(*s2, stream_.id, charge_.id, "t");
+  EXPECT_FALSE(gs.wait_for_notify(std::chrono::milliseconds(10)));  // now LISTENing
+  store::Producer p(*session_);
+  p.produce("payments.requested", {R"({"a":1})"});
+  EXPECT_TRUE(gs.wait_for_notify(std::chrono::seconds(5)));
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing

@@ -1,0 +1,159 @@
+// Range commits (token-guarded), lease loss, reclaim, quarantine, hand-back, partial commits
+// and the cursor advancer.
+#include "store_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+class RangeCommitTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    store::Producer p(*session_);
+    std::vector<store::NewMessage> batch;
+    for (int i = 1; i <= 10; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});
+    p.produce_batch("payments.requested", batch);
+  }
+  store::ClaimedRange claim(store::GroupStore& gs, int32_t batch) {
+    for (int i = 0; i < 3; ++i) {
+      auto r = poll(gs, batch);
+      if (r.range) return *r.range;
+    }
+    ADD_FAILURE() << "nothing claimed";
+    return {};
+  }
+  std::string cursor() {
+    auto r = db_.sql("SELECT claimed, committed FROM sqlstreams.cursors_1 WHERE group_id = " +
+                     std::to_string(charge_.id));
+    return std::to_string(r[0][0].as<int64_t>()) + "/" + std::to_string(r[0][1].as<int64_t>());
+  }
+  int count(const std::string& where) {
+    return db_.scalar<int>("SELECT count(*) FROM sqlstreams." + where);
+  }
+};
+
+TEST_F(RangeCommitTest, CommitWritesOnlyFailuresAndTheAdvancerStopsBeforeThem) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  ASSERT_EQ(r.messages.size(), 10u);
+  store::RangeCommit c;
+  c.token = r.token;
+  c.resolved_upto = r.high;
+  store::FailedMessage retry{4, store::ExceptionStatus::kReady, 1, 0, now_, "provider down", {}};
+  store::FailedMessage dead{7, store::ExceptionStatus::kDead, 1, 0, now_, "cancelled",
+                            std::string(R"({"n":7})")};
+  c.failures = {retry, dead};
+  c.audit = {{4, 1, "retry", "provider down"}, {7, 1, "dead", "cancelled"}};
+  EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  EXPECT_EQ(count("leases_1"), 0);
+  EXPECT_EQ(count("exceptions_1 WHERE status = 'ready' AND message_id = 4"), 1);
+  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND message_id = 7 AND payload->>'n' = '7'"), 1);
+  EXPECT_EQ(count("deliveries_1"), 2);
+  auto adv = gs.advance_cursor();
+  EXPECT_EQ(adv.committed_after, 3) << "a ready exception at 4 holds committed at 3";
+  db_.sql("DELETE FROM sqlstreams.exceptions_1 WHERE message_id = 4");
+  EXPECT_EQ(gs.advance_cursor().committed_after, 10) << "dead rows do not hold committed back";
+}
+
+TEST_F(RangeCommitTest, ReclaimRotatesTheTokenSoTheOldHoldersCommitIsANoOp) {
+  auto s1 = session();
+  auto s2 = session();
+  auto dead_host = group_store(*s1, charge_.id, "dead:1");
+  auto live_host = group_store(*s2, charge_.id, "live:2");
+  auto r = claim(dead_host, 5);
+  EXPECT_FALSE(live_host.reclaim_expired(now_, std::chrono::seconds(30), 3).found)
+      << "a live lease must not be reclaimed";
+  auto later = now_ + std::chrono::seconds(31);
+  auto re = live_host.reclaim_expired(later, std::chrono::seconds(30), 3);
+  ASSERT_TRUE(re.range.has_value());
+  EXPECT_NE(re.range->token, r.token);
+  EXPECT_EQ(re.range->reclaims, 1);
+  EXPECT_EQ(re.range->messages.size(), 5u);
+  store::RangeCommit stale{r.token, r.high, true, {{2, store::ExceptionStatus::kReady, 1, 0, now_, "x", {}}}, {}};
+  EXPECT_EQ(dead_host.commit_ranges({stale}), std::vector<bool>{false});
+  EXPECT_EQ(count("exceptions_1"), 0) << "outcomes of a lost lease are discarded";
+  EXPECT_EQ(dead_host.renew_leases({r.token}, later, std::chrono::seconds(30)),
+            std::vector<std::string>{r.token});
+  store::RangeCommit fresh{re.range->token, re.range->high, true, {}, {}};
+  EXPECT_EQ(live_host.commit_ranges({fresh}), std::vector<bool>{true});
+}
+
+TEST_F(RangeCommitTest, RangeReclaimedMaxTimesIsQuarantined) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  claim(gs, 3);
+  auto t = now_;
+  for (int i = 1; i <= 2; ++i) {
+    t += std::chrono::seconds(31);
+    auto re = gs.reclaim_expired(t, std::chrono::seconds(30), 3);
+    ASSERT_TRUE(re.range.has_value());
+    EXPECT_EQ(re.range->reclaims, i);
+  }
+  t += std::chrono::seconds(31);
+  auto poison = gs.reclaim_expired(t, std::chrono::seconds(30), 3);
+  EXPECT_FALSE(poison.range.has_value());
+  ASSERT_TRUE(poison.quarantined.has_value());
+  EXPECT_EQ(count("leases_1"), 0);
+  EXPECT_EQ(count("exceptions_1 WHERE status = 'ready' AND message_id BETWEEN 1 AND 3 AND "
+                  "last_error LIKE '%quarantined after 3 reclaims'"),
+            3);
+  EXPECT_EQ(gs.advance_cursor().committed_after, 0);
+}
+
+TEST_F(RangeCommitTest, HandedBackRangeIsReclaimableAtOnceWithoutCountingACrash) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 4);
+  gs.hand_back({r.token});
+  auto re = gs.reclaim_expired(now_, std::chrono::seconds(30), 3);
+  ASSERT_TRUE(re.range.has_value());
+  EXPECT_EQ(re.range->reclaims, 0);
+  EXPECT_EQ(re.range->low, 0);
+  EXPECT_EQ(re.range->high, 4);
+}
+
+TEST_F(RangeCommitTest, PartialCommitKeepsTheUnresolvedRestReclaimable) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  store::RangeCommit c{r.token, 6, false, {{5, store::ExceptionStatus::kReady, 1, 0, now_, "e", {}}}, {}};
+  EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  auto lease = db_.sql("SELECT low, high, expires_at = '-infinity' FROM sqlstreams.leases_1");
+  ASSERT_EQ(lease.size(), 1u);
+  EXPECT_EQ(lease[0][0].as<int64_t>(), 6);
+  EXPECT_EQ(lease[0][1].as<int64_t>(), 10);
+  EXPECT_TRUE(lease[0][2].as<bool>());
+  EXPECT_EQ(gs.advance_cursor().committed_after, 4);
+  auto re = gs.reclaim_expired(now_, std::chrono::seconds(30), 3);
+  ASSERT_TRUE(re.range.has_value());
+  EXPECT_EQ(re.range->messages.front().id, 7);
+  EXPECT_EQ(re.range->messages.size(), 4u);
+}
+
+TEST_F(RangeCommitTest, AdvancerStopsAtTheLowestOpenLease) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto first = claim(gs, 3);
+  auto second = claim(gs, 3);
+  EXPECT_EQ(cursor(), "6/0");
+  gs.commit_ranges({{second.token, second.high, true, {}, {}}});
+  EXPECT_EQ(gs.advance_cursor().committed_after, 0);
+  gs.commit_ranges({{first.token, first.high, true, {}, {}}});
+  EXPECT_EQ(gs.advance_cursor().committed_after, 6);
+  EXPECT_EQ(cursor(), "6/6");
+}
+
+TEST_F(RangeCommitTest, GroupsKeepIndependentCursors) {
+  auto s = session();
+  auto charge = group_store(*s, charge_.id);
+  auto audit = group_store(*s, audit_.id);
+  auto r = claim(charge, 10);
+  EXPECT_EQ(r.messages.size(), 10u);
+  auto a = claim(audit, 4);
+  EXPECT_EQ(a.messages.size(), 4u);
+  EXPECT_EQ(a.messages.front().id, 1);
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing

@@ -1,0 +1,37 @@
+// tests/store/store_fixture — a fresh database, migrated, with stream `payments.requested`
+// (id 1) and groups `charge-cards` / `audit-payments`; raw SQL helpers for producers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "store/catalog.hpp"
+#include "store/group_store.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "store/session.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::testing {
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  store::SessionOptions options() const;
+  std::unique_ptr<store::Session> session() const;
+  store::GroupStore group_store(store::Session& s, int64_t group_id,
+                                const std::string& holder = "test:1") const {
+    return store::GroupStore(s, stream_.id, group_id, holder);
+  }
+  // A claim cycle as the claimer runs it: observe, then claim when worth it.
+  store::ClaimResult poll(store::GroupStore& gs, int32_t batch = 1000);
+
+  TestDatabase db_;
+  std::unique_ptr<store::Session> session_;
+  store::StreamRef stream_;
+  store::GroupRef charge_, audit_;
+  SysTime now_ = SysTime(std::chrono::milliseconds(1'800'000'000'000));
+};
+
+}  // namespace sqlstreams::testing

@@ -1,0 +1,134 @@
+#include "process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace sqlstreams::testing {
+namespace {
+
+std::vector<std::string> merged_env(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> all;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) all[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) all[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+std::string write_temp_file(const std::string& name_hint, const std::string& text) {
+  std::string tmpl = "/tmp/sqlstreams-test-XXXXXX";
+  int fd = mkstemp(tmpl.data());
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  close(fd);
+  std::string path = tmpl + "-" + name_hint;
+  rename(tmpl.c_str(), path.c_str());
+  std::ofstream(path) << text;
+  return path;
+}
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                           std::string log_file)
+    : log_file_(std::move(log_file)) {
+  auto envs = merged_env(env);
+  auto c_argv = c_strings(argv);
+  auto c_env = c_strings(envs);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  int rc = posix_spawn(&pid_, c_argv[0], &fa, nullptr, c_argv.data(), c_env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("posix_spawn failed for " + argv[0]);
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    kill(pid_, SIGKILL);
+    wait(std::chrono::seconds(10));
+  }
+}
+
+void ChildProcess::signal(int sig) {
+  if (!status_) kill(pid_, sig);
+}
+
+bool ChildProcess::running() {
+  if (status_) return false;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return true;
+}
+
+std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status_;
+}
+
+std::string ChildProcess::log() const {
+  std::ifstream in(log_file_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::pair<int, std::string> run_command(std::vector<std::string> argv,
+                                        std::map<std::string, std::string> env,
+                                        const std::string& stdin_text) {
+  std::string out = write_temp_file("out.log", "");
+  std::string in = write_temp_file("in.txt", stdin_text);
+  auto envs = merged_env(env);
+  auto c_argv = c_strings(argv);
+  auto c_env = c_strings(envs);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, c_argv[0], &fa, nullptr, c_argv.data(), c_env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("posix_spawn failed for " + argv[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  unlink(out.c_str());
+  unlink(in.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ss.str()};
+}
+
+}  // namespace sqlstreams::testing

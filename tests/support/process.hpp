@@ -1,0 +1,46 @@
+// tests/support/process — start real `sqlstreams` processes from tests (posix_spawn), capture
+// their output to a file, signal them, wait with a timeout.
+// Threading: one ChildProcess per owner thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sqlstreams::testing {
+
+class ChildProcess {
+ public:
+  // Starts `argv` with extra environment variables; stdout+stderr go to `log_file`.
+  ChildProcess(std::vector<std::string> argv, std::map<std::string, std::string> env,
+               std::string log_file);
+  ~ChildProcess();  // SIGKILLs a still-running child
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig);
+  // Exit code (128 + signal when killed), or nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  bool running();
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  std::string log_file_;
+};
+
+// Runs a command to completion; returns {exit code, combined output}.
+std::pair<int, std::string> run_command(std::vector<std::string> argv,
+                                        std::map<std::string, std::string> env = {},
+                                        const std::string& stdin_text = "");
+
+// Writes `text` to a fresh temp file and returns its path.
+std::string write_temp_file(const std::string& name_hint, const std::string& text);
+
+}  // namespace sqlstreams::testing

@@ -1,0 +1,42 @@
+// tests/support — shared helpers for integration and e2e tests (real PostgreSQL only).
+// scripts/test.sh starts a throwaway cluster and exports SQLSTREAMS_TEST_DATABASE_URL (an
+// admin URL) and SQLSTREAMS_TEST_PG_DIR. Each TestDatabase creates a fresh database on that
+// cluster and drops it afterwards, so tests can run in parallel.
+// Tests may use libpqxx directly (the "only store/ includes libpqxx" rule is for runtime/).
+// Threading: one TestDatabase per test; sql() opens a new connection per call.
+#pragma once
+
+#include <pqxx/pqxx>
+#include <string>
+
+namespace sqlstreams::testing {
+
+// The admin URL; fails the test (never skips) when the environment does not provide one.
+std::string admin_url();
+
+class TestDatabase {
+ public:
+  TestDatabase();
+  ~TestDatabase();
+  TestDatabase(const TestDatabase&) = delete;
+  TestDatabase& operator=(const TestDatabase&) = delete;
+
+  const std::string& url() const { return url_; }
+  const std::string& name() const { return name_; }
+  // Runs one statement in its own transaction and returns the result.
+  pqxx::result sql(const std::string& statement) const;
+  // First column of the first row as T.
+  template <class T>
+  T scalar(const std::string& statement) const {
+    return sql(statement).at(0).at(0).as<T>();
+  }
+
+ private:
+  std::string name_;
+  std::string url_;
+};
+
+// Replaces the database name of a postgresql:// URL.
+std::string with_database(const std::string& url, const std::string& db);
+
+}  // namespace sqlstreams::testing
