@@ -48,6 +48,13 @@ void register_config(CLI::App& app, Action& action) {
   chk->callback([&action, file, plugin_dir] {
     action = [file, plugin_dir] { return check(*file, *plugin_dir); };
   });
+  auto* schema = cmd->add_subcommand("schema", "Print every option as a Markdown table");
+  schema->callback([&action] {
+    action = [] {
+      std::printf("%s", config::config_schema_markdown().c_str());
+      return 0;
+    };
+  });
 }
 
 }  // namespace sqlstreams::cli

@@ -37,5 +37,7 @@ void register_declare(CLI::App& app, Action& action);
 void register_produce(CLI::App& app, Action& action);
 void register_config(CLI::App& app, Action& action);
 void register_run(CLI::App& app, Action& action);
+void register_dead(CLI::App& app, Action& action);
+void register_group(CLI::App& app, Action& action);
 
 }  // namespace sqlstreams::cli

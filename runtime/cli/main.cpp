@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   cli::register_declare(app, action);
   cli::register_produce(app, action);
   cli::register_config(app, action);
+  cli::register_dead(app, action);
+  cli::register_group(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

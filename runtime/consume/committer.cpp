@@ -1,9 +1,10 @@
-// GroupPipeline: the commit loop (batched token-guarded range commits, lease renewal, the
-// cursor advancer) and stop().
+// GroupPipeline: the commit loop (batched token-guarded range and retry commits, lease
+// renewal, the cursor advancer, the handler-timeout watchdog) and stop().
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
+#include "common/duration.hpp"
 #include "consume/group_pipeline.hpp"
 #include "store/group_store.hpp"
 
@@ -14,12 +15,40 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 
-// Logs every dead letter of a committed range (DESIGN §7: a structured `dead-lettered` line).
-void log_dead(const GroupPipeline& p, const store::RangeCommit& c) {
-  for (const auto& f : c.failures) {
-    if (f.status != store::ExceptionStatus::kDead) continue;
-    spdlog::warn("dead-lettered stream={} group={} message_id={} attempts={} error=\"{}\"",
-                 p.options().ref.stream, p.options().ref.name, f.message_id, f.attempts, f.error);
+void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
+  if (f.status != store::ExceptionStatus::kDead) return;
+  spdlog::warn("dead-lettered stream={} group={} message_id={} attempts={} error=\"{}\"",
+               o.ref.stream, o.ref.name, f.message_id, f.attempts, f.error);
+}
+
+// Runs `op` until it succeeds or `give_up` passes; logs the first failure of an outage.
+template <class Op>
+bool with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
+                  SteadyClock::time_point give_up, Op&& op) {
+  auto backoff = std::chrono::milliseconds(100);
+  bool outage = false;
+  for (;;) {
+    try {
+      op();
+      if (outage) spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
+      return true;
+    } catch (const store::StoreError& e) {
+      m.store_errors++;
+      if (!outage) {
+        spdlog::error("{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
+                      "repeated commit safe)",
+                      what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
+        outage = true;
+      }
+      if (SteadyClock::now() + backoff > give_up) {
+        spdlog::error("{}-abandoned stream={} group={}: the leases will expire and the work "
+                      "will be claimed again",
+                      what, o.ref.stream, o.ref.name);
+        return false;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, kMaxErrorBackoff);
+    }
   }
 }
 }  // namespace
@@ -29,34 +58,36 @@ void GroupPipeline::commit_loop() {
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   const auto renew_every = std::max(std::chrono::milliseconds(50), g.lease_ttl / 3);
+  const auto watch_every = std::clamp(g.handler_timeout / 4, std::chrono::milliseconds(10),
+                                      std::chrono::milliseconds(250));
   auto next_renew = SteadyClock::now() + renew_every;
   auto next_advance = SteadyClock::now() + kAdvanceEvery;
   auto error_backoff = std::chrono::milliseconds(100);
-  std::vector<std::shared_ptr<RangeWork>> batch;
-  bool final_flush = false;
   for (;;) {
+    std::vector<std::shared_ptr<RangeWork>> batch;
+    std::vector<store::RetryResult> retries;
+    bool final_flush;
     {
       std::unique_lock lock(mu_);
-      auto wake = std::min(next_renew, next_advance);
-      commit_cv_.wait_until(lock, wake, [&] { return !finished_.empty() || final_flush_; });
+      auto wake = std::min({next_renew, next_advance, SteadyClock::now() + watch_every});
+      commit_cv_.wait_until(lock, wake, [&] {
+        return !finished_.empty() || !retry_results_.empty() || final_flush_;
+      });
       final_flush = final_flush_;
       if (final_flush) {
-        // Everything still active: finished ranges commit fully, the rest commit their
-        // resolved prefix and hand back the remainder.
-        batch.clear();
+        // Finished ranges commit fully; the rest commit their resolved prefix and hand back.
         for (auto& [token, r] : active_) batch.push_back(r);
         finished_.clear();
       } else {
         batch.swap(finished_);
       }
+      retries.swap(retry_results_);
     }
-    if (!batch.empty()) {
-      // Keep retrying a failed commit; at shutdown only while the leases could still be ours.
-      auto give_up = final_flush ? SteadyClock::now() + g.lease_ttl
-                                 : SteadyClock::time_point::max() - std::chrono::hours(1);
-      commit_batch(store, batch, give_up);
-      batch.clear();
-    }
+    auto give_up = final_flush ? SteadyClock::now() + g.lease_ttl
+                               : SteadyClock::time_point::max() - std::chrono::hours(1);
+    if (!batch.empty()) commit_batch(store, batch, give_up);
+    if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
+    if (!final_flush) check_timeouts();
     auto now = SteadyClock::now();
     try {
       if (now >= next_renew && !final_flush) {
@@ -83,7 +114,6 @@ void GroupPipeline::commit_loop() {
 void GroupPipeline::commit_batch(store::GroupStore& store,
                                  const std::vector<std::shared_ptr<RangeWork>>& ranges,
                                  SteadyClock::time_point give_up) {
-  const auto& g = options_.group;
   std::vector<std::shared_ptr<RangeWork>> to_commit;
   std::vector<store::RangeCommit> commits;
   for (const auto& r : ranges) {
@@ -94,67 +124,110 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
       continue;
     }
     to_commit.push_back(r);
-    commits.push_back(r->to_commit(g.audit));
+    commits.push_back(r->to_commit(options_.group.audit));
   }
-  auto backoff = std::chrono::milliseconds(100);
-  bool outage = false;
-  while (!commits.empty()) {
-    try {
-      auto ok = store.commit_ranges(commits);
-      for (size_t i = 0; i < ok.size(); ++i) {
-        if (!ok[i]) {
-          metrics_.lease_lost++;
-          spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
-                       options_.ref.stream, options_.ref.name, to_commit[i]->range().low,
-                       to_commit[i]->range().high);
-        } else if (commits[i].complete) {
-          metrics_.ranges_committed++;
-          log_dead(*this, commits[i]);
-        } else {
-          metrics_.ranges_handed_back++;
-          log_dead(*this, commits[i]);
-        }
+  with_retries(options_, metrics_, "commit", give_up, [&] {
+    if (commits.empty()) return;
+    auto ok = store.commit_ranges(commits);
+    for (size_t i = 0; i < ok.size(); ++i) {
+      if (!ok[i]) {
+        metrics_.lease_lost++;
+        spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
+                     options_.ref.stream, options_.ref.name, to_commit[i]->range().low,
+                     to_commit[i]->range().high);
+        continue;
       }
-      if (outage) spdlog::info("commit-recovered stream={} group={}", options_.ref.stream, options_.ref.name);
-      break;
-    } catch (const store::StoreError& e) {
-      metrics_.store_errors++;
-      if (!outage) {
-        spdlog::error("commit-failed stream={} group={} kind={}: {} (retrying; tokens make a "
-                      "repeated commit safe)",
-                      options_.ref.stream, options_.ref.name, store::kind_name(e.kind()), e.what());
-        outage = true;
-      }
-      if (SteadyClock::now() + backoff > give_up) {
-        spdlog::error("commit-abandoned stream={} group={}: leases will expire and the ranges "
-                      "will be reclaimed",
-                      options_.ref.stream, options_.ref.name);
-        break;
-      }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, kMaxErrorBackoff);
+      (commits[i].complete ? metrics_.ranges_committed : metrics_.ranges_handed_back)++;
+      for (const auto& f : commits[i].failures) log_dead(options_, f);
     }
-  }
+  });
   std::lock_guard lock(mu_);
   for (const auto& r : ranges) active_.erase(r->range().token);
   claim_cv_.notify_all();
 }
 
+void GroupPipeline::commit_retry_results(store::GroupStore& store,
+                                         std::vector<store::RetryResult> results,
+                                         SteadyClock::time_point give_up) {
+  with_retries(options_, metrics_, "commit-retries", give_up, [&] {
+    auto ok = store.commit_retries(results, options_.clock->now());
+    for (size_t i = 0; i < ok.size(); ++i) {
+      if (!ok[i]) {
+        metrics_.retry_lease_lost++;
+        spdlog::warn("lease-lost stream={} group={} message_id={}: retry outcome discarded",
+                     options_.ref.stream, options_.ref.name, results[i].message_id);
+      } else if (results[i].decision) {
+        log_dead(options_, *results[i].decision);
+      }
+    }
+  });
+  std::lock_guard lock(mu_);
+  for (const auto& r : results) active_retries_.erase(r.token);
+  claim_cv_.notify_all();
+}
+
 void GroupPipeline::renew_leases(store::GroupStore& store) {
-  std::vector<std::string> tokens;
+  std::vector<std::string> tokens, retry_tokens;
   {
     std::lock_guard lock(mu_);
     for (const auto& [token, r] : active_) tokens.push_back(token);
+    for (const auto& [token, r] : active_retries_) retry_tokens.push_back(token);
   }
-  if (tokens.empty()) return;
   SysTime now = options_.clock->now();
   auto lost = store.renew_leases(tokens, now, options_.group.lease_ttl);
-  std::lock_guard lock(mu_);
+  auto lost_retries = store.renew_retry_leases(retry_tokens, now, options_.group.lease_ttl);
   const int64_t expires = (now + options_.group.lease_ttl).time_since_epoch().count();
+  std::lock_guard lock(mu_);
   for (const auto& [token, r] : active_) r->expires_at_ms.store(expires);
+  for (const auto& [token, r] : active_retries_) r->expires_at_ms.store(expires);
   for (const auto& token : lost) {
-    auto it = active_.find(token);
-    if (it != active_.end()) it->second->lost.store(true, std::memory_order_release);
+    if (auto it = active_.find(token); it != active_.end()) it->second->lost.store(true);
+  }
+  for (const auto& token : lost_retries) {
+    if (auto it = active_retries_.find(token); it != active_retries_.end()) {
+      it->second->lost.store(true);
+    }
+  }
+}
+
+// A handler still running at handler_timeout is a failed attempt; its thread is written off
+// (C++ cannot kill a thread) and replaced so the pool keeps its size.
+void GroupPipeline::check_timeouts() {
+  std::vector<Task> timed_out;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_workers_) return;
+    auto now = SteadyClock::now();
+    for (auto& w : workers_) {
+      if (!w->busy || w->abandoned.load() || now - w->started < options_.group.handler_timeout) {
+        continue;
+      }
+      {
+        std::lock_guard theirs(w->mu);
+        if (w->finishing) continue;  // the handler returned just now: let it record its outcome
+        w->abandoned.store(true);
+      }
+      w->thread.detach();
+      timed_out.push_back(w->task);
+      --running_workers_;
+    }
+    for (size_t i = 0; i < timed_out.size(); ++i) spawn_worker();  // not while iterating
+    workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
+                                  [](const auto& w) { return w->abandoned.load(); }),
+                   workers_.end());
+  }
+  for (const auto& task : timed_out) {
+    metrics_.handler_timeouts++;
+    metrics_.workers_abandoned++;
+    const auto& view_id = task.range ? task.range->range().messages[task.index].id
+                                     : task.retry->claim.message_id;
+    spdlog::warn("handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
+                 "worker thread written off and replaced",
+                 options_.ref.stream, options_.ref.name, view_id,
+                 format_duration(options_.group.handler_timeout));
+    complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry, {},
+                                        "handler timed out after " +
+                                            format_duration(options_.group.handler_timeout)});
   }
 }
 
@@ -166,30 +239,54 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   claim_cv_.notify_all();
   if (claimer_.joinable()) claimer_.join();
   {
-    // Unstarted messages go back: their ranges commit the resolved prefix and hand back the rest.
+    // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
+    // retry rows return to `ready` without counting an attempt.
     std::lock_guard lock(mu_);
     while (!tasks_.empty()) {
       Task t = std::move(tasks_.front());
       tasks_.pop_front();
-      if (t.range->resolve(t.index, SlotState::kSkipped)) finished_.push_back(t.range);
+      if (t.range) {
+        if (!t.range->slot(t.index).taken.exchange(true) &&
+            t.range->resolve(t.index, SlotState::kSkipped)) {
+          finished_.push_back(t.range);
+        }
+      } else if (!t.retry->taken.exchange(true)) {
+        retry_results_.push_back(
+            store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+      }
     }
     stop_workers_ = true;
   }
   work_cv_.notify_all();
   bool drained;
+  std::vector<std::shared_ptr<WorkerState>> workers;
   {
     std::unique_lock lock(mu_);
     drained = claim_cv_.wait_until(lock, deadline, [&] { return running_workers_ == 0; });
+    workers.swap(workers_);
   }
-  if (drained) {
-    for (auto& w : workers_) w.join();
-  } else {
-    spdlog::warn("drain-timeout stream={} group={}: {} handler(s) still running; their ranges "
-                 "are handed back",
-                 options_.ref.stream, options_.ref.name, busy_workers_);
-    for (auto& w : workers_) w.detach();
+  for (auto& w : workers) {
+    if (drained) {
+      w->thread.join();
+      continue;
+    }
+    bool finishing;
+    {
+      std::lock_guard theirs(w->mu);
+      finishing = w->finishing && w->busy;
+      if (!finishing) w->abandoned.store(true);  // it must not touch us on return
+    }
+    if (finishing) {
+      w->thread.join();  // recording an outcome takes microseconds
+    } else {
+      w->thread.detach();
+    }
   }
-  workers_.clear();
+  if (!drained) {
+    spdlog::warn("drain-timeout stream={} group={}: handler(s) still running; their ranges are "
+                 "handed back",
+                 options_.ref.stream, options_.ref.name);
+  }
   {
     std::lock_guard lock(mu_);
     final_flush_ = true;

@@ -21,6 +21,10 @@ struct GroupMetrics {
   std::atomic<uint64_t> ranges_quarantined{0};
   std::atomic<uint64_t> ranges_handed_back{0};
   std::atomic<uint64_t> store_errors{0};
+  std::atomic<uint64_t> retries_claimed{0};
+  std::atomic<uint64_t> handler_timeouts{0};
+  std::atomic<uint64_t> workers_abandoned{0};
+  std::atomic<uint64_t> retry_lease_lost{0};
 };
 
 }  // namespace sqlstreams::consume

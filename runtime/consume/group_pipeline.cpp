@@ -1,4 +1,4 @@
-// GroupPipeline: lifecycle, dispatch and the worker pool.
+// GroupPipeline: lifecycle, dispatch, the worker pool and outcome recording.
 #include "consume/group_pipeline.hpp"
 
 #include <spdlog/spdlog.h>
@@ -26,8 +26,7 @@ GroupPipeline::~GroupPipeline() {
 double GroupPipeline::random01() {
   if (options_.random01) return options_.random01();
   std::lock_guard lock(rng_mu_);
-  // splitmix64: cheap, good enough for jitter.
-  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);  // splitmix64
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   z ^= z >> 31;
@@ -35,19 +34,29 @@ double GroupPipeline::random01() {
 }
 
 void GroupPipeline::start() {
-  int n = options_.group.concurrency;
   {
     std::lock_guard lock(mu_);
-    running_workers_ = n;
+    for (int i = 0; i < options_.group.concurrency; ++i) spawn_worker();
   }
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
   committer_ = std::thread([this] { commit_loop(); });
   claimer_ = std::thread([this] { claim_loop(); });
+}
+
+void GroupPipeline::spawn_worker() {
+  auto state = std::make_shared<WorkerState>();
+  ++running_workers_;
+  state->thread = std::thread([this, state] { worker_loop(state); });
+  workers_.push_back(std::move(state));
 }
 
 size_t GroupPipeline::ranges_in_flight() const {
   std::lock_guard lock(mu_);
   return active_.size();
+}
+
+int GroupPipeline::live_workers() const {
+  std::lock_guard lock(mu_);
+  return running_workers_;
 }
 
 void GroupPipeline::enqueue(store::ClaimedRange range) {
@@ -61,8 +70,18 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
     commit_cv_.notify_one();
     return;
   }
-  for (size_t i = 0; i < work->size(); ++i) tasks_.push_back(Task{work, i});
+  for (size_t i = 0; i < work->size(); ++i) tasks_.push_back(Task{work, i, nullptr});
   work_cv_.notify_all();
+}
+
+void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
+  metrics_.retries_claimed++;
+  auto expires = (options_.clock->now() + options_.group.lease_ttl).time_since_epoch().count();
+  auto work = std::make_shared<RetryWork>(std::move(claim), expires);
+  std::lock_guard lock(mu_);
+  active_retries_[work->claim.token] = work;
+  tasks_.push_back(Task{nullptr, 0, work});
+  work_cv_.notify_one();
 }
 
 void GroupPipeline::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
@@ -74,7 +93,8 @@ void GroupPipeline::finish_slot(const std::shared_ptr<RangeWork>& range, size_t 
   }
 }
 
-void GroupPipeline::worker_loop() {
+void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
+  std::shared_ptr<plugin_host::HandlerInstance> handler = handler_;  // outlives a write-off
   for (;;) {
     Task task;
     {
@@ -83,54 +103,106 @@ void GroupPipeline::worker_loop() {
       if (tasks_.empty()) break;
       task = std::move(tasks_.front());
       tasks_.pop_front();
-      ++busy_workers_;
+      if (!may_start(task)) continue;
+      me->busy = true;
+      me->task = task;
+      me->started = std::chrono::steady_clock::now();
+      std::lock_guard mine(me->mu);
+      me->finishing = false;
     }
-    run_one(task.range, task.index);
+    plugin_host::MessageView view = view_of(task);
+    plugin_host::Outcome outcome = handler->handle(view);
     {
-      std::lock_guard lock(mu_);
-      --busy_workers_;
+      std::lock_guard mine(me->mu);
+      if (me->abandoned.load()) return;  // written off: the pipeline may be gone
+      me->finishing = true;
     }
+    complete(task, outcome);
+    std::lock_guard lock(mu_);
+    me->busy = false;
+    me->task = Task{};
   }
   std::lock_guard lock(mu_);
   --running_workers_;
   claim_cv_.notify_all();
 }
 
-void GroupPipeline::run_one(const std::shared_ptr<RangeWork>& range, size_t index) {
+// Called with mu_ held. Leaves a task for reclaim when its lease is lost or too short to cover
+// a whole handler run; passes over schema versions the group does not declare.
+bool GroupPipeline::may_start(const Task& task) {
   const auto& g = options_.group;
-  const store::StoredMessage& msg = range->range().messages[index];
-  Slot& slot = range->slot(index);
-  if (range->lost.load(std::memory_order_acquire)) {
-    finish_slot(range, index, SlotState::kSkipped);
-    return;
-  }
-  // Never start a handler that could outlive the lease: leave the message for reclaim.
   const int64_t now_ms = options_.clock->now().time_since_epoch().count();
   const int64_t margin = std::min<int64_t>(1000, (g.lease_ttl - g.handler_timeout).count() / 2);
-  if (range->expires_at_ms.load() - now_ms < g.handler_timeout.count() + margin) {
-    finish_slot(range, index, SlotState::kSkipped);
-    return;
+  const int64_t needed = g.handler_timeout.count() + margin;
+  if (task.range) {
+    auto& r = *task.range;
+    if (r.lost.load() || r.expires_at_ms.load() - now_ms < needed) {
+      if (!r.slot(task.index).taken.exchange(true)) {
+        if (r.resolve(task.index, SlotState::kSkipped)) {
+          finished_.push_back(task.range);
+          commit_cv_.notify_one();
+        }
+      }
+      return false;
+    }
+    const auto& msg = r.range().messages[task.index];
+    if (!accepted_versions_.count(msg.schema_version)) {
+      metrics_.skipped_version++;  // passed over, counted, never silent
+      if (!r.slot(task.index).taken.exchange(true) && r.resolve(task.index, SlotState::kDone)) {
+        finished_.push_back(task.range);
+        commit_cv_.notify_one();
+      }
+      return false;
+    }
+    r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);
+    return true;
   }
-  if (!accepted_versions_.count(msg.schema_version)) {
-    metrics_.skipped_version++;  // passed over, counted, never silent
-    finish_slot(range, index, SlotState::kDone);
-    return;
+  auto& w = *task.retry;
+  if (w.lost.load()) {
+    w.taken.store(true);
+    active_retries_.erase(w.claim.token);
+    return false;
   }
-  slot.state.store(SlotState::kRunning, std::memory_order_release);
+  if (w.expires_at_ms.load() - now_ms < needed) {
+    if (!w.taken.exchange(true)) {
+      retry_results_.push_back(store::RetryResult{w.claim.message_id, w.claim.token, {}, true, {}});
+      commit_cv_.notify_one();
+    }
+    return false;
+  }
+  return true;
+}
+
+plugin_host::MessageView GroupPipeline::view_of(const Task& task) const {
+  const store::StoredMessage& msg =
+      task.range ? task.range->range().messages[task.index] : *task.retry->claim.message;
   plugin_host::MessageView view;
   view.id = msg.id;
   view.stream = options_.ref.stream;
   view.group = options_.ref.name;
   view.payload = msg.payload;
   view.schema_version = msg.schema_version;
-  view.attempt = 1;
+  view.attempt = task.retry ? task.retry->claim.attempts + 1 : 1;
   if (msg.key) view.message_key = *msg.key;
   view.created_at_unix_ms = msg.created_at_unix_ms;
-  plugin_host::Outcome outcome = handler_->handle(view);
-  auto decision = decide(outcome, AttemptState{}, g.retry, msg.id, msg.payload,
-                         options_.clock->now(), random01());
-  slot.audit_outcome = audit_outcome(decision, outcome);
-  slot.audit_error = outcome.error;
+  return view;
+}
+
+void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outcome) {
+  const auto& g = options_.group;
+  AttemptState before;
+  const store::StoredMessage* msg;
+  if (task.range) {
+    if (task.range->slot(task.index).taken.exchange(true)) return;
+    msg = &task.range->range().messages[task.index];
+  } else {
+    if (task.retry->taken.exchange(true)) return;
+    msg = &*task.retry->claim.message;
+    before = {task.retry->claim.attempts, task.retry->claim.delays};
+  }
+  auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, options_.clock->now(),
+                         random01());
+  std::string audit = audit_outcome(decision, outcome);
   if (!decision) {
     metrics_.succeeded++;
   } else if (decision->status == store::ExceptionStatus::kDead) {
@@ -140,8 +212,23 @@ void GroupPipeline::run_one(const std::shared_ptr<RangeWork>& range, size_t inde
   } else {
     metrics_.retried++;
   }
-  slot.decision = std::move(decision);
-  finish_slot(range, index, SlotState::kDone);
+  if (task.range) {
+    Slot& slot = task.range->slot(task.index);
+    slot.audit_outcome = audit;
+    slot.audit_error = outcome.error;
+    slot.decision = std::move(decision);
+    finish_slot(task.range, task.index, SlotState::kDone);
+    return;
+  }
+  store::RetryResult result{msg->id, task.retry->claim.token, std::move(decision), false, {}};
+  bool write_audit = g.audit == config::AuditMode::kAll ||
+                     (g.audit == config::AuditMode::kFailures && result.decision.has_value());
+  if (write_audit) {
+    result.audit = store::AuditEntry{msg->id, before.attempts + 1, audit, outcome.error};
+  }
+  std::lock_guard lock(mu_);
+  retry_results_.push_back(std::move(result));
+  commit_cv_.notify_one();
 }
 
 }  // namespace sqlstreams::consume

@@ -1,10 +1,14 @@
-// consume/group_pipeline — everything that runs one consumer group on this host (DESIGN §6):
-//   claimer thread   reclaims expired leases first, then observe → prove → claim (the fence);
-//                    at most `queue_ranges` claimed ranges are in flight (backpressure);
-//   worker threads   `concurrency` threads run the handler per message, in claim order;
-//   committer thread batches finished ranges into one token-guarded transaction, renews the
-//                    leases of ranges in flight, and runs the cursor advancer about once a second.
-// stop(): stop claiming, give unstarted messages back, wait for in-flight handlers up to the
+// consume/group_pipeline — everything that runs one consumer group on this host (DESIGN §6–7):
+//   claimer thread   reclaims expired range leases first, then observe → prove → claim (the
+//                    fence); claims due exception rows for retry; at most `queue_ranges` ranges
+//                    and 2 × concurrency retries are in flight (backpressure);
+//   worker threads   `concurrency` threads run the handler, ranges in claim order, retries
+//                    interleaved; a handler still running at `handler_timeout` is recorded as a
+//                    failed attempt and its thread is written off and replaced;
+//   committer thread batches finished ranges and retry results into token-guarded
+//                    transactions, renews range and row leases, runs the cursor advancer about
+//                    once a second (when enabled) and the timeout watchdog.
+// stop(): stop claiming, give unstarted work back, wait for in-flight handlers up to the
 // deadline, commit finished prefixes and hand the rest back (reclaimable, not counted a crash).
 // Threading: start()/stop() from one control thread; everything else is internal.
 #pragma once
@@ -38,7 +42,7 @@ struct PipelineOptions {
   bool notify = false;         // LISTEN for the stream's wake-up hint
   std::string holder;          // "<host name>:<pid>", written into leases and audit rows
   const Clock* clock = &SystemClock::instance();
-  std::function<double()> random01;  // injected jitter source; default: a seeded mt19937_64
+  std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;
 };
 
@@ -51,58 +55,81 @@ class GroupPipeline {
 
   void start();
   // Drains (see above). Returns false when handlers were still running at the deadline: the
-  // caller must then end the process without destroying this object.
+  // caller should then end the process (the stuck threads keep the handler alive).
   bool stop(std::chrono::steady_clock::time_point deadline);
 
   const GroupMetrics& metrics() const { return metrics_; }
   const PipelineOptions& options() const { return options_; }
   size_t ranges_in_flight() const;
+  int live_workers() const;  // threads serving the pool now (abandoned ones excluded)
 
  private:
   struct Task {
-    std::shared_ptr<RangeWork> range;
-    size_t index;
+    std::shared_ptr<RangeWork> range;  // a message of a claimed range, or
+    size_t index = 0;
+    std::shared_ptr<RetryWork> retry;  // an exception row being retried
+  };
+  struct WorkerState {
+    std::thread thread;
+    // Guards the hand-over between a returning handler and a write-off: once `finishing` is
+    // set the watchdog leaves the worker alone; once `abandoned` is set the worker touches
+    // nothing of the pipeline again (it may be gone).
+    std::mutex mu;
+    bool finishing = false;
+    std::atomic<bool> abandoned{false};
+    bool busy = false;
+    Task task;
+    std::chrono::steady_clock::time_point started;
   };
 
   void claim_loop();
-  void worker_loop();
+  void worker_loop(std::shared_ptr<WorkerState> me);
   void commit_loop();
 
+  void spawn_worker();  // requires mu_
   void enqueue(store::ClaimedRange range);
-  void run_one(const std::shared_ptr<RangeWork>& range, size_t index);
+  void enqueue_retry(store::RetryClaim claim);
+  // False when the task must not start (lease lost or too short); it was resolved already.
+  bool may_start(const Task& task);
+  plugin_host::MessageView view_of(const Task& task) const;
+  // Records an outcome; only the first resolver of a task wins.
+  void complete(const Task& task, const plugin_host::Outcome& outcome);
   void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state);
-  // Commits `ranges` (retrying transient errors until `give_up`); returns when done.
   void commit_batch(store::GroupStore& store,
                     const std::vector<std::shared_ptr<RangeWork>>& ranges,
                     std::chrono::steady_clock::time_point give_up);
+  void commit_retry_results(store::GroupStore& store, std::vector<store::RetryResult> results,
+                            std::chrono::steady_clock::time_point give_up);
   void renew_leases(store::GroupStore& store);
+  void check_timeouts();
   void sleep_idle(std::chrono::milliseconds d);
   double random01();
 
   PipelineOptions options_;
-  std::unique_ptr<plugin_host::HandlerInstance> handler_;
+  std::shared_ptr<plugin_host::HandlerInstance> handler_;
   std::set<int32_t> accepted_versions_;
   GroupMetrics metrics_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;    // workers: tasks available / stopping
-  std::condition_variable claim_cv_;   // claimer: capacity freed / stopping
-  std::condition_variable commit_cv_;  // committer: ranges finished / flush
+  std::condition_variable claim_cv_;   // claimer: capacity freed / stopping; stop(): drained
+  std::condition_variable commit_cv_;  // committer: results ready / flush
   std::deque<Task> tasks_;
-  std::map<std::string, std::shared_ptr<RangeWork>> active_;  // by lease token
+  std::map<std::string, std::shared_ptr<RangeWork>> active_;           // by lease token
+  std::map<std::string, std::shared_ptr<RetryWork>> active_retries_;  // by row lease token
   std::vector<std::shared_ptr<RangeWork>> finished_;
+  std::vector<store::RetryResult> retry_results_;
+  std::vector<std::shared_ptr<WorkerState>> workers_;
   bool stop_claiming_ = false;
   bool stop_workers_ = false;
   bool final_flush_ = false;
   int running_workers_ = 0;
-  int busy_workers_ = 0;
 
   std::mutex rng_mu_;
   uint64_t rng_state_;
 
   std::thread claimer_;
   std::thread committer_;
-  std::vector<std::thread> workers_;
 };
 
 }  // namespace sqlstreams::consume

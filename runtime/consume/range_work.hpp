@@ -21,6 +21,7 @@ enum class SlotState : uint8_t { kPending, kRunning, kDone, kSkipped };
 
 struct Slot {
   std::atomic<SlotState> state{SlotState::kPending};
+  std::atomic<bool> taken{false};  // first resolver wins (a worker or the timeout watchdog)
   std::optional<store::FailedMessage> decision;  // written before state becomes kDone
   std::string audit_outcome;                     // "" = nothing to audit
   std::string audit_error;
@@ -48,6 +49,16 @@ class RangeWork {
   store::ClaimedRange range_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<size_t> unresolved_;
+};
+
+// One claimed exception row being retried.
+struct RetryWork {
+  explicit RetryWork(store::RetryClaim c, int64_t expires_ms)
+      : claim(std::move(c)), expires_at_ms(expires_ms) {}
+  store::RetryClaim claim;
+  std::atomic<bool> taken{false};
+  std::atomic<bool> lost{false};
+  std::atomic<int64_t> expires_at_ms;
 };
 
 }  // namespace sqlstreams::consume

@@ -152,8 +152,10 @@ AdvanceResult GroupStore::advance_cursor() {
     int64_t target = row[1].as<int64_t>();
     result.committed_after = result.committed_before;
     if (target > result.committed_before) {
+      // `claimed >= $2`: a target read before an operator's rewind must not move committed
+      // past the rewound position.
       tx.exec_params(fmt::format("UPDATE {} SET committed = GREATEST(committed, $2) WHERE "
-                                 "group_id = $1 AND committed < $2",
+                                 "group_id = $1 AND committed < $2 AND claimed >= $2",
                                  cursors_),
                      group_id_, target);
       result.committed_after = target;

@@ -84,6 +84,26 @@ struct RangeCommit {
   std::vector<AuditEntry> audit;
 };
 
+// A due exception row claimed for another attempt (status set to `inflight` under a row lease).
+struct RetryClaim {
+  int64_t message_id = 0;
+  int32_t attempts = 0;  // attempts recorded so far (an expired in-flight attempt is counted)
+  int32_t delays = 0;
+  std::string token;
+  bool expired_inflight = false;  // the previous holder died while running it
+  std::string last_error;
+  std::optional<StoredMessage> message;  // nullopt when the log no longer has it
+};
+
+// The result of one retry attempt, written under the row's lease token.
+struct RetryResult {
+  int64_t message_id = 0;
+  std::string token;
+  std::optional<FailedMessage> decision;  // nullopt = success: the row is deleted
+  bool hand_back = false;                 // not started: back to `ready`, nothing counted
+  std::optional<AuditEntry> audit;
+};
+
 struct AdvanceResult {
   int64_t committed_before = 0;
   int64_t committed_after = 0;
@@ -111,6 +131,17 @@ class GroupStore {
 
   // Makes unstarted ranges immediately reclaimable without counting a crash.
   void hand_back(const std::vector<std::string>& tokens);
+
+  // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
+  // expired) with FOR UPDATE SKIP LOCKED; sets them `inflight` under a fresh token.
+  std::vector<RetryClaim> claim_due_retries(SysTime now, Millis lease_ttl, int32_t limit);
+
+  // Writes retry results in one transaction; per result true when the token still matched.
+  std::vector<bool> commit_retries(const std::vector<RetryResult>& results, SysTime now);
+
+  // Extends row leases of running retries; returns the tokens that are no longer ours.
+  std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens, SysTime now,
+                                              Millis lease_ttl);
 
   // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)).
   AdvanceResult advance_cursor();

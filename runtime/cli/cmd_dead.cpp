@@ -1,0 +1,266 @@
+// `sqlstreams dead list|show|retry|discard STREAM GROUP` and `sqlstreams group rewind`: the
+// operator's tools for what did not succeed (DESIGN §7). Every action is audited.
+#include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "common/errors.hpp"
+#include "store/operator_actions.hpp"
+
+namespace sqlstreams::cli {
+namespace {
+
+struct DeadFlags {
+  DatabaseFlags db;
+  std::string stream, group;
+  std::string error;
+  int64_t from_id = -1, to_id = -1, id = -1;
+  std::string older_than;
+  int limit = 1000;
+  bool json = false, yes = false;
+  std::string to_time;
+};
+
+std::string actor() {
+  const char* user = std::getenv("USER");
+  if (!user) {
+    if (auto* pw = getpwuid(getuid())) user = pw->pw_name;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return fmt::format("cli:{}@{}", user ? user : "unknown", host);
+}
+
+std::string iso(int64_t unix_ms) {
+  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+store::DeadFilter filter_of(const DeadFlags& f) {
+  store::DeadFilter filter;
+  if (!f.error.empty()) filter.error_contains = f.error;
+  if (f.id >= 0) filter.from_id = filter.to_id = f.id;
+  if (f.from_id >= 0) filter.from_id = f.from_id;
+  if (f.to_id >= 0) filter.to_id = f.to_id;
+  if (!f.older_than.empty()) {
+    std::string why;
+    auto d = parse_duration(f.older_than, &why);
+    if (!d) throw ControlPlaneError(ExitCode::kUsage, "--older-than: " + why + " (got " + f.older_than + ")");
+    filter.older_than = *d;
+  }
+  filter.limit = f.limit;
+  return filter;
+}
+
+struct Target {
+  std::unique_ptr<store::Session> session;
+  store::GroupRef group;
+};
+
+Target open_group(const DeadFlags& f) {
+  auto config = maybe_load(f.db.config_file);
+  Target t{std::make_unique<store::Session>(f.db.resolve(config)), {}};
+  auto g = store::find_group(*t.session, f.stream, f.group);
+  if (!g) {
+    throw ControlPlaneError(ExitCode::kData,
+                            fmt::format("no group '{}' on stream '{}'", f.group, f.stream),
+                            "list them with: sqlstreams status");
+  }
+  t.group = *g;
+  return t;
+}
+
+nlohmann::json to_json(const store::DeadLetter& d) {
+  nlohmann::json j{{"message_id", d.message_id}, {"attempts", d.attempts},
+                   {"last_error", d.last_error}, {"died_at", iso(d.died_at_unix_ms)},
+                   {"message_retained", d.message_retained}};
+  j["payload"] = d.payload ? nlohmann::json::parse(*d.payload, nullptr, false) : nullptr;
+  return j;
+}
+
+int list(const DeadFlags& f) {
+  auto t = open_group(f);
+  auto dead = store::list_dead(*t.session, t.group, filter_of(f), SystemClock::instance().now());
+  if (f.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& d : dead) arr.push_back(to_json(d));
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-12s %-8s %-20s %s\n", "MESSAGE_ID", "ATTEMPTS", "DIED_AT", "LAST_ERROR");
+  for (const auto& d : dead) {
+    std::printf("%-12lld %-8d %-20s %s\n", static_cast<long long>(d.message_id), d.attempts,
+                iso(d.died_at_unix_ms).c_str(), d.last_error.c_str());
+  }
+  std::printf("%zu dead letter(s) in %s/%s\n", dead.size(), f.stream.c_str(), f.group.c_str());
+  return 0;
+}
+
+int show(const DeadFlags& f) {
+  auto t = open_group(f);
+  auto d = store::find_dead(*t.session, t.group, f.id);
+  if (!d) {
+    throw ControlPlaneError(ExitCode::kData,
+                            fmt::format("message {} is not dead in {}/{}", f.id, f.stream, f.group));
+  }
+  auto history = store::delivery_history(*t.session, t.group, f.id);
+  if (f.json) {
+    auto j = to_json(*d);
+    j["history"] = nlohmann::json::array();
+    for (const auto& h : history) {
+      j["history"].push_back({{"attempt", h.attempt}, {"outcome", h.outcome}, {"error", h.error},
+                              {"host", h.host}, {"at", iso(h.at_unix_ms)}});
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("message %lld in %s/%s: dead after %d attempt(s) at %s\n",
+              static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(),
+              d->attempts, iso(d->died_at_unix_ms).c_str());
+  std::printf("last error: %s\n", d->last_error.c_str());
+  std::printf("payload%s: %s\n", d->message_retained ? "" : " (kept copy; the log dropped it)",
+              d->payload ? d->payload->c_str() : "(none)");
+  std::printf("history:\n");
+  for (const auto& h : history) {
+    std::printf("  %s  attempt %-3d %-16s %s%s\n", iso(h.at_unix_ms).c_str(), h.attempt,
+                h.outcome.c_str(), h.error.c_str(), h.host.empty() ? "" : ("  [" + h.host + "]").c_str());
+  }
+  return 0;
+}
+
+bool confirm(const std::string& question) {
+  if (!isatty(STDIN_FILENO)) return false;
+  std::fprintf(stderr, "%s [y/N] ", question.c_str());
+  std::string answer;
+  std::getline(std::cin, answer);
+  return answer == "y" || answer == "Y" || answer == "yes";
+}
+
+int retry(const DeadFlags& f) {
+  auto t = open_group(f);
+  auto ids = store::retry_dead(*t.session, t.group, filter_of(f), SystemClock::instance().now(), actor());
+  std::printf("sent %zu dead letter(s) of %s/%s back to ready with a fresh retry budget\n",
+              ids.size(), f.stream.c_str(), f.group.c_str());
+  return 0;
+}
+
+int discard(const DeadFlags& f) {
+  auto t = open_group(f);
+  auto filter = filter_of(f);
+  auto now = SystemClock::instance().now();
+  if (!f.yes) {
+    auto n = store::list_dead(*t.session, t.group, filter, now).size();
+    if (n == 0) {
+      std::printf("no dead letters match\n");
+      return 0;
+    }
+    if (!confirm(fmt::format("discard {} dead letter(s) of {}/{}? This cannot be undone.", n,
+                             f.stream, f.group))) {
+      throw ControlPlaneError(ExitCode::kUsage, "nothing discarded",
+                              "confirm on a terminal, or pass --yes");
+    }
+  }
+  auto ids = store::discard_dead(*t.session, t.group, filter, now, actor());
+  std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(), f.group.c_str());
+  return 0;
+}
+
+// "2026-11-29T12:00:00Z" (UTC) or a duration meaning "that long ago" ("15m").
+SysTime parse_time(const std::string& text) {
+  std::string why;
+  if (auto d = parse_duration(text, &why)) return SystemClock::instance().now() - *d;
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!end || !(*end == 0 || (end[0] == 'Z' && end[1] == 0))) {
+    throw ControlPlaneError(ExitCode::kUsage,
+                            "--to-time: expected UTC \"YYYY-MM-DDTHH:MM:SSZ\" or a duration ago "
+                            "like \"15m\" (got " + text + ")");
+  }
+  return SysTime(std::chrono::seconds(timegm(&tm)));
+}
+
+int rewind(const DeadFlags& f) {
+  if ((f.id >= 0) == !f.to_time.empty()) {
+    throw ControlPlaneError(ExitCode::kUsage, "give exactly one of --to-id N or --to-time T");
+  }
+  auto t = open_group(f);
+  std::optional<int64_t> to_id;
+  std::optional<SysTime> to_time;
+  if (f.id >= 0) to_id = f.id;
+  if (!f.to_time.empty()) to_time = parse_time(f.to_time);
+  auto r = store::rewind_group(*t.session, t.group, to_id, to_time, actor());
+  std::printf("rewound %s/%s from claimed %lld (committed %lld) to %lld: messages after %lld "
+              "will be delivered again\n",
+              f.stream.c_str(), f.group.c_str(), static_cast<long long>(r.claimed_before),
+              static_cast<long long>(r.committed_before), static_cast<long long>(r.position),
+              static_cast<long long>(r.position));
+  return 0;
+}
+
+CLI::App* leaf(CLI::App* parent, const char* name, const char* help, std::shared_ptr<DeadFlags> f) {
+  auto* cmd = parent->add_subcommand(name, help);
+  f->db.add_to(cmd, false);
+  cmd->add_option("stream", f->stream, "stream name")->required();
+  cmd->add_option("group", f->group, "group name")->required();
+  return cmd;
+}
+
+void add_filters(CLI::App* cmd, DeadFlags& f) {
+  cmd->add_option("--error", f.error, "only dead letters whose last error contains this text");
+  cmd->add_option("--from-id", f.from_id, "only message ids >= N");
+  cmd->add_option("--to-id", f.to_id, "only message ids <= N");
+  cmd->add_option("--id", f.id, "only this message id");
+  cmd->add_option("--older-than", f.older_than, "only those that died at least this long ago");
+  cmd->add_option("--limit", f.limit, "at most N (default 1000)")->check(CLI::Range(1, 1000000));
+}
+
+}  // namespace
+
+void register_dead(CLI::App& app, Action& action) {
+  auto* dead = app.add_subcommand("dead", "Dead letters: list, show, retry, discard");
+  dead->require_subcommand(1);
+  auto lf = std::make_shared<DeadFlags>();
+  auto* l = leaf(dead, "list", "List dead letters of a group", lf);
+  add_filters(l, *lf);
+  l->add_flag("--json", lf->json, "JSON output");
+  l->callback([&action, lf] { action = [lf] { return list(*lf); }; });
+
+  auto sf = std::make_shared<DeadFlags>();
+  auto* s = leaf(dead, "show", "Payload, attempts and error history of one dead letter", sf);
+  s->add_option("id", sf->id, "message id")->required();
+  s->add_flag("--json", sf->json, "JSON output");
+  s->callback([&action, sf] { action = [sf] { return show(*sf); }; });
+
+  auto rf = std::make_shared<DeadFlags>();
+  auto* r = leaf(dead, "retry", "Send dead letters back to ready with a fresh budget", rf);
+  add_filters(r, *rf);
+  r->callback([&action, rf] { action = [rf] { return retry(*rf); }; });
+
+  auto df = std::make_shared<DeadFlags>();
+  auto* d = leaf(dead, "discard", "Delete dead letters (asks first, unless --yes)", df);
+  add_filters(d, *df);
+  d->add_flag("-y,--yes", df->yes, "do not ask");
+  d->callback([&action, df] { action = [df] { return discard(*df); }; });
+}
+
+void register_group(CLI::App& app, Action& action) {
+  auto* group = app.add_subcommand("group", "Consumer group tools");
+  group->require_subcommand(1);
+  auto f = std::make_shared<DeadFlags>();
+  auto* rw = leaf(group, "rewind", "Deliver history again from a message id or a time", f);
+  rw->add_option("--to-id", f->id, "deliver every message with id > N again");
+  rw->add_option("--to-time", f->to_time,
+                 "deliver every message created at/after T (UTC ISO-8601, or a duration ago)");
+  rw->callback([&action, f] { action = [f] { return rewind(*f); }; });
+}
+
+}  // namespace sqlstreams::cli

@@ -1,0 +1,196 @@
+#include "store/operator_actions.hpp"
+
+#include <fmt/format.h>
+
+#include "store/pq.hpp"
+#include "store/sql_array.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+std::string ms(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
+
+// The WHERE clause for a filter; parameters $1 group, $2 now(ms), $3 error, $4 from, $5 to,
+// $6 older_than(ms).
+constexpr const char* kFilter =
+    "group_id = $1 AND status = 'dead' AND ($3::text IS NULL OR last_error ILIKE '%' || $3 || "
+    "'%') AND ($4::bigint IS NULL OR message_id >= $4) AND ($5::bigint IS NULL OR message_id <= "
+    "$5) AND ($6::bigint IS NULL OR updated_at <= to_timestamp(($2::bigint - $6) / 1000.0))";
+
+std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
+  return v ? std::optional<std::string>(std::to_string(*v)) : std::nullopt;
+}
+std::optional<std::string> opt_ms(const std::optional<Millis>& v) {
+  return v ? std::optional<std::string>(std::to_string(v->count())) : std::nullopt;
+}
+
+void audit(pqxx::transaction_base& tx, const Session& s, const GroupRef& g,
+           const std::vector<int64_t>& ids, const std::string& outcome, const std::string& note,
+           const std::string& actor) {
+  if (ids.empty()) return;
+  tx.exec_params(fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
+                             "outcome, error, host) SELECT $1, id, 0, $3, $4, $5 FROM "
+                             "unnest($2::bigint[]) AS id",
+                             s.schema_sql(), g.stream_id),
+                 g.id, int_array(ids), outcome, note, actor);
+}
+
+DeadLetter dead_from_row(const pqxx::row& row) {
+  DeadLetter d;
+  d.message_id = row[0].as<int64_t>();
+  d.attempts = row[1].as<int32_t>();
+  d.last_error = row[2].is_null() ? "" : row[2].as<std::string>();
+  d.died_at_unix_ms = row[3].as<int64_t>();
+  if (!row[4].is_null()) d.payload = row[4].as<std::string>();
+  d.message_retained = row[5].as<bool>();
+  return d;
+}
+
+std::string dead_select(const Session& s, const GroupRef& g) {
+  return fmt::format(
+      "SELECT e.message_id, e.attempts, e.last_error, (extract(epoch FROM e.updated_at) * "
+      "1000)::bigint, e.payload::text, EXISTS (SELECT 1 FROM {0}.messages_{1} m WHERE m.id = "
+      "e.message_id) FROM {0}.exceptions_{1} e",
+      s.schema_sql(), g.stream_id);
+}
+
+}  // namespace
+
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
+                                  const DeadFilter& f, SysTime now) {
+  return guarded(session, "list dead letters", [&] {
+    pqxx::read_transaction tx(connection_of(session));
+    auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $7",
+                                           dead_select(session, group), kFilter),
+                               group.id, ms(now), nullable(f.error_contains),
+                               nullable(opt_num(f.from_id)), nullable(opt_num(f.to_id)),
+                               nullable(opt_ms(f.older_than)), f.limit);
+    std::vector<DeadLetter> out;
+    for (const auto& row : rows) out.push_back(dead_from_row(row));
+    return out;
+  });
+}
+
+std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id) {
+  return guarded(session, "show dead letter", [&]() -> std::optional<DeadLetter> {
+    pqxx::read_transaction tx(connection_of(session));
+    auto rows = tx.exec_params(fmt::format("{} WHERE e.group_id = $1 AND e.message_id = $2 AND "
+                                           "e.status = 'dead'",
+                                           dead_select(session, group)),
+                               group.id, message_id);
+    if (rows.empty()) return std::nullopt;
+    return dead_from_row(rows[0]);
+  });
+}
+
+std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
+                                             int64_t message_id) {
+  return guarded(session, "delivery history", [&] {
+    pqxx::read_transaction tx(connection_of(session));
+    auto rows = tx.exec_params(
+        fmt::format("SELECT attempt, outcome, coalesce(error, ''), coalesce(host, ''), "
+                    "(extract(epoch FROM at) * 1000)::bigint FROM {}.deliveries_{} WHERE group_id "
+                    "= $1 AND message_id = $2 ORDER BY id",
+                    session.schema_sql(), group.stream_id),
+        group.id, message_id);
+    std::vector<DeliveryRecord> out;
+    for (const auto& r : rows) {
+      out.push_back({r[0].as<int32_t>(), r[1].as<std::string>(), r[2].as<std::string>(),
+                     r[3].as<std::string>(), r[4].as<int64_t>()});
+    }
+    return out;
+  });
+}
+
+std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& f,
+                                SysTime now, const std::string& actor) {
+  return guarded(session, "retry dead letters", [&] {
+    pqxx::work tx(connection_of(session));
+    auto rows = tx.exec_params(
+        fmt::format("UPDATE {}.exceptions_{} SET status = 'ready', attempts = 0, delays = 0, "
+                    "can_run_after = to_timestamp($2::bigint / 1000.0), lease_token = NULL, "
+                    "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
+                    "message_id FROM {}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND "
+                    "group_id = $1 RETURNING message_id",
+                    session.schema_sql(), group.stream_id, session.schema_sql(),
+                    group.stream_id, kFilter),
+        group.id, ms(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+        nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
+    std::vector<int64_t> ids;
+    for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
+    audit(tx, session, group, ids, "operator-retry", "sent back to ready with a fresh budget",
+          actor);
+    tx.commit();
+    return ids;
+  });
+}
+
+std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& f,
+                                  SysTime now, const std::string& actor) {
+  return guarded(session, "discard dead letters", [&] {
+    pqxx::work tx(connection_of(session));
+    auto rows = tx.exec_params(
+        fmt::format("DELETE FROM {}.exceptions_{} WHERE message_id IN (SELECT message_id FROM "
+                    "{}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND group_id = $1 AND "
+                    "status = 'dead' RETURNING message_id",
+                    session.schema_sql(), group.stream_id, session.schema_sql(),
+                    group.stream_id, kFilter),
+        group.id, ms(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+        nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
+    std::vector<int64_t> ids;
+    for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
+    audit(tx, session, group, ids, "operator-discard", "dead letter discarded", actor);
+    tx.commit();
+    return ids;
+  });
+}
+
+RewindResult rewind_group(Session& session, const GroupRef& group, std::optional<int64_t> to_id,
+                          std::optional<SysTime> to_time, const std::string& actor) {
+  return guarded(session, "rewind group", [&] {
+    const std::string& s = session.schema_sql();
+    pqxx::work tx(connection_of(session));
+    auto cur = tx.exec_params1(fmt::format("SELECT claimed, committed FROM {}.cursors_{} WHERE "
+                                           "group_id = $1 FOR UPDATE",
+                                           s, group.stream_id),
+                               group.id);
+    RewindResult r;
+    r.claimed_before = cur[0].as<int64_t>();
+    r.committed_before = cur[1].as<int64_t>();
+    if (to_id) {
+      r.position = *to_id;
+    } else {
+      r.position = tx.exec_params1(
+          fmt::format("SELECT coalesce((SELECT min(id) - 1 FROM {}.messages_{} WHERE created_at "
+                      ">= to_timestamp($1::bigint / 1000.0)), (SELECT coalesce(max(id), 0) FROM "
+                      "{}.messages_{}))",
+                      s, group.stream_id, s, group.stream_id),
+          ms(*to_time))[0].as<int64_t>();
+    }
+    if (r.position < 0) r.position = 0;
+    if (r.position > r.claimed_before) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("cannot rewind group '{}' forward to {}: it has only claimed "
+                                   "up to {} (rewind re-delivers history; it never skips)",
+                                   group.name, r.position, r.claimed_before));
+    }
+    // settled_head stays: it is a proven bound and still true. The advancer only applies a
+    // target <= claimed, so a host that read its target before this rewind cannot push
+    // committed past the new position.
+    tx.exec_params(fmt::format("UPDATE {}.cursors_{} SET claimed = $2, committed = LEAST(committed, "
+                               "$2) WHERE group_id = $1",
+                               s, group.stream_id),
+                   group.id, r.position);
+    tx.exec_params(fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
+                               "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
+                               s, group.stream_id),
+                   group.id, r.position,
+                   fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
+                               r.committed_before, r.position),
+                   actor);
+    tx.commit();
+    return r;
+  });
+}
+
+}  // namespace sqlstreams::store

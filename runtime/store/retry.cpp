@@ -1,0 +1,217 @@
+// The exception loop's side of GroupStore: claim due exception rows under a row lease, write
+// each attempt's result under that lease's token, renew row leases.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "store/group_store.hpp"
+#include "store/pq.hpp"
+#include "store/sql_array.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
+
+}  // namespace
+
+std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl,
+                                                      int32_t limit) {
+  return guarded(session_, "claim retries", [&] {
+    pqxx::work tx(connection_of(session_));
+    auto rows = tx.exec_params(
+        fmt::format(
+            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND "
+            "((status = 'ready' AND can_run_after <= to_timestamp($2::bigint / 1000.0)) OR "
+            "(status = 'inflight' AND lease_expires_at < to_timestamp($2::bigint / 1000.0))) "
+            "ORDER BY can_run_after LIMIT $4 FOR UPDATE SKIP LOCKED) "
+            "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
+            "lease_expires_at = to_timestamp($3::bigint / 1000.0), updated_at = now(), "
+            "attempts = e.attempts + CASE WHEN due.was = 'inflight' THEN 1 ELSE 0 END, "
+            "last_error = CASE WHEN due.was = 'inflight' THEN 'attempt ' || (e.attempts + 1) || "
+            "' did not finish: its host stopped while running it' ELSE e.last_error END "
+            "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
+            "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
+            "'inflight', coalesce(e.last_error, ''), e.payload::text",
+            exceptions_),
+        group_id_, ms_param(now), ms_param(now + lease_ttl), limit);
+    std::vector<RetryClaim> out;
+    std::map<int64_t, size_t> by_id;
+    std::map<int64_t, std::string> kept_payload;
+    std::vector<int64_t> ids;
+    for (const auto& row : rows) {
+      RetryClaim c;
+      c.message_id = row[0].as<int64_t>();
+      c.attempts = row[1].as<int32_t>();
+      c.delays = row[2].as<int32_t>();
+      c.token = row[3].as<std::string>();
+      c.expired_inflight = row[4].as<bool>();
+      c.last_error = row[5].as<std::string>();
+      if (!row[6].is_null()) kept_payload[c.message_id] = row[6].as<std::string>();
+      by_id[c.message_id] = out.size();
+      ids.push_back(c.message_id);
+      out.push_back(std::move(c));
+    }
+    if (ids.empty()) {
+      tx.commit();
+      return out;
+    }
+    auto msgs = tx.exec_params(
+        fmt::format("SELECT id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, "
+                    "message_key, payload::text FROM {} WHERE id = ANY($1::bigint[])",
+                    messages_),
+        int_array(ids));
+    for (const auto& row : msgs) {
+      StoredMessage m;
+      m.id = row[0].as<int64_t>();
+      m.created_at_unix_ms = row[1].as<int64_t>();
+      m.schema_version = row[2].as<int32_t>();
+      if (!row[3].is_null()) m.key = row[3].as<std::string>();
+      m.payload = row[4].as<std::string>();
+      out[by_id[m.id]].message = std::move(m);
+    }
+    // Retention removed the message: a kept payload (a dead letter sent back by an operator)
+    // still runs; without one there is nothing left to run, and the row goes with its message.
+    std::vector<int64_t> orphans;
+    std::vector<RetryClaim> runnable;
+    for (auto& c : out) {
+      if (!c.message) {
+        auto kept = kept_payload.find(c.message_id);
+        if (kept == kept_payload.end()) {
+          orphans.push_back(c.message_id);
+          continue;
+        }
+        StoredMessage m;
+        m.id = c.message_id;
+        m.schema_version = 0;  // unknown: the payload outlived its log row
+        m.payload = kept->second;
+        c.message = std::move(m);
+      }
+      runnable.push_back(std::move(c));
+    }
+    if (!orphans.empty()) {
+      tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1 AND message_id = "
+                                 "ANY($2::bigint[]) AND status = 'inflight'",
+                                 exceptions_),
+                     group_id_, int_array(orphans));
+    }
+    tx.commit();
+    return runnable;
+  });
+}
+
+std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results,
+                                             SysTime now) {
+  if (results.empty()) return {};
+  return guarded(session_, "commit retries", [&] {
+    pqxx::work tx(connection_of(session_));
+    std::vector<int64_t> ok_ids, fail_ids, back_ids, fail_att, fail_del, fail_after;
+    std::vector<std::string> ok_tok, fail_tok, back_tok, fail_status;
+    std::vector<std::optional<std::string>> fail_err, fail_payload;
+    for (const auto& r : results) {
+      if (r.hand_back) {
+        back_ids.push_back(r.message_id);
+        back_tok.push_back(r.token);
+      } else if (!r.decision) {
+        ok_ids.push_back(r.message_id);
+        ok_tok.push_back(r.token);
+      } else {
+        const auto& d = *r.decision;
+        fail_ids.push_back(r.message_id);
+        fail_tok.push_back(r.token);
+        fail_status.push_back(d.status == ExceptionStatus::kDead ? "dead" : "ready");
+        fail_att.push_back(d.attempts);
+        fail_del.push_back(d.delays);
+        fail_after.push_back(d.run_after.time_since_epoch().count());
+        fail_err.push_back(d.error);
+        fail_payload.push_back(d.payload);
+      }
+    }
+    std::set<int64_t> ours;
+    auto collect = [&](const pqxx::result& r) {
+      for (const auto& row : r) ours.insert(row[0].as<int64_t>());
+    };
+    if (!ok_ids.empty()) {
+      collect(tx.exec_params(
+          fmt::format("DELETE FROM {} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
+                      "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                      "RETURNING e.message_id",
+                      exceptions_),
+          group_id_, int_array(ok_ids), text_array(ok_tok)));
+    }
+    if (!fail_ids.empty()) {
+      collect(tx.exec_params(
+          fmt::format("UPDATE {} e SET status = u.st, attempts = u.att, delays = u.del, "
+                      "can_run_after = to_timestamp(u.after / 1000.0), last_error = u.err, "
+                      "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
+                      "lease_expires_at = NULL, updated_at = now() FROM unnest($2::bigint[], "
+                      "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
+                      "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
+                      "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                      "RETURNING e.message_id",
+                      exceptions_),
+          group_id_, int_array(fail_ids), text_array(fail_tok), text_array(fail_status),
+          int_array(fail_att), int_array(fail_del), int_array(fail_after), text_array(fail_err),
+          text_array(fail_payload)));
+    }
+    if (!back_ids.empty()) {
+      collect(tx.exec_params(
+          fmt::format("UPDATE {} e SET status = 'ready', lease_token = NULL, lease_expires_at = "
+                      "NULL, updated_at = now() FROM unnest($2::bigint[], $3::uuid[]) AS u(id, "
+                      "tok) WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = "
+                      "u.tok RETURNING e.message_id",
+                      exceptions_),
+          group_id_, int_array(back_ids), text_array(back_tok)));
+    }
+    std::vector<int64_t> au_ids, au_att;
+    std::vector<std::string> au_outcome;
+    std::vector<std::optional<std::string>> au_err;
+    std::vector<bool> committed;
+    for (const auto& r : results) {
+      bool ok = ours.count(r.message_id) > 0;
+      committed.push_back(ok);
+      if (ok && r.audit) {
+        au_ids.push_back(r.message_id);
+        au_att.push_back(r.audit->attempt);
+        au_outcome.push_back(r.audit->outcome);
+        au_err.push_back(r.audit->error.empty() ? std::nullopt
+                                                : std::optional<std::string>(r.audit->error));
+      }
+    }
+    if (!au_ids.empty()) {
+      tx.exec_params(
+          fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
+                      "SELECT $1, u.id, u.att, u.o, u.err, $6, to_timestamp($7::bigint / 1000.0) "
+                      "FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[]) AS "
+                      "u(id, att, o, err)",
+                      deliveries_),
+          group_id_, int_array(au_ids), int_array(au_att), text_array(au_outcome),
+          text_array(au_err), holder_, ms_param(now));
+    }
+    tx.commit();
+    return committed;
+  });
+}
+
+std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::string>& tokens,
+                                                        SysTime now, Millis lease_ttl) {
+  if (tokens.empty()) return {};
+  return guarded(session_, "renew retry leases", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto r = tx.exec_params(
+        fmt::format("UPDATE {} SET lease_expires_at = to_timestamp($3::bigint / 1000.0) WHERE "
+                    "group_id = $1 AND lease_token = ANY($2::uuid[]) RETURNING lease_token::text",
+                    exceptions_),
+        group_id_, text_array(tokens), ms_param(now + lease_ttl));
+    std::set<std::string> kept;
+    for (const auto& row : r) kept.insert(row[0].as<std::string>());
+    std::vector<std::string> lost;
+    for (const auto& t : tokens) {
+      if (!kept.count(t)) lost.push_back(t);
+    }
+    return lost;
+  });
+}
+
+}  // namespace sqlstreams::store

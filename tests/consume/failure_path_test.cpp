@@ -1,0 +1,212 @@
+// The failure path (DESIGN §7) with the real payments.so through a real pipeline and a real
+// PostgreSQL: retries with backoff, terminal errors, delays, exceptions, undecodable payloads,
+// timeouts, group independence. Short policy durations keep it fast; no long sleeps.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "consume/group_pipeline.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "process.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::consume {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FailurePathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    opts_.url = db_.url();
+    store::Session s(opts_);
+    store::migrate(s);
+    store::StreamSpec spec;
+    spec.name = "payments.requested";
+    spec.partition_size = 1000;
+    stream_ = store::declare_stream(s, spec).stream;
+    charge_ = store::declare_group(s, stream_, "charge-cards", store::StartAt::kBeginning).group;
+    audit_ = store::declare_group(s, stream_, "audit-payments", store::StartAt::kBeginning).group;
+    record_ = testing::write_temp_file("handled.log", "");
+  }
+  void produce(const std::vector<std::string>& payloads) {
+    store::Session s(opts_);
+    store::Producer p(s);
+    std::vector<store::NewMessage> batch;
+    for (const auto& j : payloads) batch.push_back({j});
+    p.produce_batch("payments.requested", batch);
+  }
+  static std::string order(int n, bool cancelled = false) {
+    return R"({"order_id":"order-)" + std::to_string(n) +
+           R"(","amount_cents":100,"currency":"EUR")" + (cancelled ? R"(,"cancelled":true})" : "}");
+  }
+  config::GroupConfig group(const std::string& name, const std::string& handler,
+                            const std::string& plugin_config) {
+    config::GroupConfig g;
+    g.name = name;
+    g.stream = "payments.requested";
+    g.plugin = "payments.so";
+    g.handler = handler;
+    g.concurrency = 2;
+    g.batch_size = 50;
+    g.poll_interval = 10ms;
+    g.max_poll_interval = 50ms;
+    g.lease_ttl = 5s;
+    g.handler_timeout = 1s;
+    g.audit = config::AuditMode::kAll;
+    g.retry.initial_backoff = 200ms;
+    g.retry.base_delay = 100ms;
+    g.retry.max_delay = 1s;
+    g.plugin_config_json = plugin_config;
+    return g;
+  }
+  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g, const store::GroupRef& ref) {
+    PipelineOptions o;
+    o.group = g;
+    o.session = opts_;
+    o.ref = ref;
+    o.holder = "test:1";
+    return std::make_unique<GroupPipeline>(
+        o, registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
+  }
+  std::string cfg(const std::string& extra) {
+    return R"({"record_file":")" + record_ + "\"" + (extra.empty() ? "" : "," + extra) + "}";
+  }
+  // Polls until `sql` (a boolean query) is true.
+  bool eventually(const std::string& sql, std::chrono::seconds timeout = 30s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = db_.sql(sql);  // no row yet counts as false
+      if (!r.empty() && !r[0][0].is_null() && r[0][0].as<bool>()) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  std::vector<std::string> record_lines() {
+    std::ifstream in(record_);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  std::string exception(int64_t id, const std::string& cols) {
+    auto r = db_.sql("SELECT " + cols + " FROM sqlstreams.exceptions_1 WHERE group_id = " +
+                     std::to_string(charge_.id) + " AND message_id = " + std::to_string(id));
+    if (r.empty()) return "<none>";
+    std::string out;
+    for (const auto& f : r[0]) out += (out.empty() ? "" : "|") + (f.is_null() ? "null" : f.as<std::string>());
+    return out;
+  }
+
+  testing::TestDatabase db_;
+  store::SessionOptions opts_;
+  store::StreamRef stream_;
+  store::GroupRef charge_, audit_;
+  std::string record_;
+  plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};
+};
+
+TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies) {
+  produce({order(101), order(102), order(103)});
+  auto p = pipeline(group("charge-cards", "charge-cards", cfg(R"("unreachable_orders":["order-103"])")),
+                    charge_);
+  p->start();
+  ASSERT_TRUE(eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
+                         "AND status = 'dead')"));
+  p->stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(exception(3, "status, attempts, last_error, payload->>'order_id'"),
+            "dead|4|payment provider unreachable|order-103");
+  // Initial attempt, retry 1, retry 2, retry 3: each recorded in the audit trail with its
+  // attempt number, spaced by the backoff (200ms, then 100ms, 200ms).
+  auto audit = db_.sql("SELECT attempt, outcome, (extract(epoch FROM at) * 1000)::bigint FROM "
+                       "sqlstreams.deliveries_1 WHERE message_id = 3 ORDER BY id");
+  ASSERT_EQ(audit.size(), 4u);
+  std::vector<int64_t> min_gap_ms = {200, 100, 200};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(audit[i][0].as<int>(), i + 1);
+    EXPECT_EQ(audit[i][1].as<std::string>(), i < 3 ? "retry" : "dead");
+    if (i > 0) {
+      EXPECT_GE(audit[i][2].as<int64_t>() - audit[i - 1][2].as<int64_t>(), min_gap_ms[i - 1] - 5)
+          << "retry " << i << " ran before its backoff";
+    }
+  }
+  EXPECT_EQ(exception(1, "status"), "<none>");
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = 'ok'"), 2);
+}
+
+TEST_F(FailurePathTest, FailsTwiceThenSucceedsLeavesNoExceptionAndAnAuditTrail) {
+  produce({order(1)});
+  auto p = pipeline(group("charge-cards", "charge-cards", cfg(R"("flaky_attempts":2)")), charge_);
+  p->start();
+  ASSERT_TRUE(eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
+  p->stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(exception(1, "status"), "<none>");
+  auto audit = db_.sql("SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY id) FROM "
+                       "sqlstreams.deliveries_1");
+  EXPECT_EQ(audit[0][0].as<std::string>(), "1:retry,2:retry,3:ok");
+}
+
+TEST_F(FailurePathTest, TerminalDelayThrowUndecodableEachRecordedAsTheRuntimeDecides) {
+  produce({order(1, /*cancelled=*/true), order(2), order(3), R"({"order_id": 42})", order(5)});
+  auto g = group("charge-cards", "charge-cards",
+                 cfg(R"("delay_orders":["order-2"],"delay_ms":150,"throw_orders":["order-3"])"));
+  g.retry.max_retries = 1;
+  auto p = pipeline(g, charge_);
+  p->start();
+  ASSERT_TRUE(eventually("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                         "AND message_id IN (1, 4)"));
+  // order-2 is delayed again and again: it never spends the budget (max_retries 1).
+  ASSERT_TRUE(eventually("SELECT delays >= 3 FROM sqlstreams.exceptions_1 WHERE message_id = 2"));
+  ASSERT_TRUE(eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
+  p->stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(exception(1, "status, attempts, last_error"), "dead|1|order order-1 was cancelled");
+  EXPECT_NE(exception(4, "last_error").find("payload does not decode"), std::string::npos);
+  EXPECT_EQ(exception(4, "attempts"), "1");
+  EXPECT_EQ(exception(2, "status"), "ready");
+  EXPECT_EQ(exception(3, "attempts, last_error"), "2|charge-cards crashed on order order-3")
+      << "a thrown exception is a retryable failure";
+  EXPECT_EQ(exception(5, "status"), "<none>");
+}
+
+TEST_F(FailurePathTest, TimeoutIsAFailureAndThePoolKeepsItsSize) {
+  produce({order(1), order(2), order(3)});
+  auto g = group("charge-cards", "charge-cards", cfg(R"("hang_orders":["order-1"],"hang_ms":4000)"));
+  g.handler_timeout = 300ms;
+  g.retry.max_retries = 0;
+  auto p = pipeline(g, charge_);
+  p->start();
+  ASSERT_TRUE(eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
+  EXPECT_EQ(p->live_workers(), 2) << "the stuck worker was replaced";
+  EXPECT_EQ(p->metrics().workers_abandoned.load(), 1u);
+  EXPECT_NE(exception(1, "last_error").find("timed out after 300ms"), std::string::npos);
+  produce({order(4), order(5)});
+  ASSERT_TRUE(eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                         "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
+  p->stop(std::chrono::steady_clock::now() + 5s);
+}
+
+TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
+  produce({order(1), order(2), order(3)});
+  auto charge = pipeline(group("charge-cards", "charge-cards", cfg(R"("provider":"unreachable")")), charge_);
+  auto audit = pipeline(group("audit-payments", "audit-payments", cfg("")), audit_);
+  charge->start();
+  audit->start();
+  ASSERT_TRUE(eventually("SELECT committed = 3 FROM sqlstreams.cursors_1 WHERE group_id = " +
+                         std::to_string(audit_.id)));
+  ASSERT_TRUE(eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE group_id = " +
+                         std::to_string(charge_.id)));
+  charge->stop(std::chrono::steady_clock::now() + 5s);
+  audit->stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE group_id = " +
+                            std::to_string(audit_.id)),
+            0);
+  ASSERT_TRUE(eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                         "AND group_id = " + std::to_string(charge_.id)));
+}
+
+}  // namespace
+}  // namespace sqlstreams::consume
