@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 
 namespace sqlstreams::consume {
 
@@ -25,6 +27,22 @@ struct GroupMetrics {
   std::atomic<uint64_t> handler_timeouts{0};
   std::atomic<uint64_t> workers_abandoned{0};
   std::atomic<uint64_t> retry_lease_lost{0};
+
+  // Messages passed over because the group does not declare their schema version (DESIGN §8).
+  // Returns true the first time a version is seen (so the caller logs it once).
+  bool count_skipped_version(int32_t version) {
+    skipped_version++;
+    std::lock_guard lock(versions_mu_);
+    return skipped_by_version_[version]++ == 0;
+  }
+  std::map<int32_t, uint64_t> skipped_by_version() const {
+    std::lock_guard lock(versions_mu_);
+    return skipped_by_version_;
+  }
+
+ private:
+  mutable std::mutex versions_mu_;
+  std::map<int32_t, uint64_t> skipped_by_version_;
 };
 
 }  // namespace sqlstreams::consume

@@ -147,7 +147,12 @@ bool GroupPipeline::may_start(const Task& task) {
     }
     const auto& msg = r.range().messages[task.index];
     if (!accepted_versions_.count(msg.schema_version)) {
-      metrics_.skipped_version++;  // passed over, counted, never silent
+      if (metrics_.count_skipped_version(msg.schema_version)) {  // passed over, never silent
+        spdlog::warn("version-skipped stream={} group={} schema_version={} message_id={}: the "
+                     "group declares schema_versions it does not include; such messages are "
+                     "passed over and counted",
+                     options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
+      }
       if (!r.slot(task.index).taken.exchange(true) && r.resolve(task.index, SlotState::kDone)) {
         finished_.push_back(task.range);
         commit_cv_.notify_one();

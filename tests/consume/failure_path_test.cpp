@@ -208,5 +208,28 @@ TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
                          "AND group_id = " + std::to_string(charge_.id)));
 }
 
+TEST_F(FailurePathTest, OtherSchemaVersionsArePassedOverAndCountedPerVersion) {
+  {
+    store::Session s(opts_);
+    store::Producer p(s);
+    p.produce_batch("payments.requested",
+                    {{order(1)}, {R"({"order":{"id":"order-2"}})", 2}, {order(3)},
+                     {R"({"order":{"id":"order-4"}})", 2}, {R"({"v3":true})", 3}});
+  }
+  auto p = pipeline(group("charge-cards", "charge-cards", cfg("")), charge_);
+  p->start();
+  ASSERT_TRUE(eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                         "FROM sqlstreams.cursors_1 WHERE group_id = " + std::to_string(charge_.id)));
+  p->stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(p->metrics().succeeded.load(), 2u);
+  EXPECT_EQ(p->metrics().skipped_version.load(), 3u);
+  auto by_version = p->metrics().skipped_by_version();
+  EXPECT_EQ(by_version[2], 2u);
+  EXPECT_EQ(by_version[3], 1u);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 0)
+      << "passing over is not a failure";
+  EXPECT_EQ(record_lines().size(), 2u) << "the handler never saw the other versions";
+}
+
 }  // namespace
 }  // namespace sqlstreams::consume
