@@ -49,9 +49,15 @@ int main(int argc, char** argv) {
   } catch (const plugin_host::PluginLoadError& e) {
     return report(ExitCode::kPlugin, e.what(), e.hint());
   } catch (const store::StoreError& e) {
-    return report(e.kind() == store::StoreError::Kind::kRejected ? ExitCode::kDatabase
-                                                                 : ExitCode::kDatabase,
-                  e.what(), "check that PostgreSQL is reachable and the URL is right");
+    if (e.sqlstate() == "42P01" || e.sqlstate() == "3F000") {  // undefined table / schema
+      return report(ExitCode::kDatabase,
+                    std::string("the database has no SQLStreams schema yet (") + e.what() + ")",
+                    "run `sqlstreams migrate` (or `sqlstreams declare --config FILE`) first");
+    }
+    return report(ExitCode::kDatabase, e.what(),
+                  e.kind() == store::StoreError::Kind::kConnection
+                      ? "check that PostgreSQL is reachable and the URL is right"
+                      : "");
   } catch (const ControlPlaneError& e) {
     return report(e.code(), e.what(), e.hint());
   } catch (const std::exception& e) {

@@ -1,0 +1,249 @@
+#include "e2e_support.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace sqlstreams::e2e {
+
+ScratchDir::ScratchDir() {
+  std::string tmpl = "/tmp/sqlstreams-e2e-XXXXXX";
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+  std::filesystem::permissions(path_, std::filesystem::perms(0755));
+}
+
+ScratchDir::~ScratchDir() {
+  const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
+  if (::testing::Test::HasFailure() || (keep && *keep && std::string(keep) != "0")) {
+    std::fprintf(stderr, "e2e: keeping %s (host configs, logs and record files)\n", path_.c_str());
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+std::string host_config(const HostOptions& o) {
+  std::ostringstream t;
+  t << "[host]\n"
+    << "name = \"" << o.name << "\"\n"
+    << "shutdown_timeout = \"" << o.shutdown_timeout << "\"\n"
+    << "log_format = \"json\"\n"
+    << "http_listen = \"\"\n\n"
+    << "[[streams]]\nname = \"" << kStream << "\"\npartition_size = 100000\n";
+  auto group = [&](const char* name, const std::string& extra) {
+    t << "\n[[groups]]\n"
+      << "name = \"" << name << "\"\n"
+      << "stream = \"" << kStream << "\"\n"
+      << "plugin = \"payments.so\"\n"
+      << "handler = \"" << name << "\"\n"
+      << "concurrency = " << o.concurrency << "\n"
+      << "batch_size = " << o.batch_size << "\n"
+      << "lease_ttl = \"" << o.lease_ttl << "\"\n"
+      << "handler_timeout = \"" << o.handler_timeout << "\"\n"
+      << "poll_interval = \"20ms\"\n"
+      << "max_poll_interval = \"200ms\"\n"
+      << "[groups.config]\n";
+    if (!o.record_file.empty()) t << "record_file = \"" << o.record_file << "\"\n";
+    if (o.sleep_ms > 0) t << "sleep_ms = " << o.sleep_ms << "\n";
+    t << extra;
+  };
+  group(kCharge, o.charge_config);
+  if (o.audit_group) group(kAudit, "");
+  return t.str();
+}
+
+Host::Host(const ScratchDir& dir, HostOptions options, const std::string& database_url)
+    : options_(std::move(options)), config_file_(dir.file(options_.name + ".toml")) {
+  std::ofstream(config_file_) << host_config(options_);
+  auto env = options_.env;
+  env["SQLSTREAMS_DATABASE_URL"] = database_url;
+  process_ = std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_,
+                               "--plugin-dir", SQLSTREAMS_PLUGIN_DIR},
+      env, dir.file(options_.name + ".log"));
+}
+
+std::string Host::holder() const { return options_.name + ":" + std::to_string(pid()); }
+
+int Host::count_in_log(const std::string& needle) const { return count_of(log(), needle); }
+
+bool Host::wait_for_log(const std::string& needle, Millis timeout) {
+  return wait_until(
+      [&] { return log().find(needle) != std::string::npos || !process_->running(); }, timeout) &&
+         log().find(needle) != std::string::npos;
+}
+
+std::optional<int> Host::stop(Millis timeout) {
+  process_->signal(SIGTERM);
+  return process_->wait(timeout);
+}
+
+std::pair<int, std::string> cli(const std::vector<std::string>& args,
+                                const std::string& database_url, const std::string& stdin_text) {
+  std::vector<std::string> argv{SQLSTREAMS_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::map<std::string, std::string> env;
+  if (!database_url.empty()) env["SQLSTREAMS_DATABASE_URL"] = database_url;
+  return testing::run_command(argv, env, stdin_text);
+}
+
+pqxx::result query(const std::string& url, const std::string& sql) {
+  pqxx::connection c(url);
+  pqxx::work tx(c);
+  auto r = tx.exec(sql);
+  tx.commit();
+  return r;
+}
+
+void declare(const std::string& database_url, const std::string& config_file) {
+  auto [code, out] = cli({"declare", "--config", config_file}, database_url);
+  ASSERT_EQ(code, 0) << out;
+}
+
+int64_t stream_id(const std::string& url) {
+  return scalar<int64_t>(url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") +
+                                  kStream + "'");
+}
+
+void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t batch) {
+  for (int64_t lo = from; lo < from + n; lo += batch) {
+    int64_t hi = std::min(from + n - 1, lo + batch - 1);
+    query(url, "SELECT sqlstreams.produce_batch('" + std::string(kStream) +
+                   "', array_agg(jsonb_build_object('order_id', 'order-' || g, 'amount_cents', "
+                   "100 + g, 'currency', 'EUR') ORDER BY g)) FROM generate_series(" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + ") AS g");
+  }
+}
+
+int64_t head(const std::string& url) {
+  auto id = stream_id(url);
+  return scalar<int64_t>(url, "SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" +
+                                  std::to_string(id));
+}
+
+bool drained(const std::string& url) {
+  auto n = std::to_string(stream_id(url));
+  return scalar<bool>(
+      url, "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + n + ") > 0 AND " +
+               "NOT EXISTS (SELECT 1 FROM sqlstreams.cursors_" + n + " WHERE committed < " +
+               "(SELECT max(id) FROM sqlstreams.messages_" + n + ")) AND " +
+               "NOT EXISTS (SELECT 1 FROM sqlstreams.leases_" + n + ")");
+}
+
+void wait_drained(const std::string& url, Millis timeout) {
+  if (wait_until([&] { return drained(url); }, timeout, 200ms)) return;
+  auto n = std::to_string(stream_id(url));
+  std::ostringstream s;
+  s << "not drained after " << timeout.count() << " ms; head " << head(url) << "\ncursors:";
+  for (const auto& r : query(url, "SELECT g.name, c.claimed, c.committed, c.settled_head "
+                                  "FROM sqlstreams.cursors_" + n + " c JOIN sqlstreams.groups g "
+                                  "ON g.id = c.group_id ORDER BY 1")) {
+    s << "\n  " << r[0].c_str() << " claimed " << r[1].c_str() << " committed " << r[2].c_str()
+      << " settled_head " << r[3].c_str();
+  }
+  s << "\nleases:";
+  for (const auto& r : query(url, "SELECT group_id, low, high, expires_at, reclaims, holder "
+                                  "FROM sqlstreams.leases_" + n + " ORDER BY low LIMIT 20")) {
+    s << "\n  group " << r[0].c_str() << " (" << r[1].c_str() << ", " << r[2].c_str()
+      << "] expires " << r[3].c_str() << " reclaims " << r[4].c_str() << " holder "
+      << r[5].c_str();
+  }
+  ADD_FAILURE() << s.str();
+}
+
+Records read_records(const std::vector<std::string>& files) {
+  Records out;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string group, outcome;
+      int64_t id = 0;
+      int attempt = 0;
+      if (fields >> group >> id >> attempt >> outcome) out[group][id]++;
+    }
+  }
+  return out;
+}
+
+size_t calls(const Records& r, const std::string& group) {
+  auto it = r.find(group);
+  if (it == r.end()) return 0;
+  size_t n = 0;
+  for (const auto& [id, c] : it->second) n += static_cast<size_t>(c);
+  return n;
+}
+
+size_t count_calls(const std::string& file, const std::string& group) {
+  std::ifstream in(file);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return static_cast<size_t>(count_of(content, group + " "));
+}
+
+std::vector<int64_t> duplicates(const Records& r, const std::string& group) {
+  std::vector<int64_t> out;
+  auto it = r.find(group);
+  if (it == r.end()) return out;
+  for (const auto& [id, c] : it->second) {
+    if (c > 1) out.push_back(id);
+  }
+  return out;
+}
+
+std::string missing_ids(const Records& r, const std::string& group, int64_t n) {
+  static const std::map<int64_t, int> none;
+  auto it = r.find(group);
+  const auto& seen = it == r.end() ? none : it->second;
+  std::string out;
+  int64_t count = 0;
+  for (int64_t id = 1; id <= n; ++id) {
+    if (seen.count(id)) continue;
+    if (++count <= 20) out += std::to_string(id) + " ";
+  }
+  if (count > 20) out += "... (" + std::to_string(count) + " missing)";
+  return out;
+}
+
+std::string lsan_options_for_lost_connections() {
+  const char* inherited = std::getenv("LSAN_OPTIONS");
+  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
+  return out + "suppressions=" SQLSTREAMS_E2E_LSAN_SUPPRESSIONS;
+}
+
+std::string tail(const std::string& text, size_t lines) {
+  size_t pos = text.size();
+  for (size_t i = 0; i <= lines && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
+}
+
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace sqlstreams::e2e
