@@ -62,7 +62,7 @@ std::string host_config(const HostOptions& o) {
     if (o.sleep_ms > 0) t << "sleep_ms = " << o.sleep_ms << "\n";
     t << extra;
   };
-  group(kCharge, o.charge_config);
+  group(kCharge, o.charge_config + (o.charge_retry.empty() ? "" : "[groups.retry]\n" + o.charge_retry));
   if (o.audit_group) group(kAudit, "");
   return t.str();
 }

@@ -59,6 +59,7 @@ struct HostOptions {
   std::string record_file;     // "" = no record file
   int64_t sleep_ms = 0;        // per-message work in both handlers
   std::string charge_config;   // extra TOML lines for charge-cards' [groups.config]
+  std::string charge_retry;    // TOML lines for charge-cards' [groups.retry] ("" = defaults)
   bool audit_group = true;
   std::map<std::string, std::string> env;  // extra environment of the host process
 };
