@@ -24,6 +24,9 @@ void GroupPipeline::claim_loop() {
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   auto idle = g.poll_interval;
+  // While a pending observation waits for its proof, only transactions already in flight hold
+  // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
+  auto proof_wait = std::chrono::milliseconds(1);
   auto error_backoff = g.poll_interval;
   bool outage = false;
   auto next_reclaim_check = SteadyClock::now();
@@ -101,8 +104,13 @@ void GroupPipeline::claim_loop() {
         outage = false;
       }
       error_backoff = g.poll_interval;
+      if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
+        sleep_idle(proof_wait);  // read-only while the pending pair is unproven
+        proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
+        continue;
+      }
       if (!obs.worth_claiming()) {
-        // Caught up (or waiting for a proof): no xid, no write. Back off the polling.
+        // Caught up: no xid, no write. Back off the polling.
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
@@ -114,10 +122,12 @@ void GroupPipeline::claim_loop() {
       auto res = store.claim(obs, g.batch_size, options_.clock->now(), g.lease_ttl);
       if (res.range) {
         idle = g.poll_interval;
+        proof_wait = std::chrono::milliseconds(1);
         enqueue(std::move(*res.range));
         continue;  // more may be claimable right away
       }
-      sleep_idle(g.poll_interval);  // an unproven observation waits for older producers
+      sleep_idle(proof_wait);  // an unproven observation waits for older producers
+      proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
       metrics_.store_errors++;
       if (!outage) {

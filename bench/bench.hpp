@@ -1,0 +1,150 @@
+// bench — shared pieces of `sqlstreams_bench`, the one-run comparison of the SQLStreams
+// runtime against raw PostgreSQL on the same database (DESIGN §15):
+//   1. produce rate: Producer::produce_batch (500/batch) vs a raw multi-row INSERT;
+//   2. backlog drain: GroupPipeline + in-process no-op handler vs a raw SKIP LOCKED queue;
+//   3. sustained end-to-end produce + consume (1 group and 4 groups);
+//   4. pickup latency (producer commit → handler call), poll-only and with NOTIFY.
+// This header: options, result rows, in-process handlers, setup and monitoring helpers.
+// The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
+// reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "consume/group_pipeline.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "store/catalog.hpp"
+#include "store/producer.hpp"
+#include "store/session.hpp"
+
+namespace bench {
+
+namespace ss = sqlstreams;
+using Clock = std::chrono::steady_clock;
+
+// GroupConfig knobs the bench sets (everything else keeps config.hpp defaults).
+struct Tuning {
+  int32_t batch_size = 500;
+  int32_t concurrency = 4;
+  int32_t queue_ranges = 4;
+};
+
+struct Options {
+  std::string url;
+  std::string tag;  // suffix that keeps stream and table names unique per run
+  bool quick = false;
+  int64_t backlog = 500'000;    // phase 2 backlog size
+  double produce_seconds = 5;   // phase 1, per workload
+  double e2e_seconds = 10;      // phase 3, per workload
+  double latency_seconds = 10;  // phase 4, per mode
+  int latency_rate = 200;       // phase 4 msgs/s
+  Tuning tuning{5000, 2, 4};    // drain + end-to-end pipelines
+  std::vector<int> e2e_bytes{100, 1024};
+  std::vector<int> e2e_groups{1, 4};
+  std::vector<std::string> phases;  // produce, drain, e2e, latency
+};
+
+// One line of the final table.
+struct Row {
+  std::string phase, workload, runtime, raw, ratio, goal;
+};
+
+double seconds_since(Clock::time_point t0);
+std::string grouped(double value);    // "61,234"
+std::string rate(double per_second);  // "61,234/s"
+std::string fmt_ratio(double r);      // "0.62×"
+
+// A JSON object of exactly `bytes` bytes (>= 24).
+std::string make_payload(size_t bytes, uint64_t seq);
+
+// OK at once, without looking at the payload (like plugins/noop).
+class NoopHandler final : public ss::plugin_host::HandlerInstance {
+ public:
+  ss::plugin_host::Outcome handle(const ss::plugin_host::MessageView&) noexcept override {
+    return {};
+  }
+  bool concurrent() const override { return true; }
+  const std::string& plugin_name() const override { return name_; }
+
+ private:
+  std::string name_ = "bench-noop";
+};
+
+// Records (message id, steady-clock ns at the call) for the latency phase.
+class StampHandler final : public ss::plugin_host::HandlerInstance {
+ public:
+  ss::plugin_host::Outcome handle(const ss::plugin_host::MessageView& m) noexcept override;
+  bool concurrent() const override { return true; }
+  const std::string& plugin_name() const override { return name_; }
+  std::vector<std::pair<int64_t, int64_t>> take();
+
+ private:
+  std::string name_ = "bench-stamp";
+  std::mutex mu_;
+  std::vector<std::pair<int64_t, int64_t>> seen_;
+};
+
+int64_t steady_ns();
+
+// Control-plane set-up through the runtime's own store API, plus read-only monitoring.
+class Db {
+ public:
+  explicit Db(const Options& o);
+  ss::store::StreamRef stream(const std::string& name, bool notify = false);
+  ss::store::GroupRef group(const ss::store::StreamRef& s, const std::string& name);
+  std::unique_ptr<ss::consume::GroupPipeline> pipeline(
+      const ss::store::GroupRef& g, const Tuning& t, bool notify,
+      std::unique_ptr<ss::plugin_host::HandlerInstance> handler) const;
+  int64_t head(const ss::store::StreamRef& s);
+  int64_t committed(const ss::store::GroupRef& g);
+  void exec(const std::string& sql);  // outside a transaction (CHECKPOINT, VACUUM)
+  void quiesce();                     // CHECKPOINT before a measured phase
+  std::string setting(const std::string& name);
+  const std::string& url() const { return url_; }
+  const std::string& tag() const { return tag_; }
+
+ private:
+  std::string url_, tag_;
+  ss::store::Session session_;
+  pqxx::connection monitor_;
+};
+
+// The two insert paths of phase 1, reusable in short timed rounds (phase 3 brackets each of its
+// workloads with raw rounds, so its ratio compares measurements seconds apart).
+class RuntimeInsert {
+ public:
+  RuntimeInsert(const Db& db, const std::string& stream, size_t bytes);
+  int64_t run_for(double seconds);  // rows produced; at least one batch
+
+ private:
+  ss::store::Session session_;
+  ss::store::Producer producer_;
+  std::string stream_;
+  std::vector<ss::store::NewMessage> batch_;
+};
+
+class RawInsert {
+ public:
+  RawInsert(Db& db, size_t bytes);  // (re)creates its table
+  int64_t run_for(double seconds);  // rows inserted; at least one statement
+
+ private:
+  pqxx::connection conn_;
+  std::vector<std::string> params_;
+};
+
+// Produces `count` messages of `bytes` through Producer::produce_batch (500 per batch).
+void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes);
+
+std::vector<Row> run_produce(Db& db, const Options& o);
+std::vector<Row> run_drain(Db& db, const Options& o);
+std::vector<Row> run_e2e(Db& db, const Options& o);
+std::vector<Row> run_latency(Db& db, const Options& o);
+
+}  // namespace bench

@@ -1,0 +1,104 @@
+// sqlstreams_bench — runs the four comparisons of bench/ (see bench.hpp) in one process against
+// one PostgreSQL database and prints a Markdown table of absolute numbers and ratios (runtime
+// vs raw PostgreSQL in the same run). Usually started by bench/run.sh, which builds the release
+// preset and provides a throwaway PostgreSQL with fsync on.
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "bench.hpp"
+
+namespace {
+
+std::string table(const std::string& header, const std::vector<bench::Row>& rows) {
+  std::string out = header + "\n\n";
+  out += "| phase | workload | SQLStreams runtime | raw PostgreSQL | ratio | goal |\n";
+  out += "|---|---|---|---|---|---|\n";
+  for (const auto& r : rows) {
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.phase, r.workload, r.runtime, r.raw,
+                       r.ratio, r.goal);
+  }
+  return out;
+}
+
+// The 1-minute load average: other work on the machine skews every number.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  f >> one;
+  return one.empty() ? "?" : one;
+}
+
+bool wanted(const bench::Options& o, const std::string& phase) {
+  return o.phases.empty() || std::find(o.phases.begin(), o.phases.end(), phase) != o.phases.end();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Options o;
+  std::string out_file;
+  CLI::App app{"sqlstreams_bench: SQLStreams runtime vs raw PostgreSQL, in one run"};
+  if (const char* env = std::getenv("SQLSTREAMS_DATABASE_URL")) o.url = env;
+  app.add_option("--url", o.url, "database URL (default: SQLSTREAMS_DATABASE_URL)");
+  app.add_flag("--quick", o.quick, "smoke run: 20k backlog, 1-2 s phases");
+  app.add_option("--backlog", o.backlog, "phase 2 backlog (messages)");
+  app.add_option("--produce-seconds", o.produce_seconds, "phase 1 duration per workload");
+  app.add_option("--e2e-seconds", o.e2e_seconds, "phase 3 window per workload");
+  app.add_option("--latency-seconds", o.latency_seconds, "phase 4 duration per mode");
+  app.add_option("--latency-rate", o.latency_rate, "phase 4 msgs/s")->check(CLI::Range(1, 2000));
+  app.add_option("--batch-size", o.tuning.batch_size, "drain/e2e GroupConfig.batch_size");
+  app.add_option("--concurrency", o.tuning.concurrency, "drain/e2e GroupConfig.concurrency");
+  app.add_option("--queue-ranges", o.tuning.queue_ranges, "drain/e2e GroupConfig.queue_ranges");
+  app.add_option("--e2e-bytes", o.e2e_bytes, "phase 3 payload sizes")->delimiter(',');
+  app.add_option("--e2e-groups", o.e2e_groups, "phase 3 group counts")->delimiter(',');
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency")->delimiter(',');
+  app.add_option("--out", out_file, "also write the table to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (o.url.empty()) {
+    fmt::print(stderr,
+               "sqlstreams_bench: no database: pass --url or set "
+               "SQLSTREAMS_DATABASE_URL\n");
+    return 2;
+  }
+  if (o.quick) {
+    if (!app.count("--backlog")) o.backlog = 20'000;
+    if (!app.count("--produce-seconds")) o.produce_seconds = 1;
+    if (!app.count("--e2e-seconds")) o.e2e_seconds = 2;
+    if (!app.count("--latency-seconds")) o.latency_seconds = 2;
+  }
+  o.tag = std::to_string(std::time(nullptr));
+  spdlog::set_level(spdlog::level::warn);
+
+  try {
+    bench::Db db(o);
+    std::string header = fmt::format(
+        "SQLStreams bench — {:%Y-%m-%d %H:%M} UTC, {} cores, PostgreSQL {}, fsync={}, "
+        "synchronous_commit={}, shared_buffers={}{}; load average at start {}",
+        fmt::gmtime(std::time(nullptr)), std::thread::hardware_concurrency(),
+        db.setting("server_version"), db.setting("fsync"), db.setting("synchronous_commit"),
+        db.setting("shared_buffers"), o.quick ? " (--quick)" : "", load_average());
+    fmt::print(stderr, "{}\n", header);
+    std::vector<bench::Row> rows;
+    auto add = [&](std::vector<bench::Row> r) { rows.insert(rows.end(), r.begin(), r.end()); };
+    if (wanted(o, "produce")) add(bench::run_produce(db, o));
+    if (wanted(o, "drain")) add(bench::run_drain(db, o));
+    if (wanted(o, "e2e")) add(bench::run_e2e(db, o));
+    if (wanted(o, "latency")) add(bench::run_latency(db, o));
+    std::string text =
+        table(header, rows) + fmt::format("\nload average at end {}\n", load_average());
+    fmt::print("\n{}", text);
+    if (!out_file.empty()) std::ofstream(out_file) << text;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sqlstreams_bench: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

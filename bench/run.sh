@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bench/run.sh [--quick] [sqlstreams_bench flags…] — the whole benchmark in one command:
+# builds the release preset (build/release), starts a throwaway PostgreSQL with fsync on in its
+# own directory and port (stopped and removed on exit), and runs sqlstreams_bench, which
+# measures the runtime and the raw PostgreSQL references in the same run (see bench/README.md).
+# The result table is printed and written to build/release/bench-results.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+echo "== building the release preset" >&2
+if ! cmake --preset release >/tmp/sqlstreams-bench-configure.log 2>&1; then
+  # The bench needs only the runtime libraries: do not let a broken test tree stop it.
+  echo "   configure failed (see /tmp/sqlstreams-bench-configure.log); retrying without tests" >&2
+  cmake --preset release -DSQLSTREAMS_BUILD_TESTS=OFF >/dev/null
+fi
+cmake --build --preset release -j2 --target sqlstreams_bench >/dev/null
+
+PORT=${SQLSTREAMS_BENCH_PG_PORT:-55490}
+while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 1)); done
+PGDIR=$(mktemp -d /tmp/sqlstreams-bench-pg.XXXXXX)
+cleanup() {
+  SQLSTREAMS_PG_FSYNC=on scripts/pg.sh stop "$PGDIR" || true
+  rm -rf "$PGDIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== starting PostgreSQL (fsync on) in $PGDIR on port $PORT" >&2
+URL=$(SQLSTREAMS_PG_FSYNC=on SQLSTREAMS_PG_DB=sqlstreams_bench scripts/pg.sh start "$PGDIR" "$PORT")
+
+echo "== running sqlstreams_bench $*" >&2
+build/release/bin/sqlstreams_bench --url "$URL" --out build/release/bench-results.md "$@"

@@ -1,0 +1,131 @@
+// bench/support — set-up (migrate, declare streams and groups through the runtime's store API),
+// pipeline construction, read-only monitoring (head, cursor) and number formatting shared by
+// every phase of sqlstreams_bench. Measures nothing itself.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "bench.hpp"
+#include "store/migrate.hpp"
+
+namespace bench {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+std::string grouped(double value) {
+  auto n = static_cast<int64_t>(std::llround(value));
+  std::string digits = std::to_string(n < 0 ? -n : n), out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string rate(double per_second) { return grouped(per_second) + "/s"; }
+
+std::string fmt_ratio(double r) { return fmt::format("{:.2f}×", r); }
+
+std::string make_payload(size_t bytes, uint64_t seq) {
+  std::string head = fmt::format("{{\"seq\":{},\"pad\":\"", seq);
+  size_t pad = bytes > head.size() + 2 ? bytes - head.size() - 2 : 0;
+  return head + std::string(pad, 'x') + "\"}";
+}
+
+ss::plugin_host::Outcome StampHandler::handle(const ss::plugin_host::MessageView& m) noexcept {
+  int64_t now = steady_ns();
+  std::lock_guard lock(mu_);
+  seen_.emplace_back(m.id, now);
+  return {};
+}
+
+std::vector<std::pair<int64_t, int64_t>> StampHandler::take() {
+  std::lock_guard lock(mu_);
+  return std::move(seen_);
+}
+
+Db::Db(const Options& o)
+    : url_(o.url),
+      tag_(o.tag),
+      session_(ss::store::SessionOptions{o.url, "sqlstreams", ss::Millis{5000}, "bench"}),
+      monitor_(o.url) {
+  ss::store::migrate(session_);
+}
+
+ss::store::StreamRef Db::stream(const std::string& name, bool notify) {
+  ss::store::StreamSpec spec;
+  spec.name = fmt::format("bench.{}.{}", tag_, name);
+  spec.notify = notify;
+  return ss::store::declare_stream(session_, spec).stream;
+}
+
+ss::store::GroupRef Db::group(const ss::store::StreamRef& s, const std::string& name) {
+  return ss::store::declare_group(session_, s, name, ss::store::StartAt::kBeginning).group;
+}
+
+std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
+    const ss::store::GroupRef& g, const Tuning& t, bool notify,
+    std::unique_ptr<ss::plugin_host::HandlerInstance> handler) const {
+  ss::consume::PipelineOptions po;
+  po.group.name = g.name;
+  po.group.stream = g.stream;
+  po.group.batch_size = t.batch_size;
+  po.group.concurrency = t.concurrency;
+  po.group.queue_ranges = t.queue_ranges;
+  po.session = ss::store::SessionOptions{url_, "sqlstreams", ss::Millis{5000}, "bench-pipeline"};
+  po.ref = g;
+  po.notify = notify;
+  po.holder = fmt::format("bench:{}", ::getpid());
+  return std::make_unique<ss::consume::GroupPipeline>(std::move(po), std::move(handler));
+}
+
+int64_t Db::head(const ss::store::StreamRef& s) {
+  pqxx::nontransaction tx(monitor_);
+  return tx.exec1(fmt::format("SELECT coalesce(max(id), 0) FROM sqlstreams.messages_{}", s.id))[0]
+      .as<int64_t>();
+}
+
+int64_t Db::committed(const ss::store::GroupRef& g) {
+  pqxx::nontransaction tx(monitor_);
+  return tx
+      .exec_params1(fmt::format("SELECT committed FROM sqlstreams.cursors_{} WHERE group_id = $1",
+                                g.stream_id),
+                    g.id)[0]
+      .as<int64_t>();
+}
+
+void Db::exec(const std::string& sql) {
+  pqxx::nontransaction tx(monitor_);
+  tx.exec(sql);
+}
+
+void Db::quiesce() { exec("CHECKPOINT"); }
+
+std::string Db::setting(const std::string& name) {
+  pqxx::nontransaction tx(monitor_);
+  return tx.exec_params1("SELECT current_setting($1)", name)[0].as<std::string>();
+}
+
+void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes) {
+  ss::store::Session session(
+      ss::store::SessionOptions{db.url(), "sqlstreams", ss::Millis{5000}, "bench-prefill"});
+  ss::store::Producer producer(session);
+  std::vector<ss::store::NewMessage> batch;
+  for (int64_t done = 0; done < count; done += static_cast<int64_t>(batch.size())) {
+    batch.clear();
+    for (int64_t i = done; i < std::min<int64_t>(count, done + 500); ++i) {
+      batch.push_back(ss::store::NewMessage{make_payload(bytes, i), 1, std::nullopt});
+    }
+    producer.produce_batch(stream, batch);
+  }
+}
+
+}  // namespace bench
