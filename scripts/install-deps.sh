@@ -7,8 +7,10 @@ PACKAGES=(
   cmake g++ make pkg-config ca-certificates
   libboost-dev libpqxx-dev libpq-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libcli11-dev prometheus-cpp-dev libsystemd-dev
+  libcli11-dev prometheus-cpp-dev libcivetweb-dev libsystemd-dev
   postgresql postgresql-client
+  # cpack -G DEB (dpkg-shlibdeps, file); the status page test renders in headless Chromium
+  dpkg-dev file chromium
 )
 
 missing=()

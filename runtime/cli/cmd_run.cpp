@@ -1,20 +1,17 @@
 // `sqlstreams run --config FILE`: migrate (or refuse, by setting), check Rule 2, declare
-// streams and groups, load plugins, run one pipeline per group until SIGTERM/SIGINT, then
-// drain within host.shutdown_timeout. A second signal exits at once.
+// streams and groups, then hand over to service::Host (pipelines, maintenance, HTTP, systemd
+// notify) and its control loop: SIGHUP reloads, SIGTERM/SIGINT drains within
+// host.shutdown_timeout, a second signal exits at once.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <thread>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "common/url.hpp"
-#include "consume/group_pipeline.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
-#include "plugin_host/plugin_host.hpp"
+#include "service/host.hpp"
+#include "service/run_host.hpp"
 #include "store/migrate.hpp"
 
 namespace sqlstreams::cli {
@@ -52,13 +49,6 @@ void prepare_database(store::Session& session, const config::Config& config) {
   }
 }
 
-std::string host_name(const config::Config& config) {
-  if (!config.host.name.empty()) return config.host.name;
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
@@ -70,78 +60,15 @@ int run(const RunFlags& f) {
     store::Session session(session_options);
     prepare_database(session, config);
   }
-  std::filesystem::path plugin_dir =
-      f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
-  // Declared before the pipelines so the libraries outlive every handler instance.
-  static plugin_host::PluginRegistry* registry = new plugin_host::PluginRegistry(plugin_dir);
-  std::string holder = fmt::format("{}:{}", host_name(config), getpid());
-  std::vector<std::unique_ptr<consume::GroupPipeline>> pipelines;
-  {
-    store::Session session(session_options);
-    for (const auto& g : config.groups) {
-      auto ref = store::find_group(session, g.stream, g.name);
-      const auto* stream = config.find_stream(g.stream);
-      auto handler = registry->create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name);
-      consume::PipelineOptions o;
-      o.group = g;
-      o.session = session_options;
-      o.session.application_name = "sqlstreams " + g.name;
-      o.ref = *ref;
-      o.notify = stream && stream->notify;
-      o.holder = holder;
-      pipelines.push_back(std::make_unique<consume::GroupPipeline>(std::move(o), std::move(handler)));
-    }
-  }
-  for (auto& p : pipelines) p->start();
-  spdlog::info("host-ready holder={} groups={}", holder, pipelines.size());
-
-  int sig = 0;
-  for (;;) {
-    auto s = ops::wait_for_signal(std::chrono::seconds(60));
-    if (!s) continue;
-    if (*s == SIGHUP) {
-      spdlog::warn("reload-unsupported: SIGHUP received; this version applies config changes on "
-                   "restart only");
-      continue;
-    }
-    sig = *s;
-    break;
-  }
-  auto deadline = std::chrono::steady_clock::now() + config.host.shutdown_timeout;
-  spdlog::info("host-draining signal={} shutdown_timeout={}", sig,
-               format_duration(config.host.shutdown_timeout));
-  std::atomic<int> undrained{0};
-  std::atomic<int> remaining{static_cast<int>(pipelines.size())};
-  std::vector<std::thread> stoppers;
-  for (auto& p : pipelines) {
-    stoppers.emplace_back([&, pp = p.get()] {
-      if (!pp->stop(deadline)) undrained++;
-      remaining--;
-    });
-  }
-  while (remaining.load() > 0) {
-    if (auto s = ops::wait_for_signal(std::chrono::milliseconds(50)); s && *s != SIGHUP) {
-      spdlog::warn("host-exit-now: second signal {} during drain", *s);
-      spdlog::default_logger()->flush();
-      std::_Exit(1);
-    }
-  }
-  for (auto& t : stoppers) t.join();
-  for (auto& p : pipelines) {
-    const auto& m = p->metrics();
-    spdlog::info("group-stopped stream={} group={} succeeded={} retried={} dead={} lease_lost={} "
-                 "reclaimed={} handed_back={}",
-                 p->options().ref.stream, p->options().ref.name, m.succeeded.load(),
-                 m.retried.load(), m.dead.load(), m.lease_lost.load(), m.ranges_reclaimed.load(),
-                 m.ranges_handed_back.load());
-  }
-  if (undrained.load() > 0) {
-    spdlog::warn("host-stopped with handlers still running; their messages were handed back");
-    spdlog::default_logger()->flush();
-    std::_Exit(0);  // stuck handler threads cannot be joined; leases are already handed back
-  }
-  spdlog::info("host-stopped");
-  return 0;
+  service::HostOptions o;
+  o.plugin_dir = f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
+  o.plugin_dir_overridden = !f.plugin_dir.empty();
+  o.config = std::move(config);
+  o.session = session_options;
+  o.version = SQLSTREAMS_VERSION;
+  o.declare = [](store::Session& session, const config::Config& c) { declare_all(session, c); };
+  service::Host host(std::move(o));  // pipelines, maintenance, HTTP, reload (service/host.hpp)
+  return service::run_host(host);
 }
 
 }  // namespace

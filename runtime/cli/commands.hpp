@@ -39,5 +39,6 @@ void register_config(CLI::App& app, Action& action);
 void register_run(CLI::App& app, Action& action);
 void register_dead(CLI::App& app, Action& action);
 void register_group(CLI::App& app, Action& action);
+void register_status(CLI::App& app, Action& action);
 
 }  // namespace sqlstreams::cli

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   cli::register_config(app, action);
   cli::register_dead(app, action);
   cli::register_group(app, action);
+  cli::register_status(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

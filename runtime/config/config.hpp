@@ -37,6 +37,7 @@ struct SourcePosition {
   std::string file;
   int line = 0;
   int column = 0;
+  bool operator==(const SourcePosition&) const = default;
 };
 
 enum class MigrateMode { kAuto, kCheck };
@@ -58,6 +59,9 @@ struct HostConfig {
   std::string log_level = "info";  // trace|debug|info|warn|error
   LogFormat log_format = LogFormat::kAuto;
   std::string http_listen = "127.0.0.1:9187";  // "" disables the HTTP server
+  Millis maintenance_ttl{15'000};  // maintenance-worker leases and the heartbeat; renewed at half
+  Millis janitor_period{30'000};   // per stream, jittered ±25%
+  Millis status_interval{5000};    // /metrics gauges, /readyz and the status page re-read the DB
 };
 
 struct StreamConfig {
@@ -68,6 +72,8 @@ struct StreamConfig {
   bool allow_drop_past_committed = false;
   int32_t max_payload_bytes = 1 << 20;  // 1 .. 64 MiB
   bool notify = false;                  // pg_notify wake-up hint per producing txn
+  std::optional<Millis> audit_retention;  // none = keep the audit trail forever
+  bool operator==(const StreamConfig&) const = default;
 };
 
 struct RetryPolicy {
@@ -77,6 +83,7 @@ struct RetryPolicy {
   double exponent = 2.0;      // >= 1.0
   Millis max_delay{300'000};  // >= base_delay
   double jitter = 0.0;        // 0.0 .. 1.0, fraction of the delay
+  bool operator==(const RetryPolicy&) const = default;
 };
 
 struct GroupConfig {
@@ -98,6 +105,7 @@ struct GroupConfig {
   std::vector<int32_t> schema_versions{1};  // non-empty, each >= 1
   AuditMode audit = AuditMode::kFailures;
   RetryPolicy retry;
+  bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared
 };
 
 struct Config {

@@ -122,6 +122,24 @@ const Table<HostConfig>& host_table() {
        .constraint = listen_address(),
        .doc = "/healthz, /metrics and status page; \"\" disables",
        .apply = set(&H::http_listen)},
+      {.name = "maintenance_ttl",
+       .type = Type::kDuration,
+       .def = Millis{15'000},
+       .constraint = at_least(kPositive),
+       .doc = "a dead host's janitor and advancer leases move to another host after this",
+       .apply = set(&H::maintenance_ttl)},
+      {.name = "janitor_period",
+       .type = Type::kDuration,
+       .def = Millis{30'000},
+       .constraint = at_least(kPositive),
+       .doc = "how often each stream's janitor runs (jittered by 25%)",
+       .apply = set(&H::janitor_period)},
+      {.name = "status_interval",
+       .type = Type::kDuration,
+       .def = Millis{5000},
+       .constraint = at_least(Millis{100}),
+       .doc = "how often /metrics, /readyz and the status page re-read the fleet's status",
+       .apply = set(&H::status_interval)},
   }};
   return table;
 }
@@ -163,6 +181,12 @@ const Table<StreamConfig>& stream_table() {
        .def = false,
        .doc = "pg_notify a wake-up hint per producing transaction",
        .apply = set(&S::notify)},
+      {.name = "audit_retention",
+       .type = Type::kDuration,
+       .constraint = at_least(kPositive),
+       .doc = "delete audit-trail rows older than this",
+       .absent = "forever",
+       .apply = set(&S::audit_retention)},
   }};
   return table;
 }

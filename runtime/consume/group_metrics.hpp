@@ -2,12 +2,36 @@
 // and, later, /metrics). Threading: lock-free atomics, written by any pipeline thread.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
 
 namespace sqlstreams::consume {
+
+// How long handler calls took (GET /metrics: sqlstreams_handler_duration_seconds). Buckets are
+// per range (not cumulative); the last one is +Inf. Calls that hit handler_timeout are not
+// observed (they are counted in handler_timeouts).
+struct DurationHistogram {
+  static constexpr std::array<double, 12> kUpperBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                       0.1,   0.25,   0.5,   1.0,  5.0,   30.0};
+  std::array<std::atomic<uint64_t>, kUpperBounds.size() + 1> buckets{};
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint64_t> sum_micros{0};
+
+  void observe(std::chrono::steady_clock::duration d) {
+    double seconds = std::chrono::duration<double>(d).count();
+    size_t i = 0;
+    while (i < kUpperBounds.size() && seconds > kUpperBounds[i]) ++i;
+    buckets[i].fetch_add(1, std::memory_order_relaxed);
+    sum_micros.fetch_add(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()),
+        std::memory_order_relaxed);
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+};
 
 struct GroupMetrics {
   std::atomic<uint64_t> ranges_claimed{0};
@@ -27,6 +51,7 @@ struct GroupMetrics {
   std::atomic<uint64_t> handler_timeouts{0};
   std::atomic<uint64_t> workers_abandoned{0};
   std::atomic<uint64_t> retry_lease_lost{0};
+  DurationHistogram handler_seconds;
 
   // Messages passed over because the group does not declare their schema version (DESIGN §8).
   // Returns true the first time a version is seen (so the caller logs it once).

@@ -117,6 +117,7 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
       if (me->abandoned.load()) return;  // written off: the pipeline may be gone
       me->finishing = true;
     }
+    metrics_.handler_seconds.observe(std::chrono::steady_clock::now() - me->started);
     complete(task, outcome);
     std::lock_guard lock(mu_);
     me->busy = false;

@@ -1,53 +1,117 @@
 #include "ops/logging.hpp"
 
-#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <memory>
+#include <ctime>
+#include <nlohmann/json.hpp>
 
 namespace sqlstreams::ops {
 namespace {
 
-// Formats the message as a JSON string value (escaping quotes, backslashes and controls).
-class JsonMessageFlag final : public spdlog::custom_flag_formatter {
+bool is_event_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+bool is_key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+bool reserved(std::string_view key) {
+  return key == "ts" || key == "level" || key == "pid" || key == "event" || key == "msg";
+}
+
+class JsonFormatter final : public spdlog::formatter {
  public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&,
-              spdlog::memory_buf_t& dest) override {
-    for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
-      switch (c) {
-        case '"': dest.append(std::string_view("\\\"")); break;
-        case '\\': dest.append(std::string_view("\\\\")); break;
-        case '\n': dest.append(std::string_view("\\n")); break;
-        case '\t': dest.append(std::string_view("\\t")); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            dest.append(std::string_view(buf));
-          } else {
-            dest.push_back(c);
-          }
-      }
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    std::string_view text(msg.payload.data(), msg.payload.size());
+    nlohmann::ordered_json line;
+    line["ts"] = timestamp(msg.time);
+    line["level"] = std::string(spdlog::level::to_string_view(msg.level).data(),
+                                spdlog::level::to_string_view(msg.level).size());
+    line["pid"] = static_cast<int64_t>(getpid());
+    LogFields parsed = parse_log_message(text);
+    if (!parsed.event.empty()) line["event"] = parsed.event;
+    for (auto& [key, value] : parsed.fields) {
+      line[reserved(key) ? key + "_" : key] = std::move(value);
     }
+    line["msg"] = std::string(text);
+    std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    dest.append(out.data(), out.data() + out.size());
+    dest.push_back('\n');
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return std::make_unique<JsonMessageFlag>();
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>();
+  }
+
+ private:
+  static std::string timestamp(spdlog::log_clock::time_point t) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    std::time_t secs = static_cast<std::time_t>(ms / 1000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[40];
+    size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
+    return buf;
   }
 };
 
 }  // namespace
+
+LogFields parse_log_message(std::string_view m) {
+  LogFields out;
+  size_t i = 0;
+  while (i < m.size() && is_event_char(m[i])) ++i;
+  if (i == 0 || m[0] == '-' || (i < m.size() && m[i] != ' ' && m[i] != ':')) return out;
+  out.event = std::string(m.substr(0, i));
+  if (i < m.size() && m[i] == ':') return out;
+  while (i < m.size() && m[i] == ' ') {
+    size_t k = i + 1;
+    size_t key_end = k;
+    while (key_end < m.size() && is_key_char(m[key_end])) ++key_end;
+    if (key_end == k || key_end >= m.size() || m[key_end] != '=') break;
+    std::string key(m.substr(k, key_end - k));
+    size_t v = key_end + 1;
+    std::string value;
+    size_t end;
+    bool last = false;
+    if (v < m.size() && m[v] == '"') {
+      // Quoted: up to the closing quote that ends the token.
+      size_t close = v + 1;
+      for (;; ++close) {
+        close = m.find('"', close);
+        if (close == std::string_view::npos) break;
+        size_t after = close + 1;
+        if (after == m.size() || m[after] == ' ' || m[after] == ':') break;
+      }
+      if (close == std::string_view::npos) break;
+      value = std::string(m.substr(v + 1, close - v - 1));
+      end = close + 1;
+      if (end < m.size() && m[end] == ':') last = true;
+    } else {
+      end = m.find(' ', v);
+      if (end == std::string_view::npos) end = m.size();
+      std::string_view raw = m.substr(v, end - v);
+      if (!raw.empty() && raw.back() == ':') {
+        raw.remove_suffix(1);
+        last = true;
+      }
+      value = std::string(raw);
+    }
+    out.fields.emplace_back(std::move(key), std::move(value));
+    i = end;
+    if (last) break;
+  }
+  return out;
+}
+
+std::unique_ptr<spdlog::formatter> make_json_formatter() {
+  return std::make_unique<JsonFormatter>();
+}
 
 void setup_logging(const std::string& level, config::LogFormat format) {
   bool json = format == config::LogFormat::kJson ||
               (format == config::LogFormat::kAuto && !isatty(STDERR_FILENO));
   auto logger = spdlog::stderr_color_mt("sqlstreams");
   if (json) {
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
-        R"({"ts":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","pid":%P,"msg":"%*"})");
-    logger->set_formatter(std::move(formatter));
+    logger->set_formatter(make_json_formatter());
   } else {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
   }

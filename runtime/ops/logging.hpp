@@ -1,16 +1,39 @@
 // ops/logging — process-wide log set-up (spdlog). Human-readable on a terminal, one JSON
-// object per line otherwise (or as configured). Events use stable names as the first word of
-// the message (`dead-lettered`, `lease-reclaimed`, `range-quarantined`, ...). Never log
-// payloads or passwords (mask URLs with common/url.hpp).
+// object per line otherwise (or as configured by host.log_format). Every message starts with a
+// stable event name (`dead-lettered`, `lease-reclaimed`, `range-quarantined`,
+// `worker-acquired`, `reload-applied`, ...) followed by `key=value` pairs and, after a colon,
+// free text:  "lease-lost stream=s group=g low=1 high=500: outcomes discarded".
+// In JSON the event and the leading pairs also become fields (values as strings, so a field
+// keeps one type), next to the whole message:
+//   {"ts":"2026-11-29T20:25:58.123Z","level":"warn","pid":7,"event":"lease-lost",
+//    "stream":"s","group":"g","low":"1","high":"500","msg":"lease-lost stream=s ..."}
+// Invalid UTF-8 is replaced, so every line is valid JSON. Never log payloads or passwords
+// (mask URLs with common/url.hpp).
 // Threading: call setup_logging() once from main before starting threads.
 #pragma once
 
+#include <spdlog/formatter.h>
+
+#include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config/config.hpp"
 
 namespace sqlstreams::ops {
 
 void setup_logging(const std::string& level, config::LogFormat format);
+
+// The event name and the leading key=value pairs of a message (see above).
+struct LogFields {
+  std::string event;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+LogFields parse_log_message(std::string_view message);
+
+// The JSON-lines formatter setup_logging() installs (exposed for tests).
+std::unique_ptr<spdlog::formatter> make_json_formatter();
 
 }  // namespace sqlstreams::ops

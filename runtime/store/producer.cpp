@@ -54,14 +54,25 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
                        fmt::format("message {} of the batch: schema_version must be >= 1", i + 1));
     }
   }
-  try {
-    return insert_batch(st, messages);
-  } catch (const StoreError& e) {
-    if (e.sqlstate() != "23514") throw;  // no partition for an id: heal, then retry once
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return insert_batch(st, messages);
+    } catch (const StoreError& e) {
+      if (e.sqlstate() != "23514" || attempt == 3) throw;  // no partition for an id: heal
+    }
+    // The failed batch consumed its ids: create past every id drawn so far plus this batch, so
+    // the retry (with fresh ids) lands even when other producers keep drawing meanwhile.
+    st.partitions_upto = guarded(session_, "heal partitions", [&] {
+      pqxx::nontransaction tx(connection_of(session_));
+      return tx
+          .exec_params1(fmt::format("SELECT {0}.ensure_partitions($1, (SELECT last_value FROM "
+                                    "{0}.messages_{1}_id_seq) + $2)",
+                                    session_.schema_sql(), st.ref.id),
+                        st.ref.id,
+                        static_cast<int64_t>(messages.size()) * 2 + st.ref.partition_size)[0]
+          .as<int64_t>();
+    });
   }
-  ensure_partitions(session_, st.ref.id, st.partitions_upto + st.ref.partition_size);
-  st.partitions_upto = 0;
-  return insert_batch(st, messages);
 }
 
 std::vector<int64_t> Producer::insert_batch(StreamState& st,

@@ -2,7 +2,8 @@
 // Owns: single and batch produce on one Session. A batch is ONE multi-row INSERT
 // (`INSERT … SELECT nextval(…), … FROM jsonb_array_elements(…)`) preceded by
 // `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. A missing
-// partition is healed (ensure_partitions) and the batch retried once.
+// partition is healed (ensure_partitions past every id drawn so far) and the batch retried (at
+// most twice).
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 

@@ -78,6 +78,8 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(s.allow_drop_past_committed, ds.allow_drop_past_committed);
   EXPECT_EQ(s.max_payload_bytes, ds.max_payload_bytes);
   EXPECT_EQ(s.notify, ds.notify);
+  EXPECT_EQ(s.audit_retention, ds.audit_retention);
+  EXPECT_FALSE(s.audit_retention);
   EXPECT_EQ(s.pos.line, 1);
   EXPECT_EQ(s.pos.column, 1);
 
@@ -118,6 +120,9 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(empty.host.log_level, dh.log_level);
   EXPECT_EQ(empty.host.log_format, dh.log_format);
   EXPECT_EQ(empty.host.http_listen, dh.http_listen);
+  EXPECT_EQ(empty.host.maintenance_ttl, dh.maintenance_ttl);
+  EXPECT_EQ(empty.host.janitor_period, dh.janitor_period);
+  EXPECT_EQ(empty.host.status_interval, dh.status_interval);
 }
 
 TEST(ValidConfig, FullFileSetsEveryKey) {
@@ -133,6 +138,9 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(c.host.log_level, "debug");
   EXPECT_EQ(c.host.log_format, LogFormat::kJson);
   EXPECT_EQ(c.host.http_listen, "");
+  EXPECT_EQ(c.host.maintenance_ttl, milliseconds(4000));
+  EXPECT_EQ(c.host.janitor_period, milliseconds(60'000));
+  EXPECT_EQ(c.host.status_interval, milliseconds(2000));
 
   ASSERT_EQ(c.streams.size(), 2u);
   const StreamConfig& s = c.streams[0];
@@ -141,6 +149,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_TRUE(s.allow_drop_past_committed);
   EXPECT_EQ(s.max_payload_bytes, 64 << 20);
   EXPECT_TRUE(s.notify);
+  EXPECT_EQ(s.audit_retention, milliseconds(7LL * 86'400'000));
   EXPECT_EQ(c.find_stream("orders_2"), &c.streams[1]);
   EXPECT_EQ(c.find_stream("nope"), nullptr);
 
@@ -244,7 +253,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 4 + 6 + 6 + 17 + 6);
+  EXPECT_EQ(rows.size(), 4u + 4 + 9 + 7 + 17 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

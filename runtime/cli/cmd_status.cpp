@@ -1,0 +1,165 @@
+// `sqlstreams status [--json]`: the fleet as the database sees it (store/status): per stream
+// its head, partitions, oldest retained message and retention; per group its cursor, lag,
+// leases, exceptions by status, what retention took from it and skipped schema versions; the
+// live hosts and the maintenance workers each holds. Reads only; safe against a running fleet.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "store/status.hpp"
+
+namespace sqlstreams::cli {
+namespace {
+
+struct StatusFlags {
+  DatabaseFlags db;
+  bool json = false;
+};
+
+// "31d", "5h", "12m", "40s", "250ms": the largest whole unit.
+std::string approx(Millis d) {
+  const int64_t ms = d.count();
+  if (ms >= 86'400'000) return fmt::format("{}d", ms / 86'400'000);
+  if (ms >= 3'600'000) return fmt::format("{}h", ms / 3'600'000);
+  if (ms >= 60'000) return fmt::format("{}m", ms / 60'000);
+  if (ms >= 1000) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+template <class T>
+nlohmann::json opt(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json to_json(const store::FleetStatus& f) {
+  auto ms = [](SysTime t) { return t.time_since_epoch().count(); };
+  nlohmann::json out{{"now_ms", ms(f.now)},
+                     {"streams", nlohmann::json::array()},
+                     {"hosts", nlohmann::json::array()},
+                     {"workers", nlohmann::json::array()}};
+  for (const auto& s : f.streams) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : s.groups) {
+      groups.push_back(
+          {{"name", g.name},
+           {"id", g.id},
+           {"claimed", g.claimed},
+           {"committed", g.committed},
+           {"lag", g.lag},
+           {"open_leases", g.open_leases},
+           {"expired_leases", g.expired_leases},
+           {"exceptions", {{"ready", g.ready}, {"inflight", g.inflight}, {"dead", g.dead}}},
+           {"dead", g.dead},
+           {"lost_messages", g.lost_messages},
+           {"lost_through", opt(g.lost_through)},
+           {"skipped_versions", g.skipped_versions},
+           {"advancer", opt(g.advancer)}});
+    }
+    std::optional<int64_t> age, retention;
+    if (s.oldest_age) age = s.oldest_age->count();
+    if (s.retention) retention = s.retention->count();
+    out["streams"].push_back({{"name", s.name},
+                              {"id", s.id},
+                              {"head", s.head},
+                              {"last_drawn", s.last_drawn},
+                              {"partitions", s.partitions},
+                              {"partition_size", s.partition_size},
+                              {"first_id", opt(s.first_id)},
+                              {"partitions_upto", s.partitions_upto},
+                              {"oldest_id", opt(s.oldest_id)},
+                              {"oldest_age_ms", opt(age)},
+                              {"retention_ms", opt(retention)},
+                              {"allow_drop_past_committed", s.allow_drop_past_committed},
+                              {"janitor", opt(s.janitor)},
+                              {"groups", groups}});
+  }
+  for (const auto& h : f.hosts) {
+    out["hosts"].push_back({{"name", h.name},
+                            {"pid", h.pid},
+                            {"version", h.version},
+                            {"started_at_ms", ms(h.started_at)},
+                            {"heartbeat_at_ms", ms(h.heartbeat_at)},
+                            {"live", h.live},
+                            {"workers", h.workers}});
+  }
+  for (const auto& w : f.workers) {
+    std::optional<int64_t> expires;
+    if (w.expires_at) expires = ms(*w.expires_at);
+    out["workers"].push_back({{"kind", w.key.kind},
+                              {"owner", w.key.owner},
+                              {"label", w.label},
+                              {"holder", opt(w.holder)},
+                              {"live", w.live},
+                              {"expires_at_ms", opt(expires)}});
+  }
+  return out;
+}
+
+void print_text(const store::FleetStatus& f) {
+  for (const auto& s : f.streams) {
+    std::string parts = fmt::format("{} partition(s)", s.partitions);
+    if (s.first_id && s.partitions_upto > *s.first_id) {
+      parts += fmt::format(" (ids {}..{}, {} each)", *s.first_id, s.partitions_upto - 1,
+                           s.partition_size);
+    }
+    std::string oldest = "no messages";
+    if (s.oldest_id)
+      oldest = fmt::format("oldest id {} ({} old)", *s.oldest_id, approx(*s.oldest_age));
+    std::string retention = s.retention ? approx(*s.retention) : std::string("forever");
+    if (s.retention && s.allow_drop_past_committed) retention += ", may drop uncommitted";
+    std::printf("stream %s: head %lld, %s, %s, retention %s; janitor: %s\n", s.name.c_str(),
+                static_cast<long long>(s.head), parts.c_str(), oldest.c_str(), retention.c_str(),
+                s.janitor.value_or("not running").c_str());
+    if (s.groups.empty()) continue;
+    std::printf("  %-24s %10s %10s %8s %7s %6s %8s %6s %6s %7s  %s\n", "group", "claimed",
+                "committed", "lag", "leases", "ready", "inflight", "dead", "lost", "skipped",
+                "advancer");
+    for (const auto& g : s.groups) {
+      std::string leases = std::to_string(g.open_leases);
+      if (g.expired_leases > 0) leases += fmt::format("+{}x", g.expired_leases);
+      std::printf(
+          "  %-24s %10lld %10lld %8lld %7s %6lld %8lld %6lld %6lld %7lld  %s\n", g.name.c_str(),
+          static_cast<long long>(g.claimed), static_cast<long long>(g.committed),
+          static_cast<long long>(g.lag), leases.c_str(), static_cast<long long>(g.ready),
+          static_cast<long long>(g.inflight), static_cast<long long>(g.dead),
+          static_cast<long long>(g.lost_messages), static_cast<long long>(g.skipped_versions),
+          g.advancer.value_or("not running").c_str());
+    }
+  }
+  int live = 0;
+  for (const auto& h : f.hosts) live += h.live ? 1 : 0;
+  std::printf("hosts: %d live\n", live);
+  for (const auto& h : f.hosts) {
+    if (!h.live) continue;
+    std::string holds;
+    for (const auto& w : h.workers) holds += (holds.empty() ? "" : ", ") + w;
+    std::printf("  %s pid %d version %s, up %s, last seen %s ago; holds: %s\n", h.name.c_str(),
+                h.pid, h.version.c_str(), approx(f.now - h.started_at).c_str(),
+                approx(f.now - h.heartbeat_at).c_str(), holds.empty() ? "-" : holds.c_str());
+  }
+}
+
+int status(const StatusFlags& f) {
+  auto config = maybe_load(f.db.config_file);
+  store::Session session(f.db.resolve(config));
+  auto fleet = store::read_status(session, SystemClock::instance().now());
+  if (f.json) {
+    std::printf("%s\n", to_json(fleet).dump(2).c_str());
+  } else {
+    print_text(fleet);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_status(CLI::App& app, Action& action) {
+  auto f = std::make_shared<StatusFlags>();
+  auto* cmd = app.add_subcommand("status", "Show streams, groups, hosts and maintenance workers");
+  f->db.add_to(cmd, false);
+  cmd->add_flag("--json", f->json, "print one JSON document instead of text");
+  cmd->callback([&action, f] { action = [f] { return status(*f); }; });
+}
+
+}  // namespace sqlstreams::cli

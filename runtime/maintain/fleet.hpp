@@ -1,0 +1,27 @@
+// maintain/fleet — the maintenance workers a host's configuration asks for: a janitor per
+// declared stream (its period, host.janitor_period; its audit_retention) and a cursor
+// advancer per group (about once a second, DESIGN §6.5). Every host lists the workers of its
+// own config; the leases decide which host runs each.
+// Threading: pure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "maintain/runner.hpp"
+#include "store/catalog.hpp"
+
+namespace sqlstreams::maintain {
+
+inline constexpr const char* kJanitorLane = "janitor";
+inline constexpr const char* kAdvancerLane = "advancer";
+
+Schedule advancer_schedule();
+
+std::vector<WorkerSpec> fleet_workers(const config::Config& config,
+                                      const std::vector<store::StreamRef>& streams,
+                                      const std::vector<store::GroupRef>& groups,
+                                      const std::string& holder);
+
+}  // namespace sqlstreams::maintain

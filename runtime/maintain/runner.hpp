@@ -1,0 +1,104 @@
+// maintain/runner — runs this host's share of the maintenance fleet (DESIGN §9).
+//   lease thread  registers the host and heartbeats its `hosts` row (every ttl/3); takes free
+//                 worker leases (every ttl/4 but at least once a second, jittered): up to its fair
+//                 share, ceil(workers / live hosts), so hosts started together spread the work, and
+//                 any key left free for a whole TTL regardless (hosts may run different configs);
+//                 renews each held lease at half its TTL. A renewal that is refused or fails stops
+//                 that worker at once (logged `worker-lost`); the lease can be taken again later.
+//                 `worker-acquired` is logged when one is won.
+//   lane threads  one per lane (e.g. "janitor", "advancer"): runs the held workers of the lane
+//                 when due, each pass under its lease's fence, then waits the worker's
+//                 jittered period, or a growing backoff after a failure.
+// stop(): the lanes finish (an advancer held runs one last pass), then the leases are
+// released and the host row removed, so other hosts take over at once. A crashed host's
+// leases move after the TTL.
+// Threading: start()/stop() from one control thread; held() from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "maintain/worker.hpp"
+#include "store/session.hpp"
+#include "store/worker_leases.hpp"
+
+namespace sqlstreams::maintain {
+
+struct WorkerSpec {
+  store::WorkerKey key;
+  std::string lane;  // workers of one lane run one after another on one thread
+  std::function<std::unique_ptr<MaintenanceWorker>(store::Session&)> make;
+};
+
+struct RunnerOptions {
+  store::SessionOptions session;
+  std::string holder;                   // "<host name>:<pid>", written into the lease rows
+  std::optional<store::HostInfo> host;  // the heartbeat row; none = no heartbeat
+  Millis ttl{15'000};
+  const Clock* clock = &SystemClock::instance();
+  std::function<double()> random01;         // injected jitter; default: seeded splitmix64
+  std::function<std::string()> stats_json;  // published with each heartbeat (a JSON object)
+};
+
+class MaintenanceRunner {
+ public:
+  MaintenanceRunner(RunnerOptions options, std::vector<WorkerSpec> workers);
+  ~MaintenanceRunner();
+  MaintenanceRunner(const MaintenanceRunner&) = delete;
+  MaintenanceRunner& operator=(const MaintenanceRunner&) = delete;
+
+  void start();
+  void stop();
+  // Ends every thread without releasing anything or running final passes: what a crash
+  // leaves behind (tests).
+  void abandon();
+
+  std::vector<store::WorkerKey> held() const;
+
+ private:
+  struct Slot {
+    WorkerSpec spec;
+    std::optional<store::WorkerLease> lease;
+    SysTime renew_at{};
+    std::chrono::steady_clock::time_point next_run{};
+    int failures = 0;
+    std::optional<SysTime> free_since;  // seen free by acquire rounds since then
+  };
+
+  void lease_loop();
+  void lane_loop(const std::string& lane);
+  void heartbeat(store::Session& session, SysTime now);
+  void renew_due(store::Session& session, SysTime now);
+  void acquire_free(store::Session& session, SysTime now);
+  void lose(Slot& slot, const std::string& why);  // mu_ held
+  void run_slot(Slot& slot, MaintenanceWorker& worker);
+  void shutdown_leases(store::Session& session);
+  double random01();
+
+  RunnerOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable lease_cv_;
+  std::condition_variable lane_cv_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  bool stop_lanes_ = false;
+  bool stop_leases_ = false;
+  bool abandoned_ = false;
+  int64_t host_id_ = 0;
+
+  std::mutex rng_mu_;
+  uint64_t rng_state_;
+
+  std::thread lease_thread_;
+  std::vector<std::thread> lanes_;
+};
+
+}  // namespace sqlstreams::maintain

@@ -1,0 +1,81 @@
+#include "maintain/worker.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace sqlstreams::maintain {
+
+store::WorkerKey janitor_key(int64_t stream_id) {
+  return {"janitor", fmt::format("stream:{}", stream_id)};
+}
+
+store::WorkerKey advancer_key(int64_t group_id) {
+  return {"advancer", fmt::format("group:{}", group_id)};
+}
+
+JanitorWorker::JanitorWorker(store::Session& session, JanitorOptions options)
+    : MaintenanceWorker(janitor_key(options.stream_id), options.schedule),
+      options_(std::move(options)),
+      janitor_(session, options_.stream_id) {}
+
+void JanitorWorker::run(SysTime now, const store::WorkerFence* fence) {
+  last_ = janitor_.run_once(now, options_.settings, fence);
+  log(last_);
+  if (!last_.errors.empty()) {
+    throw store::StoreError(store::StoreError::Kind::kOther, last_.errors.front());
+  }
+}
+
+std::string JanitorWorker::group_name(int64_t id) const {
+  auto it = options_.group_names.find(id);
+  return it == options_.group_names.end() ? fmt::format("#{}", id) : it->second;
+}
+
+void JanitorWorker::log(const store::JanitorReport& r) const {
+  const std::string& stream = options_.stream;
+  for (const auto& p : r.created) {
+    spdlog::info("partition-created stream={} partition={} first_id={} last_id={}", stream, p.table,
+                 p.first_id, p.last_id);
+  }
+  for (const auto& d : r.dropped) {
+    spdlog::info("partition-dropped stream={} partition={} first_id={} last_id={}", stream,
+                 d.partition.table, d.partition.first_id, d.partition.last_id);
+    for (const auto& loss : d.losses) {
+      spdlog::warn(
+          "retention-dropped-uncommitted stream={} group={} partition={} lost={} "
+          "(allow_drop_past_committed)",
+          stream, group_name(loss.group_id), d.partition.table, loss.lost);
+    }
+  }
+  for (const auto& loss : r.swept_losses) {
+    spdlog::warn(
+        "retention-dropped-uncommitted stream={} group={} lost={} (row sweep, "
+        "allow_drop_past_committed)",
+        stream, group_name(loss.group_id), loss.lost);
+  }
+  for (const auto& c : r.raised) {
+    spdlog::info("cursor-raised stream={} group={} from={} to={}: ids below are gone", stream,
+                 group_name(c.group_id), c.committed_before, c.floor);
+  }
+  if (r.swept > 0 || r.audit_trimmed > 0 || r.exceptions_removed > 0) {
+    spdlog::debug("janitor-swept stream={} messages={} audit_rows={} exceptions={}", stream,
+                  r.swept, r.audit_trimmed, r.exceptions_removed);
+  }
+  for (const auto& e : r.errors) spdlog::warn("janitor-step-failed stream={}: {}", stream, e);
+}
+
+AdvancerWorker::AdvancerWorker(store::Session& session, store::GroupRef group,
+                               const std::string& holder, Schedule schedule)
+    : MaintenanceWorker(advancer_key(group.id), schedule),
+      group_(std::move(group)),
+      store_(session, group_.stream_id, group_.id, holder) {}
+
+void AdvancerWorker::run(SysTime, const store::WorkerFence*) {
+  auto r = store_.advance_cursor();
+  if (r.committed_after != r.committed_before) {
+    spdlog::trace("cursor-advanced stream={} group={} committed={}", group_.stream, group_.name,
+                  r.committed_after);
+  }
+}
+
+}  // namespace sqlstreams::maintain

@@ -1,0 +1,88 @@
+// maintain/worker — maintenance workers (DESIGN §9): singleton background jobs that exactly one
+// live host runs at a time, under a lease row in `workers` (store/worker_leases).
+//   JanitorWorker   one per stream ("janitor", "stream:<id>"): store::StreamJanitor's pass,
+//                   logging `partition-created`, `partition-dropped`, `cursor-raised`
+//   AdvancerWorker  one per group ("advancer", "group:<id>"): the cursor advancer, reusing
+//                   store::GroupStore::advance_cursor() (read the target in one statement,
+//                   apply it with GREATEST in a second; DESIGN §6.5)
+// run_once(now) runs one pass without a lease (tests, tools). The runner calls run(now, fence):
+// the janitor's destructive transactions re-check the lease inside themselves and throw
+// store::FencedOut once it moved. The advancer needs no fence: it only ever moves `committed`
+// forward from one consistent read, so a stale second runner is harmless.
+// A pass that fails throws (store::StoreError); the runner backs off (maintain/schedule).
+// Threading: a worker is used by one thread at a time, with the Session it was built with.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/clock.hpp"
+#include "maintain/schedule.hpp"
+#include "store/catalog.hpp"
+#include "store/group_store.hpp"
+#include "store/janitor.hpp"
+#include "store/session.hpp"
+#include "store/worker_leases.hpp"
+
+namespace sqlstreams::maintain {
+
+class MaintenanceWorker {
+ public:
+  MaintenanceWorker(store::WorkerKey key, Schedule schedule)
+      : key_(std::move(key)), schedule_(schedule) {}
+  virtual ~MaintenanceWorker() = default;
+
+  const store::WorkerKey& key() const { return key_; }
+  const Schedule& schedule() const { return schedule_; }
+
+  void run_once(SysTime now) { run(now, nullptr); }
+  virtual void run(SysTime now, const store::WorkerFence* fence) = 0;
+  // One last pass when the host stops while holding the lease (the advancer: so that the
+  // final commits of a draining host show in `committed` at once).
+  virtual bool run_at_stop() const { return false; }
+
+ private:
+  store::WorkerKey key_;
+  Schedule schedule_;
+};
+
+store::WorkerKey janitor_key(int64_t stream_id);
+store::WorkerKey advancer_key(int64_t group_id);
+
+struct JanitorOptions {
+  int64_t stream_id = 0;
+  std::string stream;                          // for logs
+  std::map<int64_t, std::string> group_names;  // for logs; unknown ids log as "#<id>"
+  store::JanitorSettings settings;
+  Schedule schedule;
+};
+
+class JanitorWorker final : public MaintenanceWorker {
+ public:
+  JanitorWorker(store::Session& session, JanitorOptions options);
+  void run(SysTime now, const store::WorkerFence* fence) override;
+  const store::JanitorReport& last_report() const { return last_; }
+
+ private:
+  std::string group_name(int64_t id) const;
+  void log(const store::JanitorReport& r) const;
+
+  JanitorOptions options_;
+  store::StreamJanitor janitor_;
+  store::JanitorReport last_;
+};
+
+class AdvancerWorker final : public MaintenanceWorker {
+ public:
+  AdvancerWorker(store::Session& session, store::GroupRef group, const std::string& holder,
+                 Schedule schedule);
+  void run(SysTime now, const store::WorkerFence* fence) override;
+  bool run_at_stop() const override { return true; }
+
+ private:
+  store::GroupRef group_;
+  store::GroupStore store_;
+};
+
+}  // namespace sqlstreams::maintain

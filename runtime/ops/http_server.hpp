@@ -1,0 +1,65 @@
+// ops/http_server — the host's small HTTP server (DESIGN §12): /healthz, /readyz, /metrics and
+// the status page are served through civetweb (Debian's libcivetweb, the server prometheus-cpp
+// bundles), never hand-written sockets. One handler function sees every GET/HEAD request and
+// answers with a status, a content type and a body; routing lives with the caller.
+// Listens on host.http_listen ("127.0.0.1:9187" by default: loopback only). Connections are
+// closed after each response (no keep-alive) and requests time out after 10 s.
+// Threading: the handler runs on civetweb's worker threads (up to `threads` at once) and must
+// be thread-safe. The destructor stops the server and waits for running requests.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+struct mg_context;
+struct mg_connection;
+
+namespace sqlstreams::ops {
+
+struct HttpRequest {
+  std::string method;                        // "GET", "HEAD", ...
+  std::string path;                          // URL-decoded, without the query string
+  std::map<std::string, std::string> query;  // URL-decoded parameters
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class HttpServer {
+ public:
+  // Starts listening on `listen` ("ip:port", "localhost:port" or "[ipv6]:port"); throws
+  // HttpError naming the address when it cannot (bad address, port in use).
+  HttpServer(const std::string& listen, HttpHandler handler, int threads = 4);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  const std::string& listen() const { return listen_; }
+  int port() const { return port_; }
+
+ private:
+  static int on_request(mg_connection* conn, void* self);
+
+  std::string listen_;
+  HttpHandler handler_;
+  mg_context* ctx_ = nullptr;
+  int port_ = 0;
+};
+
+// Parses "a=1&b=x%20y" into decoded pairs (later duplicates win).
+std::map<std::string, std::string> parse_query(const std::string& query);
+
+}  // namespace sqlstreams::ops

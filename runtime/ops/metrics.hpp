@@ -1,0 +1,89 @@
+// ops/metrics — the host's /metrics page in the Prometheus text format (version 0.0.4),
+// serialised by prometheus-cpp's TextSerializer from figures gathered at scrape time.
+//   Counted by this host since it started, labelled {stream, group} (a retuned group's
+//   pipeline is replaced, its counts carry over):
+//     sqlstreams_messages_claimed_total, sqlstreams_messages_succeeded_total, ..._retried_,
+//     ..._delayed_, ..._dead_, ..._skipped_version_, sqlstreams_ranges_*_total,
+//     sqlstreams_lease_lost_total, sqlstreams_handler_timeouts_total,
+//     sqlstreams_workers_abandoned_total, sqlstreams_store_errors_total, ...
+//     sqlstreams_handler_duration_seconds           histogram of handler calls
+//     sqlstreams_group_workers / _concurrency / _ranges_in_flight   worker pool usage
+//   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
+//   host.status_interval), labelled {stream, group} or {stream}:
+//     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
+//     sqlstreams_group_leases{state=open|expired}, sqlstreams_group_lost_messages,
+//     sqlstreams_stream_head_id, sqlstreams_stream_partitions,
+//     sqlstreams_stream_oldest_message_age_seconds, sqlstreams_hosts_live
+//   The host: sqlstreams_host_info{name,version}, sqlstreams_host_ready,
+//     sqlstreams_reloads_total{result=applied|rejected}, sqlstreams_status_refresh_errors_total,
+//     sqlstreams_status_age_seconds.
+// Produced messages are not known to a host (producers are other programs): see the stream's
+// head id instead.
+// Threading: pure functions of their arguments.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/status.hpp"
+
+namespace sqlstreams::ops {
+
+// Per-group counters, in the order of the metric table in metrics.cpp.
+enum class GroupCounter {
+  kMessagesClaimed,
+  kSucceeded,
+  kRetried,
+  kDelayed,
+  kDead,
+  kSkippedVersion,
+  kRangesClaimed,
+  kRangesCommitted,
+  kRangesReclaimed,
+  kRangesQuarantined,
+  kRangesHandedBack,
+  kLeaseLost,
+  kRetriesClaimed,
+  kRetryLeaseLost,
+  kHandlerTimeouts,
+  kWorkersAbandoned,
+  kStoreErrors,
+  kCount
+};
+inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
+
+struct HistogramSample {
+  std::vector<double> upper_bounds;  // seconds, ascending, without +Inf
+  std::vector<uint64_t> counts;      // per bucket (not cumulative); one more for +Inf
+  uint64_t count = 0;
+  double sum = 0;  // seconds
+};
+
+struct GroupSample {
+  std::string stream;
+  std::string group;
+  std::array<uint64_t, kGroupCounters> counters{};
+  HistogramSample handler_seconds;
+  int64_t concurrency = 0;
+  int64_t live_workers = 0;
+  int64_t ranges_in_flight = 0;
+  uint64_t& operator[](GroupCounter c) { return counters[static_cast<size_t>(c)]; }
+};
+
+struct HostSample {
+  std::string name;
+  std::string version;
+  bool ready = false;
+  uint64_t reloads_applied = 0;
+  uint64_t reloads_rejected = 0;
+  uint64_t status_refresh_errors = 0;
+  std::optional<double> status_age_seconds;  // none: never read
+};
+
+std::string render_metrics(const HostSample& host, const std::vector<GroupSample>& groups,
+                           const store::FleetStatus* fleet);
+
+}  // namespace sqlstreams::ops

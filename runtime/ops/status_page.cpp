@@ -1,0 +1,253 @@
+#include "ops/status_page.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "common/duration.hpp"
+
+namespace sqlstreams::ops {
+namespace {
+
+constexpr const char* kStyle =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
+    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    ".bad{color:#b00;font-weight:600}.ok{color:#070}.muted{color:#777}"
+    "pre{margin:0;white-space:pre-wrap;max-width:60em}";
+
+std::string time_text(SysTime t) {
+  if (t.time_since_epoch().count() == 0) return "-";
+  std::time_t secs = std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string unix_ms_text(int64_t ms) { return time_text(SysTime(Millis(ms))); }
+
+std::string opt(const std::optional<std::string>& s) { return s ? html_escape(*s) : "-"; }
+
+std::string num_cell(const char* cls, int64_t v, bool bad_if_positive = false) {
+  return fmt::format("<td class=\"n {}{}\">{}</td>", cls, bad_if_positive && v > 0 ? " bad" : "",
+                     v);
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width\"><title>{}</title>"
+      "<style>{}</style></head>\n<body>\n{}</body></html>\n",
+      html_escape(title), kStyle, body);
+}
+
+void streams_table(std::string& out, const store::FleetStatus& fleet) {
+  out +=
+      "<h2>Streams</h2>\n<table id=\"streams\"><tr><th>stream</th><th>head</th>"
+      "<th>partitions</th><th>oldest retained</th><th>oldest age</th><th>retention</th>"
+      "<th>janitor</th></tr>\n";
+  for (const auto& s : fleet.streams) {
+    out += fmt::format(
+        "<tr data-stream=\"{0}\"><td class=\"stream\">{0}</td>{1}{2}<td class=\"n oldest\">{3}"
+        "</td><td class=\"age\">{4}</td><td class=\"retention\">{5}</td><td class=\"janitor\">"
+        "{6}</td></tr>\n",
+        html_escape(s.name), num_cell("head", s.head), num_cell("partitions", s.partitions),
+        s.oldest_id ? std::to_string(*s.oldest_id) : "-",
+        s.oldest_age ? format_duration(*s.oldest_age) : "-",
+        s.retention ? format_duration(*s.retention) : "forever", opt(s.janitor));
+  }
+  out += "</table>\n";
+}
+
+void groups_table(std::string& out, const StatusSnapshot& status) {
+  out +=
+      "<h2>Groups</h2>\n<table id=\"groups\"><tr><th>stream</th><th>group</th>"
+      "<th>claimed</th><th>committed</th><th>lag</th><th>commits/s</th><th>ready</th>"
+      "<th>in flight</th><th>dead letters</th><th>open leases</th><th>expired leases</th>"
+      "<th>lost</th><th>skipped versions</th><th>advancer</th></tr>\n";
+  for (const auto& s : status.fleet.streams) {
+    for (const auto& g : s.groups) {
+      auto rate = status.commit_rate.find(g.id);
+      out += fmt::format(
+          "<tr data-stream=\"{0}\" data-group=\"{1}\"><td class=\"stream\">{0}</td>"
+          "<td class=\"group\">{1}</td>{2}{3}{4}<td class=\"n rate\">{5}</td>{6}{7}"
+          "<td class=\"n dead{8}\"><a href=\"/groups/{0}/{1}/dead\">{9}</a></td>{10}{11}{12}{13}"
+          "<td class=\"advancer\">{14}</td></tr>\n",
+          html_escape(s.name), html_escape(g.name), num_cell("claimed", g.claimed),
+          num_cell("committed", g.committed), num_cell("lag", g.lag),
+          rate == status.commit_rate.end() ? "-" : fmt::format("{:.1f}", rate->second),
+          num_cell("ready", g.ready), num_cell("inflight", g.inflight), g.dead > 0 ? " bad" : "",
+          g.dead, num_cell("open-leases", g.open_leases),
+          num_cell("expired-leases", g.expired_leases, true),
+          num_cell("lost", g.lost_messages, true), num_cell("skipped", g.skipped_versions, true),
+          opt(g.advancer));
+    }
+  }
+  out += "</table>\n";
+}
+
+void hosts_tables(std::string& out, const store::FleetStatus& fleet) {
+  out +=
+      "<h2>Hosts</h2>\n<table id=\"hosts\"><tr><th>host</th><th>pid</th><th>version</th>"
+      "<th>started</th><th>heartbeat</th><th>live</th><th>maintenance workers</th></tr>\n";
+  for (const auto& h : fleet.hosts) {
+    std::string workers;
+    for (const auto& w : h.workers) workers += (workers.empty() ? "" : "<br>") + html_escape(w);
+    out += fmt::format(
+        "<tr data-host=\"{0}\"><td class=\"host\">{0}</td>{1}<td>{2}</td><td>{3}</td><td>{4}</td>"
+        "<td class=\"{5}\">{6}</td><td class=\"workers\">{7}</td></tr>\n",
+        html_escape(h.name), num_cell("pid", h.pid), html_escape(h.version),
+        time_text(h.started_at), time_text(h.heartbeat_at), h.live ? "live ok" : "live bad",
+        h.live ? "yes" : "no", workers.empty() ? "-" : workers);
+  }
+  out +=
+      "</table>\n<h2>Maintenance workers</h2>\n<table id=\"workers\"><tr><th>worker</th>"
+      "<th>holder</th><th>live</th><th>lease expires</th></tr>\n";
+  for (const auto& w : fleet.workers) {
+    out += fmt::format(
+        "<tr data-worker=\"{0}\"><td class=\"worker\">{0}</td><td class=\"holder\">{1}</td>"
+        "<td class=\"{2}\">{3}</td><td>{4}</td></tr>\n",
+        html_escape(w.label), opt(w.holder), w.live ? "live ok" : "live bad", w.live ? "yes" : "no",
+        w.expires_at ? time_text(*w.expires_at) : "-");
+  }
+  out += "</table>\n";
+}
+
+void this_host(std::string& out, const HostView& host) {
+  out +=
+      "<h2>This host</h2>\n<table id=\"local\"><tr><th>stream</th><th>group</th>"
+      "<th>claimed</th><th>succeeded</th><th>retried</th><th>dead</th><th>lease lost</th>"
+      "<th>timeouts</th><th>workers</th><th>ranges in flight</th></tr>\n";
+  for (const auto& g : host.groups) {
+    auto c = [&](GroupCounter k) {
+      return static_cast<int64_t>(g.counters[static_cast<size_t>(k)]);
+    };
+    out += fmt::format(
+        "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td>{1}</td>{2}{3}{4}{5}{6}{7}"
+        "<td class=\"n workers\">{8}/{9}</td>{10}</tr>\n",
+        html_escape(g.stream), html_escape(g.group),
+        num_cell("claimed", c(GroupCounter::kMessagesClaimed)),
+        num_cell("succeeded", c(GroupCounter::kSucceeded)),
+        num_cell("retried", c(GroupCounter::kRetried)), num_cell("dead", c(GroupCounter::kDead)),
+        num_cell("lease-lost", c(GroupCounter::kLeaseLost), true),
+        num_cell("timeouts", c(GroupCounter::kHandlerTimeouts), true), g.live_workers,
+        g.concurrency, num_cell("in-flight", g.ranges_in_flight));
+  }
+  out += "</table>\n";
+  out += fmt::format("<p>Reloads: {} applied, {} rejected.", host.reloads_applied,
+                     host.reloads_rejected);
+  if (!host.last_reload_problems.empty()) {
+    out += " The last rejected reload:</p>\n<ul class=\"reload-problems\">";
+    for (const auto& p : host.last_reload_problems) out += "<li>" + html_escape(p) + "</li>";
+    out += "</ul>\n";
+  } else {
+    out += "</p>\n";
+  }
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_status_page(const StatusPageInput& in) {
+  const auto& h = in.host;
+  std::string body = fmt::format(
+      "<h1>SQLStreams: {}</h1>\n<p id=\"host\">Host <b>{}</b> (version {}) is <b "
+      "class=\"state\">{}</b> since {}, config {}. <a href=\"/metrics\">metrics</a> · "
+      "<a href=\"/readyz\">readiness</a></p>\n",
+      html_escape(h.name), html_escape(h.holder), html_escape(h.version), html_escape(h.state),
+      time_text(h.started_at), html_escape(h.config_path));
+  if (!in.status_error.empty()) {
+    body += fmt::format(
+        "<p class=\"bad\" id=\"status-error\">The database did not answer the "
+        "last status read: {}</p>\n",
+        html_escape(in.status_error));
+  }
+  if (in.status) {
+    auto age =
+        std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - in.status->taken);
+    body += fmt::format("<p class=\"muted\">Database figures read {} ago, at {}.</p>\n",
+                        format_duration(age), time_text(in.status->fleet.now));
+    streams_table(body, in.status->fleet);
+    groups_table(body, *in.status);
+  } else {
+    body += "<p class=\"muted\">No database figures yet.</p>\n";
+  }
+  this_host(body, h);
+  if (in.status) hosts_tables(body, in.status->fleet);
+  return page("SQLStreams " + h.name, body);
+}
+
+std::string render_dead_letters(const DeadLetterPage& p) {
+  std::string body = fmt::format(
+      "<p><a href=\"/\">status</a></p>\n<h1>Dead letters of {} / {}</h1>\n"
+      "<p>{} dead letter(s){}. Retry or discard them with <code>sqlstreams dead retry|discard "
+      "{} {} ...</code> (audited).</p>\n",
+      html_escape(p.stream), html_escape(p.group), p.dead.size(),
+      p.limit > 0 && p.dead.size() >= p.limit ? fmt::format(" (the first {})", p.limit) : "",
+      html_escape(p.stream), html_escape(p.group));
+  body +=
+      "<table id=\"dead\"><tr><th>message</th><th>attempts</th><th>died at</th>"
+      "<th>last error</th><th>payload</th><th>history</th></tr>\n";
+  for (const auto& d : p.dead) {
+    std::string history =
+        "<table class=\"history\"><tr><th>attempt</th><th>outcome</th>"
+        "<th>error</th><th>host</th><th>at</th></tr>";
+    auto it = p.history.find(d.message_id);
+    if (it != p.history.end()) {
+      for (const auto& r : it->second) {
+        history += fmt::format(
+            "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            "<td>{}</td></tr>",
+            r.attempt, html_escape(r.outcome), html_escape(r.error), html_escape(r.host),
+            unix_ms_text(r.at_unix_ms));
+      }
+    }
+    history += "</table>";
+    body += fmt::format(
+        "<tr data-message=\"{0}\"><td class=\"n message\">{0}</td><td class=\"n attempts\">{1}"
+        "</td><td>{2}</td><td class=\"error\">{3}</td><td class=\"payload\"><pre>{4}</pre>{5}"
+        "</td><td>{6}</td></tr>\n",
+        d.message_id, d.attempts, unix_ms_text(d.died_at_unix_ms), html_escape(d.last_error),
+        d.payload ? html_escape(*d.payload) : "(not kept)",
+        d.message_retained ? "" : "<span class=\"muted\">message dropped by retention</span>",
+        history);
+  }
+  body += "</table>\n";
+  return page("Dead letters " + p.stream + "/" + p.group, body);
+}
+
+std::string render_not_found(std::string_view what) {
+  return page("Not found", "<p><a href=\"/\">status</a></p><h1>Not found</h1><p>" +
+                               html_escape(what) + "</p>\n");
+}
+
+}  // namespace sqlstreams::ops

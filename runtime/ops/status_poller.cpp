@@ -1,0 +1,107 @@
+#include "ops/status_poller.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "store/errors.hpp"
+
+namespace sqlstreams::ops {
+
+using Steady = std::chrono::steady_clock;
+
+StatusPoller::StatusPoller(store::SessionOptions session, Millis interval, const Clock* clock)
+    : session_options_(std::move(session)), interval_(interval), clock_(clock) {}
+
+StatusPoller::~StatusPoller() { stop(); }
+
+void StatusPoller::start() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+void StatusPoller::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const StatusSnapshot> StatusPoller::latest() const {
+  std::lock_guard lock(mu_);
+  return latest_;
+}
+
+bool StatusPoller::database_ok(std::chrono::milliseconds max_age) const {
+  std::lock_guard lock(mu_);
+  return last_ok_ && Steady::now() - last_ok_at_ <= max_age;
+}
+
+std::string StatusPoller::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+Millis StatusPoller::interval() const {
+  std::lock_guard lock(mu_);
+  return interval_;
+}
+
+void StatusPoller::set_interval(Millis interval) {
+  {
+    std::lock_guard lock(mu_);
+    interval_ = interval;
+  }
+  cv_.notify_all();
+}
+
+void StatusPoller::loop() {
+  store::Session session(session_options_);
+  for (;;) {
+    refresh(session);
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, interval_, [&] { return stop_; })) return;
+  }
+}
+
+void StatusPoller::refresh(store::Session& session) {
+  try {
+    auto fleet = store::read_status(session, clock_->now());
+    auto snapshot = std::make_shared<StatusSnapshot>();
+    snapshot->taken = Steady::now();
+    snapshot->fleet = std::move(fleet);
+    std::lock_guard lock(mu_);
+    if (latest_) {
+      double seconds = std::chrono::duration<double>(snapshot->taken - latest_->taken).count();
+      std::map<int64_t, int64_t> before;
+      for (const auto& s : latest_->fleet.streams) {
+        for (const auto& g : s.groups) before[g.id] = g.committed;
+      }
+      for (const auto& s : snapshot->fleet.streams) {
+        for (const auto& g : s.groups) {
+          auto it = before.find(g.id);
+          if (it != before.end() && seconds > 0) {
+            snapshot->commit_rate[g.id] = std::max<double>(0, g.committed - it->second) / seconds;
+          }
+        }
+      }
+    }
+    if (!last_ok_ && !last_error_.empty()) spdlog::info("status-refresh-recovered");
+    latest_ = std::move(snapshot);
+    last_ok_ = true;
+    last_ok_at_ = Steady::now();
+    last_error_.clear();
+  } catch (const std::exception& e) {
+    errors_++;
+    session.reset();
+    std::lock_guard lock(mu_);
+    if (last_ok_ || last_error_.empty()) spdlog::warn("status-refresh-failed: {}", e.what());
+    last_ok_ = false;
+    last_error_ = e.what();
+  }
+}
+
+}  // namespace sqlstreams::ops

@@ -1,0 +1,139 @@
+// service/host — the running `sqlstreams run` process (DESIGN §12). Owns, for the life of the
+// process:
+//   pipelines    one consume::GroupPipeline per configured group, keyed "stream/group"
+//   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
+//   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
+//   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
+// start() runs everything; reload() applies a re-read config (SIGHUP): an invalid file, a
+// plugin that does not load or a database error rejects the whole reload (every problem is
+// logged, the running config stays); otherwise new groups start, removed groups drain,
+// retuned groups drain and restart with their new settings, and unchanged groups are not
+// touched. drain() stops everything within host.shutdown_timeout.
+// Counters of a retuned group carry over to its new pipeline, so /metrics counters only grow.
+// Threading: start(), reload() and drain() run on the control thread (service/run_host.cpp);
+// the read accessors (ready, samples, view, stats_json) are called from HTTP and maintenance
+// threads and take mu_ briefly. mu_ is never held while a pipeline or runner stops.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "consume/group_pipeline.hpp"
+#include "maintain/runner.hpp"
+#include "ops/http_server.hpp"
+#include "ops/metrics.hpp"
+#include "ops/status_page.hpp"
+#include "ops/status_poller.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "service/reload_plan.hpp"
+#include "store/session.hpp"
+
+namespace sqlstreams::service {
+
+struct HostOptions {
+  config::Config config;
+  store::SessionOptions session;       // resolved once at start (flags, environment, url_file)
+  std::filesystem::path plugin_dir;    // where plugins load from for the life of the process
+  bool plugin_dir_overridden = false;  // --plugin-dir: host.plugin_dir edits do not matter
+  std::string version;
+  // Declares the config's streams and groups (idempotent); run at reload time.
+  std::function<void(store::Session&, const config::Config&)> declare;
+  // Re-reads the config file on SIGHUP (default: config::load_config).
+  std::function<config::Config(const std::filesystem::path&)> load;
+};
+
+enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };
+const char* state_name(HostState s);
+
+class Host {
+ public:
+  explicit Host(HostOptions options);
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  void start();
+  // Returns true when the new config was applied, false when it was rejected.
+  bool reload();
+  // Drains every pipeline; false when handlers were still running at the deadline.
+  // `tick` runs every ~50 ms while waiting (watchdog pings, second-signal check).
+  bool drain(std::chrono::steady_clock::time_point deadline, const std::function<void()>& tick);
+
+  // Readiness (/readyz): running (or reloading) and the database answered recently.
+  bool ready(std::string* why) const;
+  HostState state() const { return state_.load(); }
+  std::string holder() const { return holder_; }
+  const HostOptions& options() const { return options_; }
+  config::Config config() const;
+  size_t group_count() const;
+  std::string summary() const;  // one line for systemd's STATUS=
+
+  std::vector<ops::GroupSample> samples() const;
+  ops::HostSample host_sample() const;
+  ops::HostView view() const;
+  std::string stats_json() const;  // published with each heartbeat (`sqlstreams status`)
+  const ops::StatusPoller* poller() const { return poller_.get(); }
+
+  // Hook for the reload drain (watchdog pings).
+  void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
+
+ private:
+  struct Running {
+    config::GroupConfig group;
+    store::GroupRef ref;
+    std::unique_ptr<consume::GroupPipeline> pipeline;
+  };
+  struct Prepared;  // what a reload builds before anything stops (host_reload.cpp)
+  bool prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
+               std::vector<std::string>& problems);
+  void apply(const config::Config& next, const ReloadPlan& plan, Prepared& prepared);
+  void restart_http(const std::string& old_listen, const std::string& new_listen);
+
+  std::unique_ptr<plugin_host::HandlerInstance> make_handler(const config::GroupConfig& group);
+  std::unique_ptr<consume::GroupPipeline> make_pipeline(
+      const config::Config& config, const config::GroupConfig& group, const store::GroupRef& ref,
+      std::unique_ptr<plugin_host::HandlerInstance> handler);
+  std::unique_ptr<maintain::MaintenanceRunner> make_maintenance(
+      const config::Config& config, store::Session& session,
+      const std::vector<store::GroupRef>& groups);
+  void start_http(const std::string& listen);
+  void start_poller(Millis interval);
+  // Stops the named pipelines in parallel (moved to draining_ meanwhile); the final counts of
+  // those in `carry` are folded into carried_. Returns false when one did not drain.
+  bool stop_pipelines(const std::vector<std::string>& keys, const std::set<std::string>& carry,
+                      std::chrono::steady_clock::time_point deadline,
+                      const std::function<void()>& tick);
+  void log_rejected(const std::vector<std::string>& problems);
+  ops::GroupSample sample_of(const std::string& key, const Running& r) const;  // mu_ held
+
+  HostOptions options_;
+  std::string holder_;
+  plugin_host::PluginRegistry* registry_;  // process-wide, never destroyed (plugins stay mapped)
+  std::atomic<HostState> state_{HostState::kStarting};
+  SysTime started_at_{};
+  std::function<void()> tick_;
+
+  mutable std::mutex mu_;
+  config::Config config_;
+  std::map<std::string, Running> running_;
+  std::map<std::string, Running> draining_;
+  std::map<std::string, ops::GroupSample> carried_;  // counts of replaced pipelines
+  uint64_t reloads_applied_ = 0;
+  uint64_t reloads_rejected_ = 0;
+  std::vector<std::string> last_reload_problems_;
+
+  std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
+  std::unique_ptr<ops::StatusPoller> poller_;
+  std::unique_ptr<ops::HttpServer> http_;
+};
+
+}  // namespace sqlstreams::service

@@ -1,0 +1,97 @@
+// Host::start_http — the routes of the host's HTTP server (DESIGN §12):
+//   GET /healthz                         200 while the process runs (liveness)
+//   GET /readyz                          200 when pipelines run and the database answered
+//                                        recently, else 503 with the reason
+//   GET /metrics                         Prometheus text (ops/metrics)
+//   GET /                                the status page (ops/status_page)
+//   GET /groups/<stream>/<group>/dead    a group's dead letters with payload and history
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "service/host.hpp"
+#include "store/catalog.hpp"
+#include "store/operator_actions.hpp"
+
+namespace sqlstreams::service {
+namespace {
+
+constexpr size_t kDeadLetterLimit = 100;
+constexpr const char* kHtml = "text/html; charset=utf-8";
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+ops::HttpResponse dead_letters(const store::SessionOptions& options, const std::string& stream,
+                               const std::string& group) {
+  if (!config::is_valid_name(stream) || !config::is_valid_name(group)) {
+    return {400, kHtml, ops::render_not_found("not a stream/group name")};
+  }
+  store::SessionOptions o = options;
+  o.application_name = "sqlstreams http";
+  store::Session session(o);
+  auto ref = store::find_group(session, stream, group);
+  if (!ref) return {404, kHtml, ops::render_not_found("no group " + stream + "/" + group)};
+  ops::DeadLetterPage page;
+  page.stream = stream;
+  page.group = group;
+  page.limit = kDeadLetterLimit;
+  store::DeadFilter filter;
+  filter.limit = static_cast<int32_t>(kDeadLetterLimit);
+  page.dead = store::list_dead(session, *ref, filter, SystemClock::instance().now());
+  for (const auto& d : page.dead) {
+    page.history[d.message_id] = store::delivery_history(session, *ref, d.message_id);
+  }
+  return {200, kHtml, ops::render_dead_letters(page)};
+}
+
+ops::HttpResponse route(const Host& host, const ops::HttpRequest& request) {
+  const std::string& path = request.path;
+  if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
+  if (path == "/readyz") {
+    std::string why;
+    if (host.ready(&why)) return {200, "text/plain; charset=utf-8", "ready\n"};
+    return {503, "text/plain; charset=utf-8", "not ready: " + why + "\n"};
+  }
+  if (path == "/metrics") {
+    auto status = host.poller() ? host.poller()->latest() : nullptr;
+    return {
+        200, "text/plain; version=0.0.4; charset=utf-8",
+        ops::render_metrics(host.host_sample(), host.samples(), status ? &status->fleet : nullptr)};
+  }
+  if (path == "/" || path == "/index.html") {
+    ops::StatusPageInput in;
+    in.host = host.view();
+    if (host.poller()) {
+      in.status = host.poller()->latest();
+      if (!host.poller()->database_ok(2 * host.poller()->interval() + Millis(2000))) {
+        in.status_error = host.poller()->last_error();
+      }
+    }
+    in.now = SystemClock::instance().now();
+    return {200, kHtml, ops::render_status_page(in)};
+  }
+  auto parts = split_path(path);
+  if (parts.size() == 4 && parts[0] == "groups" && parts[3] == "dead") {
+    return dead_letters(host.options().session, parts[1], parts[2]);
+  }
+  return {404, kHtml, ops::render_not_found(path)};
+}
+
+}  // namespace
+
+void Host::start_http(const std::string& listen) {
+  http_ = std::make_unique<ops::HttpServer>(
+      listen, [this](const ops::HttpRequest& r) { return route(*this, r); });
+  spdlog::info("http-listening listen={} port={}", listen, http_->port());
+}
+
+}  // namespace sqlstreams::service

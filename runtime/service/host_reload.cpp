@@ -1,0 +1,198 @@
+// Host::reload — SIGHUP (DESIGN §12). Everything that can fail (reading and validating the
+// file, loading plugins and creating handler instances, declaring new streams and groups,
+// looking up the maintenance workers) happens before anything stops; then new groups start,
+// removed and retuned groups drain in parallel, retuned groups restart, and the maintenance
+// runner restarts when its workers changed. Unchanged groups are never touched.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "service/host.hpp"
+#include "store/catalog.hpp"
+
+namespace sqlstreams::service {
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out.empty() ? "-" : out;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+struct Host::Prepared {
+  std::map<std::string, Running> fresh;  // added and retuned groups, not started
+  std::unique_ptr<maintain::MaintenanceRunner> maintenance;  // when the workers changed
+};
+
+void Host::log_rejected(const std::vector<std::string>& problems) {
+  for (const auto& p : problems) spdlog::error("reload-rejected: {}", p);
+  spdlog::error("reload-rejected problems={}: the running configuration stays", problems.size());
+  std::lock_guard lock(mu_);
+  reloads_rejected_++;
+  last_reload_problems_ = problems;
+}
+
+bool Host::prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
+                   std::vector<std::string>& problems) {
+  std::map<std::string, std::unique_ptr<plugin_host::HandlerInstance>> handlers;
+  for (const auto& g : next.groups) {
+    std::string key = group_key(g.stream, g.name);
+    if (!contains(plan.added, key) && !contains(plan.retuned, key)) continue;
+    try {
+      handlers[key] = make_handler(g);
+    } catch (const plugin_host::PluginLoadError& e) {
+      problems.push_back(fmt::format("{}:{}:{}: group {}: {}{}", g.pos.file, g.pos.line,
+                                     g.pos.column, key, e.what(),
+                                     e.hint().empty() ? "" : " (" + e.hint() + ")"));
+    }
+  }
+  if (!problems.empty()) return false;
+  try {
+    store::Session session(options_.session);
+    if (options_.declare) options_.declare(session, next);
+    std::vector<store::GroupRef> refs;
+    for (const auto& g : next.groups) {
+      std::string key = group_key(g.stream, g.name);
+      auto ref = store::find_group(session, g.stream, g.name);
+      if (!ref) {
+        problems.push_back("group " + key + " is not in the database after declaring it");
+        continue;
+      }
+      refs.push_back(*ref);
+      if (auto h = handlers.find(key); h != handlers.end()) {
+        out.fresh.emplace(key,
+                          Running{g, *ref, make_pipeline(next, g, *ref, std::move(h->second))});
+      }
+    }
+    if (plan.maintenance_changed && problems.empty()) {
+      out.maintenance = make_maintenance(next, session, refs);
+    }
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("database: ") + e.what());
+  }
+  return problems.empty();
+}
+
+void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& prepared) {
+  const std::string old_listen = config().host.http_listen;
+  {
+    std::lock_guard lock(mu_);
+    config_ = next;
+  }
+  if (plan.log_level_changed) {
+    spdlog::default_logger()->set_level(spdlog::level::from_str(next.host.log_level));
+  }
+  for (const auto& key : plan.added) {
+    auto node = prepared.fresh.extract(key);
+    if (node.empty()) continue;
+    consume::GroupPipeline* p = node.mapped().pipeline.get();
+    {
+      std::lock_guard lock(mu_);
+      running_.insert_or_assign(key, std::move(node.mapped()));
+    }
+    p->start();
+    spdlog::info("group-started stream={} group={} reason=added", p->options().ref.stream,
+                 p->options().ref.name);
+  }
+  std::vector<std::string> stopping = plan.removed;
+  stopping.insert(stopping.end(), plan.retuned.begin(), plan.retuned.end());
+  const auto deadline = std::chrono::steady_clock::now() + next.host.shutdown_timeout;
+  std::set<std::string> carry(plan.retuned.begin(), plan.retuned.end());
+  if (!stop_pipelines(stopping, carry, deadline, tick_)) {
+    spdlog::warn(
+        "reload-drain-timeout: handler(s) of a removed or retuned group were still "
+        "running after host.shutdown_timeout; their work was handed back");
+  }
+  for (const auto& key : plan.retuned) {
+    auto node = prepared.fresh.extract(key);
+    if (node.empty()) continue;
+    consume::GroupPipeline* p = node.mapped().pipeline.get();
+    {
+      std::lock_guard lock(mu_);
+      running_.insert_or_assign(key, std::move(node.mapped()));
+    }
+    p->start();
+    spdlog::info("group-started stream={} group={} reason=retuned concurrency={} batch_size={}",
+                 p->options().ref.stream, p->options().ref.name, p->options().group.concurrency,
+                 p->options().group.batch_size);
+  }
+  if (prepared.maintenance) {
+    if (maintenance_) maintenance_->stop();  // releases its leases: the new runner takes them
+    maintenance_ = std::move(prepared.maintenance);
+    maintenance_->start();
+  }
+  if (plan.status_interval_changed && poller_) poller_->set_interval(next.host.status_interval);
+  if (plan.http_changed) restart_http(old_listen, next.host.http_listen);
+}
+
+void Host::restart_http(const std::string& old_listen, const std::string& new_listen) {
+  http_.reset();
+  if (new_listen.empty()) {
+    spdlog::info("http-stopped: host.http_listen is \"\"");
+    return;
+  }
+  try {
+    start_http(new_listen);
+  } catch (const std::exception& e) {
+    spdlog::error("http-failed listen={}: {}; serving on {} again", new_listen, e.what(),
+                  old_listen.empty() ? "nothing" : old_listen);
+    if (!old_listen.empty()) {
+      try {
+        start_http(old_listen);
+      } catch (const std::exception& again) {
+        spdlog::error("http-failed listen={}: {}", old_listen, again.what());
+      }
+    }
+  }
+}
+
+bool Host::reload() {
+  state_ = HostState::kReloading;
+  const config::Config running = config();
+  spdlog::info("reload-started config={}", running.path.string());
+  config::Config next;
+  try {
+    next = options_.load(running.path);
+  } catch (const config::ConfigError& e) {
+    log_rejected(e.problems());
+    state_ = HostState::kRunning;
+    return false;
+  } catch (const std::exception& e) {
+    log_rejected({e.what()});
+    state_ = HostState::kRunning;
+    return false;
+  }
+  ReloadPlan plan = plan_reload(running, next);
+  if (options_.plugin_dir_overridden) std::erase(plan.needs_restart, "host.plugin_dir");
+  for (const auto& key : plan.needs_restart) {
+    spdlog::warn("reload-needs-restart key={}: the running value stays until the host restarts",
+                 key);
+  }
+  next = effective_config(running, std::move(next));
+  Prepared prepared;
+  std::vector<std::string> problems;
+  if (!prepare(next, plan, prepared, problems)) {
+    log_rejected(problems);
+    state_ = HostState::kRunning;
+    return false;
+  }
+  apply(next, plan, prepared);
+  {
+    std::lock_guard lock(mu_);
+    reloads_applied_++;
+    last_reload_problems_.clear();
+  }
+  state_ = HostState::kRunning;
+  spdlog::info("reload-applied added={} removed={} retuned={} unchanged={}", join(plan.added),
+               join(plan.removed), join(plan.retuned), plan.unchanged.size());
+  return true;
+}
+
+}  // namespace sqlstreams::service

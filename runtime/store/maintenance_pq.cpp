@@ -1,0 +1,43 @@
+#include "store/maintenance_pq.hpp"
+
+#include <algorithm>
+
+namespace sqlstreams::store {
+
+std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session& session,
+                                       int64_t stream_id) {
+  const std::string parent = fmt::format("{}.messages_{}", session.schema_sql(), stream_id);
+  const std::string prefix = fmt::format("messages_{}_p", stream_id);
+  std::vector<int64_t> out;
+  auto rows = tx.exec_params(
+      "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = "
+      "i.inhrelid WHERE i.inhparent = to_regclass($1)",
+      parent);
+  for (const auto& row : rows) {
+    auto name = row[0].as<std::string>();
+    if (name.rfind(prefix, 0) != 0) continue;
+    out.push_back(std::stoll(name.substr(prefix.size())));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int64_t last_drawn_id(pqxx::transaction_base& tx, const Session& session, int64_t stream_id) {
+  return tx
+      .exec(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
+                        "{}.messages_{}_id_seq",
+                        session.schema_sql(), stream_id))[0][0]
+      .as<int64_t>();
+}
+
+void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
+                 SysTime now, const char* what) {
+  if (!fence) return;
+  auto r = tx.exec_params(fmt::format("SELECT 1 FROM {}.workers WHERE id = $1 AND token = "
+                                      "$2::uuid AND expires_at > {} FOR SHARE",
+                                      session.schema_sql(), ts_param("$3")),
+                          fence->worker_id, fence->token, epoch_ms(now));
+  if (r.empty()) throw FencedOut(what);
+}
+
+}  // namespace sqlstreams::store

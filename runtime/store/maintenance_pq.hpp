@@ -1,0 +1,38 @@
+// store/maintenance_pq — INTERNAL to store/: SQL helpers shared by the janitor, the worker
+// leases and status. Never include outside store/.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "store/session.hpp"
+#include "store/worker_leases.hpp"
+
+namespace sqlstreams::store {
+
+// Locks the lease row FOR SHARE (a steal waits for this transaction) and throws FencedOut
+// unless it still carries the fence's token and has not expired at `now`. No-op without fence.
+void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
+                 SysTime now, const char* what);
+
+// Epoch milliseconds as a text parameter for to_timestamp($n::bigint / 1000.0).
+inline std::string epoch_ms(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
+
+// "to_timestamp(($n)::bigint / 1000.0)" for a parameter placeholder such as "$2".
+inline std::string ts_param(const char* placeholder) {
+  return fmt::format("to_timestamp(({})::bigint / 1000.0)", placeholder);
+}
+
+// The partition numbers k of messages_N that exist (messages_N_p<k> holds ids
+// [k*size+1, (k+1)*size+1)), ascending.
+std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session& session,
+                                       int64_t stream_id);
+
+// The highest id the stream's sequence has handed out (0 = none yet).
+int64_t last_drawn_id(pqxx::transaction_base& tx, const Session& session, int64_t stream_id);
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,161 @@
+#include "store/status.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "store/maintenance_pq.hpp"
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+constexpr const char* kEpochMs = "(extract(epoch FROM {}) * 1000)::bigint";
+
+std::string ms_of(const char* column) { return fmt::format(kEpochMs, column); }
+
+SysTime time_of(const pqxx::field& f) { return SysTime(Millis(f.as<int64_t>())); }
+
+std::optional<std::string> opt_text(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<std::string>();
+}
+
+void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatus& st,
+                 const std::string& now) {
+  const std::string& s = session.schema_sql();
+  const int64_t n = st.id;
+  auto rows = tx.exec_params(
+      fmt::format(
+          "SELECT g.id, g.name, c.claimed, c.committed, g.lost_messages, g.lost_through, "
+          "(SELECT count(*) FROM {0}.leases_{1} l WHERE l.group_id = g.id AND l.expires_at > {2}), "
+          "(SELECT count(*) FROM {0}.leases_{1} l WHERE l.group_id = g.id AND l.expires_at <= "
+          "{2}), "
+          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "'ready'), "
+          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "'inflight'), "
+          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "'dead'), "
+          "(SELECT coalesce(sum((h.stats -> 'groups' -> (g.id::text) ->> 'skipped_version')::"
+          "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}), "
+          "(SELECT w.holder FROM {0}.workers w WHERE w.kind = 'advancer' AND w.owner = 'group:' "
+          "|| g.id AND w.expires_at > {2}) "
+          "FROM {0}.groups g JOIN {0}.cursors_{1} c ON c.group_id = g.id WHERE g.stream_id = $1 "
+          "ORDER BY g.name",
+          s, n, ts_param("$2")),
+      n, now);
+  for (const auto& row : rows) {
+    GroupStatus g;
+    g.id = row[0].as<int64_t>();
+    g.name = row[1].as<std::string>();
+    g.claimed = row[2].as<int64_t>();
+    g.committed = row[3].as<int64_t>();
+    g.lag = std::max<int64_t>(0, st.head - g.committed);
+    g.lost_messages = row[4].as<int64_t>();
+    if (!row[5].is_null()) g.lost_through = row[5].as<int64_t>();
+    g.open_leases = row[6].as<int64_t>();
+    g.expired_leases = row[7].as<int64_t>();
+    g.ready = row[8].as<int64_t>();
+    g.inflight = row[9].as<int64_t>();
+    g.dead = row[10].as<int64_t>();
+    g.skipped_versions = row[11].as<int64_t>();
+    g.advancer = opt_text(row[12]);
+    st.groups.push_back(std::move(g));
+  }
+}
+
+StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, const pqxx::row& row,
+                         SysTime now) {
+  StreamStatus st;
+  st.id = row[0].as<int64_t>();
+  st.name = row[1].as<std::string>();
+  st.partition_size = row[2].as<int64_t>();
+  st.partitions_upto = row[3].as<int64_t>();
+  if (!row[4].is_null()) st.retention = Millis(row[4].as<int64_t>());
+  st.allow_drop_past_committed = row[5].as<bool>();
+  st.janitor = opt_text(row[6]);
+  const std::string messages = fmt::format("{}.messages_{}", session.schema_sql(), st.id);
+  st.head =
+      tx.exec(fmt::format("SELECT coalesce(max(id), 0) FROM {}", messages))[0][0].as<int64_t>();
+  auto oldest = tx.exec(
+      fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1", ms_of("created_at"), messages));
+  if (!oldest.empty()) {
+    st.oldest_id = oldest[0][0].as<int64_t>();
+    st.oldest_age = now - time_of(oldest[0][1]);
+  }
+  st.last_drawn = last_drawn_id(tx, session, st.id);
+  auto ks = partition_indexes(tx, session, st.id);
+  st.partitions = static_cast<int64_t>(ks.size());
+  if (!ks.empty()) st.first_id = ks.front() * st.partition_size + 1;
+  read_groups(tx, session, st, epoch_ms(now));
+  return st;
+}
+
+}  // namespace
+
+FleetStatus read_status(Session& session, SysTime now) {
+  return guarded(session, "status", [&] {
+    const std::string& s = session.schema_sql();
+    const std::string now_ms = epoch_ms(now);
+    // One snapshot for every figure.
+    pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(
+        connection_of(session));
+    FleetStatus fleet;
+    fleet.now = now;
+    std::map<std::string, std::string> labels;  // worker owner → readable name
+    auto streams = tx.exec_params(
+        fmt::format("SELECT s.id, s.name, s.partition_size, s.partitions_upto, (extract(epoch "
+                    "FROM s.retention) * 1000)::bigint, s.allow_drop_past_committed, (SELECT "
+                    "w.holder FROM {0}.workers w WHERE w.kind = 'janitor' AND w.owner = "
+                    "'stream:' || s.id AND w.expires_at > {1}) FROM {0}.streams s ORDER BY "
+                    "s.name",
+                    s, ts_param("$1")),
+        now_ms);
+    for (const auto& row : streams) {
+      fleet.streams.push_back(read_stream(tx, session, row, now));
+      const auto& st = fleet.streams.back();
+      labels[fmt::format("stream:{}", st.id)] = st.name;
+      for (const auto& g : st.groups) {
+        labels[fmt::format("group:{}", g.id)] = st.name + "/" + g.name;
+      }
+    }
+    auto workers = tx.exec_params(
+        fmt::format("SELECT kind, owner, holder, {}, coalesce(expires_at > {}, false) FROM "
+                    "{}.workers ORDER BY kind, owner",
+                    ms_of("expires_at"), ts_param("$1"), s),
+        now_ms);
+    std::map<std::string, std::vector<std::string>> held;  // holder → labels
+    for (const auto& row : workers) {
+      WorkerStatus w;
+      w.key = {row[0].as<std::string>(), row[1].as<std::string>()};
+      auto it = labels.find(w.key.owner);
+      w.label = w.key.kind + " " + (it == labels.end() ? w.key.owner : it->second);
+      w.holder = opt_text(row[2]);
+      if (!row[3].is_null()) w.expires_at = time_of(row[3]);
+      w.live = row[4].as<bool>();
+      if (w.live && w.holder) held[*w.holder].push_back(w.label);
+      fleet.workers.push_back(std::move(w));
+    }
+    auto hosts = tx.exec_params(
+        fmt::format("SELECT id, name, pid, version, {}, {}, coalesce(expires_at > {}, false) "
+                    "FROM {}.hosts ORDER BY name, pid",
+                    ms_of("started_at"), ms_of("heartbeat_at"), ts_param("$1"), s),
+        now_ms);
+    for (const auto& row : hosts) {
+      HostStatus h;
+      h.id = row[0].as<int64_t>();
+      h.name = row[1].as<std::string>();
+      h.pid = row[2].as<int32_t>();
+      h.version = row[3].as<std::string>();
+      h.started_at = time_of(row[4]);
+      h.heartbeat_at = time_of(row[5]);
+      h.live = row[6].as<bool>();
+      if (h.live) h.workers = held[fmt::format("{}:{}", h.name, h.pid)];
+      fleet.hosts.push_back(std::move(h));
+    }
+    return fleet;
+  });
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,186 @@
+#include "store/worker_leases.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "store/maintenance_pq.hpp"
+#include "store/pq.hpp"
+#include "store/sql_array.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+std::string ts(const char* param) { return ts_param(param); }
+
+std::vector<int64_t> ids_of(const std::vector<WorkerLease>& leases) {
+  std::vector<int64_t> ids;
+  for (const auto& l : leases) ids.push_back(l.id);
+  return ids;
+}
+
+std::vector<std::string> tokens_of(const std::vector<WorkerLease>& leases) {
+  std::vector<std::string> tokens;
+  for (const auto& l : leases) tokens.push_back(l.token);
+  return tokens;
+}
+
+}  // namespace
+
+std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::string& holder,
+                                               const std::vector<WorkerKey>& keys, SysTime now,
+                                               Millis ttl) {
+  if (keys.empty()) return {};
+  // One order for every host: concurrent multi-row upserts then cannot deadlock.
+  std::vector<WorkerKey> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> kinds, owners;
+  for (const auto& k : sorted) {
+    kinds.push_back(k.kind);
+    owners.push_back(k.owner);
+  }
+  return guarded(session, "acquire worker leases", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    // ON CONFLICT locks the existing row; a racing host re-checks the WHERE against the winner's
+    // fresh expiry and gets nothing back.
+    auto rows = tx.exec_params(
+        fmt::format("INSERT INTO {0}.workers AS w (kind, owner, token, holder, expires_at) "
+                    "SELECT u.k, u.o, gen_random_uuid(), $3, {1} FROM unnest($1::text[], "
+                    "$2::text[]) WITH ORDINALITY AS u(k, o, n) ORDER BY u.n "
+                    "ON CONFLICT (kind, owner) DO UPDATE SET token = EXCLUDED.token, holder = "
+                    "EXCLUDED.holder, expires_at = EXCLUDED.expires_at WHERE w.token IS NULL OR "
+                    "w.expires_at IS NULL OR w.expires_at < {2} OR w.holder = EXCLUDED.holder "
+                    "RETURNING w.id, w.kind, w.owner, w.token::text",
+                    session.schema_sql(), ts("$5"), ts("$4")),
+        text_array(kinds), text_array(owners), holder, epoch_ms(now), epoch_ms(now + ttl));
+    std::vector<WorkerLease> won;
+    for (const auto& row : rows) {
+      WorkerLease l;
+      l.id = row[0].as<int64_t>();
+      l.key = {row[1].as<std::string>(), row[2].as<std::string>()};
+      l.token = row[3].as<std::string>();
+      l.expires_at = now + ttl;
+      won.push_back(std::move(l));
+    }
+    return won;
+  });
+}
+
+std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys,
+                                        SysTime now) {
+  if (keys.empty()) return {};
+  std::vector<std::string> kinds, owners;
+  for (const auto& k : keys) {
+    kinds.push_back(k.kind);
+    owners.push_back(k.owner);
+  }
+  return guarded(session, "free worker leases", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    auto rows = tx.exec_params(
+        fmt::format("SELECT u.k, u.o FROM unnest($1::text[], $2::text[]) AS u(k, o) LEFT JOIN "
+                    "{}.workers w ON w.kind = u.k AND w.owner = u.o WHERE w.id IS NULL OR "
+                    "w.token IS NULL OR w.expires_at IS NULL OR w.expires_at < {}",
+                    session.schema_sql(), ts("$3")),
+        text_array(kinds), text_array(owners), epoch_ms(now));
+    std::vector<WorkerKey> out;
+    for (const auto& row : rows)
+      out.push_back({row[0].as<std::string>(), row[1].as<std::string>()});
+    return out;
+  });
+}
+
+std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<WorkerLease>& leases,
+                                         SysTime now, Millis ttl) {
+  if (leases.empty()) return {};
+  return guarded(session, "renew worker leases", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    auto rows = tx.exec_params(
+        fmt::format("UPDATE {}.workers w SET expires_at = {} FROM unnest($1::bigint[], "
+                    "$2::uuid[]) AS u(id, tok) WHERE w.id = u.id AND w.token = u.tok AND "
+                    "w.expires_at >= {} RETURNING w.id",
+                    session.schema_sql(), ts("$3"), ts("$4")),
+        int_array(ids_of(leases)), text_array(tokens_of(leases)), epoch_ms(now + ttl),
+        epoch_ms(now));
+    std::vector<int64_t> kept;
+    for (const auto& row : rows) kept.push_back(row[0].as<int64_t>());
+    return kept;
+  });
+}
+
+void release_worker_leases(Session& session, const std::vector<WorkerLease>& leases) {
+  if (leases.empty()) return;
+  guarded(session, "release worker leases", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    tx.exec_params(fmt::format("UPDATE {}.workers w SET token = NULL, holder = NULL, expires_at "
+                               "= NULL FROM unnest($1::bigint[], $2::uuid[]) AS u(id, tok) "
+                               "WHERE w.id = u.id AND w.token = u.tok",
+                               session.schema_sql()),
+                   int_array(ids_of(leases)), text_array(tokens_of(leases)));
+  });
+}
+
+int64_t register_host(Session& session, const HostInfo& host, SysTime now, Millis ttl) {
+  return guarded(session, "register host", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    return tx
+        .exec_params1(fmt::format("INSERT INTO {}.hosts (name, pid, version, started_at, "
+                                  "heartbeat_at, expires_at) VALUES ($1, $2, $3, {}, {}, {}) "
+                                  "RETURNING id",
+                                  session.schema_sql(), ts("$4"), ts("$5"), ts("$6")),
+                      host.name, host.pid, host.version, epoch_ms(host.started_at), epoch_ms(now),
+                      epoch_ms(now + ttl))[0]
+        .as<int64_t>();
+  });
+}
+
+Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, SysTime now,
+                         Millis ttl, const std::string& stats_json) {
+  return guarded(session, "heartbeat", [&] {
+    const std::string& s = session.schema_sql();
+    std::optional<std::string> stats;
+    if (!stats_json.empty()) stats = stats_json;
+    Heartbeat hb;
+    {
+      pqxx::nontransaction tx(connection_of(session));
+      auto r = tx.exec_params(
+          fmt::format("UPDATE {}.hosts SET heartbeat_at = {}, expires_at = {}, stats = "
+                      "$4::jsonb WHERE id = $1 RETURNING id",
+                      s, ts("$2"), ts("$3")),
+          host_id, epoch_ms(now), epoch_ms(now + ttl), nullable(stats));
+      hb.host_id = r.empty() ? 0 : r[0][0].as<int64_t>();
+    }
+    if (hb.host_id == 0) hb.host_id = register_host(session, host, now, ttl);
+    pqxx::nontransaction tx(connection_of(session));
+    tx.exec_params(fmt::format("DELETE FROM {}.hosts WHERE coalesce(expires_at, heartbeat_at) < "
+                               "{} - interval '1 day'",
+                               s, ts("$1")),
+                   epoch_ms(now));
+    hb.live_hosts = tx.exec_params1(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at "
+                                                "> {}",
+                                                s, ts("$1")),
+                                    epoch_ms(now))[0]
+                        .as<int64_t>();
+    return hb;
+  });
+}
+
+int64_t live_host_count(Session& session, SysTime now) {
+  return guarded(session, "count live hosts", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    return tx
+        .exec_params1(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at > {}",
+                                  session.schema_sql(), ts("$1")),
+                      epoch_ms(now))[0]
+        .as<int64_t>();
+  });
+}
+
+void unregister_host(Session& session, int64_t host_id) {
+  guarded(session, "unregister host", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    tx.exec_params(fmt::format("DELETE FROM {}.hosts WHERE id = $1", session.schema_sql()),
+                   host_id);
+  });
+}
+
+}  // namespace sqlstreams::store

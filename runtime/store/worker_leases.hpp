@@ -1,0 +1,96 @@
+// store/worker_leases — the maintenance fleet's rows (DESIGN §9): leases in `workers` that
+// make each maintenance job (a stream's janitor, a group's cursor advancer) a singleton across
+// hosts, and each host's heartbeat row in `hosts`.
+// A lease is one row per (kind, owner) with a random token and an expiry. A host takes a row
+// whose lease expired (or that it already holds), renews it by token before it expires, and
+// releases it on a graceful stop. Destructive maintenance transactions re-check the lease
+// inside themselves (WorkerFence): a host whose lease moved on cannot write anything.
+// Times are injected (`now`); expiry compares against the caller's clock.
+// Threading: free functions on the caller's Session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "common/duration.hpp"
+#include "store/session.hpp"
+
+namespace sqlstreams::store {
+
+// ("janitor", "stream:3"), ("advancer", "group:7").
+struct WorkerKey {
+  std::string kind;
+  std::string owner;
+  bool operator<(const WorkerKey& o) const {
+    return kind != o.kind ? kind < o.kind : owner < o.owner;
+  }
+  bool operator==(const WorkerKey& o) const = default;
+};
+
+struct WorkerLease {
+  int64_t id = 0;
+  WorkerKey key;
+  std::string token;
+  SysTime expires_at{};
+};
+
+// Proof of holding a lease, checked inside a maintenance transaction.
+struct WorkerFence {
+  int64_t worker_id = 0;
+  std::string token;
+};
+
+// Thrown by a fenced store call when the lease is no longer this holder's.
+class FencedOut : public StoreError {
+ public:
+  explicit FencedOut(const std::string& what)
+      : StoreError(Kind::kRejected, "maintenance lease lost: " + what) {}
+};
+
+// Takes every key whose lease is free, expired (before `now`) or already `holder`'s; one
+// statement, so two hosts racing for a key cannot both win. Returns the leases won.
+std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::string& holder,
+                                               const std::vector<WorkerKey>& keys, SysTime now,
+                                               Millis ttl);
+
+// The keys nobody holds at `now` (no row, released, or expired).
+std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys,
+                                        SysTime now);
+
+// Extends the leases still held (same token, not yet expired at `now`); returns the ids of
+// those renewed. A lease missing from the result is lost: stop its work at once.
+std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<WorkerLease>& leases,
+                                         SysTime now, Millis ttl);
+
+// Frees the leases (by token) so another host can take them at once.
+void release_worker_leases(Session& session, const std::vector<WorkerLease>& leases);
+
+struct HostInfo {
+  std::string name;
+  int32_t pid = 0;
+  std::string version;
+  SysTime started_at{};
+};
+
+// Inserts this host's row; returns its id.
+int64_t register_host(Session& session, const HostInfo& host, SysTime now, Millis ttl);
+
+struct Heartbeat {
+  int64_t host_id = 0;     // changes when the row had to be re-inserted
+  int64_t live_hosts = 0;  // hosts whose heartbeat has not expired at `now` (this one included)
+};
+
+// Renews the row (re-inserting it if someone removed it) and records `stats_json` (a JSON
+// object, or "" for none). Also removes rows of hosts silent for more than a day.
+Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, SysTime now,
+                         Millis ttl, const std::string& stats_json);
+
+void unregister_host(Session& session, int64_t host_id);
+
+// Hosts whose heartbeat has not expired at `now`.
+int64_t live_host_count(Session& session, SysTime now);
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,108 @@
+// Partitions: the janitor creates ahead of the head under a produce burst, heals a missing
+// partition that can still receive ids, and producers heal a missing partition themselves.
+#include <atomic>
+#include <thread>
+
+#include "maintain_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+class PartitionsTest : public MaintainTest {
+ protected:
+  PartitionsTest() { partition_size_ = 10; }
+  int64_t partitions_upto() {
+    return db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams");
+  }
+  int64_t partition_count() {
+    return db_.scalar<int64_t>(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = "
+        "'sqlstreams.messages_1'::regclass");
+  }
+};
+
+TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
+  constexpr int kProducers = 4, kBatches = 40, kBatch = 5;
+  std::atomic<bool> done{false};
+  std::atomic<int> janitor_passes{0}, created{0};
+  std::thread janitor([&] {
+    auto s = session();
+    store::StreamJanitor j(*s, stream_.id);
+    store::JanitorSettings settings;
+    while (!done.load()) {
+      auto r = j.run_once(SystemClock::instance().now(), settings);
+      EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+      created += static_cast<int>(r.created.size());
+      janitor_passes++;
+    }
+  });
+  std::vector<std::thread> producers;
+  std::atomic<int> failures{0};
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      auto s = session();
+      store::Producer producer(*s);
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<store::NewMessage> batch;
+        for (int i = 0; i < kBatch; ++i) batch.push_back({R"({"p":)" + std::to_string(p) + "}"});
+        try {
+          producer.produce_batch(stream_.name, batch);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+          failures++;
+        }
+        if (b % 4 == 0) {  // the SQL API too
+          db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
+        }
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  done = true;
+  janitor.join();
+  const int64_t total = kProducers * kBatches * kBatch + kProducers * (kBatches / 4);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(count("messages_1"), total);
+  EXPECT_GT(janitor_passes.load(), 0);
+  EXPECT_GT(created.load(), 0) << "the janitor created partitions during the burst";
+  // After a last pass, two partitions' worth of ids are ready past the last id drawn.
+  store::StreamJanitor j(*session_, stream_.id);
+  j.run_once(SystemClock::instance().now(), {});
+  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
+  EXPECT_GE(partitions_upto(), head + 1 + 10);
+  EXPECT_EQ(partition_count(), (partitions_upto() - 1) / 10);
+}
+
+TEST_F(PartitionsTest, JanitorHealsAMissingPartitionThatCanStillReceiveIds) {
+  produce(5);  // p0 [1, 10]
+  store::StreamJanitor j(*session_, stream_.id);
+  j.run_once(now_, {});  // p0, p1 [11, 20], p2 [21, 30]
+  db_.sql("DROP TABLE sqlstreams.messages_1_p1");
+  auto r = j.run_once(now_, {});
+  ASSERT_EQ(r.created.size(), 1u);
+  EXPECT_EQ(r.created[0].table, "messages_1_p1");
+  EXPECT_EQ(r.created[0].first_id, 11);
+  EXPECT_EQ(r.created[0].last_id, 20);
+  EXPECT_EQ(produce(20), 25);
+  EXPECT_EQ(count("messages_1"), 25);
+}
+
+TEST_F(PartitionsTest, ProducersHealAMissingPartitionInsteadOfFailing) {
+  // No janitor: the C++ producer and the SQL API both go past the partitions created so far,
+  // with batches larger than a partition.
+  EXPECT_EQ(partitions_upto(), 21);
+  EXPECT_NO_THROW(produce(35));
+  EXPECT_EQ(count("messages_1"), 35);
+  for (int i = 0; i < 12; ++i) {
+    db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
+  }
+  db_.sql(
+      "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"a\":1}', "
+      "'{\"a\":2}']::jsonb[])");
+  EXPECT_EQ(count("messages_1"), 49);
+  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
+  EXPECT_GT(partitions_upto(), head);
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing

@@ -1,0 +1,93 @@
+// ops/logging: every JSON line is one valid JSON object with the event name and the leading
+// key=value pairs as fields, the whole message kept; invalid UTF-8 and control characters do
+// not break the line.
+#include "ops/logging.hpp"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace sqlstreams::ops {
+namespace {
+
+nlohmann::json log_one_json(const std::string& message, spdlog::level::level_enum level) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  spdlog::logger logger("test", sink);
+  logger.set_formatter(make_json_formatter());
+  logger.log(level, "{}", message);
+  std::string line = out.str();
+  EXPECT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line per message";
+  return nlohmann::json::parse(line);  // throws (fails the test) when not valid JSON
+}
+
+TEST(LogFields, EventAndLeadingPairs) {
+  auto f = parse_log_message(
+      "lease-lost stream=payments.requested group=charge-cards low=1 "
+      "high=500: outcomes discarded");
+  EXPECT_EQ(f.event, "lease-lost");
+  ASSERT_EQ(f.fields.size(), 4u);
+  EXPECT_EQ(f.fields[0], (std::pair<std::string, std::string>{"stream", "payments.requested"}));
+  EXPECT_EQ(f.fields[1].second, "charge-cards");
+  EXPECT_EQ(f.fields[3], (std::pair<std::string, std::string>{"high", "500"}));
+}
+
+TEST(LogFields, QuotedValuesKeepSpacesAndInnerQuotes) {
+  auto f = parse_log_message(
+      "dead-lettered stream=s group=g message_id=4 attempts=1 "
+      "error=\"key \"currency\"x not found\"");
+  EXPECT_EQ(f.event, "dead-lettered");
+  ASSERT_EQ(f.fields.size(), 5u);
+  EXPECT_EQ(f.fields[2].second, "4");
+  EXPECT_EQ(f.fields[4].second, "key \"currency\"x not found");
+  auto g = parse_log_message("x-y a=\"one two\": rest b=1");
+  ASSERT_EQ(g.fields.size(), 1u);
+  EXPECT_EQ(g.fields[0].second, "one two");
+}
+
+TEST(LogFields, FreeTextAfterAColonIsNotParsed) {
+  auto f = parse_log_message("database-unavailable stream=s group=g kind=connection: x=1 y=2");
+  ASSERT_EQ(f.fields.size(), 3u);
+  EXPECT_EQ(f.fields[2].second, "connection");
+  EXPECT_EQ(parse_log_message("host-stopped").event, "host-stopped");
+  EXPECT_EQ(parse_log_message("reload-rejected: bad file").event, "reload-rejected");
+  EXPECT_TRUE(parse_log_message("Some sentence").event.empty());
+  EXPECT_TRUE(parse_log_message("").event.empty());
+}
+
+TEST(JsonLog, OneValidObjectPerLineWithStableFields) {
+  auto j = log_one_json("range-quarantined stream=s group=g low=1 high=9 reclaims=3",
+                        spdlog::level::warn);
+  EXPECT_EQ(j["event"], "range-quarantined");
+  EXPECT_EQ(j["stream"], "s");
+  EXPECT_EQ(j["group"], "g");
+  EXPECT_EQ(j["reclaims"], "3");
+  EXPECT_EQ(j["level"], "warning");
+  EXPECT_TRUE(j["pid"].is_number_integer());
+  EXPECT_EQ(j["msg"], "range-quarantined stream=s group=g low=1 high=9 reclaims=3");
+  std::string ts = j["ts"];
+  EXPECT_EQ(ts.size(), 24u) << ts;  // 2026-11-29T20:25:58.123Z
+  EXPECT_EQ(ts.back(), 'Z');
+}
+
+TEST(JsonLog, ControlCharactersAndInvalidUtf8StayValidJson) {
+  auto j = log_one_json("handler-timeout error=\"a\tb\nc\x01\xff\xfe\"", spdlog::level::info);
+  EXPECT_EQ(j["event"], "handler-timeout");
+  std::string msg = j["msg"];
+  EXPECT_NE(msg.find("a\tb\nc\x01"), std::string::npos);
+}
+
+TEST(JsonLog, ReservedNamesDoNotOverwriteTheEnvelope) {
+  auto j = log_one_json("odd-event level=x msg=y pid=z", spdlog::level::info);
+  EXPECT_EQ(j["level"], "info");
+  EXPECT_EQ(j["level_"], "x");
+  EXPECT_EQ(j["msg"], "odd-event level=x msg=y pid=z");
+  EXPECT_EQ(j["msg_"], "y");
+}
+
+}  // namespace
+}  // namespace sqlstreams::ops

@@ -1,0 +1,120 @@
+// tests/service — helpers for the service tests: real `sqlstreams run` hosts with their own
+// config and log in a scratch folder, a datagram socket standing in for systemd's
+// NOTIFY_SOCKET, a tiny HTTP GET (civetweb's client, the library the host serves with),
+// producing payments, and polling waits (no fixed long sleeps).
+// Threading: test thread only (NotifySocket receives on its own thread).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "process.hpp"
+
+namespace sqlstreams::service_test {
+
+using namespace std::chrono_literals;
+using Millis = std::chrono::milliseconds;
+
+inline constexpr const char* kStream = "payments.requested";
+
+bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every = 50ms);
+
+// A folder under /tmp, removed afterwards unless the test failed (then its path is printed).
+class ScratchDir {
+ public:
+  ScratchDir();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A free TCP port on 127.0.0.1 (bound to port 0, then released).
+int free_port();
+
+struct HttpResult {
+  int status = 0;  // 0: no answer (error says why)
+  std::string body;
+  std::string content_type;
+  std::string error;
+};
+HttpResult http_get(int port, const std::string& path);
+
+// Binds a unix datagram socket; what the host sends to NOTIFY_SOCKET lands in messages().
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path);
+  ~NotifySocket();
+  const std::string& path() const { return path_; }
+  std::vector<std::string> messages() const;
+  // Waits for a message containing `needle` at index >= `from`; returns its index or -1.
+  int wait_for(const std::string& needle, Millis timeout, size_t from = 0) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<std::string> messages_;
+  std::thread thread_;
+};
+
+struct GroupSpec {
+  std::string name = "charge-cards";
+  std::string handler = "charge-cards";
+  int concurrency = 2;
+  int batch_size = 50;
+  std::string config;  // extra lines of [groups.config]
+  std::string extra;   // extra lines of the [[groups]] table
+};
+
+struct HostSpec {
+  std::string name = "svc-host";
+  std::string http_listen;  // "" = off
+  std::string status_interval = "300ms";
+  std::string shutdown_timeout = "10s";
+  std::vector<GroupSpec> groups{GroupSpec{}};
+};
+std::string host_toml(const HostSpec& spec);
+
+// `sqlstreams run --config <dir>/<name>.toml --plugin-dir <build>/plugins`.
+class HostProcess {
+ public:
+  HostProcess(const ScratchDir& dir, const HostSpec& spec, const std::string& database_url,
+              std::map<std::string, std::string> env = {});
+  testing::ChildProcess& process() { return *process_; }
+  pid_t pid() const { return process_->pid(); }
+  const std::string& config_file() const { return config_file_; }
+  void rewrite_config(const HostSpec& spec);  // write a new config (then SIGHUP)
+  void rewrite_config_text(const std::string& toml);
+  std::string log() const { return process_->log(); }
+  int count_in_log(const std::string& needle) const;
+  // Waits for the `n`th occurrence of `needle`; false on timeout or when the host exited.
+  bool wait_for_log(const std::string& needle, Millis timeout, int n = 1);
+  std::optional<int> stop(Millis timeout);
+
+ private:
+  std::string config_file_;
+  std::unique_ptr<testing::ChildProcess> process_;
+};
+
+// Produces payments order-<from> .. order-<from + n - 1> (one produce_batch).
+void produce_payments(const std::string& url, int64_t n, int64_t from = 1);
+// Committed cursor of a group (0 when it does not exist yet).
+int64_t committed(const std::string& url, const std::string& group);
+// group -> message id -> handler calls, from a payments record file.
+std::map<std::string, std::map<int64_t, int>> read_records(const std::string& file);
+
+std::string tail(const std::string& text, size_t lines = 40);
+
+}  // namespace sqlstreams::service_test
