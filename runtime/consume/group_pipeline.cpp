@@ -14,7 +14,6 @@ GroupPipeline::GroupPipeline(PipelineOptions options,
     : options_(std::move(options)), handler_(std::move(handler)) {
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
-  rng_state_ = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
 }
 
 GroupPipeline::~GroupPipeline() {
@@ -25,12 +24,7 @@ GroupPipeline::~GroupPipeline() {
 
 double GroupPipeline::random01() {
   if (options_.random01) return options_.random01();
-  std::lock_guard lock(rng_mu_);
-  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);  // splitmix64
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) / 9007199254740992.0;
+  return rng_.next01();
 }
 
 void GroupPipeline::start() {

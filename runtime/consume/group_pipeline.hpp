@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/random.hpp"
 #include "config/config.hpp"
 #include "consume/group_metrics.hpp"
 #include "consume/range_work.hpp"
@@ -125,8 +126,7 @@ class GroupPipeline {
   bool final_flush_ = false;
   int running_workers_ = 0;
 
-  std::mutex rng_mu_;
-  uint64_t rng_state_;
+  RandomSource rng_;
 
   std::thread claimer_;
   std::thread committer_;

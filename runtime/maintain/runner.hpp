@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/random.hpp"
 #include "maintain/worker.hpp"
 #include "store/session.hpp"
 #include "store/worker_leases.hpp"
@@ -94,8 +95,7 @@ class MaintenanceRunner {
   bool abandoned_ = false;
   int64_t host_id_ = 0;
 
-  std::mutex rng_mu_;
-  uint64_t rng_state_;
+  RandomSource rng_;
 
   std::thread lease_thread_;
   std::vector<std::thread> lanes_;
