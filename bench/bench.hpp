@@ -3,7 +3,9 @@
 //   1. produce rate: Producer::produce_batch (500/batch) vs a raw multi-row INSERT;
 //   2. backlog drain: GroupPipeline + in-process no-op handler vs a raw SKIP LOCKED queue;
 //   3. sustained end-to-end produce + consume (1 group and 4 groups);
-//   4. pickup latency (producer commit → handler call), poll-only and with NOTIFY.
+//   4. pickup latency (producer commit → handler call), poll-only and with NOTIFY;
+//   5. retention: produce + consume concurrently on a stream with small partitions and a short
+//      retention while the janitor drops partitions; the table size must stay flat.
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -47,7 +49,10 @@ struct Options {
   Tuning tuning{5000, 2, 4};    // drain + end-to-end pipelines
   std::vector<int> e2e_bytes{100, 1024};
   std::vector<int> e2e_groups{1, 4};
-  std::vector<std::string> phases;  // produce, drain, e2e, latency
+  int64_t retention_messages = 5'000'000;      // phase 5 messages
+  int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
+  double retention_seconds = 5;                // phase 5 stream retention
+  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention
 };
 
 // One line of the final table.
@@ -97,6 +102,8 @@ class Db {
  public:
   explicit Db(const Options& o);
   ss::store::StreamRef stream(const std::string& name, bool notify = false);
+  // Any spec; `spec.name` gets the run's "bench.<tag>." prefix.
+  ss::store::StreamRef stream(ss::store::StreamSpec spec);
   ss::store::GroupRef group(const ss::store::StreamRef& s, const std::string& name);
   std::unique_ptr<ss::consume::GroupPipeline> pipeline(
       const ss::store::GroupRef& g, const Tuning& t, bool notify,
@@ -146,5 +153,7 @@ std::vector<Row> run_produce(Db& db, const Options& o);
 std::vector<Row> run_drain(Db& db, const Options& o);
 std::vector<Row> run_e2e(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
+// Also appends its time series (Markdown) to `notes`.
+std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
 
 }  // namespace bench

@@ -59,7 +59,14 @@ int main(int argc, char** argv) {
   app.add_option("--queue-ranges", o.tuning.queue_ranges, "drain/e2e GroupConfig.queue_ranges");
   app.add_option("--e2e-bytes", o.e2e_bytes, "phase 3 payload sizes")->delimiter(',');
   app.add_option("--e2e-groups", o.e2e_groups, "phase 3 group counts")->delimiter(',');
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency")->delimiter(',');
+  app.add_option("--retention-messages", o.retention_messages,
+                 "phase 5 messages (default 5,000,000; --quick 300,000)");
+  app.add_option("--retention-partition-size", o.retention_partition_size,
+                 "phase 5 stream partition_size (default 200,000; --quick 20,000)");
+  app.add_option("--retention-seconds", o.retention_seconds,
+                 "phase 5 stream retention in seconds (default 5; --quick 1)");
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention")
+      ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
   if (o.url.empty()) {
@@ -73,6 +80,9 @@ int main(int argc, char** argv) {
     if (!app.count("--produce-seconds")) o.produce_seconds = 1;
     if (!app.count("--e2e-seconds")) o.e2e_seconds = 2;
     if (!app.count("--latency-seconds")) o.latency_seconds = 2;
+    if (!app.count("--retention-messages")) o.retention_messages = 300'000;
+    if (!app.count("--retention-partition-size")) o.retention_partition_size = 20'000;
+    if (!app.count("--retention-seconds")) o.retention_seconds = 1;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -92,8 +102,10 @@ int main(int argc, char** argv) {
     if (wanted(o, "drain")) add(bench::run_drain(db, o));
     if (wanted(o, "e2e")) add(bench::run_e2e(db, o));
     if (wanted(o, "latency")) add(bench::run_latency(db, o));
+    std::string notes;
+    if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     std::string text =
-        table(header, rows) + fmt::format("\nload average at end {}\n", load_average());
+        table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
     fmt::print("\n{}", text);
     if (!out_file.empty()) std::ofstream(out_file) << text;
   } catch (const std::exception& e) {

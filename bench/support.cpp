@@ -67,6 +67,11 @@ ss::store::StreamRef Db::stream(const std::string& name, bool notify) {
   return ss::store::declare_stream(session_, spec).stream;
 }
 
+ss::store::StreamRef Db::stream(ss::store::StreamSpec spec) {
+  spec.name = fmt::format("bench.{}.{}", tag_, spec.name);
+  return ss::store::declare_stream(session_, spec).stream;
+}
+
 ss::store::GroupRef Db::group(const ss::store::StreamRef& s, const std::string& name) {
   return ss::store::declare_group(session_, s, name, ss::store::StartAt::kBeginning).group;
 }
@@ -83,6 +88,7 @@ std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
   po.session = ss::store::SessionOptions{url_, "sqlstreams", ss::Millis{5000}, "bench-pipeline"};
   po.ref = g;
   po.notify = notify;
+  po.run_advancer = true;  // the cursor advances without the maintenance fleet
   po.holder = fmt::format("bench:{}", ::getpid());
   return std::make_unique<ss::consume::GroupPipeline>(std::move(po), std::move(handler));
 }
