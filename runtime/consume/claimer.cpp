@@ -56,9 +56,12 @@ void GroupPipeline::claim_loop() {
           got = due.size();
           for (auto& c : due) {
             if (c.expired_inflight) {
-              spdlog::warn("retry-lease-expired stream={} group={} message_id={} attempts={}: "
-                           "the unfinished attempt counts as a failure",
-                           options_.ref.stream, options_.ref.name, c.message_id, c.attempts);
+              if (auto n = warn_limiter_.admit("retry-lease-expired")) {
+                spdlog::warn("retry-lease-expired stream={} group={} message_id={} attempts={}: "
+                             "the unfinished attempt counts as a failure{}",
+                             options_.ref.stream, options_.ref.name, c.message_id, c.attempts,
+                             ops::suppressed_suffix(*n));
+              }
               if (c.attempts - c.delays > g.retry.max_retries) {
                 // The budget is spent by the attempt its host never finished: dead, not rerun.
                 store::FailedMessage dead{c.message_id, store::ExceptionStatus::kDead,

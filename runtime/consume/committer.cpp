@@ -119,6 +119,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
   for (const auto& r : ranges) {
     if (r->lost.load()) {
       metrics_.lease_lost++;
+      // Not rate-limited: each lost range explains its re-deliveries (rare by construction).
       spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
                    options_.ref.stream, options_.ref.name, r->range().low, r->range().high);
       continue;
@@ -154,8 +155,11 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
         metrics_.retry_lease_lost++;
-        spdlog::warn("lease-lost stream={} group={} message_id={}: retry outcome discarded",
-                     options_.ref.stream, options_.ref.name, results[i].message_id);
+        if (auto n = warn_limiter_.admit("lease-lost-retry")) {
+          spdlog::warn("lease-lost stream={} group={} message_id={}: retry outcome discarded{}",
+                       options_.ref.stream, options_.ref.name, results[i].message_id,
+                       ops::suppressed_suffix(*n));
+        }
       } else if (results[i].decision) {
         log_dead(options_, *results[i].decision);
       }
@@ -221,10 +225,12 @@ void GroupPipeline::check_timeouts() {
     metrics_.workers_abandoned++;
     const auto& view_id = task.range ? task.range->range().messages[task.index].id
                                      : task.retry->claim.message_id;
-    spdlog::warn("handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
-                 "worker thread written off and replaced",
-                 options_.ref.stream, options_.ref.name, view_id,
-                 format_duration(options_.group.handler_timeout));
+    if (auto n = warn_limiter_.admit("handler-timeout")) {
+      spdlog::warn("handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
+                   "worker thread written off and replaced{}",
+                   options_.ref.stream, options_.ref.name, view_id,
+                   format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
+    }
     complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry, {},
                                         "handler timed out after " +
                                             format_duration(options_.group.handler_timeout)});

@@ -29,6 +29,7 @@
 #include "config/config.hpp"
 #include "consume/group_metrics.hpp"
 #include "consume/range_work.hpp"
+#include "ops/log_limiter.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/catalog.hpp"
 #include "store/group_store.hpp"
@@ -127,6 +128,7 @@ class GroupPipeline {
   int running_workers_ = 0;
 
   RandomSource rng_;
+  ops::LogLimiter warn_limiter_;  // repeated identical warnings: one line + a suppressed count
 
   std::thread claimer_;
   std::thread committer_;
