@@ -53,7 +53,7 @@ for _ in $(seq 1 100); do
 done
 # The cursor advancer moves `committed` about once a second.
 for _ in $(seq 1 30); do
-  [[ $(psql -Atc "SELECT committed FROM sqlstreams.cursors_1 c JOIN sqlstreams.groups g ON g.id = c.group_id WHERE g.name = 'audit-payments'") == 6 ]] && break
+  [[ $(psql -Atc "SELECT count(*) FROM sqlstreams.cursors_1 c JOIN sqlstreams.groups g ON g.id = c.group_id WHERE (g.name = 'audit-payments' AND c.committed = 6) OR (g.name = 'charge-cards' AND c.committed >= 2)") == 2 ]] && break
   sleep 0.1
 done
 
@@ -63,6 +63,13 @@ echo "== group cursors (claimed = handed out, committed = resolved)"
 psql -c "SELECT g.name AS group, c.claimed, c.committed FROM sqlstreams.cursors_1 c JOIN sqlstreams.groups g ON g.id = c.group_id ORDER BY g.name"
 echo "== exceptions: only what did not succeed is written (successes write nothing)"
 psql -c "SELECT g.name AS group, e.message_id, e.status, e.attempts, e.can_run_after::time(0) AS next_try, e.last_error FROM sqlstreams.exceptions_1 e JOIN sqlstreams.groups g ON g.id = e.group_id ORDER BY 1, 2"
+echo "== order-103 is retried with backoff (2s, 1s, 2s), then dead for charge-cards only"
+for _ in $(seq 1 200); do
+  [[ $(psql -Atc "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead'") == 1 ]] && break
+  sleep 0.1
+done
+"$BIN" dead list payments.requested charge-cards
+"$BIN" dead show payments.requested charge-cards 3
 echo "== host log"
 sed -e 's/^/   /' "$log"
 
