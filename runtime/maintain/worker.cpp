@@ -18,8 +18,19 @@ JanitorWorker::JanitorWorker(store::Session& session, JanitorOptions options)
       options_(std::move(options)),
       janitor_(session, options_.stream_id) {}
 
+JanitorCounters& janitor_counters() {
+  static JanitorCounters counters;
+  return counters;
+}
+
 void JanitorWorker::run(SysTime now, const store::WorkerFence* fence) {
+  auto& c = janitor_counters();
+  c.runs++;
   last_ = janitor_.run_once(now, options_.settings, fence);
+  c.partitions_created += last_.created.size();
+  c.partitions_dropped += last_.dropped.size();
+  c.rows_swept += static_cast<uint64_t>(last_.swept);
+  if (!last_.errors.empty()) c.failures++;
   log(last_);
   if (!last_.errors.empty()) {
     throw store::StoreError(store::StoreError::Kind::kOther, last_.errors.front());

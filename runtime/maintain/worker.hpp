@@ -13,6 +13,8 @@
 // Threading: a worker is used by one thread at a time, with the Session it was built with.
 #pragma once
 
+#include <atomic>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -49,6 +51,16 @@ class MaintenanceWorker {
 
 store::WorkerKey janitor_key(int64_t stream_id);
 store::WorkerKey advancer_key(int64_t group_id);
+
+// This host's janitor passes, for /metrics (process-wide; lock-free atomics).
+struct JanitorCounters {
+  std::atomic<uint64_t> runs{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> partitions_created{0};
+  std::atomic<uint64_t> partitions_dropped{0};
+  std::atomic<uint64_t> rows_swept{0};
+};
+JanitorCounters& janitor_counters();
 
 struct JanitorOptions {
   int64_t stream_id = 0;

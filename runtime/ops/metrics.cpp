@@ -175,6 +175,20 @@ void add_host_families(const HostSample& host, std::vector<MetricFamily>& out) {
   ClientMetric e;
   e.counter.value = static_cast<double>(host.status_refresh_errors);
   errors.metric.push_back(std::move(e));
+  auto janitor = family("sqlstreams_janitor_total",
+                        "this host's janitor passes and what they did (event: runs, failures, "
+                        "partitions_created, partitions_dropped, rows_swept)",
+                        MetricType::Counter);
+  for (const auto& [event, n] : {std::pair<const char*, uint64_t>{"runs", host.janitor_runs},
+                                 {"failures", host.janitor_failures},
+                                 {"partitions_created", host.partitions_created},
+                                 {"partitions_dropped", host.partitions_dropped},
+                                 {"rows_swept", host.rows_swept}}) {
+    ClientMetric m = with_labels({{"event", event}});
+    m.counter.value = static_cast<double>(n);
+    janitor.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(janitor));
   out.push_back(std::move(info));
   out.push_back(std::move(ready));
   out.push_back(std::move(reloads));

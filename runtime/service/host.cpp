@@ -10,6 +10,7 @@
 
 #include "common/errors.hpp"
 #include "maintain/fleet.hpp"
+#include "maintain/worker.hpp"
 #include "service/reload_plan.hpp"
 #include "store/catalog.hpp"
 
@@ -310,6 +311,12 @@ std::vector<ops::GroupSample> Host::samples() const {
 ops::HostSample Host::host_sample() const {
   ops::HostSample h;
   h.version = options_.version;
+  const auto& j = maintain::janitor_counters();
+  h.janitor_runs = j.runs.load();
+  h.janitor_failures = j.failures.load();
+  h.partitions_created = j.partitions_created.load();
+  h.partitions_dropped = j.partitions_dropped.load();
+  h.rows_swept = j.rows_swept.load();
   h.ready = ready(nullptr);
   if (poller_) {
     h.status_refresh_errors = poller_->errors();

@@ -77,6 +77,8 @@ TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
   EXPECT_TRUE(has_line(m, R"(sqlstreams_stream_head_id{stream="payments.requested"} 10)"));
   EXPECT_TRUE(has_line(m, "sqlstreams_hosts_live 1"));
   EXPECT_TRUE(has_line(m, "sqlstreams_host_ready 1"));
+  EXPECT_NE(m.find("sqlstreams_janitor_total{event=\"partitions_dropped\"} "), std::string::npos)
+      << m;
 
   EXPECT_EQ(http_get(port, "/nope").status, 404);
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
