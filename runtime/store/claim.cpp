@@ -9,28 +9,17 @@
 namespace sqlstreams::store {
 namespace {
 
-std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
-
 constexpr const char* kToTs = "to_timestamp(({})::bigint / 1000.0)";
 
 std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& messages,
                                       int64_t low, int64_t high) {
   std::vector<StoredMessage> out;
   auto rows = tx.exec_params(
-      fmt::format("SELECT id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, "
-                  "message_key, payload::text FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+      fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id", kMessageColumns,
                   messages),
       low, high);
   out.reserve(rows.size());
-  for (const auto& row : rows) {
-    StoredMessage m;
-    m.id = row[0].as<int64_t>();
-    m.created_at_unix_ms = row[1].as<int64_t>();
-    m.schema_version = row[2].as<int32_t>();
-    if (!row[3].is_null()) m.key = row[3].as<std::string>();
-    m.payload = row[4].as<std::string>();
-    out.push_back(std::move(m));
-  }
+  for (const auto& row : rows) out.push_back(message_from_row(row));
   return out;
 }
 

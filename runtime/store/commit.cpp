@@ -11,8 +11,6 @@
 namespace sqlstreams::store {
 namespace {
 
-std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
-
 std::set<std::string> token_set(const pqxx::result& r) {
   std::set<std::string> out;
   for (const auto& row : r) out.insert(row[0].as<std::string>());

@@ -8,7 +8,6 @@
 namespace sqlstreams::store {
 namespace {
 
-std::string ms(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
 
 // The WHERE clause for a filter; parameters $1 group, $2 now(ms), $3 error, $4 from, $5 to,
 // $6 older_than(ms).
@@ -62,7 +61,7 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
     pqxx::read_transaction tx(connection_of(session));
     auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $7",
                                            dead_select(session, group), kFilter),
-                               group.id, ms(now), nullable(f.error_contains),
+                               group.id, ms_param(now), nullable(f.error_contains),
                                nullable(opt_num(f.from_id)), nullable(opt_num(f.to_id)),
                                nullable(opt_ms(f.older_than)), f.limit);
     std::vector<DeadLetter> out;
@@ -114,7 +113,7 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
                     "group_id = $1 RETURNING message_id",
                     session.schema_sql(), group.stream_id, session.schema_sql(),
                     group.stream_id, kFilter),
-        group.id, ms(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+        group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
@@ -135,7 +134,7 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
                     "status = 'dead' RETURNING message_id",
                     session.schema_sql(), group.stream_id, session.schema_sql(),
                     group.stream_id, kFilter),
-        group.id, ms(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+        group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
@@ -165,7 +164,7 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
                       ">= to_timestamp($1::bigint / 1000.0)), (SELECT coalesce(max(id), 0) FROM "
                       "{}.messages_{}))",
                       s, group.stream_id, s, group.stream_id),
-          ms(*to_time))[0].as<int64_t>();
+          ms_param(*to_time))[0].as<int64_t>();
     }
     if (r.position < 0) r.position = 0;
     if (r.position > r.claimed_before) {

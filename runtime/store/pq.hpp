@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.hpp"
+#include "store/group_store.hpp"
 #include "store/session.hpp"
 
 namespace sqlstreams::store {
@@ -40,6 +42,23 @@ auto guarded(Session& session, const char* what, Fn&& fn) -> decltype(fn()) {
   } catch (...) {
     rethrow_as_store_error(session, what);
   }
+}
+
+// A time as an epoch-milliseconds parameter (bound as `to_timestamp($n::bigint / 1000.0)`).
+inline std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
+
+// The column list every log read uses, and its decoding into a StoredMessage.
+inline constexpr const char* kMessageColumns =
+    "id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, message_key, "
+    "payload::text";
+inline StoredMessage message_from_row(const pqxx::row& row) {
+  StoredMessage m;
+  m.id = row[0].as<int64_t>();
+  m.created_at_unix_ms = row[1].as<int64_t>();
+  m.schema_version = row[2].as<int32_t>();
+  if (!row[3].is_null()) m.key = row[3].as<std::string>();
+  m.payload = row[4].as<std::string>();
+  return m;
 }
 
 // NULL-able text parameter for exec_params (libpqxx 6.4 has no std::optional support).

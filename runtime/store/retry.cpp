@@ -10,12 +10,6 @@
 #include "store/sql_array.hpp"
 
 namespace sqlstreams::store {
-namespace {
-
-std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
-
-}  // namespace
-
 std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl,
                                                       int32_t limit) {
   return guarded(session_, "claim retries", [&] {
@@ -58,17 +52,10 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
       return out;
     }
     auto msgs = tx.exec_params(
-        fmt::format("SELECT id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, "
-                    "message_key, payload::text FROM {} WHERE id = ANY($1::bigint[])",
-                    messages_),
+        fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])", kMessageColumns, messages_),
         int_array(ids));
     for (const auto& row : msgs) {
-      StoredMessage m;
-      m.id = row[0].as<int64_t>();
-      m.created_at_unix_ms = row[1].as<int64_t>();
-      m.schema_version = row[2].as<int32_t>();
-      if (!row[3].is_null()) m.key = row[3].as<std::string>();
-      m.payload = row[4].as<std::string>();
+      StoredMessage m = message_from_row(row);
       out[by_id[m.id]].message = std::move(m);
     }
     // Retention removed the message: a kept payload (a dead letter sent back by an operator)
