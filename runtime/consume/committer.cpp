@@ -35,15 +35,17 @@ bool with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
     } catch (const store::StoreError& e) {
       m.store_errors++;
       if (!outage) {
-        spdlog::error("{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
-                      "repeated commit safe)",
-                      what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
+        spdlog::error(
+            "{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
+            "repeated commit safe)",
+            what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
         outage = true;
       }
       if (SteadyClock::now() + backoff > give_up) {
-        spdlog::error("{}-abandoned stream={} group={}: the leases will expire and the work "
-                      "will be claimed again",
-                      what, o.ref.stream, o.ref.name);
+        spdlog::error(
+            "{}-abandoned stream={} group={}: the leases will expire and the work "
+            "will be claimed again",
+            what, o.ref.stream, o.ref.name);
         return false;
       }
       std::this_thread::sleep_for(backoff);
@@ -69,7 +71,10 @@ void GroupPipeline::commit_loop() {
     bool final_flush;
     {
       std::unique_lock lock(mu_);
-      auto wake = std::min({next_renew, next_advance, SteadyClock::now() + watch_every});
+      // Only deadlines this loop will move: next_advance stays put when the advancer is off
+      // (a past wake time here made an idle host spin a core per group).
+      auto wake = std::min(next_renew, SteadyClock::now() + watch_every);
+      if (options_.run_advancer) wake = std::min(wake, next_advance);
       commit_cv_.wait_until(lock, wake, [&] {
         return !finished_.empty() || !retry_results_.empty() || final_flush_;
       });
@@ -223,15 +228,17 @@ void GroupPipeline::check_timeouts() {
   for (const auto& task : timed_out) {
     metrics_.handler_timeouts++;
     metrics_.workers_abandoned++;
-    const auto& view_id = task.range ? task.range->range().messages[task.index].id
-                                     : task.retry->claim.message_id;
+    const auto& view_id =
+        task.range ? task.range->range().messages[task.index].id : task.retry->claim.message_id;
     if (auto n = warn_limiter_.admit("handler-timeout")) {
-      spdlog::warn("handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
-                   "worker thread written off and replaced{}",
-                   options_.ref.stream, options_.ref.name, view_id,
-                   format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
+      spdlog::warn(
+          "handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
+          "worker thread written off and replaced{}",
+          options_.ref.stream, options_.ref.name, view_id,
+          format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
     }
-    complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry, {},
+    complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry,
+                                        {},
                                         "handler timed out after " +
                                             format_duration(options_.group.handler_timeout)});
   }
@@ -289,9 +296,10 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     }
   }
   if (!drained) {
-    spdlog::warn("drain-timeout stream={} group={}: handler(s) still running; their ranges are "
-                 "handed back",
-                 options_.ref.stream, options_.ref.name);
+    spdlog::warn(
+        "drain-timeout stream={} group={}: handler(s) still running; their ranges are "
+        "handed back",
+        options_.ref.stream, options_.ref.name);
   }
   {
     std::lock_guard lock(mu_);

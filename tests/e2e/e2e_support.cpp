@@ -62,8 +62,13 @@ std::string host_config(const HostOptions& o) {
     if (o.sleep_ms > 0) t << "sleep_ms = " << o.sleep_ms << "\n";
     t << extra;
   };
-  group(kCharge, o.charge_config + (o.charge_retry.empty() ? "" : "[groups.retry]\n" + o.charge_retry));
+  group(kCharge,
+        o.charge_config + (o.charge_retry.empty() ? "" : "[groups.retry]\n" + o.charge_retry));
   if (o.audit_group) group(kAudit, "");
+  for (int i = 1; i <= o.noop_groups; ++i) {
+    t << "\n[[groups]]\nname = \"idle-" << i << "\"\nstream = \"" << kStream
+      << "\"\nplugin = \"noop.so\"\nhandler = \"noop\"\n";
+  }
   return t.str();
 }
 
@@ -73,8 +78,8 @@ Host::Host(const ScratchDir& dir, HostOptions options, const std::string& databa
   auto env = options_.env;
   env["SQLSTREAMS_DATABASE_URL"] = database_url;
   process_ = std::make_unique<testing::ChildProcess>(
-      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_,
-                               "--plugin-dir", SQLSTREAMS_PLUGIN_DIR},
+      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_, "--plugin-dir",
+                               SQLSTREAMS_PLUGIN_DIR},
       env, dir.file(options_.name + ".log"));
 }
 
@@ -83,8 +88,8 @@ std::string Host::holder() const { return options_.name + ":" + std::to_string(p
 int Host::count_in_log(const std::string& needle) const { return count_of(log(), needle); }
 
 bool Host::wait_for_log(const std::string& needle, Millis timeout) {
-  return wait_until(
-      [&] { return log().find(needle) != std::string::npos || !process_->running(); }, timeout) &&
+  return wait_until([&] { return log().find(needle) != std::string::npos || !process_->running(); },
+                    timeout) &&
          log().find(needle) != std::string::npos;
 }
 
@@ -116,8 +121,8 @@ void declare(const std::string& database_url, const std::string& config_file) {
 }
 
 int64_t stream_id(const std::string& url) {
-  return scalar<int64_t>(url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") +
-                                  kStream + "'");
+  return scalar<int64_t>(
+      url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") + kStream + "'");
 }
 
 void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t batch) {
@@ -132,17 +137,17 @@ void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t b
 
 int64_t head(const std::string& url) {
   auto id = stream_id(url);
-  return scalar<int64_t>(url, "SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" +
-                                  std::to_string(id));
+  return scalar<int64_t>(
+      url, "SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + std::to_string(id));
 }
 
 bool drained(const std::string& url) {
   auto n = std::to_string(stream_id(url));
-  return scalar<bool>(
-      url, "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + n + ") > 0 AND " +
-               "NOT EXISTS (SELECT 1 FROM sqlstreams.cursors_" + n + " WHERE committed < " +
-               "(SELECT max(id) FROM sqlstreams.messages_" + n + ")) AND " +
-               "NOT EXISTS (SELECT 1 FROM sqlstreams.leases_" + n + ")");
+  return scalar<bool>(url, "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + n +
+                               ") > 0 AND " + "NOT EXISTS (SELECT 1 FROM sqlstreams.cursors_" + n +
+                               " WHERE committed < " + "(SELECT max(id) FROM sqlstreams.messages_" +
+                               n + ")) AND " + "NOT EXISTS (SELECT 1 FROM sqlstreams.leases_" + n +
+                               ")");
 }
 
 void wait_drained(const std::string& url, Millis timeout) {
@@ -150,18 +155,22 @@ void wait_drained(const std::string& url, Millis timeout) {
   auto n = std::to_string(stream_id(url));
   std::ostringstream s;
   s << "not drained after " << timeout.count() << " ms; head " << head(url) << "\ncursors:";
-  for (const auto& r : query(url, "SELECT g.name, c.claimed, c.committed, c.settled_head "
-                                  "FROM sqlstreams.cursors_" + n + " c JOIN sqlstreams.groups g "
-                                  "ON g.id = c.group_id ORDER BY 1")) {
+  for (const auto& r : query(url,
+                             "SELECT g.name, c.claimed, c.committed, c.settled_head "
+                             "FROM sqlstreams.cursors_" +
+                                 n +
+                                 " c JOIN sqlstreams.groups g "
+                                 "ON g.id = c.group_id ORDER BY 1")) {
     s << "\n  " << r[0].c_str() << " claimed " << r[1].c_str() << " committed " << r[2].c_str()
       << " settled_head " << r[3].c_str();
   }
   s << "\nleases:";
-  for (const auto& r : query(url, "SELECT group_id, low, high, expires_at, reclaims, holder "
-                                  "FROM sqlstreams.leases_" + n + " ORDER BY low LIMIT 20")) {
+  for (const auto& r : query(url,
+                             "SELECT group_id, low, high, expires_at, reclaims, holder "
+                             "FROM sqlstreams.leases_" +
+                                 n + " ORDER BY low LIMIT 20")) {
     s << "\n  group " << r[0].c_str() << " (" << r[1].c_str() << ", " << r[2].c_str()
-      << "] expires " << r[3].c_str() << " reclaims " << r[4].c_str() << " holder "
-      << r[5].c_str();
+      << "] expires " << r[3].c_str() << " reclaims " << r[4].c_str() << " holder " << r[5].c_str();
   }
   ADD_FAILURE() << s.str();
 }

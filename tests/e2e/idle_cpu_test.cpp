@@ -1,0 +1,56 @@
+// An idle host costs (almost) nothing (issue 9 item 8): with nothing to consume, every loop of
+// every group sleeps until its next deadline. Regression: the committer's wake-up included the
+// cursor advancer's deadline even when the fleet's advancer runs it instead, so the deadline
+// stayed in the past and each group spun a core. The bound is generous (sanitizer build, shared
+// CI machine); the benchmark measures the real figure (bench/README.md, idle CPU row).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "e2e_support.hpp"
+
+namespace sqlstreams::e2e {
+namespace {
+
+// utime + stime of a process, in seconds.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  std::istringstream rest(text.substr(text.rfind(')') + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; rest >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) {
+      stime = std::stol(field);
+      break;
+    }
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+TEST(IdleHost, FourIdleGroupsUseALittleCpuNotACorePerGroup) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  HostOptions o;
+  o.name = "idle";
+  o.noop_groups = 2;  // with charge-cards and audit-payments: four groups
+  Host host(dir, o, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
+  std::this_thread::sleep_for(2s);  // start-up work (declare, first polls) is over
+  const double before = cpu_seconds(host.pid());
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(6s);
+  const double used = cpu_seconds(host.pid()) - before;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Before the fix: ~1.3 cores (four spinning committers on two cores). Now ~1% of a core.
+  EXPECT_LT(used / wall, 0.25) << "an idle host used " << used << " CPU-s in " << wall << " s\n"
+                               << tail(host.log());
+  EXPECT_EQ(host.stop(15s), std::optional<int>(0)) << tail(host.log());
+}
+
+}  // namespace
+}  // namespace sqlstreams::e2e
