@@ -1,4 +1,5 @@
-// GroupPipeline: the claim loop (reclaim first, then observe → prove → claim).
+// GroupPipeline: the claim loop (reclaim first, then observe → prove → claim). Due exception
+// rows are claimed by the retry loop (retrier.cpp).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -30,8 +31,6 @@ void GroupPipeline::claim_loop() {
   auto error_backoff = g.poll_interval;
   bool outage = false;
   auto next_reclaim_check = SteadyClock::now();
-  auto next_retry_check = SteadyClock::now();
-  const size_t max_retries_in_flight = static_cast<size_t>(2 * g.concurrency);
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -42,46 +41,6 @@ void GroupPipeline::claim_loop() {
       if (stop_claiming_) break;
     }
     try {
-      // Due exception rows share the worker pool with fresh ranges.
-      if (SteadyClock::now() >= next_retry_check) {
-        size_t room;
-        {
-          std::lock_guard lock(mu_);
-          room = max_retries_in_flight - std::min(max_retries_in_flight, active_retries_.size());
-        }
-        size_t got = 0;
-        if (room > 0) {
-          auto due = store.claim_due_retries(options_.clock->now(), g.lease_ttl,
-                                             static_cast<int32_t>(room));
-          got = due.size();
-          for (auto& c : due) {
-            if (c.expired_inflight) {
-              if (auto n = warn_limiter_.admit("retry-lease-expired")) {
-                spdlog::warn("retry-lease-expired stream={} group={} message_id={} attempts={}: "
-                             "the unfinished attempt counts as a failure{}",
-                             options_.ref.stream, options_.ref.name, c.message_id, c.attempts,
-                             ops::suppressed_suffix(*n));
-              }
-              if (c.attempts - c.delays > g.retry.max_retries) {
-                // The budget is spent by the attempt its host never finished: dead, not rerun.
-                store::FailedMessage dead{c.message_id, store::ExceptionStatus::kDead,
-                                          c.attempts, c.delays, options_.clock->now(),
-                                          c.last_error, c.message->payload};
-                metrics_.dead++;
-                std::lock_guard lock(mu_);
-                retry_results_.push_back(store::RetryResult{
-                    c.message_id, c.token, std::move(dead), false,
-                    store::AuditEntry{c.message_id, c.attempts, "dead", c.last_error}});
-                commit_cv_.notify_one();
-                continue;
-              }
-            }
-            enqueue_retry(std::move(c));
-          }
-        }
-        next_retry_check = SteadyClock::now() + (got == room && got > 0 ? std::chrono::milliseconds(0)
-                                                                        : g.poll_interval);
-      }
       if (SteadyClock::now() >= next_reclaim_check) {
         auto r = store.reclaim_expired(options_.clock->now(), g.lease_ttl, g.max_range_reclaims);
         if (r.quarantined) {

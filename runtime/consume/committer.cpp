@@ -251,6 +251,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   }
   claim_cv_.notify_all();
   if (claimer_.joinable()) claimer_.join();
+  if (retrier_.joinable()) retrier_.join();
   {
     // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
     // retry rows return to `ready` without counting an attempt.

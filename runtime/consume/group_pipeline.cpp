@@ -34,6 +34,7 @@ void GroupPipeline::start() {
   }
   committer_ = std::thread([this] { commit_loop(); });
   claimer_ = std::thread([this] { claim_loop(); });
+  retrier_ = std::thread([this] { retry_loop(); });
 }
 
 void GroupPipeline::spawn_worker() {
@@ -143,10 +144,11 @@ bool GroupPipeline::may_start(const Task& task) {
     const auto& msg = r.range().messages[task.index];
     if (!accepted_versions_.count(msg.schema_version)) {
       if (metrics_.count_skipped_version(msg.schema_version)) {  // passed over, never silent
-        spdlog::warn("version-skipped stream={} group={} schema_version={} message_id={}: the "
-                     "group declares schema_versions it does not include; such messages are "
-                     "passed over and counted",
-                     options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
+        spdlog::warn(
+            "version-skipped stream={} group={} schema_version={} message_id={}: the "
+            "group declares schema_versions it does not include; such messages are "
+            "passed over and counted",
+            options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
       }
       if (!r.slot(task.index).taken.exchange(true) && r.resolve(task.index, SlotState::kDone)) {
         finished_.push_back(task.range);
@@ -200,8 +202,8 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
     msg = &*task.retry->claim.message;
     before = {task.retry->claim.attempts, task.retry->claim.delays};
   }
-  auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, options_.clock->now(),
-                         random01());
+  const SysTime now = options_.clock->now();
+  auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, now, random01());
   std::string audit = audit_outcome(decision, outcome);
   if (!decision) {
     metrics_.succeeded++;
@@ -216,6 +218,7 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
     Slot& slot = task.range->slot(task.index);
     slot.audit_outcome = audit;
     slot.audit_error = outcome.error;
+    slot.decided_at = now;
     slot.decision = std::move(decision);
     finish_slot(task.range, task.index, SlotState::kDone);
     return;
@@ -224,7 +227,7 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
   bool write_audit = g.audit == config::AuditMode::kAll ||
                      (g.audit == config::AuditMode::kFailures && result.decision.has_value());
   if (write_audit) {
-    result.audit = store::AuditEntry{msg->id, before.attempts + 1, audit, outcome.error};
+    result.audit = store::AuditEntry{msg->id, before.attempts + 1, audit, outcome.error, now};
   }
   std::lock_guard lock(mu_);
   retry_results_.push_back(std::move(result));

@@ -1,7 +1,9 @@
 // consume/group_pipeline — everything that runs one consumer group on this host (DESIGN §6–7):
 //   claimer thread   reclaims expired range leases first, then observe → prove → claim (the
-//                    fence); claims due exception rows for retry; at most `queue_ranges` ranges
-//                    and 2 × concurrency retries are in flight (backpressure);
+//                    fence); at most `queue_ranges` ranges are in flight (backpressure);
+//   retrier thread   claims due exception rows in batches sized to the free retry capacity
+//                    (max(2 × concurrency, min(batch_size, 1000)) rows in flight), at once
+//                    again while a backlog is due, else every poll_interval;
 //   worker threads   `concurrency` threads run the handler, ranges in claim order, retries
 //                    interleaved; a handler still running at `handler_timeout` is recorded as a
 //                    failed attempt and its thread is written off and replaced;
@@ -85,6 +87,8 @@ class GroupPipeline {
   };
 
   void claim_loop();
+  void retry_loop();
+  size_t retry_capacity() const;
   void worker_loop(std::shared_ptr<WorkerState> me);
   void commit_loop();
 
@@ -131,6 +135,7 @@ class GroupPipeline {
   ops::LogLimiter warn_limiter_;  // repeated identical warnings: one line + a suppressed count
 
   std::thread claimer_;
+  std::thread retrier_;
   std::thread committer_;
 };
 

@@ -21,7 +21,8 @@ store::RangeCommit RangeWork::to_commit(config::AuditMode audit) const {
   const size_t n = range_.messages.size();
   while (k < n && slots_[k].state.load(std::memory_order_acquire) == SlotState::kDone) ++k;
   commit.complete = (k == n);
-  commit.resolved_upto = commit.complete ? range_.high : (k == 0 ? range_.low : range_.messages[k - 1].id);
+  commit.resolved_upto =
+      commit.complete ? range_.high : (k == 0 ? range_.low : range_.messages[k - 1].id);
   for (size_t i = 0; i < k; ++i) {
     const Slot& s = slots_[i];
     if (s.decision) commit.failures.push_back(*s.decision);
@@ -30,7 +31,7 @@ store::RangeCommit RangeWork::to_commit(config::AuditMode audit) const {
     if (write_audit && !s.audit_outcome.empty()) {
       commit.audit.push_back(store::AuditEntry{range_.messages[i].id,
                                                s.decision ? s.decision->attempts : 1,
-                                               s.audit_outcome, s.audit_error});
+                                               s.audit_outcome, s.audit_error, s.decided_at});
     }
   }
   return commit;

@@ -25,6 +25,7 @@ struct Slot {
   std::optional<store::FailedMessage> decision;  // written before state becomes kDone
   std::string audit_outcome;                     // "" = nothing to audit
   std::string audit_error;
+  SysTime decided_at{};
 };
 
 class RangeWork {

@@ -44,17 +44,18 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     if (!partial.empty()) {
       // Shrink to the unresolved rest and make it immediately reclaimable (not a crash).
       auto kept = token_set(tx.exec_params(
-          fmt::format("UPDATE {} l SET low = p.low, expires_at = '-infinity' FROM unnest($2::uuid[], "
-                      "$3::bigint[]) AS p(token, low) WHERE l.group_id = $1 AND l.token = p.token "
-                      "RETURNING l.token::text",
-                      leases_),
+          fmt::format(
+              "UPDATE {} l SET low = p.low, expires_at = '-infinity' FROM unnest($2::uuid[], "
+              "$3::bigint[]) AS p(token, low) WHERE l.group_id = $1 AND l.token = p.token "
+              "RETURNING l.token::text",
+              leases_),
           group_id_, text_array(partial), int_array(partial_low)));
       ours.insert(kept.begin(), kept.end());
     }
     std::vector<int64_t> ids, ex_attempts, ex_delays, ex_after;
     std::vector<std::string> ex_status;
     std::vector<std::optional<std::string>> ex_error, ex_payload;
-    std::vector<int64_t> au_ids, au_attempt;
+    std::vector<int64_t> au_ids, au_attempt, au_at;
     std::vector<std::string> au_outcome;
     std::vector<std::optional<std::string>> au_error;
     std::vector<bool> committed;
@@ -74,6 +75,7 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
       for (const auto& a : r.audit) {
         au_ids.push_back(a.message_id);
         au_attempt.push_back(a.attempt);
+        au_at.push_back(a.at.time_since_epoch().count());
         au_outcome.push_back(a.outcome);
         au_error.push_back(a.error.empty() ? std::nullopt : std::optional<std::string>(a.error));
       }
@@ -92,12 +94,14 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     }
     if (!au_ids.empty()) {
       tx.exec_params(
-          fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host) "
-                      "SELECT $1, u.id, u.att, u.o, u.err, $6 FROM unnest($2::bigint[], "
-                      "$3::integer[], $4::text[], $5::text[]) AS u(id, att, o, err)",
+          fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
+                      "SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = 0 THEN now() ELSE "
+                      "to_timestamp(u.at / 1000.0) END FROM "
+                      "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], $7::bigint[]) "
+                      "AS u(id, att, o, err, at)",
                       deliveries_),
           group_id_, int_array(au_ids), int_array(au_attempt), text_array(au_outcome),
-          text_array(au_error), holder_);
+          text_array(au_error), holder_, int_array(au_at));
     }
     tx.commit();
     return committed;

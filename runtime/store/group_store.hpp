@@ -74,6 +74,7 @@ struct AuditEntry {
   int32_t attempt = 1;
   std::string outcome;  // ok | retry | delay | dead
   std::string error;
+  SysTime at{};  // when the outcome was decided (the host clock that also sets can_run_after)
 };
 
 struct RangeCommit {

@@ -88,8 +88,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
   });
 }
 
-std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results,
-                                             SysTime now) {
+std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results, SysTime now) {
   if (results.empty()) return {};
   return guarded(session_, "commit retries", [&] {
     pqxx::work tx(connection_of(session_));
@@ -151,7 +150,7 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                       exceptions_),
           group_id_, int_array(back_ids), text_array(back_tok)));
     }
-    std::vector<int64_t> au_ids, au_att;
+    std::vector<int64_t> au_ids, au_att, au_at;
     std::vector<std::string> au_outcome;
     std::vector<std::optional<std::string>> au_err;
     std::vector<bool> committed;
@@ -161,6 +160,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
       if (ok && r.audit) {
         au_ids.push_back(r.message_id);
         au_att.push_back(r.audit->attempt);
+        au_at.push_back(r.audit->at == SysTime{} ? now.time_since_epoch().count()
+                                                 : r.audit->at.time_since_epoch().count());
         au_outcome.push_back(r.audit->outcome);
         au_err.push_back(r.audit->error.empty() ? std::nullopt
                                                 : std::optional<std::string>(r.audit->error));
@@ -169,12 +170,12 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     if (!au_ids.empty()) {
       tx.exec_params(
           fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
-                      "SELECT $1, u.id, u.att, u.o, u.err, $6, to_timestamp($7::bigint / 1000.0) "
-                      "FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[]) AS "
-                      "u(id, att, o, err)",
+                      "SELECT $1, u.id, u.att, u.o, u.err, $6, to_timestamp(u.at / 1000.0) "
+                      "FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
+                      "$7::bigint[]) AS u(id, att, o, err, at)",
                       deliveries_),
           group_id_, int_array(au_ids), int_array(au_att), text_array(au_outcome),
-          text_array(au_err), holder_, ms_param(now));
+          text_array(au_err), holder_, int_array(au_at));
     }
     tx.commit();
     return committed;

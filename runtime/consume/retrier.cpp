@@ -1,0 +1,90 @@
+// GroupPipeline: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
+// batches sized to the free retry capacity, and feeds them to the shared worker pool.
+// While a backlog is due it claims again as soon as half the capacity is free; otherwise it
+// polls every poll_interval, so a due time is honoured within poll_interval.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "consume/group_pipeline.hpp"
+#include "store/group_store.hpp"
+
+namespace sqlstreams::consume {
+
+namespace {
+using SteadyClock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
+constexpr size_t kMaxRetryCapacity = 1000;
+}  // namespace
+
+size_t GroupPipeline::retry_capacity() const {
+  const auto& g = options_.group;
+  return std::max<size_t>(2 * static_cast<size_t>(g.concurrency),
+                          std::min<size_t>(static_cast<size_t>(g.batch_size), kMaxRetryCapacity));
+}
+
+void GroupPipeline::retry_loop() {
+  const auto& g = options_.group;
+  store::Session session(options_.session);
+  store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  const size_t capacity = retry_capacity();
+  auto next_poll = SteadyClock::now();
+  bool backlog = false;  // the last claim was full: more rows are probably due
+  auto error_backoff = std::chrono::milliseconds(g.poll_interval);
+  for (;;) {
+    size_t room;
+    {
+      std::unique_lock lock(mu_);
+      claim_cv_.wait_until(lock, next_poll, [&] { return stop_claiming_; });
+      if (stop_claiming_) break;
+      // In a backlog, claim in big batches: wait until half the capacity is free again.
+      const size_t low_water = backlog ? capacity / 2 : capacity - 1;
+      claim_cv_.wait(lock, [&] { return stop_claiming_ || active_retries_.size() <= low_water; });
+      if (stop_claiming_) break;
+      room = capacity - active_retries_.size();
+    }
+    try {
+      auto due =
+          store.claim_due_retries(options_.clock->now(), g.lease_ttl, static_cast<int32_t>(room));
+      backlog = due.size() == room;
+      next_poll = backlog ? SteadyClock::now() : SteadyClock::now() + g.poll_interval;
+      error_backoff = g.poll_interval;
+      for (auto& c : due) {
+        if (c.expired_inflight) {
+          if (auto n = warn_limiter_.admit("retry-lease-expired")) {
+            spdlog::warn(
+                "retry-lease-expired stream={} group={} message_id={} attempts={}: "
+                "the unfinished attempt counts as a failure{}",
+                options_.ref.stream, options_.ref.name, c.message_id, c.attempts,
+                ops::suppressed_suffix(*n));
+          }
+          if (c.attempts - c.delays > g.retry.max_retries) {
+            // The budget is spent by the attempt its host never finished: dead, not rerun.
+            store::FailedMessage dead{
+                c.message_id,      store::ExceptionStatus::kDead, c.attempts,
+                c.delays,          options_.clock->now(),         c.last_error,
+                c.message->payload};
+            metrics_.dead++;
+            std::lock_guard lock(mu_);
+            retry_results_.push_back(
+                store::RetryResult{c.message_id, c.token, std::move(dead), false,
+                                   store::AuditEntry{c.message_id, c.attempts, "dead", c.last_error,
+                                                     options_.clock->now()}});
+            commit_cv_.notify_one();
+            continue;
+          }
+        }
+        enqueue_retry(std::move(c));
+      }
+    } catch (const store::StoreError& e) {
+      metrics_.store_errors++;
+      spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
+                    options_.ref.name, e.what());
+      backlog = false;
+      next_poll = SteadyClock::now() + error_backoff;
+      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+    }
+  }
+}
+
+}  // namespace sqlstreams::consume

@@ -1,0 +1,83 @@
+// A retry backlog drains at range speeds (issue 9 item 9, DESIGN §7): due exception rows are
+// claimed in batches sized to the free capacity, on the retry loop's own cadence. Regression:
+// they were claimed 2 × concurrency at a time, once per claimer cycle, and an idle claimer
+// sleeps up to max_poll_interval — 3,000 due rows with concurrency 1 and a 5 s idle ceiling
+// took about two hours. The bound below is 100× what the fix needs, not a performance goal
+// (bench/ measures the rate).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "consume/group_pipeline.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "process.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::consume {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
+  testing::TestDatabase db;
+  store::SessionOptions opts;
+  opts.url = db.url();
+  store::Session s(opts);
+  store::migrate(s);
+  store::StreamSpec spec;
+  spec.name = "payments.requested";
+  spec.partition_size = 100000;
+  auto stream = store::declare_stream(s, spec).stream;
+  auto group = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+  constexpr int kBacklog = 3000;
+  std::vector<store::NewMessage> batch;
+  for (int i = 1; i <= kBacklog; ++i) {
+    batch.push_back({R"({"order_id":"order-)" + std::to_string(i) +
+                     R"(","amount_cents":100,"currency":"EUR"})"});
+  }
+  store::Producer(s).produce_batch("payments.requested", batch);
+  // Every message failed once and is due now; the range side has nothing left to claim.
+  db.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3000, committed = 3000, settled_head = 3000");
+  db.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+      "can_run_after, last_error) SELECT " +
+      std::to_string(group.id) +
+      ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
+      "sqlstreams.messages_1");
+
+  config::GroupConfig g;
+  g.name = "charge-cards";
+  g.stream = "payments.requested";
+  g.plugin = "payments.so";
+  g.handler = "charge-cards";
+  g.concurrency = 1;
+  g.batch_size = 500;
+  g.poll_interval = 10ms;
+  g.max_poll_interval = 5s;  // an idle claimer sleeps long: retries must not wait for it
+  g.lease_ttl = 10s;
+  g.handler_timeout = 2s;
+  g.plugin_config_json = R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
+  plugin_host::PluginRegistry registry(SQLSTREAMS_PLUGIN_DIR);
+  PipelineOptions o;
+  o.group = g;
+  o.session = opts;
+  o.ref = group;
+  o.holder = "test:1";
+  GroupPipeline p(o, registry.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
+  p.start();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  int64_t left = kBacklog;
+  while (std::chrono::steady_clock::now() < deadline) {
+    left = db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1");
+    if (left == 0) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  p.stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(left, 0) << "retry backlog not drained within 60 s";
+  EXPECT_EQ(p.metrics().succeeded.load(), static_cast<uint64_t>(kBacklog));
+}
+
+}  // namespace
+}  // namespace sqlstreams::consume
