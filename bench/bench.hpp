@@ -2,10 +2,12 @@
 // runtime against raw PostgreSQL on the same database (DESIGN §15):
 //   1. produce rate: Producer::produce_batch (500/batch) vs a raw multi-row INSERT;
 //   2. backlog drain: GroupPipeline + in-process no-op handler vs a raw SKIP LOCKED queue;
+//      then (2b, same run) a backlog of due exception rows retried by a second group;
 //   3. sustained end-to-end produce + consume (1 group and 4 groups);
 //   4. pickup latency (producer commit → handler call), poll-only and with NOTIFY;
 //   5. retention: produce + consume concurrently on a stream with small partitions and a short
-//      retention while the janitor drops partitions; the table size must stay flat.
+//      retention while the janitor drops partitions; the table size must stay flat;
+//   6. idle: CPU of a real `sqlstreams run` host with four idle groups.
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -52,7 +54,7 @@ struct Options {
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
-  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention
+  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention, idle
 };
 
 // One line of the final table.
@@ -110,6 +112,7 @@ class Db {
       std::unique_ptr<ss::plugin_host::HandlerInstance> handler) const;
   int64_t head(const ss::store::StreamRef& s);
   int64_t committed(const ss::store::GroupRef& g);
+  int64_t exception_rows(const ss::store::StreamRef& s, const ss::store::GroupRef& g);
   void exec(const std::string& sql);  // outside a transaction (CHECKPOINT, VACUUM)
   void quiesce();                     // CHECKPOINT before a measured phase
   std::string setting(const std::string& name);
@@ -151,6 +154,11 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
 
 std::vector<Row> run_produce(Db& db, const Options& o);
 std::vector<Row> run_drain(Db& db, const Options& o);
+// Phase 2b, called by run_drain on its stream after the range drain.
+std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::StreamRef& s,
+                                   double raw_rate);
+// Phase 6: one real `sqlstreams run` host with four idle groups; CPU over a window.
+std::vector<Row> run_idle(Db& db, const Options& o);
 std::vector<Row> run_e2e(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.

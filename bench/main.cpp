@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
                  "phase 5 stream partition_size (default 200,000; --quick 20,000)");
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention")
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "latency")) add(bench::run_latency(db, o));
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
+    if (wanted(o, "idle")) add(bench::run_idle(db, o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
     fmt::print("\n{}", text);

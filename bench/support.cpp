@@ -99,6 +99,15 @@ int64_t Db::head(const ss::store::StreamRef& s) {
       .as<int64_t>();
 }
 
+int64_t Db::exception_rows(const ss::store::StreamRef& s, const ss::store::GroupRef& g) {
+  pqxx::nontransaction tx(monitor_);
+  return tx
+      .exec_params1(
+          fmt::format("SELECT count(*) FROM sqlstreams.exceptions_{} WHERE group_id = $1", s.id),
+          g.id)[0]
+      .as<int64_t>();
+}
+
 int64_t Db::committed(const ss::store::GroupRef& g) {
   pqxx::nontransaction tx(monitor_);
   return tx

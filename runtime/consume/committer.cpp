@@ -21,6 +21,26 @@ void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
                o.ref.stream, o.ref.name, f.message_id, f.attempts, f.error);
 }
 
+// True when a commit of these will write a `ready` exception row (the retry loop's business).
+bool has_ready_outcome(const std::vector<std::shared_ptr<RangeWork>>& ranges,
+                       const std::vector<store::RetryResult>& retries) {
+  auto ready = [](const std::optional<store::FailedMessage>& d) {
+    return d && d->status == store::ExceptionStatus::kReady;
+  };
+  for (const auto& r : retries) {
+    if (ready(r.decision)) return true;
+  }
+  for (const auto& r : ranges) {
+    for (size_t i = 0; i < r->size(); ++i) {
+      if (r->slot(i).state.load(std::memory_order_acquire) == SlotState::kDone &&
+          ready(r->slot(i).decision)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Runs `op` until it succeeds or `give_up` passes; logs the first failure of an outage.
 template <class Op>
 bool with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
@@ -90,8 +110,14 @@ void GroupPipeline::commit_loop() {
     }
     auto give_up = final_flush ? SteadyClock::now() + g.lease_ttl
                                : SteadyClock::time_point::max() - std::chrono::hours(1);
+    const bool poke = !final_flush && has_ready_outcome(batch, retries);
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
+    if (poke) {
+      std::lock_guard lock(mu_);
+      retry_poke_ = true;
+      claim_cv_.notify_all();
+    }
     if (!final_flush) check_timeouts();
     auto now = SteadyClock::now();
     try {

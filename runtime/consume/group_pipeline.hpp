@@ -129,6 +129,7 @@ class GroupPipeline {
   bool stop_claiming_ = false;
   bool stop_workers_ = false;
   bool final_flush_ = false;
+  bool retry_poke_ = false;  // the committer wrote a `ready` row: the retry loop looks again
   int running_workers_ = 0;
 
   RandomSource rng_;

@@ -1,7 +1,9 @@
 // GroupPipeline: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
 // batches sized to the free retry capacity, and feeds them to the shared worker pool.
-// While a backlog is due it claims again as soon as half the capacity is free; otherwise it
-// polls every poll_interval, so a due time is honoured within poll_interval.
+// While a backlog is due it claims again as soon as half the capacity is free. Otherwise it
+// asks the database when the next row becomes claimable and sleeps until then (at most
+// max_poll_interval); the committer pokes it whenever it writes a `ready` row, so a due time is
+// honoured within poll_interval without an idle host polling ten times a second per group.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -35,8 +37,9 @@ void GroupPipeline::retry_loop() {
     size_t room;
     {
       std::unique_lock lock(mu_);
-      claim_cv_.wait_until(lock, next_poll, [&] { return stop_claiming_; });
+      claim_cv_.wait_until(lock, next_poll, [&] { return stop_claiming_ || retry_poke_; });
       if (stop_claiming_) break;
+      retry_poke_ = false;
       // In a backlog, claim in big batches: wait until half the capacity is free again.
       const size_t low_water = backlog ? capacity / 2 : capacity - 1;
       claim_cv_.wait(lock, [&] { return stop_claiming_ || active_retries_.size() <= low_water; });
@@ -47,7 +50,16 @@ void GroupPipeline::retry_loop() {
       auto due =
           store.claim_due_retries(options_.clock->now(), g.lease_ttl, static_cast<int32_t>(room));
       backlog = due.size() == room;
-      next_poll = backlog ? SteadyClock::now() : SteadyClock::now() + g.poll_interval;
+      next_poll = SteadyClock::now();
+      if (!backlog) {
+        auto wait = g.max_poll_interval;
+        if (auto next = store.next_retry_due(options_.clock->now())) {
+          // <= 0: claimable but not ours (locked by another host now): look again soon.
+          wait = next->count() <= 0 ? g.poll_interval
+                                    : std::clamp(*next, std::chrono::milliseconds(1), wait);
+        }
+        next_poll += wait;
+      }
       error_backoff = g.poll_interval;
       for (auto& c : due) {
         if (c.expired_inflight) {

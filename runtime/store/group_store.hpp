@@ -137,6 +137,11 @@ class GroupStore {
   // expired) with FOR UPDATE SKIP LOCKED; sets them `inflight` under a fresh token.
   std::vector<RetryClaim> claim_due_retries(SysTime now, Millis lease_ttl, int32_t limit);
 
+  // Time from `now` until the next exception row becomes claimable (a `ready` row's due time
+  // or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt when the
+  // group has none. Read-only: lets an idle retry loop sleep exactly as long as it may.
+  std::optional<Millis> next_retry_due(SysTime now);
+
   // Writes retry results in one transaction; per result true when the token still matched.
   std::vector<bool> commit_retries(const std::vector<RetryResult>& results, SysTime now);
 

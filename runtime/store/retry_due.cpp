@@ -1,0 +1,26 @@
+// GroupStore::next_retry_due — when the retry loop has something to do next (read-only).
+#include <fmt/format.h>
+
+#include "store/group_store.hpp"
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+
+std::optional<Millis> GroupStore::next_retry_due(SysTime now) {
+  return guarded(session_, "next retry due", [&]() -> std::optional<Millis> {
+    pqxx::nontransaction tx(connection_of(session_));
+    // Two index-ordered probes (exceptions_N_due is on (group_id, can_run_after) for non-dead
+    // rows), compared with the same host clock the claim uses.
+    auto row = tx.exec_params1(
+        fmt::format("SELECT (extract(epoch FROM LEAST((SELECT can_run_after FROM {0} WHERE "
+                    "group_id = $1 AND status = 'ready' ORDER BY can_run_after LIMIT 1), "
+                    "(SELECT min(lease_expires_at) FROM {0} WHERE group_id = $1 AND status = "
+                    "'inflight')) - to_timestamp($2::bigint / 1000.0)) * 1000)::bigint",
+                    exceptions_),
+        group_id_, ms_param(now));
+    if (row[0].is_null()) return std::nullopt;
+    return Millis(row[0].as<int64_t>());
+  });
+}
+
+}  // namespace sqlstreams::store
