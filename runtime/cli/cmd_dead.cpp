@@ -7,6 +7,7 @@
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
@@ -15,16 +16,26 @@
 namespace sqlstreams::cli {
 namespace {
 
+// Absent means "no filter"; no value of a given option ever does (a negative id used to).
 struct DeadFlags {
   DatabaseFlags db;
   std::string stream, group;
-  std::string error;
-  int64_t from_id = -1, to_id = -1, id = -1;
-  std::string older_than;
+  std::optional<std::string> error;
+  std::optional<int64_t> from_id, to_id, id;
+  std::optional<std::string> older_than;
   int limit = 1000;
   bool json = false, yes = false;
-  std::string to_time;
+  std::optional<std::string> to_time;
 };
+
+int64_t id_arg(const char* flag, const std::optional<int64_t>& v) {
+  if (*v < 0) {
+    throw ControlPlaneError(ExitCode::kUsage,
+                            fmt::format("{}: message ids are >= 0 (got {})", flag, *v),
+                            "leave the option out to mean every message");
+  }
+  return *v;
+}
 
 std::string actor() {
   const char* user = std::getenv("USER");
@@ -47,14 +58,26 @@ std::string iso(int64_t unix_ms) {
 
 store::DeadFilter filter_of(const DeadFlags& f) {
   store::DeadFilter filter;
-  if (!f.error.empty()) filter.error_contains = f.error;
-  if (f.id >= 0) filter.from_id = filter.to_id = f.id;
-  if (f.from_id >= 0) filter.from_id = f.from_id;
-  if (f.to_id >= 0) filter.to_id = f.to_id;
-  if (!f.older_than.empty()) {
+  if (f.error) {
+    if (f.error->empty()) {
+      throw ControlPlaneError(ExitCode::kUsage, "--error: empty text would match every dead letter",
+                              "leave --error out to mean every dead letter");
+    }
+    filter.error_contains = *f.error;  // a literal, case-insensitive substring
+  }
+  if (f.id && (f.from_id || f.to_id)) {
+    throw ControlPlaneError(ExitCode::kUsage, "give --id or --from-id/--to-id, not both");
+  }
+  if (f.id) filter.from_id = filter.to_id = id_arg("--id", f.id);
+  if (f.from_id) filter.from_id = id_arg("--from-id", f.from_id);
+  if (f.to_id) filter.to_id = id_arg("--to-id", f.to_id);
+  if (f.older_than) {
     std::string why;
-    auto d = parse_duration(f.older_than, &why);
-    if (!d) throw ControlPlaneError(ExitCode::kUsage, "--older-than: " + why + " (got " + f.older_than + ")");
+    auto d = parse_duration(*f.older_than, &why);
+    if (!d) {
+      throw ControlPlaneError(ExitCode::kUsage,
+                              "--older-than: " + why + " (got \"" + *f.older_than + "\")");
+    }
     filter.older_than = *d;
   }
   filter.limit = f.limit;
@@ -80,16 +103,19 @@ Target open_group(const DeadFlags& f) {
 }
 
 nlohmann::json to_json(const store::DeadLetter& d) {
-  nlohmann::json j{{"message_id", d.message_id}, {"attempts", d.attempts},
-                   {"last_error", d.last_error}, {"died_at", iso(d.died_at_unix_ms)},
+  nlohmann::json j{{"message_id", d.message_id},
+                   {"attempts", d.attempts},
+                   {"last_error", d.last_error},
+                   {"died_at", iso(d.died_at_unix_ms)},
                    {"message_retained", d.message_retained}};
   j["payload"] = d.payload ? nlohmann::json::parse(*d.payload, nullptr, false) : nullptr;
   return j;
 }
 
 int list(const DeadFlags& f) {
+  auto filter = filter_of(f);
   auto t = open_group(f);
-  auto dead = store::list_dead(*t.session, t.group, filter_of(f), SystemClock::instance().now());
+  auto dead = store::list_dead(*t.session, t.group, filter, SystemClock::instance().now());
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& d : dead) arr.push_back(to_json(d));
@@ -106,33 +132,38 @@ int list(const DeadFlags& f) {
 }
 
 int show(const DeadFlags& f) {
+  const int64_t id = id_arg("id", f.id);
   auto t = open_group(f);
-  auto d = store::find_dead(*t.session, t.group, f.id);
+  auto d = store::find_dead(*t.session, t.group, id);
   if (!d) {
     throw ControlPlaneError(ExitCode::kData,
-                            fmt::format("message {} is not dead in {}/{}", f.id, f.stream, f.group));
+                            fmt::format("message {} is not dead in {}/{}", id, f.stream, f.group));
   }
-  auto history = store::delivery_history(*t.session, t.group, f.id);
+  auto history = store::delivery_history(*t.session, t.group, id);
   if (f.json) {
     auto j = to_json(*d);
     j["history"] = nlohmann::json::array();
     for (const auto& h : history) {
-      j["history"].push_back({{"attempt", h.attempt}, {"outcome", h.outcome}, {"error", h.error},
-                              {"host", h.host}, {"at", iso(h.at_unix_ms)}});
+      j["history"].push_back({{"attempt", h.attempt},
+                              {"outcome", h.outcome},
+                              {"error", h.error},
+                              {"host", h.host},
+                              {"at", iso(h.at_unix_ms)}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
   std::printf("message %lld in %s/%s: dead after %d attempt(s) at %s\n",
-              static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(),
-              d->attempts, iso(d->died_at_unix_ms).c_str());
+              static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(), d->attempts,
+              iso(d->died_at_unix_ms).c_str());
   std::printf("last error: %s\n", d->last_error.c_str());
   std::printf("payload%s: %s\n", d->message_retained ? "" : " (kept copy; the log dropped it)",
               d->payload ? d->payload->c_str() : "(none)");
   std::printf("history:\n");
   for (const auto& h : history) {
     std::printf("  %s  attempt %-3d %-16s %s%s\n", iso(h.at_unix_ms).c_str(), h.attempt,
-                h.outcome.c_str(), h.error.c_str(), h.host.empty() ? "" : ("  [" + h.host + "]").c_str());
+                h.outcome.c_str(), h.error.c_str(),
+                h.host.empty() ? "" : ("  [" + h.host + "]").c_str());
   }
   return 0;
 }
@@ -146,16 +177,17 @@ bool confirm(const std::string& question) {
 }
 
 int retry(const DeadFlags& f) {
+  auto filter = filter_of(f);
   auto t = open_group(f);
-  auto ids = store::retry_dead(*t.session, t.group, filter_of(f), SystemClock::instance().now(), actor());
+  auto ids = store::retry_dead(*t.session, t.group, filter, SystemClock::instance().now(), actor());
   std::printf("sent %zu dead letter(s) of %s/%s back to ready with a fresh retry budget\n",
               ids.size(), f.stream.c_str(), f.group.c_str());
   return 0;
 }
 
 int discard(const DeadFlags& f) {
-  auto t = open_group(f);
   auto filter = filter_of(f);
+  auto t = open_group(f);
   auto now = SystemClock::instance().now();
   if (!f.yes) {
     auto n = store::list_dead(*t.session, t.group, filter, now).size();
@@ -170,7 +202,8 @@ int discard(const DeadFlags& f) {
     }
   }
   auto ids = store::discard_dead(*t.session, t.group, filter, now, actor());
-  std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(), f.group.c_str());
+  std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(),
+              f.group.c_str());
   return 0;
 }
 
@@ -183,26 +216,28 @@ SysTime parse_time(const std::string& text) {
   if (!end || !(*end == 0 || (end[0] == 'Z' && end[1] == 0))) {
     throw ControlPlaneError(ExitCode::kUsage,
                             "--to-time: expected UTC \"YYYY-MM-DDTHH:MM:SSZ\" or a duration ago "
-                            "like \"15m\" (got " + text + ")");
+                            "like \"15m\" (got " +
+                                text + ")");
   }
   return SysTime(std::chrono::seconds(timegm(&tm)));
 }
 
 int rewind(const DeadFlags& f) {
-  if ((f.id >= 0) == !f.to_time.empty()) {
+  if (f.id.has_value() == f.to_time.has_value()) {
     throw ControlPlaneError(ExitCode::kUsage, "give exactly one of --to-id N or --to-time T");
   }
-  auto t = open_group(f);
   std::optional<int64_t> to_id;
   std::optional<SysTime> to_time;
-  if (f.id >= 0) to_id = f.id;
-  if (!f.to_time.empty()) to_time = parse_time(f.to_time);
+  if (f.id) to_id = id_arg("--to-id", f.id);
+  if (f.to_time) to_time = parse_time(*f.to_time);
+  auto t = open_group(f);
   auto r = store::rewind_group(*t.session, t.group, to_id, to_time, actor());
-  std::printf("rewound %s/%s from claimed %lld (committed %lld) to %lld: messages after %lld "
-              "will be delivered again\n",
-              f.stream.c_str(), f.group.c_str(), static_cast<long long>(r.claimed_before),
-              static_cast<long long>(r.committed_before), static_cast<long long>(r.position),
-              static_cast<long long>(r.position));
+  std::printf(
+      "rewound %s/%s from claimed %lld (committed %lld) to %lld: messages after %lld "
+      "will be delivered again\n",
+      f.stream.c_str(), f.group.c_str(), static_cast<long long>(r.claimed_before),
+      static_cast<long long>(r.committed_before), static_cast<long long>(r.position),
+      static_cast<long long>(r.position));
   return 0;
 }
 
@@ -215,7 +250,8 @@ CLI::App* leaf(CLI::App* parent, const char* name, const char* help, std::shared
 }
 
 void add_filters(CLI::App* cmd, DeadFlags& f) {
-  cmd->add_option("--error", f.error, "only dead letters whose last error contains this text");
+  cmd->add_option("--error", f.error,
+                  "only dead letters whose last error contains this text (literal, any case)");
   cmd->add_option("--from-id", f.from_id, "only message ids >= N");
   cmd->add_option("--to-id", f.to_id, "only message ids <= N");
   cmd->add_option("--id", f.id, "only this message id");

@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "store/pq.hpp"
 
 namespace sqlstreams::store {
 namespace {
+
+constexpr Millis kProofPollInterval{5};
 
 std::optional<std::string> interval_of(const std::optional<Millis>& d) {
   if (!d) return std::nullopt;
@@ -23,6 +28,61 @@ StreamRef stream_from_row(const pqxx::row& row) {
 }
 
 constexpr const char* kStreamColumns = "id, name, partition_size, max_payload_bytes, notify";
+
+// The oldest transaction that holds back the fence's proof, for the timeout message.
+std::string oldest_xid_owner(pqxx::transaction_base& tx) {
+  auto r = tx.exec(
+      "SELECT format('backend pid %s (state %s, database %s, application %L, transaction "
+      "started %s)', pid, coalesce(state, '?'), coalesce(datname, '?'), application_name, "
+      "coalesce(to_char(xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+      "'?')), age(backend_xid) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> "
+      "pg_backend_pid() UNION ALL SELECT format('prepared transaction %L (database %s, prepared "
+      "%s)', gid, database, to_char(prepared AT TIME ZONE 'UTC', "
+      "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), age(transaction) FROM pg_prepared_xacts "
+      "ORDER BY 2 DESC LIMIT 1");
+  return r.empty() ? std::string("none is visible any more (it has just ended)")
+                   : r[0][0].as<std::string>();
+}
+
+// DESIGN §6.6: observe (head, xid) alone, then wait until the pair is proven, i.e. every
+// transaction that could own an id <= head (Rules 1 and 2) has committed or aborted. Every
+// id drawn afterwards is > head, so a group starting at head misses nothing that becomes
+// visible after the declaration returns. Runs with no transaction open (takes no lasting xid).
+int64_t proven_head(Session& session, const StreamRef& stream, const std::string& group,
+                    Millis timeout) {
+  pqxx::nontransaction tx(connection_of(session));
+  // One statement: head is read first, the xid taken after it (as GroupStore::observe does).
+  auto obs =
+      tx.exec1(fmt::format("SELECT h.head, CASE WHEN h.head > 0 THEN "
+                           "pg_current_xact_id()::text END FROM (SELECT coalesce(max(id), "
+                           "0) AS head FROM {}.messages_{}) h",
+                           session.schema_sql(), stream.id));
+  const int64_t head = obs[0].as<int64_t>();
+  if (head == 0) return 0;  // nothing at or below 0 can be skipped
+  const std::string xid = obs[1].as<std::string>();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (tx.exec_params1("SELECT /* sqlstreams: declare-group proof */ $1::xid8 <= "
+                        "pg_snapshot_xmin(pg_current_snapshot())",
+                        xid)[0]
+            .as<bool>()) {
+      return head;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw StoreError(
+          StoreError::Kind::kTransient,
+          fmt::format("declaring group '{}' of stream '{}' at the head: waited {} for the "
+                      "transactions that were running at the head observation (head {}, xid "
+                      "{}) to end, and one is still open: {}. The group was not created. End "
+                      "that transaction (or roll back the prepared one) and declare again; set "
+                      "idle_in_transaction_session_timeout so an abandoned session cannot "
+                      "stall declarations and claims",
+                      group, stream.name, format_duration(timeout), head, xid,
+                      oldest_xid_owner(tx)));
+    }
+    std::this_thread::sleep_for(kProofPollInterval);
+  }
+}
 
 }  // namespace
 
@@ -76,37 +136,46 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
 }
 
 DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
-                            StartAt start) {
+                            StartAt start, Millis proof_timeout) {
   return guarded(session, "declare group", [&] {
     const std::string& s = session.schema_sql();
+    DeclaredGroup out;
+    out.group.stream_id = stream.id;
+    out.group.stream = stream.name;
+    out.group.name = name;
+    const std::string find_sql =
+        fmt::format("SELECT id FROM {}.groups WHERE stream_id = $1 AND name = $2", s);
+    {
+      // An existing group is left exactly as it is, and never waits for the fence.
+      pqxx::nontransaction look(connection_of(session));
+      auto found = look.exec_params(find_sql, stream.id, name);
+      if (!found.empty()) {
+        out.group.id = found[0][0].as<int64_t>();
+        return out;
+      }
+    }
+    if (start == StartAt::kHead) {
+      // The fence (DESIGN §6.6), BEFORE the declaration transaction opens: an open xid-owning
+      // transaction here would hold back every claimer's proof while we wait.
+      out.start_position = proven_head(session, stream, name, proof_timeout);
+    }
     pqxx::work tx(connection_of(session));
     auto inserted = tx.exec_params(
         fmt::format("INSERT INTO {}.groups (stream_id, name) VALUES ($1, $2) ON CONFLICT "
                     "(stream_id, name) DO NOTHING RETURNING id",
                     s),
         stream.id, name);
-    DeclaredGroup out;
-    out.group.stream_id = stream.id;
-    out.group.stream = stream.name;
-    out.group.name = name;
     if (!inserted.empty()) {
       out.group.id = inserted[0][0].as<int64_t>();
       out.created = true;
-      if (start == StartAt::kHead) {
-        out.start_position =
-            tx.exec(fmt::format("SELECT coalesce(max(id), 0) FROM {}.messages_{}", s, stream.id))[0][0]
-                .as<int64_t>();
-      }
       tx.exec_params(fmt::format("INSERT INTO {}.cursors_{} (group_id, claimed, committed, "
                                  "settled_head) VALUES ($1, $2, $2, $2)",
                                  s, stream.id),
                      out.group.id, out.start_position);
     } else {
-      out.group.id = tx.exec_params1(fmt::format("SELECT id FROM {}.groups WHERE stream_id = $1 "
-                                                 "AND name = $2",
-                                                 s),
-                                     stream.id, name)[0]
-                         .as<int64_t>();
+      // Another declarer created it meanwhile: theirs stands.
+      out.group.id = tx.exec_params1(find_sql, stream.id, name)[0].as<int64_t>();
+      out.start_position = 0;
     }
     tx.commit();
     return out;
@@ -116,8 +185,8 @@ DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std
 std::optional<StreamRef> find_stream(Session& session, const std::string& name) {
   return guarded(session, "find stream", [&]() -> std::optional<StreamRef> {
     pqxx::nontransaction tx(connection_of(session));
-    auto r = tx.exec_params(fmt::format("SELECT {} FROM {}.streams WHERE name = $1",
-                                        kStreamColumns, session.schema_sql()),
+    auto r = tx.exec_params(fmt::format("SELECT {} FROM {}.streams WHERE name = $1", kStreamColumns,
+                                        session.schema_sql()),
                             name);
     if (r.empty()) return std::nullopt;
     return stream_from_row(r[0]);
@@ -161,8 +230,8 @@ std::vector<std::string> streams_violating_cache_rule(Session& session) {
                     session.schema_sql()),
         session.options().schema);
     for (const auto& row : rows) {
-      bad.push_back(fmt::format("{} (cache_size {})", row[0].as<std::string>(),
-                                row[1].as<int64_t>()));
+      bad.push_back(
+          fmt::format("{} (cache_size {})", row[0].as<std::string>(), row[1].as<int64_t>()));
     }
     return bad;
   });
@@ -171,8 +240,9 @@ std::vector<std::string> streams_violating_cache_rule(Session& session) {
 int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id) {
   return guarded(session, "ensure partitions", [&] {
     pqxx::nontransaction tx(connection_of(session));
-    return tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", session.schema_sql()),
-                           stream_id, upto_id)[0]
+    return tx
+        .exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", session.schema_sql()),
+                      stream_id, upto_id)[0]
         .as<int64_t>();
   });
 }

@@ -1,7 +1,8 @@
 // store/catalog — streams and groups as the database knows them (DESIGN §5).
 // Owns: idempotent declaration (the per-stream family is created on first declaration;
 // re-declaring never moves a cursor; partition_size is immutable), lookups, and the Rule 2
-// start-up check (every stream's id sequence has CACHE 1).
+// start-up check (every stream's id sequence has CACHE 1). A group declared at the head
+// starts behind the fence (DESIGN §6.6): declaration waits for earlier producers to end.
 // Threading: uses the caller's Session.
 #pragma once
 
@@ -56,10 +57,18 @@ struct DeclaredGroup {
 // settings. Throws StoreError kRejected when partition_size differs from the stored one.
 DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
 
+// How long declaring a group at the head waits for the fence's proof (DESIGN §6.6).
+inline constexpr Millis kDeclareProofTimeout{30'000};
+
 // Creates the group and its cursor row, at the beginning or at the current head; an existing
-// group is left exactly as it is.
+// group is left exactly as it is (and never waits).
+// At the head: observes (head, xid) alone and waits until every transaction that could still
+// commit an id <= head has ended, then starts the cursor at head — so the group delivers every
+// message that becomes visible after this returns. No transaction is open while it waits.
+// Throws StoreError kTransient naming the oldest xid-owning backend (or prepared transaction)
+// when the proof takes longer than `proof_timeout`; the group is then not created.
 DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
-                            StartAt start);
+                            StartAt start, Millis proof_timeout = kDeclareProofTimeout);
 
 std::optional<StreamRef> find_stream(Session& session, const std::string& name);
 std::optional<GroupRef> find_group(Session& session, const std::string& stream,

@@ -29,8 +29,8 @@ struct Observation {
   std::optional<std::string> xid;  // pg_current_xact_id() taken after head was read (xid8 text)
   int64_t claimed = 0;
   int64_t settled_head = 0;
-  bool pending = false;            // an unproven (head, xid) pair is stored
-  bool pending_proven = false;     // ... and it was already proven at observation time
+  bool pending = false;         // an unproven (head, xid) pair is stored
+  bool pending_proven = false;  // ... and it was already proven at observation time
   // True when a claim transaction can make progress; false = idle (no write, no xid).
   bool worth_claiming() const { return claimed < settled_head || xid || pending_proven; }
 };
@@ -51,9 +51,9 @@ struct ClaimResult {
 };
 
 struct ReclaimResult {
-  std::optional<ClaimedRange> range;      // a range to run again
+  std::optional<ClaimedRange> range;        // a range to run again
   std::optional<ClaimedRange> quarantined;  // a poison range turned into ready exceptions
-  bool found = false;                     // an expired lease existed
+  bool found = false;                       // an expired lease existed
 };
 
 enum class ExceptionStatus { kReady, kDead };
@@ -105,6 +105,13 @@ struct RetryResult {
   std::optional<AuditEntry> audit;
 };
 
+// Statement 1 of the cursor advancer, read in one snapshot.
+struct AdvanceTarget {
+  int64_t committed = 0;   // `committed` when read
+  int64_t target = 0;      // LEAST(min lease low, min open exception - 1, claimed)
+  int64_t generation = 0;  // the cursor generation read with it (every rewind bumps it)
+};
+
 struct AdvanceResult {
   int64_t committed_before = 0;
   int64_t committed_after = 0;
@@ -149,8 +156,15 @@ class GroupStore {
   std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens, SysTime now,
                                               Millis lease_ttl);
 
-  // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)).
+  // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)):
+  // read_advance_target() then apply_advance().
   AdvanceResult advance_cursor();
+  // Statement 1: the target, with the cursor generation it was computed under.
+  AdvanceTarget read_advance_target();
+  // Statement 2: moves committed up to the target only if the cursor generation is still the
+  // one read (no rewind in between: a rewind plus a fresh claim keeps `claimed >= target` true,
+  // so that alone cannot guard). Returns true when committed moved.
+  bool apply_advance(const AdvanceTarget& target);
 
   // Blocks up to `timeout` for a NOTIFY on the stream's channel (LISTENs on first use).
   // Returns true when woken by a notification.

@@ -8,12 +8,33 @@
 namespace sqlstreams::store {
 namespace {
 
+// Refuses filters that could only mean a mistake: a negative id used to read as "no filter".
+void check_filter(const DeadFilter& f) {
+  auto bad = [](const std::string& what) { throw StoreError(StoreError::Kind::kRejected, what); };
+  if (f.from_id && *f.from_id < 0) {
+    bad(fmt::format("dead letter filter: from id must be >= 0 (got {})", *f.from_id));
+  }
+  if (f.to_id && *f.to_id < 0) {
+    bad(fmt::format("dead letter filter: to id must be >= 0 (got {})", *f.to_id));
+  }
+  if (f.error_contains && f.error_contains->empty()) {
+    bad("dead letter filter: the error text is empty (it would match every dead letter); "
+        "leave the error filter out to mean all");
+  }
+  if (f.older_than && f.older_than->count() < 0) {
+    bad(fmt::format("dead letter filter: older-than must be >= 0 (got {} ms)",
+                    f.older_than->count()));
+  }
+  if (f.limit < 1) bad(fmt::format("dead letter filter: limit must be >= 1 (got {})", f.limit));
+}
 
 // The WHERE clause for a filter; parameters $1 group, $2 now(ms), $3 error, $4 from, $5 to,
-// $6 older_than(ms).
+// $6 older_than(ms). The error text is a literal, case-insensitive substring (strpos, not
+// LIKE: `_`, `%` and `\` match only themselves).
 constexpr const char* kFilter =
-    "group_id = $1 AND status = 'dead' AND ($3::text IS NULL OR last_error ILIKE '%' || $3 || "
-    "'%') AND ($4::bigint IS NULL OR message_id >= $4) AND ($5::bigint IS NULL OR message_id <= "
+    "group_id = $1 AND status = 'dead' AND ($3::text IS NULL OR strpos(lower(last_error), "
+    "lower($3::text)) > 0) AND ($4::bigint IS NULL OR message_id >= $4) AND ($5::bigint IS NULL OR "
+    "message_id <= "
     "$5) AND ($6::bigint IS NULL OR updated_at <= to_timestamp(($2::bigint - $6) / 1000.0))";
 
 std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
@@ -55,9 +76,10 @@ std::string dead_select(const Session& s, const GroupRef& g) {
 
 }  // namespace
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
-                                  const DeadFilter& f, SysTime now) {
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& f,
+                                  SysTime now) {
   return guarded(session, "list dead letters", [&] {
+    check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
     auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $7",
                                            dead_select(session, group), kFilter),
@@ -104,15 +126,19 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& f,
                                 SysTime now, const std::string& actor) {
   return guarded(session, "retry dead letters", [&] {
+    check_filter(f);
     pqxx::work tx(connection_of(session));
+    // `status = 'dead'` again on the row being changed: the subquery's snapshot may be older
+    // than a concurrent change (a claim made it `inflight`), and only the outer WHERE is
+    // re-checked against the row's newest version.
     auto rows = tx.exec_params(
         fmt::format("UPDATE {}.exceptions_{} SET status = 'ready', attempts = 0, delays = 0, "
                     "can_run_after = to_timestamp($2::bigint / 1000.0), lease_token = NULL, "
                     "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
                     "message_id FROM {}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND "
-                    "group_id = $1 RETURNING message_id",
-                    session.schema_sql(), group.stream_id, session.schema_sql(),
-                    group.stream_id, kFilter),
+                    "group_id = $1 AND status = 'dead' RETURNING message_id",
+                    session.schema_sql(), group.stream_id, session.schema_sql(), group.stream_id,
+                    kFilter),
         group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
@@ -127,13 +153,14 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
 std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& f,
                                   SysTime now, const std::string& actor) {
   return guarded(session, "discard dead letters", [&] {
+    check_filter(f);
     pqxx::work tx(connection_of(session));
     auto rows = tx.exec_params(
         fmt::format("DELETE FROM {}.exceptions_{} WHERE message_id IN (SELECT message_id FROM "
                     "{}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND group_id = $1 AND "
                     "status = 'dead' RETURNING message_id",
-                    session.schema_sql(), group.stream_id, session.schema_sql(),
-                    group.stream_id, kFilter),
+                    session.schema_sql(), group.stream_id, session.schema_sql(), group.stream_id,
+                    kFilter),
         group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
@@ -153,40 +180,49 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
                                            "group_id = $1 FOR UPDATE",
                                            s, group.stream_id),
                                group.id);
+    if (to_id && *to_id < 0) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("cannot rewind group '{}' to {}: positions are >= 0 (0 "
+                                   "re-delivers the whole retained log)",
+                                   group.name, *to_id));
+    }
     RewindResult r;
     r.claimed_before = cur[0].as<int64_t>();
     r.committed_before = cur[1].as<int64_t>();
     if (to_id) {
       r.position = *to_id;
     } else {
-      r.position = tx.exec_params1(
-          fmt::format("SELECT coalesce((SELECT min(id) - 1 FROM {}.messages_{} WHERE created_at "
-                      ">= to_timestamp($1::bigint / 1000.0)), (SELECT coalesce(max(id), 0) FROM "
-                      "{}.messages_{}))",
-                      s, group.stream_id, s, group.stream_id),
-          ms_param(*to_time))[0].as<int64_t>();
+      r.position =
+          tx.exec_params1(
+                fmt::format(
+                    "SELECT coalesce((SELECT min(id) - 1 FROM {}.messages_{} WHERE created_at "
+                    ">= to_timestamp($1::bigint / 1000.0)), (SELECT coalesce(max(id), 0) FROM "
+                    "{}.messages_{}))",
+                    s, group.stream_id, s, group.stream_id),
+                ms_param(*to_time))[0]
+              .as<int64_t>();
     }
-    if (r.position < 0) r.position = 0;
     if (r.position > r.claimed_before) {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("cannot rewind group '{}' forward to {}: it has only claimed "
                                    "up to {} (rewind re-delivers history; it never skips)",
                                    group.name, r.position, r.claimed_before));
     }
-    // settled_head stays: it is a proven bound and still true. The advancer only applies a
-    // target <= claimed, so a host that read its target before this rewind cannot push
-    // committed past the new position.
-    tx.exec_params(fmt::format("UPDATE {}.cursors_{} SET claimed = $2, committed = LEAST(committed, "
-                               "$2) WHERE group_id = $1",
-                               s, group.stream_id),
-                   group.id, r.position);
-    tx.exec_params(fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
-                               "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
-                               s, group.stream_id),
-                   group.id, r.position,
-                   fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
-                               r.committed_before, r.position),
-                   actor);
+    // settled_head stays: it is a proven bound and still true. The generation bump makes an
+    // advancer that read its target before this rewind write nothing (DESIGN §6.5).
+    tx.exec_params(
+        fmt::format("UPDATE {}.cursors_{} SET claimed = $2, committed = LEAST(committed, "
+                    "$2), generation = generation + 1 WHERE group_id = $1",
+                    s, group.stream_id),
+        group.id, r.position);
+    tx.exec_params(
+        fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
+                    "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
+                    s, group.stream_id),
+        group.id, r.position,
+        fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
+                    r.committed_before, r.position),
+        actor);
     tx.commit();
     return r;
   });

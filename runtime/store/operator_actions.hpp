@@ -16,8 +16,10 @@
 
 namespace sqlstreams::store {
 
+// Every list/retry/discard validates its filter: a negative id, an empty error text, a
+// negative age or a limit < 1 throws StoreError kRejected (never "no filter").
 struct DeadFilter {
-  std::optional<std::string> error_contains;  // case-insensitive substring of last_error
+  std::optional<std::string> error_contains;  // literal case-insensitive substring (no wildcards)
   std::optional<int64_t> from_id;             // inclusive
   std::optional<int64_t> to_id;               // inclusive
   std::optional<Millis> older_than;           // died at least this long before `now`
@@ -41,18 +43,19 @@ struct DeliveryRecord {
   int64_t at_unix_ms = 0;
 };
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
-                                  const DeadFilter& filter, SysTime now);
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
+                                  SysTime now);
 std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id);
 std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
                                              int64_t message_id);
 
-// Back to `ready` with a fresh budget; returns the message ids sent back.
+// Back to `ready` with a fresh budget; returns the message ids sent back. Only rows still
+// `dead` when the statement changes them are touched (a concurrent claim wins).
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
                                 SysTime now, const std::string& actor);
 // Deletes the dead letters the filter names; returns their ids.
-std::vector<int64_t> discard_dead(Session& session, const GroupRef& group,
-                                  const DeadFilter& filter, SysTime now, const std::string& actor);
+std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
+                                  SysTime now, const std::string& actor);
 
 struct RewindResult {
   int64_t claimed_before = 0;
@@ -62,7 +65,9 @@ struct RewindResult {
 
 // Moves the group's cursor back so that every message with id > position is delivered again.
 // `to_time` picks the position just before the first message created at or after it.
-// Safe while hosts run: claims in flight finish normally; new claims start at `position`.
+// Safe while hosts run: claims in flight finish normally; new claims start at `position`; the
+// cursor generation is bumped so an advancer that read its target before cannot skip ahead.
+// A negative `to_id` is refused (StoreError kRejected).
 RewindResult rewind_group(Session& session, const GroupRef& group, std::optional<int64_t> to_id,
                           std::optional<SysTime> to_time, const std::string& actor);
 

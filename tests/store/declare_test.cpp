@@ -1,11 +1,46 @@
-// Declaration: idempotent, never moves a cursor, partition_size immutable, start at head,
-// Rule 2 check names the stream.
+// Declaration: idempotent, never moves a cursor, partition_size immutable, start at head
+// behind the fence (DESIGN §6.6, deterministic interleavings), Rule 2 check names the stream.
+#include <atomic>
+#include <future>
+#include <thread>
+
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
 namespace {
 
 using DeclareTest = StoreTest;
+
+// A producer holding its own transaction open across test steps.
+struct OpenProducer {
+  explicit OpenProducer(const std::string& url) : conn(url), tx(conn) {}
+  int64_t produce(const std::string& json) {
+    return tx.exec("SELECT sqlstreams.produce('payments.requested', " + tx.quote(json) + ")")[0][0]
+        .as<int64_t>();
+  }
+  void take_xid() { tx.exec("SELECT pg_current_xact_id()"); }
+  int pid() { return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>(); }
+  pqxx::connection conn;
+  pqxx::work tx;
+};
+
+// The classic interleaving: A owns an xid; B draws id 1 and stays open; A draws id 2 and
+// commits. max(id) is 2 while id 1 may still commit.
+struct Interleaving {
+  explicit Interleaving(const TestDatabase& db) : a(db.url()), b(db.url()) {
+    a.take_xid();
+    b_id = b.produce(R"({"who":"B"})");
+    a_id = a.produce(R"({"who":"A"})");
+    a.tx.commit();
+  }
+  OpenProducer a, b;
+  int64_t a_id = 0, b_id = 0;
+};
+
+bool group_exists(const TestDatabase& db, const std::string& name) {
+  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.groups WHERE name = '" + name + "'") ==
+         1;
+}
 
 TEST_F(DeclareTest, RedeclaringIsIdempotentAndKeepsIds) {
   store::StreamSpec spec;
@@ -69,6 +104,104 @@ TEST_F(DeclareTest, NewGroupStartsAtBeginningOrHead) {
   EXPECT_EQ(db_.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
                                 std::to_string(begin.group.id)),
             0);
+}
+
+TEST_F(DeclareTest, HeadDeclarationRefusesToStartPastAnOpenEarlierProducer) {
+  Interleaving w(db_);
+  ASSERT_EQ(w.b_id, 1);
+  ASSERT_EQ(w.a_id, 2);
+  // Old code: returned at once with the cursor at 2; B's id 1 then committed behind it and
+  // the group never saw it. Now it waits for B, and gives up at the deadline.
+  EXPECT_THROW(store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
+                                    std::chrono::milliseconds(200)),
+               store::StoreError);
+  EXPECT_FALSE(group_exists(db_, "late")) << "declared a group at a head it could not prove";
+  w.b.tx.commit();
+  auto g = store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
+                                std::chrono::seconds(30));
+  EXPECT_TRUE(g.created);
+  EXPECT_EQ(g.start_position, 2);
+}
+
+TEST_F(DeclareTest, HeadDeclarationWaitsUntilTheOpenProducerEndsThenDeliversWhatFollows) {
+  Interleaving w(db_);
+  // Declares in a thread; right after it returns, looks (on another connection) whether B's
+  // message is visible: everything at or below the start must have been resolved by then.
+  auto declared = std::async(std::launch::async, [&] {
+    auto s = session();
+    auto g = store::declare_group(*s, stream_, "late", store::StartAt::kHead);
+    bool b_visible = db_.scalar<int64_t>(
+                         "SELECT count(*) FROM sqlstreams.messages_1 WHERE id "
+                         "= " +
+                         std::to_string(w.b_id)) == 1;
+    return std::make_pair(g, b_visible);
+  });
+  // Step: wait until the declaration is in its proof wait (its polling statement is seen in
+  // pg_stat_activity), or has returned (the old code returns without waiting).
+  pqxx::connection watch(db_.url());
+  for (;;) {
+    if (declared.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready) break;
+    pqxx::nontransaction q(watch);
+    if (q.exec("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%declare-group "
+               "proof%' AND pid <> pg_backend_pid()")[0][0]
+            .as<int64_t>() > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  w.b.tx.commit();
+  auto [g, b_visible] = declared.get();
+  ASSERT_TRUE(g.created);
+  EXPECT_TRUE(b_visible) << "declaration returned while a producer of an id <= " << g.start_position
+                         << " was still open";
+  EXPECT_GE(g.start_position, w.b_id);
+  // What follows is delivered, from the start position on; nothing is skipped.
+  store::Producer p(*session_);
+  p.produce_batch("payments.requested", {{R"({"after":1})"}});
+  auto s = session();
+  auto gs = group_store(*s, g.group.id);
+  std::vector<int64_t> got;
+  for (int i = 0; i < 3 && got.empty(); ++i) {
+    auto r = poll(gs);
+    if (r.range) {
+      for (const auto& m : r.range->messages) got.push_back(m.id);
+    }
+  }
+  EXPECT_EQ(got, (std::vector<int64_t>{3}));
+}
+
+TEST_F(DeclareTest, HeadDeclarationTimeoutNamesTheOldestTransactionAndTheSetting) {
+  OpenProducer b(db_.url());
+  b.take_xid();
+  const int pid = b.pid();
+  store::Producer p(*session_);
+  p.produce_batch("payments.requested", {{R"({"a":1})"}});
+  try {
+    store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
+                         std::chrono::milliseconds(100));
+    FAIL() << "expected the declaration to give up";
+  } catch (const store::StoreError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'late'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("backend pid " + std::to_string(pid)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("idle in transaction"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("idle_in_transaction_session_timeout"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not created"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(group_exists(db_, "late"));
+}
+
+TEST_F(DeclareTest, ExistingGroupAndEmptyStreamNeverWaitForTheFence) {
+  OpenProducer b(db_.url());
+  b.take_xid();  // would stall any proof
+  auto again = store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kHead,
+                                    std::chrono::milliseconds(0));
+  EXPECT_FALSE(again.created);
+  EXPECT_EQ(again.group.id, charge_.id);
+  auto fresh = store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
+                                    std::chrono::milliseconds(0));
+  EXPECT_TRUE(fresh.created) << "an empty stream has nothing to skip";
+  EXPECT_EQ(fresh.start_position, 0);
 }
 
 TEST_F(DeclareTest, FamilyHasCacheOneSequenceAndPartitionedLog) {

@@ -1,0 +1,50 @@
+// The cursor advancer of GroupStore (DESIGN §6.5): moves `committed` past resolved ranges.
+// Two statements: one UPDATE with the subqueries inside could combine a newer cursor row with
+// older lease rows and skip a range; the write applies only under the generation it read.
+#include <fmt/format.h>
+
+#include "store/group_store.hpp"
+#include "store/pq.hpp"
+
+namespace sqlstreams::store {
+
+AdvanceTarget GroupStore::read_advance_target() {
+  return guarded(session_, "advance cursor: read target", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto row = tx.exec_params1(
+        fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
+                    "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
+                    "'dead'), c.claimed), c.generation FROM {} c WHERE c.group_id = $1",
+                    leases_, exceptions_, cursors_),
+        group_id_);
+    AdvanceTarget t;
+    t.committed = row[0].as<int64_t>();
+    t.target = row[1].as<int64_t>();
+    t.generation = row[2].as<int64_t>();
+    return t;
+  });
+}
+
+bool GroupStore::apply_advance(const AdvanceTarget& t) {
+  if (t.target <= t.committed) return false;
+  return guarded(session_, "advance cursor: apply", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    // `generation = $3`: a target read before an operator's rewind must not move committed
+    // past the rewound position, even after a fresh claim made `claimed >= target` true again.
+    auto r = tx.exec_params(fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
+                                        "committed < $2 AND claimed >= $2 AND generation = $3",
+                                        cursors_),
+                            group_id_, t.target, t.generation);
+    return r.affected_rows() == 1;
+  });
+}
+
+AdvanceResult GroupStore::advance_cursor() {
+  auto t = read_advance_target();
+  AdvanceResult result;
+  result.committed_before = t.committed;
+  result.committed_after = apply_advance(t) ? t.target : t.committed;
+  return result;
+}
+
+}  // namespace sqlstreams::store
