@@ -6,6 +6,7 @@
 
 #include "common/duration.hpp"
 #include "consume/group_pipeline.hpp"
+#include "consume/lease_timing.hpp"
 #include "store/group_store.hpp"
 
 namespace sqlstreams::consume {
@@ -79,7 +80,7 @@ void GroupPipeline::commit_loop() {
   const auto& g = options_.group;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
-  const auto renew_every = std::max(std::chrono::milliseconds(50), g.lease_ttl / 3);
+  const auto renew_every = lease_timing(g.lease_ttl, g.handler_timeout).renew_every;
   const auto watch_every = std::clamp(g.handler_timeout / 4, std::chrono::milliseconds(10),
                                       std::chrono::milliseconds(250));
   auto next_renew = SteadyClock::now() + renew_every;

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "consume/lease_timing.hpp"
 #include "consume/outcome_policy.hpp"
 
 namespace sqlstreams::consume {
@@ -128,8 +129,7 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
 bool GroupPipeline::may_start(const Task& task) {
   const auto& g = options_.group;
   const int64_t now_ms = options_.clock->now().time_since_epoch().count();
-  const int64_t margin = std::min<int64_t>(1000, (g.lease_ttl - g.handler_timeout).count() / 2);
-  const int64_t needed = g.handler_timeout.count() + margin;
+  const int64_t needed = lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
   if (task.range) {
     auto& r = *task.range;
     if (r.lost.load() || r.expires_at_ms.load() - now_ms < needed) {

@@ -1,0 +1,36 @@
+// A valid config with a lease barely longer than the handler timeout hands nothing back while
+// nothing fails (issue 9 item 7). Regression: with lease_ttl 4 s and handler_timeout 2 s the
+// committer renewed every 1.33 s while a start needed 3 s left, so for a third of every period
+// workers refused tasks: ranges were handed back and reclaimed with no crash.
+#include <gtest/gtest.h>
+
+#include "e2e_support.hpp"
+
+namespace sqlstreams::e2e {
+namespace {
+
+TEST(ShortLease, LeaseJustAboveTheHandlerTimeoutRunsEverythingOnceWithoutReclaims) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  HostOptions o;
+  o.name = "short-lease";
+  o.lease_ttl = "4s";
+  o.handler_timeout = "2s";
+  o.batch_size = 50;
+  o.concurrency = 2;
+  o.sleep_ms = 4;  // ~5 s of work per group: spans several renewal periods
+  o.record_file = dir.file("calls.records");
+  Host host(dir, o, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
+  const int64_t n = 2500;
+  produce_payments(db.url(), n);
+  wait_drained(db.url(), 120s);
+  auto records = read_records({o.record_file});
+  EXPECT_EQ(missing_ids(records, kCharge, n), "");
+  EXPECT_TRUE(duplicates(records, kCharge).empty()) << "a message ran twice without a failure";
+  EXPECT_EQ(host.count_in_log("lease-reclaimed"), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(15s), std::optional<int>(0)) << tail(host.log());
+}
+
+}  // namespace
+}  // namespace sqlstreams::e2e
