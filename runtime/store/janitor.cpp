@@ -98,25 +98,58 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
   return report;
 }
 
+int64_t StreamJanitor::ids_ahead(SysTime now, int64_t drawn, int64_t size,
+                                 const JanitorSettings& settings) {
+  int64_t ahead = std::max<int64_t>(1, settings.partitions_ahead) * size;
+  if (last_sample_ && now > last_sample_->at && drawn > last_sample_->drawn) {
+    // Ids drawn per ms since the last pass, times the time until the pass after next (a pass
+    // can be late by its jitter or skipped on a lock timeout): the safety factor covers both.
+    const double per_ms = static_cast<double>(drawn - last_sample_->drawn) /
+                          static_cast<double>((now - last_sample_->at).count());
+    const double want =
+        per_ms * static_cast<double>(settings.janitor_period.count()) * kRateSafetyFactor;
+    const double cap = static_cast<double>(kMaxPartitionsAhead) * static_cast<double>(size);
+    ahead = std::max<int64_t>(ahead, static_cast<int64_t>(std::min(want, cap)));
+  }
+  last_sample_ = RateSample{now, drawn};
+  return ahead;
+}
+
 std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
                                                         const JanitorSettings& settings,
                                                         const WorkerFence* fence) {
   return guarded(session_, "create partitions", [&] {
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "create partitions");
     set_lock_timeout(tx, settings.lock_timeout);
-    // The same lock ensure_partitions() takes: producers healing concurrently wait for us.
+    // No transaction id until the stream's lock is granted: a waiting transaction that owns an
+    // xid holds back every claimer's proof (DESIGN §6.2). The advisory lock (the one
+    // store::ensure_partitions takes too, in the same order) and the reads assign none.
     tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
                    stream_id_);
     const StreamRow st = read_stream(tx, session_, stream_id_);
     const int64_t size = st.partition_size;
-    const int64_t drawn = last_drawn_id(tx, session_, stream_id_);
+    int64_t drawn = last_drawn_id(tx, session_, stream_id_);
+    const int64_t ahead = ids_ahead(now, drawn, size, settings);
     auto before = partition_indexes(tx, session_, stream_id_);
     std::set<int64_t> existing(before.begin(), before.end());
-    const int64_t target = drawn + std::max<int64_t>(1, settings.partitions_ahead) * size;
+    auto missing_below = [&](int64_t drawn, int64_t upto) {
+      for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
+        if (!existing.count(k)) return true;
+      }
+      return false;
+    };
+    if (drawn + ahead < st.partitions_upto && !missing_below(drawn, st.partitions_upto)) {
+      check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kRead);
+      tx.commit();
+      return std::vector<PartitionRange>{};
+    }
+    // Waits (up to lock_timeout) for the open transactions of the stream; still no xid.
+    tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE", messages_));
+    check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kLockRow);
+    drawn = last_drawn_id(tx, session_, stream_id_);  // producers drew more while we waited
     const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
-                                         stream_id_, target)[0]
+                                         stream_id_, drawn + ahead)[0]
                              .as<int64_t>();
     // Heal: a partition below `upto` that can still receive ids (its last id was not drawn
     // yet) must exist. Fully drawn missing partitions are never re-created: their ids are gone.
@@ -148,8 +181,9 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
     };
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "drop partition");
     set_lock_timeout(tx, settings.lock_timeout);
+    // Decide with reads only (no xid), then lock, then write (see create_ahead).
+    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kRead);
     const StreamRow st = read_stream(tx, session_, stream_id_);
     if (!st.retention_ms) return keep("no retention");
     auto ks = partition_indexes(tx, session_, stream_id_);
@@ -182,18 +216,38 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
       return keep(fmt::format("{} has messages newer than the retention", p.table));
     }
     // Groups that have not committed the partition's last id: they lose what is left of it.
-    auto lagging = tx.exec_params(
-        fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
-                    "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
-                    "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)) FROM {2} c "
-                    "JOIN {3}.groups g ON g.id = c.group_id WHERE c.committed < $1 ORDER BY "
-                    "c.group_id",
-                    part, exceptions_, cursors_, s),
-        p.last_id);
-    if (!lagging.empty() && !st.allow_drop_past_committed) {
+    auto lagging_groups = [&] {
+      return tx.exec_params(
+          fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
+                      "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
+                      "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)) FROM {2} c "
+                      "JOIN {3}.groups g ON g.id = c.group_id WHERE c.committed < $1 ORDER BY "
+                      "c.group_id",
+                      part, exceptions_, cursors_, s),
+          p.last_id);
+    };
+    auto lagging = lagging_groups();
+    auto held_back = [&] { return !lagging.empty() && !st.allow_drop_past_committed; };
+    auto keep_lagging = [&] {
       return keep(fmt::format("group '{}' has not committed through id {}",
                               lagging[0][1].as<std::string>(), p.last_id));
-    }
+    };
+    if (held_back()) return keep_lagging();
+    // DROP takes ACCESS EXCLUSIVE on the parent and the partition, waiting (up to lock_timeout)
+    // for every open transaction that wrote to or reads the stream, and holding up new ones
+    // meanwhile. Take both locks now, before the first write, so this transaction owns no xid
+    // while it waits (an open xid holds back every claimer's proof). Parent first, as DROP
+    // does. The row writes below come after the lock: should one of them wait on a transaction
+    // that itself waits for the log, lock_timeout (below deadlock_timeout) gives up this pass.
+    tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE", messages_, part));
+    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kLockRow);
+    // Cursors may have moved (a rewind) while we waited: the cursor rule is decided again.
+    // Under the default rule no producer of these ids can still be open (every group's
+    // committed >= last_id proves them finished); under allow_drop_past_committed a
+    // straggler's row committed while we waited is dropped with the rest, which is what that
+    // setting accepts.
+    lagging = lagging_groups();
+    if (held_back()) return keep_lagging();
     DroppedPartition out;
     out.partition = p;
     for (const auto& row : lagging) {
@@ -208,17 +262,11 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
     }
     // Dead letters outlive their message: make sure each one carries its payload.
     tx.exec(
-        fmt::format("UPDATE {} e SET payload = m.payload, updated_at = now() FROM {} m WHERE "
-                    "e.message_id = m.id AND e.status = 'dead' AND e.payload IS NULL",
+        fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
+                    "message_key = m.message_key, message_created_at = m.created_at, updated_at "
+                    "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
+                    "e.payload IS NULL",
                     exceptions_, part));
-    // Last: DROP takes ACCESS EXCLUSIVE on the parent, waiting (up to lock_timeout) for every
-    // open transaction that wrote to or reads the stream, and holding up new ones meanwhile.
-    // Taking it last means we hold no row lock a reader of the log could be waiting on, so the
-    // claimer (cursor row, then the log) and the retry loop (exception rows, then the log)
-    // cannot deadlock with us. Under the default rule no producer of these ids can still be
-    // open (every group's committed >= last_id proves them finished); under
-    // allow_drop_past_committed a straggler's row committing between the checks above and this
-    // lock is dropped with the rest, which is what that setting accepts.
     tx.exec(fmt::format("DROP TABLE {}", part));
     tx.commit();
     return out;

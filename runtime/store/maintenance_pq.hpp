@@ -14,10 +14,16 @@
 
 namespace sqlstreams::store {
 
-// Locks the lease row FOR SHARE (a steal waits for this transaction) and throws FencedOut
-// unless it still carries the fence's token and has not expired at `now`. No-op without fence.
+enum class FenceCheck {
+  kLockRow,  // FOR SHARE: a steal waits for this transaction (assigns the transaction an xid)
+  kRead,     // a plain read: no xid, for a step that turns out to have nothing to write
+};
+
+// Throws FencedOut unless the lease row still carries the fence's token and has not expired at
+// `now`. No-op without fence. A step that waits for a lock takes it BEFORE kLockRow, so it owns
+// no xid while it waits (an xid held open holds back every claimer's proof, DESIGN §6.2).
 void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
-                 SysTime now, const char* what);
+                 SysTime now, const char* what, FenceCheck mode = FenceCheck::kLockRow);
 
 // Epoch milliseconds as a text parameter for to_timestamp($n::bigint / 1000.0).
 inline std::string epoch_ms(SysTime t) { return std::to_string(t.time_since_epoch().count()); }

@@ -29,6 +29,7 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
     auto s = session();
     store::StreamJanitor j(*s, stream_.id);
     store::JanitorSettings settings;
+    settings.janitor_period = Millis(100);  // this loop runs passes back to back
     while (!done.load()) {
       auto r = j.run_once(SystemClock::instance().now(), settings);
       EXPECT_TRUE(r.errors.empty()) << r.errors.front();
@@ -71,6 +72,37 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
   const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
   EXPECT_GE(partitions_upto(), head + 1 + 10);
   EXPECT_EQ(partition_count(), (partitions_upto() - 1) / 10);
+}
+
+TEST_F(PartitionsTest, CreatesAheadFromTheObservedProduceRateAndTheJanitorPeriod) {
+  store::StreamJanitor j(*session_, stream_.id);
+  store::JanitorSettings settings;
+  settings.janitor_period = Millis(2000);
+  j.run_once(now_, settings);  // first sample: nothing drawn yet
+  EXPECT_EQ(partitions_upto(), 21);
+  for (int i = 0; i < 20; ++i) {  // SQL producers: they never create partitions themselves
+    db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
+  }
+  // 20 ids in 1 s: 20/s × 2 s × kRateSafetyFactor 3 = 120 ids past the head (> 2 × 10).
+  auto r = j.run_once(now_ + Millis(1000), settings);
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(partitions_upto(), 20 + 120 + 1);
+  EXPECT_EQ(partition_count(), 14);
+  // A slower rate never shrinks what exists; an idle stream keeps partitions_ahead.
+  j.run_once(now_ + Millis(61'000), settings);
+  EXPECT_EQ(partitions_upto(), 141);
+}
+
+TEST_F(PartitionsTest, CreateAheadIsCappedAtMaxPartitionsAhead) {
+  store::StreamJanitor j(*session_, stream_.id);
+  store::JanitorSettings settings;
+  settings.janitor_period = Millis(3'600'000);  // an hour between passes
+  j.run_once(now_, settings);
+  for (int i = 0; i < 20; ++i) {
+    db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
+  }
+  j.run_once(now_ + Millis(1000), settings);
+  EXPECT_EQ(partitions_upto(), 20 + store::kMaxPartitionsAhead * 10 + 1);
 }
 
 TEST_F(PartitionsTest, JanitorHealsAMissingPartitionThatCanStillReceiveIds) {
