@@ -178,8 +178,9 @@ int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id) 
     const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
     tx.exec(fmt::format("SET LOCAL lock_timeout = {}", kPartitionLockTimeout.count()));
-    // The janitor's order: the stream's advisory lock, then the parent. Neither assigns an xid,
-    // so a heal waiting for the stream holds back no claimer's proof (DESIGN §6.2).
+    // The janitor's order: the stream's advisory lock, then the parent. Unlike the janitor
+    // (which never queues, store/maintenance_pq.hpp retry_busy_lock) a heal queues for the
+    // parent: the producer needs the partition now. It is rare (the janitor keeps ahead).
     tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
                    stream_id);
     auto r = tx.exec_params(fmt::format("SELECT partitions_upto FROM {}.streams WHERE id = $1", s),

@@ -76,8 +76,8 @@ inline constexpr int32_t kDeclarePartitionsAhead = 2;
 inline constexpr Millis kPartitionLockTimeout{10'000};
 
 // Creates partitions so that ids up to `upto_id` have one. Returns the new exclusive bound.
-// Its own transaction; never call it inside a producing transaction (DESIGN §9). It owns no
-// transaction id while it waits for the stream's lock (advisory lock, then the parent table).
+// Its own transaction; never call it inside a producing transaction (DESIGN §9). Takes the
+// stream's advisory lock, then the parent table (waiting up to kPartitionLockTimeout).
 int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id);
 
 // ensure_partitions() up to `partitions_ahead` × partition_size ids past the last id drawn.

@@ -16,9 +16,10 @@
 //   trim audit    bounded DELETEs of deliveries_N rows older than `audit_retention`
 // Every step is its own transaction; with a WorkerFence each re-checks the maintenance lease
 // inside that transaction (FencedOut when it moved). `now` is injected. Steps that run DDL
-// (create ahead, drop) decide with reads, then take the stream's lock (lock_timeout), and only
-// then lock the lease row and write: they own no transaction id while they wait for the lock,
-// so they never hold back a claimer's proof (DESIGN §6.2).
+// (create ahead, drop) decide with reads, then take the stream's table locks with NOWAIT,
+// retried while busy for up to lock_timeout (store/maintenance_pq.hpp retry_busy_lock), and
+// only then lock the lease row and write: they never queue for the lock holding a transaction
+// id, so they never hold back a claimer's proof (DESIGN §6.2) nor the stream's readers.
 // Threading: one StreamJanitor per thread; it uses that thread's Session.
 #pragma once
 
@@ -46,8 +47,8 @@ struct JanitorSettings {
   int32_t max_drops_per_pass = 16;
   int64_t delete_batch = 10'000;  // rows per sweep / audit DELETE
   int32_t max_batches = 10;       // DELETE batches per step and pass
-  // DDL waits this long for the stream's lock, then retries on a later pass. Below PostgreSQL's
-  // deadlock_timeout (1s), so in a lock cycle with a producer's transaction the janitor gives up.
+  // DDL tries (NOWAIT) for the stream's lock this long, then retries on a later pass; also the
+  // lock_timeout of the step's other statements (below deadlock_timeout, 1s).
   Millis lock_timeout{500};
 };
 

@@ -3,11 +3,14 @@
 //   * an SQL producer past the last partition gets SQLSTATE 55000 with one clear message;
 //     declare and the janitor create ahead again, then producing works;
 //   * a producer holding its transaction open across partition boundaries blocks no one;
-//   * the janitor waiting for the stream's lock owns no transaction id (pg_stat_activity).
+//   * the janitor after the stream's lock (DDL) never holds back a claimer's proof: it never
+//     queues for the lock (PostgreSQL assigns an xid to any transaction requesting ACCESS
+//     EXCLUSIVE, before it waits), it tries with NOWAIT and retries.
 #include <future>
 #include <thread>
 
 #include "maintain_fixture.hpp"
+#include "store/group_store.hpp"
 
 namespace sqlstreams::testing {
 namespace {
@@ -29,18 +32,38 @@ class PartitionDdlTest : public MaintainTest {
       return e.sqlstate() + ": " + e.what();
     }
   }
-  // Polls (bounded) until a backend of this database waits for a heavyweight lock (only the
-  // janitor can); returns its pid and backend_xid ("" = none).
-  std::pair<int, std::string> waiting_backend() {
+  std::unique_ptr<store::Session> janitor_session() const {
+    auto o = options();
+    o.application_name = "test-janitor";
+    return std::make_unique<store::Session>(o);
+  }
+  // Polls (bounded) until the janitor's session has tried for the stream's lock at least once:
+  // it waits in the lock queue (the old behaviour) or rolled back a busy NOWAIT attempt.
+  bool janitor_tried_the_lock() {
     for (int i = 0; i < 1000; ++i) {
-      auto r = db_.sql(
-          "SELECT pid, coalesce(backend_xid::text, '') FROM pg_stat_activity WHERE datname = "
-          "current_database() AND wait_event_type = 'Lock'");
-      if (!r.empty()) return {r[0][0].as<int>(), r[0][1].as<std::string>()};
+      if (db_.scalar<bool>("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name "
+                           "= 'test-janitor' AND (wait_event_type = 'Lock' OR query = "
+                           "'ROLLBACK'))")) {
+        return true;
+      }
       std::this_thread::sleep_for(10ms);
     }
-    ADD_FAILURE() << "no backend waits for a lock";
-    return {0, ""};
+    return false;
+  }
+  // Polls (bounded, immediate claims) until charge-cards claims a range through `id`: the
+  // fence proved every id up to it.
+  bool claims_through(int64_t id) {
+    auto s = session();
+    store::GroupStore gs(*s, stream_.id, charge_.id, "test:1");
+    for (int i = 0; i < 100; ++i) {
+      auto obs = gs.observe();
+      if (obs.worth_claiming()) {
+        auto r = gs.claim(obs, 1000, now_, std::chrono::seconds(30));
+        if (r.range && r.range->high >= id) return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
   }
   store::WorkerFence janitor_fence() {
     auto leases = store::acquire_worker_leases(
@@ -94,7 +117,7 @@ TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProdu
   }
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = "
                                 "l.relation WHERE l.pid = " +
-                                std::to_string(a_conn.backend_pid()) +
+                                std::to_string(a_conn.backendpid()) +
                                 " AND l.mode = 'AccessExclusiveLock'"),
             0)
       << "the producing transaction took a DDL lock";
@@ -110,31 +133,32 @@ TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProdu
   EXPECT_EQ(count("messages_1"), 38);
 }
 
-TEST_F(PartitionDdlTest, JanitorCreatingAheadWaitsForTheStreamLockWithoutAnXid) {
+TEST_F(PartitionDdlTest, JanitorCreatingAheadWhileTheStreamIsBusyHoldsBackNoClaimerProof) {
   const store::WorkerFence fence = janitor_fence();
   for (int i = 0; i < 15; ++i) ASSERT_EQ(sql_produce_error(), "");  // the janitor has work
-
   // A reader of the stream holds a lock that CREATE TABLE … PARTITION OF conflicts with.
   pqxx::connection reader_conn(db_.url());
   pqxx::work reader(reader_conn);
   reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
   auto janitor = std::async(std::launch::async, [&] {
-    auto s = session();
+    auto s = janitor_session();
     store::StreamJanitor j(*s, stream_.id);
     store::JanitorSettings settings;
-    settings.lock_timeout = 30'000ms;
+    settings.lock_timeout = 10'000ms;
     return j.create_ahead(now_, settings, &fence);
   });
-  auto [pid, xid] = waiting_backend();
-  EXPECT_NE(pid, 0);
-  EXPECT_EQ(xid, "") << "the janitor holds an xid while it waits: every claimer's proof waits";
+  ASSERT_TRUE(janitor_tried_the_lock());
+  // While the janitor is still after the lock, a producer commits and a claimer proves it.
+  ASSERT_EQ(sql_produce_error(), "");  // id 16
+  EXPECT_TRUE(claims_through(16)) << "the janitor held back the claimer's proof";
+  EXPECT_EQ(janitor.wait_for(0ms), std::future_status::timeout) << "the janitor gave up early";
   reader.commit();
   auto created = janitor.get();
   EXPECT_FALSE(created.empty());
   EXPECT_GE(partitions_upto(), 36);
 }
 
-TEST_F(PartitionDdlTest, JanitorDroppingAPartitionWaitsForTheStreamLockWithoutAnXid) {
+TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerProof) {
   const store::WorkerFence fence = janitor_fence();
   produce(10);
   produce(10);  // p0 [1, 10] fully drawn
@@ -145,16 +169,17 @@ TEST_F(PartitionDdlTest, JanitorDroppingAPartitionWaitsForTheStreamLockWithoutAn
   pqxx::work reader(reader_conn);
   reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
   auto janitor = std::async(std::launch::async, [&] {
-    auto s = session();
+    auto s = janitor_session();
     store::StreamJanitor j(*s, stream_.id);
     store::JanitorSettings settings;
-    settings.lock_timeout = 30'000ms;
+    settings.lock_timeout = 10'000ms;
     std::string kept;
     return j.drop_oldest(now_, settings, &fence, &kept);
   });
-  auto [pid, xid] = waiting_backend();
-  EXPECT_NE(pid, 0);
-  EXPECT_EQ(xid, "") << "the janitor holds an xid while it waits: every claimer's proof waits";
+  ASSERT_TRUE(janitor_tried_the_lock());
+  ASSERT_EQ(sql_produce_error(), "");  // id 21
+  EXPECT_TRUE(claims_through(21)) << "the janitor held back the claimer's proof";
+  EXPECT_EQ(janitor.wait_for(0ms), std::future_status::timeout) << "the janitor gave up early";
   reader.commit();
   auto dropped = janitor.get();
   ASSERT_TRUE(dropped.has_value());

@@ -25,14 +25,21 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
   constexpr int kProducers = 4, kBatches = 40, kBatch = 5;
   std::atomic<bool> done{false};
   std::atomic<int> janitor_passes{0}, created{0};
+  // A healthy stream: its janitor has run before the burst. 10 ids per partition is tiny, so
+  // it keeps 20 partitions ready (a real partition holds a million ids) and then sizes ahead
+  // from the burst's rate. SQL producers never create partitions themselves.
+  store::JanitorSettings settings;
+  settings.janitor_period = Millis(100);  // the loop below runs passes back to back
+  settings.partitions_ahead = 20;
+  auto s = session();
+  store::StreamJanitor j(*s, stream_.id);
+  j.run_once(SystemClock::instance().now(), settings);
   std::thread janitor([&] {
-    auto s = session();
-    store::StreamJanitor j(*s, stream_.id);
-    store::JanitorSettings settings;
-    settings.janitor_period = Millis(100);  // this loop runs passes back to back
     while (!done.load()) {
       auto r = j.run_once(SystemClock::instance().now(), settings);
-      EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+      for (const auto& e : r.errors) {  // a busy stream's lock: the next pass tries again
+        EXPECT_NE(e.find("could not obtain lock"), std::string::npos) << e;
+      }
       created += static_cast<int>(r.created.size());
       janitor_passes++;
     }
@@ -66,8 +73,7 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
   EXPECT_EQ(count("messages_1"), total);
   EXPECT_GT(janitor_passes.load(), 0);
   EXPECT_GT(created.load(), 0) << "the janitor created partitions during the burst";
-  // After a last pass, two partitions' worth of ids are ready past the last id drawn.
-  store::StreamJanitor j(*session_, stream_.id);
+  // After a last pass, at least two partitions' worth of ids are ready past the last id drawn.
   j.run_once(SystemClock::instance().now(), {});
   const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
   EXPECT_GE(partitions_upto(), head + 1 + 10);
