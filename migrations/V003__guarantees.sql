@@ -112,7 +112,7 @@ BEGIN
     RAISE EXCEPTION 'sqlstreams: stream "%" has no partition for message id % yet', p_stream.name, p_id
       USING ERRCODE = 'object_not_in_prerequisite_state',
         DETAIL = 'Partitions are created ahead of the head by running hosts (the janitor), by sqlstreams migrate and by sqlstreams declare; none has run for a long time.',
-        HINT = 'Start a host (sqlstreams run) or run sqlstreams declare; or call sqlstreams.ensure_partitions(stream_id, upto_id) in a separate transaction, then retry.';
+        HINT = 'Roll back and retry after an operator has started a host (sqlstreams run) or run sqlstreams declare or sqlstreams migrate; the C++ producer and sqlstreams produce heal by themselves.';
   END IF;
 END
 $fn$;

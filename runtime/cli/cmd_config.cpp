@@ -1,11 +1,12 @@
 // `sqlstreams config check FILE`: parse and validate, load every plugin, call each handler's
-// validate() with its [groups.config]; start nothing, write nothing. Exit 0, 2 (config) or
-// 3 (plugin).
+// validate() with its [groups.config] and check its schema_versions against the version the
+// handler declares; start nothing, write nothing. Exit 0, 2 (config) or 3 (plugin).
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "service/host.hpp"
 
 namespace sqlstreams::cli {
 namespace {
@@ -21,6 +22,8 @@ int check(const std::string& file, const std::string& plugin_dir_override) {
     try {
       registry.load(g.plugin);
       registry.validate(g.plugin, g.handler, g.plugin_config_json);
+      config::GroupConfig resolved = g;
+      service::resolve_schema_versions(registry, resolved);
     } catch (const plugin_host::PluginLoadError& e) {
       problems.push_back(fmt::format("{}:{}:{}: groups[{}] ({}): {}", g.pos.file, g.pos.line,
                                      g.pos.column, i, g.name, e.what()));

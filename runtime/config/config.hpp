@@ -102,7 +102,10 @@ struct GroupConfig {
   Millis handler_timeout{30'000};
   int32_t max_range_reclaims = 3;  // 1..100
   GroupStart start = GroupStart::kBeginning;
-  std::vector<int32_t> schema_versions{1};  // non-empty, each >= 1
+  // Non-empty, each >= 1. When the config omits it (schema_versions_given false), the host
+  // sets it to the version the handler declares at load (plugin_host::group_schema_versions).
+  std::vector<int32_t> schema_versions{1};
+  bool schema_versions_given = false;
   AuditMode audit = AuditMode::kFailures;
   RetryPolicy retry;
   bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared

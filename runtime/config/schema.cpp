@@ -275,10 +275,14 @@ const Table<GroupConfig>& group_table() {
            .apply = set_enum(&G::start, kStarts)},
           {.name = "schema_versions",
            .type = Type::kIntList,
-           .def = std::vector<int64_t>{1},
            .constraint = version_list(),
-           .doc = "payload versions the handler understands",
-           .apply = set(&G::schema_versions)},
+           .doc = "payload versions the group runs; only versions its handler declares",
+           .absent = "the version the handler declares",
+           .apply =
+               [](G& g, const Value& v) {
+                 assign(g.schema_versions, v);
+                 g.schema_versions_given = true;
+               }},
           {.name = "audit",
            .type = Type::kString,
            .def = str("failures"),

@@ -172,6 +172,25 @@ bool GroupPipeline::may_start(const Task& task) {
     }
     return false;
   }
+  // Retries and quarantined rows pass over versions the group does not accept, like ranges
+  // do: counted, and the exception row is deleted as an outcome (nothing left to run). 0 is a
+  // dead letter kept before its version was recorded (V003): unknown, so it runs.
+  const int32_t version = w.claim.message->schema_version;
+  if (version != 0 && !accepted_versions_.count(version)) {
+    if (metrics_.count_skipped_version(version)) {
+      spdlog::warn(
+          "version-skipped stream={} group={} schema_version={} message_id={}: a retry "
+          "of a version the group does not accept is passed over (its exception row "
+          "is deleted) and counted",
+          options_.ref.stream, options_.ref.name, version, w.claim.message_id);
+    }
+    if (!w.taken.exchange(true)) {
+      retry_results_.push_back(
+          store::RetryResult{w.claim.message_id, w.claim.token, {}, false, {}});
+      commit_cv_.notify_one();
+    }
+    return false;
+  }
   return true;
 }
 

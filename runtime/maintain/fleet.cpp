@@ -28,6 +28,7 @@ std::vector<WorkerSpec> fleet_workers(const config::Config& config,
       if (g.stream_id == stream.id) o.group_names[g.id] = g.name;
     }
     o.schedule.period = config.host.janitor_period;
+    o.settings.janitor_period = config.host.janitor_period;
     o.schedule.max_failure_backoff = std::max(config.host.janitor_period, Millis(1000));
     out.push_back({janitor_key(stream.id), kJanitorLane, [o](store::Session& session) {
                      return std::make_unique<JanitorWorker>(session, o);

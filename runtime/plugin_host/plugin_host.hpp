@@ -118,4 +118,12 @@ class PluginRegistry {
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by resolved path
 };
 
+// The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits
+// schema_versions) = the version the handler declares. Throws PluginLoadError (exit 3) naming
+// the plugin file, handler, group and the versions when the group asks for a version the
+// handler does not declare, or the handler declares none (< 1).
+std::vector<int32_t> group_schema_versions(PluginRegistry& registry, const std::string& file,
+                                           const std::string& handler, const std::string& group,
+                                           const std::optional<std::vector<int32_t>>& requested);
+
 }  // namespace sqlstreams::plugin_host

@@ -93,6 +93,13 @@ Host::Host(HostOptions options)
       registry_(process_registry(options_.plugin_dir)),
       config_(options_.config) {
   if (!options_.load) options_.load = [](const auto& path) { return config::load_config(path); };
+  for (auto& g : config_.groups) resolve_schema_versions(*registry_, g);
+}
+
+void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group) {
+  group.schema_versions = plugin_host::group_schema_versions(
+      registry, group.plugin, group.handler, group.name,
+      group.schema_versions_given ? std::optional(group.schema_versions) : std::nullopt);
 }
 
 Host::~Host() {

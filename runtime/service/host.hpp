@@ -51,6 +51,11 @@ struct HostOptions {
   std::function<config::Config(const std::filesystem::path&)> load;
 };
 
+// Sets each group's schema_versions from its handler's declared version when the config
+// omits it; throws plugin_host::PluginLoadError (exit 3) when a group asks for a version its
+// handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
+void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group);
+
 enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };
 const char* state_name(HostState s);
 

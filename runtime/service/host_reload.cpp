@@ -169,6 +169,23 @@ bool Host::reload() {
     state_ = HostState::kRunning;
     return false;
   }
+  // Before planning: a group whose config omits schema_versions gets its handler's version,
+  // exactly as at start-up, so an unchanged group compares equal.
+  std::vector<std::string> version_problems;
+  for (auto& g : next.groups) {
+    try {
+      resolve_schema_versions(*registry_, g);
+    } catch (const plugin_host::PluginLoadError& e) {
+      version_problems.push_back(fmt::format("{}:{}:{}: group {}: {}", g.pos.file, g.pos.line,
+                                             g.pos.column, group_key(g.stream, g.name),
+                                             e.what()));
+    }
+  }
+  if (!version_problems.empty()) {
+    log_rejected(version_problems);
+    state_ = HostState::kRunning;
+    return false;
+  }
   ReloadPlan plan = plan_reload(running, next);
   if (options_.plugin_dir_overridden) std::erase(plan.needs_restart, "host.plugin_dir");
   for (const auto& key : plan.needs_restart) {

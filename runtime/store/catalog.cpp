@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "store/maintenance_pq.hpp"
 #include "store/pq.hpp"
 
 namespace sqlstreams::store {
@@ -87,7 +88,7 @@ int64_t proven_head(Session& session, const StreamRef& stream, const std::string
 }  // namespace
 
 DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
-  return guarded(session, "declare stream", [&] {
+  DeclaredStream declared = guarded(session, "declare stream", [&] {
     const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
     auto inserted = tx.exec_params(
@@ -102,9 +103,9 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
       out.stream = stream_from_row(inserted[0]);
       out.created = true;
       tx.exec_params(fmt::format("SELECT {}.create_stream_family($1)", s), out.stream.id);
-      // The first two partitions; the janitor keeps creating ahead of the head.
+      // The first partitions (ids 1 .. size × kDeclarePartitionsAhead) with the family.
       tx.exec_params(fmt::format("SELECT {}.ensure_partitions($1, $2)", s), out.stream.id,
-                     spec.partition_size * 2);
+                     spec.partition_size * kDeclarePartitionsAhead);
     } else {
       auto row = tx.exec_params1(
           fmt::format("SELECT {} FROM {}.streams WHERE name = $1 FOR UPDATE", kStreamColumns, s),
@@ -133,6 +134,10 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
     tx.commit();
     return out;
   });
+  // An existing stream whose hosts were all down: partitions ahead of its head again, in a
+  // transaction of its own (DDL waits for the stream's open transactions).
+  if (!declared.created) create_ahead_of_head(session, declared.stream.id, kDeclarePartitionsAhead);
+  return declared;
 }
 
 DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
@@ -239,12 +244,42 @@ std::vector<std::string> streams_violating_cache_rule(Session& session) {
 
 int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id) {
   return guarded(session, "ensure partitions", [&] {
-    pqxx::nontransaction tx(connection_of(session));
-    return tx
-        .exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", session.schema_sql()),
-                      stream_id, upto_id)[0]
-        .as<int64_t>();
+    const std::string& s = session.schema_sql();
+    pqxx::work tx(connection_of(session));
+    tx.exec(fmt::format("SET LOCAL lock_timeout = {}", kPartitionLockTimeout.count()));
+    // The janitor's order: the stream's advisory lock, then the parent. Unlike the janitor
+    // (which never queues, store/maintenance_pq.hpp retry_busy_lock) a heal queues for the
+    // parent: the producer needs the partition now. It is rare (the janitor keeps ahead).
+    tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
+                   stream_id);
+    auto r = tx.exec_params(fmt::format("SELECT partitions_upto FROM {}.streams WHERE id = $1", s),
+                            stream_id);
+    if (r.empty()) {
+      throw StoreError(StoreError::Kind::kRejected, fmt::format("no stream with id {}", stream_id));
+    }
+    if (upto_id < r[0][0].as<int64_t>()) return r[0][0].as<int64_t>();
+    tx.exec(fmt::format("LOCK TABLE ONLY {}.messages_{} IN ACCESS EXCLUSIVE MODE", s, stream_id));
+    const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
+                                         stream_id, upto_id)[0]
+                             .as<int64_t>();
+    tx.commit();
+    return upto;
   });
+}
+
+int64_t create_ahead_of_head(Session& session, int64_t stream_id, int32_t partitions_ahead) {
+  const auto [size, drawn] = guarded(session, "ensure partitions", [&] {
+    pqxx::read_transaction tx(connection_of(session));
+    auto r = tx.exec_params(
+        fmt::format("SELECT partition_size FROM {}.streams WHERE id = $1", session.schema_sql()),
+        stream_id);
+    if (r.empty()) {
+      throw StoreError(StoreError::Kind::kRejected, fmt::format("no stream with id {}", stream_id));
+    }
+    return std::make_pair(r[0][0].as<int64_t>(), last_drawn_id(tx, session, stream_id));
+  });
+  return ensure_partitions(session, stream_id,
+                           drawn + std::max<int64_t>(1, partitions_ahead) * size);
 }
 
 }  // namespace sqlstreams::store

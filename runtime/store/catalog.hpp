@@ -54,7 +54,8 @@ struct DeclaredGroup {
 };
 
 // Creates the stream (and its table family + first partitions) or updates its mutable
-// settings. Throws StoreError kRejected when partition_size differs from the stored one.
+// settings; an existing stream then gets kDeclarePartitionsAhead partitions past its head (a
+// separate transaction). Throws StoreError kRejected when partition_size differs.
 DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
 
 // How long declaring a group at the head waits for the fence's proof (DESIGN §6.6).
@@ -78,7 +79,17 @@ std::vector<StreamRef> list_streams(Session& session);
 // Rule 2: names every stream whose id sequence is not CACHE 1 (empty = all good).
 std::vector<std::string> streams_violating_cache_rule(Session& session);
 
+// Partitions `declare`/`migrate` keep ready past the last id drawn (the janitor sizes its own).
+inline constexpr int32_t kDeclarePartitionsAhead = 2;
+// How long a heal / declare / migrate waits for the stream's lock before failing (55P03).
+inline constexpr Millis kPartitionLockTimeout{10'000};
+
 // Creates partitions so that ids up to `upto_id` have one. Returns the new exclusive bound.
+// Its own transaction; never call it inside a producing transaction (DESIGN §9). Takes the
+// stream's advisory lock, then the parent table (waiting up to kPartitionLockTimeout).
 int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id);
+
+// ensure_partitions() up to `partitions_ahead` × partition_size ids past the last id drawn.
+int64_t create_ahead_of_head(Session& session, int64_t stream_id, int32_t partitions_ahead);
 
 }  // namespace sqlstreams::store

@@ -171,8 +171,9 @@ ReclaimResult GroupStore::reclaim_expired(SysTime now, Millis lease_ttl, int32_t
       // Poison range: every message becomes an independent ready exception.
       tx.exec_params(
           fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
-                      "last_error) SELECT $1, id, 'ready', 0, {2}, $3 FROM {1} WHERE id > $4 AND "
-                      "id <= $5 ON CONFLICT (group_id, message_id) DO NOTHING",
+                      "last_error, schema_version, message_key, message_created_at) SELECT $1, "
+                      "id, 'ready', 0, {2}, $3, schema_version, message_key, created_at FROM {1} "
+                      "WHERE id > $4 AND id <= $5 ON CONFLICT (group_id, message_id) DO NOTHING",
                       exceptions_, messages_, fmt::format(kToTs, "$2")),
           group_id_, ms_param(now),
           fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,

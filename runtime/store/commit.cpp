@@ -81,13 +81,16 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     }
     if (!ids.empty()) {
       tx.exec_params(
-          fmt::format("INSERT INTO {} (group_id, message_id, status, attempts, delays, "
-                      "can_run_after, last_error, payload) SELECT $1, u.id, u.st, u.att, u.del, "
-                      "to_timestamp(u.after / 1000.0), u.err, u.p::jsonb FROM unnest($2::bigint[], "
+          fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
+                      "can_run_after, last_error, payload, schema_version, message_key, "
+                      "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
+                      "to_timestamp(u.after / 1000.0), u.err, u.p::jsonb, m.schema_version, "
+                      "m.message_key, m.created_at FROM unnest($2::bigint[], "
                       "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
                       "$8::text[]) AS u(id, st, att, del, after, err, p) "
+                      "LEFT JOIN {1} m ON m.id = u.id "
                       "ON CONFLICT (group_id, message_id) DO NOTHING",
-                      exceptions_),
+                      exceptions_, messages_),
           group_id_, int_array(ids), text_array(ex_status), int_array(ex_attempts),
           int_array(ex_delays), int_array(ex_after), text_array(ex_error), text_array(ex_payload));
     }

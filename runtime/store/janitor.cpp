@@ -40,6 +40,20 @@ PartitionRange range_of(int64_t stream_id, int64_t k, int64_t size) {
   return {fmt::format("messages_{}_p{}", stream_id, k), k * size + 1, (k + 1) * size};
 }
 
+// Groups that have not committed the partition's last id: they lose what is left of it.
+pqxx::result lagging_groups(pqxx::transaction_base& tx, const std::string& s,
+                            const std::string& part, const std::string& exceptions,
+                            const std::string& cursors, int64_t last_id) {
+  return tx.exec_params(
+      fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
+                  "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
+                  "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)) FROM {2} c "
+                  "JOIN {3}.groups g ON g.id = c.group_id WHERE c.committed < $1 ORDER BY "
+                  "c.group_id",
+                  part, exceptions, cursors, s),
+      last_id);
+}
+
 void set_lock_timeout(pqxx::transaction_base& tx, Millis timeout) {
   tx.exec(fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, timeout.count())));
 }
@@ -98,42 +112,82 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
   return report;
 }
 
+int64_t StreamJanitor::ids_ahead(SysTime now, int64_t drawn, int64_t size,
+                                 const JanitorSettings& settings) {
+  int64_t ahead = std::max<int64_t>(1, settings.partitions_ahead) * size;
+  if (last_sample_ && now > last_sample_->at && drawn > last_sample_->drawn) {
+    // Ids drawn per ms since the last pass, times the time until the pass after next (a pass
+    // can be late by its jitter or skipped on a lock timeout): the safety factor covers both.
+    const double per_ms = static_cast<double>(drawn - last_sample_->drawn) /
+                          static_cast<double>((now - last_sample_->at).count());
+    const double want =
+        per_ms * static_cast<double>(settings.janitor_period.count()) * kRateSafetyFactor;
+    const double cap = static_cast<double>(kMaxPartitionsAhead) * static_cast<double>(size);
+    ahead = std::max<int64_t>(ahead, static_cast<int64_t>(std::min(want, cap)));
+  }
+  last_sample_ = RateSample{now, drawn};
+  return ahead;
+}
+
 std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
                                                         const JanitorSettings& settings,
                                                         const WorkerFence* fence) {
-  return guarded(session_, "create partitions", [&] {
-    const std::string& s = session_.schema_sql();
-    pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "create partitions");
-    set_lock_timeout(tx, settings.lock_timeout);
-    // The same lock ensure_partitions() takes: producers healing concurrently wait for us.
-    tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
-                   stream_id_);
-    const StreamRow st = read_stream(tx, session_, stream_id_);
-    const int64_t size = st.partition_size;
-    const int64_t drawn = last_drawn_id(tx, session_, stream_id_);
-    auto before = partition_indexes(tx, session_, stream_id_);
-    std::set<int64_t> existing(before.begin(), before.end());
-    const int64_t target = drawn + std::max<int64_t>(1, settings.partitions_ahead) * size;
-    const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
-                                         stream_id_, target)[0]
-                             .as<int64_t>();
-    // Heal: a partition below `upto` that can still receive ids (its last id was not drawn
-    // yet) must exist. Fully drawn missing partitions are never re-created: their ids are gone.
-    for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
-      if (existing.count(k)) continue;
-      auto r = range_of(stream_id_, k, size);
-      tx.exec(
-          fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
-                      "TO ({})",
-                      s, r.table, messages_, r.first_id, r.last_id + 1));
-    }
-    std::vector<PartitionRange> created;
-    for (int64_t k : partition_indexes(tx, session_, stream_id_)) {
-      if (!existing.count(k)) created.push_back(range_of(stream_id_, k, size));
-    }
-    tx.commit();
-    return created;
+  // Sized once per pass (the rate sample moves once per pass, not per lock attempt).
+  const auto sized = guarded(session_, "create partitions", [&] {
+    pqxx::read_transaction tx(connection_of(session_));
+    return std::make_pair(read_stream(tx, session_, stream_id_).partition_size,
+                          last_drawn_id(tx, session_, stream_id_));
+  });
+  const int64_t size = sized.first;
+  const int64_t ahead = ids_ahead(now, sized.second, size, settings);
+  return retry_busy_lock(settings.lock_timeout, [&] {
+    return guarded(session_, "create partitions", [&] {
+      const std::string& s = session_.schema_sql();
+      pqxx::work tx(connection_of(session_));
+      set_lock_timeout(tx, settings.lock_timeout);
+      // The advisory lock (store::ensure_partitions takes it too, in the same order) and the
+      // reads assign no xid.
+      tx.exec_params(
+          "SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
+          stream_id_);
+      const StreamRow st = read_stream(tx, session_, stream_id_);
+      int64_t drawn = last_drawn_id(tx, session_, stream_id_);
+      auto before = partition_indexes(tx, session_, stream_id_);
+      std::set<int64_t> existing(before.begin(), before.end());
+      bool missing = false;  // below partitions_upto and can still receive ids
+      for (int64_t k = drawn / size; k * size + 1 < st.partitions_upto; ++k) {
+        missing |= !existing.count(k);
+      }
+      if (drawn + ahead < st.partitions_upto && !missing) {
+        check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kRead);
+        tx.commit();
+        return std::vector<PartitionRange>{};
+      }
+      // Never queues for the lock (see retry_busy_lock): busy = 55P03, tried again.
+      tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_));
+      check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kLockRow);
+      drawn = last_drawn_id(tx, session_, stream_id_);
+      const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
+                                           stream_id_, drawn + ahead)[0]
+                               .as<int64_t>();
+      // Heal: a partition below `upto` that can still receive ids (its last id was not drawn
+      // yet) must exist. Fully drawn missing partitions are never re-created: their ids are
+      // gone.
+      for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
+        if (existing.count(k)) continue;
+        auto r = range_of(stream_id_, k, size);
+        tx.exec(
+            fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
+                        "TO ({})",
+                        s, r.table, messages_, r.first_id, r.last_id + 1));
+      }
+      std::vector<PartitionRange> created;
+      for (int64_t k : partition_indexes(tx, session_, stream_id_)) {
+        if (!existing.count(k)) created.push_back(range_of(stream_id_, k, size));
+      }
+      tx.commit();
+      return created;
+    });
   });
 }
 
@@ -141,15 +195,15 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
                                                            const JanitorSettings& settings,
                                                            const WorkerFence* fence,
                                                            std::string* kept_because) {
-  return guarded(session_, "drop partition", [&]() -> std::optional<DroppedPartition> {
-    auto keep = [&](std::string why) -> std::optional<DroppedPartition> {
+  // Decide with reads only (no xid); then lock and write in a transaction of its own.
+  const auto candidate = guarded(session_, "drop partition", [&]() -> std::optional<PartitionRange> {
+    auto keep = [&](std::string why) -> std::optional<PartitionRange> {
       if (kept_because) *kept_because = std::move(why);
       return std::nullopt;
     };
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "drop partition");
-    set_lock_timeout(tx, settings.lock_timeout);
+    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kRead);
     const StreamRow st = read_stream(tx, session_, stream_id_);
     if (!st.retention_ms) return keep("no retention");
     auto ks = partition_indexes(tx, session_, stream_id_);
@@ -181,18 +235,45 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
     if (!newest[0].as<bool>()) {
       return keep(fmt::format("{} has messages newer than the retention", p.table));
     }
-    // Groups that have not committed the partition's last id: they lose what is left of it.
-    auto lagging = tx.exec_params(
-        fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
-                    "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
-                    "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)) FROM {2} c "
-                    "JOIN {3}.groups g ON g.id = c.group_id WHERE c.committed < $1 ORDER BY "
-                    "c.group_id",
-                    part, exceptions_, cursors_, s),
-        p.last_id);
+    auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
     if (!lagging.empty() && !st.allow_drop_past_committed) {
       return keep(fmt::format("group '{}' has not committed through id {}",
                               lagging[0][1].as<std::string>(), p.last_id));
+    }
+    tx.commit();
+    return p;
+  });
+  if (!candidate) return std::nullopt;
+  const PartitionRange p = *candidate;
+  // DROP takes ACCESS EXCLUSIVE on the parent and the partition. Both are taken first, with
+  // NOWAIT, retried while busy (retry_busy_lock): this step never queues for them holding an
+  // xid that would hold back every claimer's proof, nor holds up the stream's readers and
+  // writers queued behind it. Parent first, as DROP does.
+  return retry_busy_lock(settings.lock_timeout, [&] {
+    return guarded(session_, "drop partition", [&]() -> std::optional<DroppedPartition> {
+    const std::string& s = session_.schema_sql();
+    const std::string part = fmt::format("{}.{}", s, p.table);
+    pqxx::work tx(connection_of(session_));
+    set_lock_timeout(tx, settings.lock_timeout);
+    if (!tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
+      return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
+    }
+    tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_,
+                        part));
+    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kLockRow);
+    const StreamRow st = read_stream(tx, session_, stream_id_);
+    // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
+    // Under the default rule no producer of these ids can still be open (every group's
+    // committed >= last_id proves them finished); under allow_drop_past_committed a
+    // straggler's row committed meanwhile is dropped with the rest, which is what that
+    // setting accepts.
+    auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
+    if (!lagging.empty() && !st.allow_drop_past_committed) {
+      if (kept_because) {
+        *kept_because = fmt::format("group '{}' has not committed through id {}",
+                                    lagging[0][1].as<std::string>(), p.last_id);
+      }
+      return std::optional<DroppedPartition>{};
     }
     DroppedPartition out;
     out.partition = p;
@@ -208,20 +289,15 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
     }
     // Dead letters outlive their message: make sure each one carries its payload.
     tx.exec(
-        fmt::format("UPDATE {} e SET payload = m.payload, updated_at = now() FROM {} m WHERE "
-                    "e.message_id = m.id AND e.status = 'dead' AND e.payload IS NULL",
+        fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
+                    "message_key = m.message_key, message_created_at = m.created_at, updated_at "
+                    "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
+                    "e.payload IS NULL",
                     exceptions_, part));
-    // Last: DROP takes ACCESS EXCLUSIVE on the parent, waiting (up to lock_timeout) for every
-    // open transaction that wrote to or reads the stream, and holding up new ones meanwhile.
-    // Taking it last means we hold no row lock a reader of the log could be waiting on, so the
-    // claimer (cursor row, then the log) and the retry loop (exception rows, then the log)
-    // cannot deadlock with us. Under the default rule no producer of these ids can still be
-    // open (every group's committed >= last_id proves them finished); under
-    // allow_drop_past_committed a straggler's row committing between the checks above and this
-    // lock is dropped with the rest, which is what that setting accepts.
     tx.exec(fmt::format("DROP TABLE {}", part));
     tx.commit();
-    return out;
+    return std::optional<DroppedPartition>(std::move(out));
+    });
   });
 }
 

@@ -1,6 +1,8 @@
 // store/janitor — one stream's retention and upkeep, as SQL (DESIGN §9). Steps of a pass:
-//   create ahead  partitions exist for `partitions_ahead` × partition_size ids past the last id
-//                 drawn; a missing partition that can still receive ids is re-created (healed)
+//   create ahead  partitions exist for max(partitions_ahead × partition_size, produce rate ×
+//                 janitor_period × kRateSafetyFactor) ids past the last id drawn (the rate is
+//                 observed between passes; at most kMaxPartitionsAhead partitions); a missing
+//                 partition that can still receive ids is re-created (healed)
 //   drop          the oldest partition goes when every id in it has been drawn, its newest
 //                 message is older than `retention`, and every group's committed is at or past
 //                 its last id — or, with allow_drop_past_committed, on age alone (a lagging
@@ -13,7 +15,11 @@
 //                 cursor rule, for data that partition drops cannot reach yet
 //   trim audit    bounded DELETEs of deliveries_N rows older than `audit_retention`
 // Every step is its own transaction; with a WorkerFence each re-checks the maintenance lease
-// inside that transaction (FencedOut when it moved). `now` is injected.
+// inside that transaction (FencedOut when it moved). `now` is injected. Steps that run DDL
+// (create ahead, drop) decide with reads, then take the stream's table locks with NOWAIT,
+// retried while busy for up to lock_timeout (store/maintenance_pq.hpp retry_busy_lock), and
+// only then lock the lease row and write: they never queue for the lock holding a transaction
+// id, so they never hold back a claimer's proof (DESIGN §6.2) nor the stream's readers.
 // Threading: one StreamJanitor per thread; it uses that thread's Session.
 #pragma once
 
@@ -29,14 +35,20 @@
 
 namespace sqlstreams::store {
 
+inline constexpr double kRateSafetyFactor = 3.0;
+inline constexpr int64_t kMaxPartitionsAhead = 256;
+
 struct JanitorSettings {
   std::optional<Millis> audit_retention;  // none = keep the audit trail forever
   int32_t partitions_ahead = 2;           // partitions kept ready beyond the last drawn id
+  // The pass period (host.janitor_period): create-ahead keeps at least
+  // rate × janitor_period × kRateSafetyFactor ids ready, the rate observed between passes.
+  Millis janitor_period{30'000};
   int32_t max_drops_per_pass = 16;
   int64_t delete_batch = 10'000;  // rows per sweep / audit DELETE
   int32_t max_batches = 10;       // DELETE batches per step and pass
-  // DDL waits this long for the stream's lock, then retries on a later pass. Below PostgreSQL's
-  // deadlock_timeout (1s), so in a lock cycle with a producer's transaction the janitor gives up.
+  // DDL tries (NOWAIT) for the stream's lock this long, then retries on a later pass; also the
+  // lock_timeout of the step's other statements (below deadlock_timeout, 1s).
   Millis lock_timeout{500};
 };
 
@@ -96,8 +108,16 @@ class StreamJanitor {
   int64_t trim_audit_batch(SysTime now, const JanitorSettings& settings, const WorkerFence* fence);
 
  private:
+  struct RateSample {
+    SysTime at;
+    int64_t drawn = 0;
+  };
+  // Ids to keep ready past `drawn`, from the produce rate since the previous pass.
+  int64_t ids_ahead(SysTime now, int64_t drawn, int64_t size, const JanitorSettings& settings);
+
   Session& session_;
   int64_t stream_id_;
+  std::optional<RateSample> last_sample_;
   std::string messages_, cursors_, leases_, exceptions_, deliveries_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "store/catalog.hpp"
 #include "store/pq.hpp"
 
 namespace sqlstreams::store {
@@ -77,7 +78,7 @@ void verify(pqxx::transaction_base& tx, const std::map<int, Applied>& applied) {
 }  // namespace
 
 std::vector<std::string> migrate(Session& session) {
-  return guarded(session, "migrate", [&] {
+  auto done = guarded(session, "migrate", [&] {
     auto& conn = connection_of(session);
     pqxx::work tx(conn);
     tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
@@ -101,6 +102,12 @@ std::vector<std::string> migrate(Session& session) {
     tx.commit();
     return done;
   });
+  // Streams whose hosts were all down get partitions ahead of their head again, each in a
+  // transaction of its own (never in the migrating one: DDL waits for the stream's writers).
+  for (const auto& stream : list_streams(session)) {
+    create_ahead_of_head(session, stream.id, kDeclarePartitionsAhead);
+  }
+  return done;
 }
 
 MigrationStatus migration_status(Session& session) {

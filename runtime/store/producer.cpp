@@ -58,20 +58,24 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
     try {
       return insert_batch(st, messages);
     } catch (const StoreError& e) {
-      if (e.sqlstate() != "23514" || attempt == 3) throw;  // no partition for an id: heal
+      // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
+      const bool no_partition = e.sqlstate() == "23514" || e.sqlstate() == "55000";
+      if (!no_partition || attempt == 3) throw;
     }
-    // The failed batch consumed its ids: create past every id drawn so far plus this batch, so
-    // the retry (with fresh ids) lands even when other producers keep drawing meanwhile.
-    st.partitions_upto = guarded(session_, "heal partitions", [&] {
+    // The failed transaction is rolled back; heal in one of its own (never DDL inside a
+    // producing transaction, DESIGN §9). The failed batch consumed its ids: create past every
+    // id drawn so far plus this batch, so the retry (with fresh ids) lands even when other
+    // producers keep drawing meanwhile.
+    const int64_t drawn = guarded(session_, "heal partitions", [&] {
       pqxx::nontransaction tx(connection_of(session_));
       return tx
-          .exec_params1(fmt::format("SELECT {0}.ensure_partitions($1, (SELECT last_value FROM "
-                                    "{0}.messages_{1}_id_seq) + $2)",
-                                    session_.schema_sql(), st.ref.id),
-                        st.ref.id,
-                        static_cast<int64_t>(messages.size()) * 2 + st.ref.partition_size)[0]
+          .exec(fmt::format("SELECT last_value FROM {}.messages_{}_id_seq", session_.schema_sql(),
+                            st.ref.id))[0][0]
           .as<int64_t>();
     });
+    st.partitions_upto = ensure_partitions(
+        session_, st.ref.id,
+        drawn + static_cast<int64_t>(messages.size()) * 2 + st.ref.partition_size);
   }
 }
 
@@ -116,10 +120,12 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
     for (const auto& row : r) out.push_back(row[0].as<int64_t>());
     return out;
   });
-  // Heal ahead of time, outside the producing transaction.
-  if (!ids.empty() && st.partitions_upto > 0 &&
-      ids.back() + static_cast<int64_t>(messages.size()) >= st.partitions_upto) {
-    st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back() + st.ref.partition_size / 2 + static_cast<int64_t>(messages.size()));
+  // Heal ahead of time, after the producing transaction committed: a transaction of its own on
+  // this Session, which cannot have another one open (one pqxx transaction per connection).
+  const auto n = static_cast<int64_t>(messages.size());
+  if (!ids.empty() && st.partitions_upto > 0 && ids.back() + n >= st.partitions_upto) {
+    st.partitions_upto =
+        ensure_partitions(session_, st.ref.id, ids.back() + st.ref.partition_size / 2 + n);
   } else if (st.partitions_upto == 0 && !ids.empty()) {
     st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back());
   }

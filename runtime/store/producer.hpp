@@ -2,8 +2,10 @@
 // Owns: single and batch produce on one Session. A batch is ONE multi-row INSERT
 // (`INSERT … SELECT nextval(…), … FROM jsonb_array_elements(…)`) preceded by
 // `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. A missing
-// partition is healed (ensure_partitions past every id drawn so far) and the batch retried (at
-// most twice).
+// partition (SQLSTATE 23514 or 55000) is healed in a SEPARATE transaction after the failed one
+// rolled back (ensure_partitions past every id drawn so far) and the batch retried (at most
+// twice). No DDL ever runs inside the producing transaction (DESIGN §9); near the end of the
+// partitions the producer also creates ahead, after its commit.
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 

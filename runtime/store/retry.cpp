@@ -27,12 +27,14 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
             "' did not finish: its host stopped while running it' ELSE e.last_error END "
             "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
             "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
-            "'inflight', coalesce(e.last_error, ''), e.payload::text",
+            "'inflight', coalesce(e.last_error, ''), e.payload::text, "
+            "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
+            "* 1000)::bigint, 0), e.message_key",
             exceptions_),
         group_id_, ms_param(now), ms_param(now + lease_ttl), limit);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
-    std::map<int64_t, std::string> kept_payload;
+    std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message
     std::vector<int64_t> ids;
     for (const auto& row : rows) {
       RetryClaim c;
@@ -42,7 +44,14 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
       c.token = row[3].as<std::string>();
       c.expired_inflight = row[4].as<bool>();
       c.last_error = row[5].as<std::string>();
-      if (!row[6].is_null()) kept_payload[c.message_id] = row[6].as<std::string>();
+      if (!row[6].is_null()) {
+        StoredMessage& kept = kept_payload[c.message_id];
+        kept.id = c.message_id;
+        kept.payload = row[6].as<std::string>();
+        kept.schema_version = row[7].as<int32_t>();  // 0 = unknown (kept before V003)
+        kept.created_at_unix_ms = row[8].as<int64_t>();
+        if (!row[9].is_null()) kept.key = row[9].as<std::string>();
+      }
       by_id[c.message_id] = out.size();
       ids.push_back(c.message_id);
       out.push_back(std::move(c));
@@ -69,11 +78,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
           orphans.push_back(c.message_id);
           continue;
         }
-        StoredMessage m;
-        m.id = c.message_id;
-        m.schema_version = 0;  // unknown: the payload outlived its log row
-        m.payload = kept->second;
-        c.message = std::move(m);
+        c.message = std::move(kept->second);  // as produced: version, key and created_at
       }
       runnable.push_back(std::move(c));
     }
@@ -128,15 +133,20 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     }
     if (!fail_ids.empty()) {
       collect(tx.exec_params(
-          fmt::format("UPDATE {} e SET status = u.st, attempts = u.att, delays = u.del, "
+          fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
                       "can_run_after = to_timestamp(u.after / 1000.0), last_error = u.err, "
                       "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
-                      "lease_expires_at = NULL, updated_at = now() FROM unnest($2::bigint[], "
+                      "lease_expires_at = NULL, updated_at = now(), "
+                      "schema_version = coalesce(e.schema_version, m.schema_version), "
+                      "message_key = coalesce(e.message_key, m.message_key), "
+                      "message_created_at = coalesce(e.message_created_at, m.created_at) "
+                      "FROM unnest($2::bigint[], "
                       "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
                       "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
+                      "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                       "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                       "RETURNING e.message_id",
-                      exceptions_),
+                      exceptions_, messages_),
           group_id_, int_array(fail_ids), text_array(fail_tok), text_array(fail_status),
           int_array(fail_att), int_array(fail_del), int_array(fail_after), text_array(fail_err),
           text_array(fail_payload)));

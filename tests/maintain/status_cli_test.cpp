@@ -96,9 +96,20 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   ASSERT_TRUE(wait_for([&] { return holder_of("advancer") == b_holder; }, 5s));
 
   // The survivor consumes and advances `committed`; status shows one live host holding both.
-  db_.sql(
-      "SELECT sqlstreams.produce_batch('payments.requested', array_agg(jsonb_build_object("
-      "'n', g))) FROM generate_series(1, 25) g");
+  // SQL producers never create partitions (DESIGN §9): 15 ids fit in what declare created
+  // (1 .. 20); the survivor's janitor then keeps partitions ahead of the head for the rest.
+  auto produce_sql = [&](int first, int last) {
+    db_.sql(
+        "SELECT sqlstreams.produce_batch('payments.requested', array_agg(jsonb_build_object("
+        "'n', g))) FROM generate_series(" +
+        std::to_string(first) + ", " + std::to_string(last) + ") g");
+  };
+  produce_sql(1, 15);
+  ASSERT_TRUE(wait_for(
+      [&] { return db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams") > 25; },
+      10s))
+      << b->log();
+  produce_sql(16, 25);
   ASSERT_TRUE(wait_for(
       [&] { return db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1") == 25; }, 20s))
       << b->log();

@@ -1,0 +1,96 @@
+// Schema versions on the retry path (DESIGN §8): quarantined rows and due retries of a version
+// the group does not accept are passed over and counted per version, and their exception row
+// is deleted; accepted versions still run. Real payments.so, real pipeline, real PostgreSQL.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "consume/group_pipeline.hpp"
+#include "plugin_host/plugin_host.hpp"
+#include "process.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::consume {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string order(int n) {
+  return R"({"order_id":"order-)" + std::to_string(n) + R"(","amount_cents":100,"currency":"EUR"})";
+}
+
+TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDeleted) {
+  testing::TestDatabase db;
+  store::SessionOptions opts;
+  opts.url = db.url();
+  store::GroupRef charge;
+  {
+    store::Session s(opts);
+    store::migrate(s);
+    store::StreamSpec spec;
+    spec.name = "payments.requested";
+    spec.partition_size = 1000;
+    auto stream = store::declare_stream(s, spec).stream;
+    charge = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+    store::Producer p(s);
+    p.produce_batch("payments.requested",
+                    {{order(1)}, {order(2), 2}, {order(3)}, {order(4), 3}, {order(5), 2}});
+  }
+  // What a quarantine (or a failed first attempt) leaves: every message is a due `ready`
+  // exception, and the range path is past them all.
+  db.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+      "can_run_after, last_error) SELECT " +
+      std::to_string(charge.id) +
+      ", id, 'ready', 0, now() - interval '1 minute', 'range (0, 5] quarantined after 3 "
+      "reclaims' FROM sqlstreams.messages_1");
+  db.sql("UPDATE sqlstreams.cursors_1 SET claimed = 5, committed = 5, settled_head = 5");
+  const std::string record = testing::write_temp_file("handled.log", "");
+  config::GroupConfig g;
+  g.name = "charge-cards";
+  g.stream = "payments.requested";
+  g.plugin = "payments.so";
+  g.handler = "charge-cards";  // declares version 1
+  g.schema_versions = {1};
+  g.poll_interval = 10ms;
+  g.max_poll_interval = 50ms;
+  g.lease_ttl = 5s;
+  g.handler_timeout = 1s;
+  g.plugin_config_json = R"({"record_file":")" + record + R"("})";
+  plugin_host::PluginRegistry registry{SQLSTREAMS_PLUGIN_DIR};
+  PipelineOptions o;
+  o.group = g;
+  o.session = opts;
+  o.ref = charge;
+  o.holder = "test:1";
+  GroupPipeline p(o, registry.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
+  p.start();
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1") > 0) {
+    std::this_thread::sleep_for(20ms);
+  }
+  p.stop(std::chrono::steady_clock::now() + 5s);
+  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 0)
+      << "every row resolved: versions 1 succeeded, the others passed over";
+  EXPECT_EQ(p.metrics().succeeded.load(), 2u);
+  EXPECT_EQ(p.metrics().skipped_version.load(), 3u);
+  auto by_version = p.metrics().skipped_by_version();
+  EXPECT_EQ(by_version[2], 2u);
+  EXPECT_EQ(by_version[3], 1u);
+  std::ifstream in(record);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(all.find("charge-cards 1 "), std::string::npos) << all;
+  EXPECT_NE(all.find("charge-cards 3 "), std::string::npos) << all;
+  for (const char* other : {"charge-cards 2 ", "charge-cards 4 ", "charge-cards 5 "}) {
+    EXPECT_EQ(all.find(other), std::string::npos) << "the v1 handler ran a retry of another "
+                                                     "version:\n"
+                                                  << all;
+  }
+}
+
+}  // namespace
+}  // namespace sqlstreams::consume

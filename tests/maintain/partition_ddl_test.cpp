@@ -1,0 +1,191 @@
+// No DDL in a producer's transaction (DESIGN §9), and no xid while the janitor waits for the
+// stream's lock (§6.2), as deterministic interleavings on separate connections:
+//   * an SQL producer past the last partition gets SQLSTATE 55000 with one clear message;
+//     declare and the janitor create ahead again, then producing works;
+//   * a producer holding its transaction open across partition boundaries blocks no one;
+//   * the janitor after the stream's lock (DDL) never holds back a claimer's proof: it never
+//     queues for the lock (PostgreSQL assigns an xid to any transaction requesting ACCESS
+//     EXCLUSIVE, before it waits), it tries with NOWAIT and retries.
+#include <future>
+#include <thread>
+
+#include "maintain_fixture.hpp"
+#include "store/group_store.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class PartitionDdlTest : public MaintainTest {
+ protected:
+  PartitionDdlTest() { partition_size_ = 10; }
+  int64_t partitions_upto() {
+    return db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams");
+  }
+  // One SQL produce in its own transaction; returns "" or "SQLSTATE: message".
+  std::string sql_produce_error() {
+    try {
+      db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
+      return "";
+    } catch (const pqxx::sql_error& e) {
+      return e.sqlstate() + ": " + e.what();
+    }
+  }
+  std::unique_ptr<store::Session> janitor_session() const {
+    auto o = options();
+    o.application_name = "test-janitor";
+    return std::make_unique<store::Session>(o);
+  }
+  // Polls (bounded) until the janitor's session has tried for the stream's lock at least once:
+  // it waits in the lock queue (the old behaviour) or rolled back a busy NOWAIT attempt.
+  bool janitor_tried_the_lock() {
+    for (int i = 0; i < 1000; ++i) {
+      if (db_.scalar<bool>("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name "
+                           "= 'test-janitor' AND (wait_event_type = 'Lock' OR query = "
+                           "'ROLLBACK'))")) {
+        return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  // Polls (bounded, immediate claims) until charge-cards claims a range through `id`: the
+  // fence proved every id up to it.
+  bool claims_through(int64_t id) {
+    auto s = session();
+    store::GroupStore gs(*s, stream_.id, charge_.id, "test:1");
+    for (int i = 0; i < 100; ++i) {
+      auto obs = gs.observe();
+      if (obs.worth_claiming()) {
+        auto r = gs.claim(obs, 1000, now_, std::chrono::seconds(30));
+        if (r.range && r.range->high >= id) return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  store::WorkerFence janitor_fence() {
+    auto leases = store::acquire_worker_leases(
+        *session_, "test", {{"janitor", "stream:" + std::to_string(stream_.id)}}, now_, 60'000ms);
+    EXPECT_EQ(leases.size(), 1u);
+    return {leases.at(0).id, leases.at(0).token};
+  }
+};
+
+TEST_F(PartitionDdlTest, SqlProducerPastThePartitionsGetsOneClearErrorUntilPartitionsAreCreated) {
+  ASSERT_EQ(partitions_upto(), 21);  // declare: p0 [1, 10], p1 [11, 20]
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(sql_produce_error(), "");
+  // No host has run: the 21st id has no partition. Nothing is created in the caller's txn.
+  const std::string err = sql_produce_error();
+  EXPECT_EQ(err.substr(0, 7), "55000: ") << err;
+  EXPECT_NE(err.find("sqlstreams: stream \"payments.requested\" has no partition for message id "
+                     "21 yet"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(partitions_upto(), 21);
+  EXPECT_FALSE(table_exists("messages_1_p2"));
+  // `sqlstreams declare` (re-declaring the stream) creates ahead of the head again.
+  declare(partition_size_, std::chrono::hours(24 * 30), false);
+  EXPECT_EQ(partitions_upto(), 51) << "ids up to two partitions past the last drawn (21)";
+  for (int i = 0; i < 29; ++i) ASSERT_EQ(sql_produce_error(), "");  // ids 22 .. 50
+  EXPECT_EQ(sql_produce_error().substr(0, 5), "55000");             // id 51
+  // So does a janitor pass.
+  store::StreamJanitor j(*session_, stream_.id);
+  auto r = j.run_once(now_, {});
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(partitions_upto(), 81);
+  EXPECT_EQ(sql_produce_error(), "");
+  EXPECT_EQ(count("messages_1"), 50);
+}
+
+TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProducer) {
+  // A janitor that observed 10 ids/s with janitor_period 1s keeps 30 ids ready past the head.
+  store::StreamJanitor j(*session_, stream_.id);
+  store::JanitorSettings settings;
+  settings.janitor_period = 1000ms;
+  j.run_once(now_, settings);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(sql_produce_error(), "");
+  j.run_once(now_ + 1000ms, settings);
+  ASSERT_GE(partitions_upto(), 41);
+  // Producer A writes ids 11 .. 35 in one transaction (across the boundaries at 21 and 31) and
+  // stays open.
+  pqxx::connection a_conn(db_.url());
+  pqxx::work a(a_conn);
+  for (int i = 0; i < 25; ++i) {
+    a.exec("SELECT sqlstreams.produce('payments.requested', '{\"who\":\"A\"}')");
+  }
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = "
+                                "l.relation WHERE l.pid = " +
+                                std::to_string(a_conn.backendpid()) +
+                                " AND l.mode = 'AccessExclusiveLock'"),
+            0)
+      << "the producing transaction took a DDL lock";
+  // Producer B, several messages in one transaction, must not wait for A at all.
+  pqxx::connection b_conn(db_.url());
+  pqxx::work b(b_conn);
+  b.exec("SET LOCAL lock_timeout = '2s'");
+  EXPECT_NO_THROW(
+      b.exec("SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"who\":\"B\"}', "
+             "'{\"who\":\"B\"}', '{\"who\":\"B\"}']::jsonb[])"));
+  EXPECT_NO_THROW(b.commit());
+  a.commit();
+  EXPECT_EQ(count("messages_1"), 38);
+}
+
+TEST_F(PartitionDdlTest, JanitorCreatingAheadWhileTheStreamIsBusyHoldsBackNoClaimerProof) {
+  const store::WorkerFence fence = janitor_fence();
+  for (int i = 0; i < 15; ++i) ASSERT_EQ(sql_produce_error(), "");  // the janitor has work
+  // A reader of the stream holds a lock that CREATE TABLE … PARTITION OF conflicts with.
+  pqxx::connection reader_conn(db_.url());
+  pqxx::work reader(reader_conn);
+  reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
+  auto janitor = std::async(std::launch::async, [&] {
+    auto s = janitor_session();
+    store::StreamJanitor j(*s, stream_.id);
+    store::JanitorSettings settings;
+    settings.lock_timeout = 10'000ms;
+    return j.create_ahead(now_, settings, &fence);
+  });
+  ASSERT_TRUE(janitor_tried_the_lock());
+  // While the janitor is still after the lock, a producer commits and a claimer proves it.
+  ASSERT_EQ(sql_produce_error(), "");  // id 16
+  EXPECT_TRUE(claims_through(16)) << "the janitor held back the claimer's proof";
+  EXPECT_EQ(janitor.wait_for(0ms), std::future_status::timeout) << "the janitor gave up early";
+  reader.commit();
+  auto created = janitor.get();
+  EXPECT_FALSE(created.empty());
+  EXPECT_GE(partitions_upto(), 36);
+}
+
+TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerProof) {
+  const store::WorkerFence fence = janitor_fence();
+  produce(10);
+  produce(10);  // p0 [1, 10] fully drawn
+  age(1, 10, 31);
+  set_committed(charge_, 20);
+  set_committed(audit_, 20);
+  pqxx::connection reader_conn(db_.url());
+  pqxx::work reader(reader_conn);
+  reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
+  auto janitor = std::async(std::launch::async, [&] {
+    auto s = janitor_session();
+    store::StreamJanitor j(*s, stream_.id);
+    store::JanitorSettings settings;
+    settings.lock_timeout = 10'000ms;
+    std::string kept;
+    return j.drop_oldest(now_, settings, &fence, &kept);
+  });
+  ASSERT_TRUE(janitor_tried_the_lock());
+  ASSERT_EQ(sql_produce_error(), "");  // id 21
+  EXPECT_TRUE(claims_through(21)) << "the janitor held back the claimer's proof";
+  EXPECT_EQ(janitor.wait_for(0ms), std::future_status::timeout) << "the janitor gave up early";
+  reader.commit();
+  auto dropped = janitor.get();
+  ASSERT_TRUE(dropped.has_value());
+  EXPECT_EQ(dropped->partition.table, "messages_1_p0");
+  EXPECT_FALSE(table_exists("messages_1_p0"));
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing
