@@ -47,6 +47,25 @@ class ScratchDir {
 // Polls `pred` every `every` until it holds (true) or `timeout` passed (false).
 bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every = 50ms);
 
+// A throwaway PostgreSQL cluster of the test's own (scripts/pg.sh), stopped and removed after:
+// for tests that stop or crash the database without disturbing the shared test cluster.
+class OwnCluster {
+ public:
+  OwnCluster();
+  ~OwnCluster();
+  OwnCluster(const OwnCluster&) = delete;
+  OwnCluster& operator=(const OwnCluster&) = delete;
+  const std::string& url() const { return url_; }
+  std::pair<int, std::string> restart_immediate();
+  std::pair<int, std::string> stop();   // fast shutdown
+  std::pair<int, std::string> start();  // again, same port and data
+
+ private:
+  int port_;
+  std::string dir_;
+  std::string url_;
+};
+
 // One host's configuration: stream payments.requested, group charge-cards and (optionally)
 // audit-payments, both recording every call to `record_file`.
 struct HostOptions {
@@ -56,10 +75,10 @@ struct HostOptions {
   std::string handler_timeout = "1s";
   int concurrency = 4;
   int batch_size = 200;
-  std::string record_file;     // "" = no record file
-  int64_t sleep_ms = 0;        // per-message work in both handlers
-  std::string charge_config;   // extra TOML lines for charge-cards' [groups.config]
-  std::string charge_retry;    // TOML lines for charge-cards' [groups.retry] ("" = defaults)
+  std::string record_file;    // "" = no record file
+  int64_t sleep_ms = 0;       // per-message work in both handlers
+  std::string charge_config;  // extra TOML lines for charge-cards' [groups.config]
+  std::string charge_retry;   // TOML lines for charge-cards' [groups.retry] ("" = defaults)
   bool audit_group = true;
   std::map<std::string, std::string> env;  // extra environment of the host process
 };
