@@ -37,19 +37,22 @@ inline std::string fixed_rejection(const std::string& sqlstate) {
          "payload; payload not copied)";
 }
 
-// Runs `write(sub)` inside a savepoint of `tx`. Returns the refusal when the database rejected
-// it deterministically (the savepoint is rolled back, `tx` stays usable); rethrows anything else.
+// Runs `write(tx)` inside a savepoint of `tx`. Returns the refusal when the database rejected
+// it deterministically (rolled back to the savepoint: `tx` stays usable); rethrows anything
+// else. Plain SAVEPOINT statements: libpqxx 6.4's subtransaction does not send its SAVEPOINT
+// before an exec_params.
 template <class Write>
 std::optional<Refusal> in_savepoint(pqxx::dbtransaction& tx, Write&& write) {
+  tx.exec("SAVEPOINT sqlstreams_isolate");
   try {
-    pqxx::subtransaction sub(tx, "isolate");
-    write(static_cast<pqxx::transaction_base&>(sub));
-    sub.commit();
-    return std::nullopt;
+    write(static_cast<pqxx::transaction_base&>(tx));
   } catch (const pqxx::sql_error& e) {
     if (!StoreError::is_deterministic_rejection(e.sqlstate())) throw;
+    tx.exec("ROLLBACK TO SAVEPOINT sqlstreams_isolate; RELEASE SAVEPOINT sqlstreams_isolate");
     return Refusal{e.sqlstate(), e.what()};
   }
+  tx.exec("RELEASE SAVEPOINT sqlstreams_isolate");
+  return std::nullopt;
 }
 
 // Audit rows (deliveries_N), in one statement; and isolated: a refused row is written again with
