@@ -73,6 +73,9 @@ TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLose
   o.sleep_ms = 5;  // work is in flight when the database goes
   o.batch_size = 100;
   o.shutdown_timeout = "3s";
+  // Longer than the slack below: a drain that waits out a lease (the old final flush gave up
+  // after lease_ttl, a commit in flight never) cannot pass.
+  o.lease_ttl = "20s";
   o.env["LSAN_OPTIONS"] = lsan_options_for_lost_connections();
   Host host(dir, o, pg.url());
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
@@ -99,7 +102,7 @@ TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLose
   rest.lease_ttl = "6s";
   Host finisher(dir, rest, pg.url());
   ASSERT_TRUE(finisher.wait_for_log("host-ready", 60s)) << finisher.log();
-  wait_drained(pg.url(), 120s);
+  wait_drained(pg.url(), 180s);  // the stopped host's leases expire first
   auto records = read_records({o.record_file});
   for (const char* group : {kCharge, kAudit}) {
     EXPECT_EQ(missing_ids(records, group, n), "") << group;

@@ -7,6 +7,11 @@
 #include "store/operator_actions.hpp"
 #include "store_fixture.hpp"
 
+// LeakSanitizer: the in-doubt test cuts a connection under libpqxx 6.4, which then leaks one
+// PGresult (make_result() throws broken_connection before wrapping it; fixed in libpqxx 7) —
+// the same known leak as tests/e2e/lsan.supp. Applies to this test binary only.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libpqxx-6.4.so\n"; }
+
 namespace sqlstreams::testing {
 namespace {
 
