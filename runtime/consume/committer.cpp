@@ -42,19 +42,37 @@ bool has_ready_outcome(const std::vector<std::shared_ptr<RangeWork>>& ranges,
   return false;
 }
 
-// Runs `op` until it succeeds or `give_up` passes; logs the first failure of an outage.
+enum class Attempt { kDone, kGaveUp, kRejected };
+
+// Runs `op` until it succeeds, `give_up` or the stop deadline passes (whichever is first; the
+// stop deadline is read on every turn so a drain interrupts a commit retrying through an
+// outage), or the database refuses it deterministically (SQLSTATE 22/23: retrying the same
+// input cannot help — the caller isolates the offending row instead). Logs the first failure
+// of an outage and keeps the metrics' commit_failing_since_ns.
 template <class Op>
-bool with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
-                  SteadyClock::time_point give_up, Op&& op) {
+Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
+                     SteadyClock::time_point give_up, const std::atomic<int64_t>& stop_deadline_ns,
+                     Op&& op) {
   auto backoff = std::chrono::milliseconds(100);
   bool outage = false;
   for (;;) {
     try {
       op();
+      m.commit_failing_since_ns.store(0);
       if (outage) spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
-      return true;
+      return Attempt::kDone;
     } catch (const store::StoreError& e) {
       m.store_errors++;
+      int64_t expected = 0;
+      m.commit_failing_since_ns.compare_exchange_strong(
+          expected, SteadyClock::now().time_since_epoch().count());
+      if (e.deterministic()) {
+        spdlog::error(
+            "{}-rejected stream={} group={} sqlstate={}: {} (isolating the offending "
+            "rows; not retried as is)",
+            what, o.ref.stream, o.ref.name, e.sqlstate(), e.what());
+        return Attempt::kRejected;
+      }
       if (!outage) {
         spdlog::error(
             "{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
@@ -62,16 +80,30 @@ bool with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
             what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
         outage = true;
       }
-      if (SteadyClock::now() + backoff > give_up) {
+      auto deadline = std::min(
+          give_up, SteadyClock::time_point(SteadyClock::duration(stop_deadline_ns.load())));
+      if (SteadyClock::now() + backoff > deadline) {
         spdlog::error(
             "{}-abandoned stream={} group={}: the leases will expire and the work "
             "will be claimed again",
             what, o.ref.stream, o.ref.name);
-        return false;
+        m.commit_failing_since_ns.store(0);  // nothing waits on this committer any more
+        return Attempt::kGaveUp;
       }
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, kMaxErrorBackoff);
     }
+  }
+}
+
+void log_rejected(const PipelineOptions& o, GroupMetrics& m,
+                  const std::vector<store::RejectedWrite>& rejected) {
+  for (const auto& r : rejected) {
+    m.commit_rejected++;
+    spdlog::error("commit-rejected stream={} group={} message_id={} sqlstate={}: {} ({})",
+                  o.ref.stream, o.ref.name, r.message_id, r.sqlstate,
+                  r.audit_only ? "audit row refused; its error text was replaced" : "recorded dead",
+                  r.error);
   }
 }
 }  // namespace
@@ -109,8 +141,11 @@ void GroupPipeline::commit_loop() {
       }
       retries.swap(retry_results_);
     }
-    auto give_up = final_flush ? SteadyClock::now() + g.lease_ttl
-                               : SteadyClock::time_point::max() - std::chrono::hours(1);
+    // The final flush gives up at stop()'s deadline (shutdown_timeout): while the database is
+    // down the leases expire and the work is reclaimed (at-least-once, nothing lost).
+    auto give_up = final_flush
+                       ? SteadyClock::time_point(SteadyClock::duration(stop_deadline_ns_.load()))
+                       : SteadyClock::time_point::max() - std::chrono::hours(1);
     const bool poke = !final_flush && has_ready_outcome(batch, retries);
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
@@ -159,9 +194,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
     to_commit.push_back(r);
     commits.push_back(r->to_commit(options_.group.audit));
   }
-  with_retries(options_, metrics_, "commit", give_up, [&] {
-    if (commits.empty()) return;
-    auto ok = store.commit_ranges(commits);
+  auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
         metrics_.lease_lost++;
@@ -173,7 +206,51 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
       (commits[i].complete ? metrics_.ranges_committed : metrics_.ranges_handed_back)++;
       for (const auto& f : commits[i].failures) log_dead(options_, f);
     }
-  });
+  };
+  // An in-doubt COMMIT is resolved with pg_xact_status before anything is sent again: had it
+  // committed, a second attempt would find its leases gone and report them lost.
+  bool doubt = false;
+  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
+    if (commits.empty()) return;
+    if (doubt && store.in_doubt()) {
+      auto would_have = store.in_doubt()->committed;
+      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
+      doubt = false;
+      if (resolution == store::InDoubtResolution::kCommitted) {
+        metrics_.commits_in_doubt++;
+        spdlog::info(
+            "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
+            "outcome was unknown had been applied",
+            options_.ref.stream, options_.ref.name, commits.size());
+        report(would_have);
+        return;
+      }
+      spdlog::info("commit-in-doubt-not-applied stream={} group={}: committing again",
+                   options_.ref.stream, options_.ref.name);
+    }
+    if (isolate != nullptr) isolate->clear();
+    try {
+      report(store.commit_ranges(commits, isolate));
+    } catch (const store::StoreError& e) {
+      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
+      throw;
+    }
+  };
+  auto result = with_retries(options_, metrics_, "commit", give_up, stop_deadline_ns_,
+                             [&] { commit(nullptr); });
+  if (result == Attempt::kRejected) {
+    std::vector<store::RejectedWrite> rejected;
+    result = with_retries(options_, metrics_, "commit-isolating", give_up, stop_deadline_ns_,
+                          [&] { commit(&rejected); });
+    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
+    if (result == Attempt::kRejected) {
+      metrics_.commit_failing_since_ns.store(0);
+      spdlog::error(
+          "commit-abandoned stream={} group={}: refused even row by row; the leases "
+          "will expire and the ranges be reclaimed, then quarantined",
+          options_.ref.stream, options_.ref.name);
+    }
+  }
   std::lock_guard lock(mu_);
   for (const auto& r : ranges) active_.erase(r->range().token);
   claim_cv_.notify_all();
@@ -182,8 +259,9 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
 void GroupPipeline::commit_retry_results(store::GroupStore& store,
                                          std::vector<store::RetryResult> results,
                                          SteadyClock::time_point give_up) {
-  with_retries(options_, metrics_, "commit-retries", give_up, [&] {
-    auto ok = store.commit_retries(results, options_.clock->now());
+  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
+    if (isolate != nullptr) isolate->clear();
+    auto ok = store.commit_retries(results, options_.clock->now(), isolate);
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
         metrics_.retry_lease_lost++;
@@ -196,7 +274,15 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
         log_dead(options_, *results[i].decision);
       }
     }
-  });
+  };
+  auto result = with_retries(options_, metrics_, "commit-retries", give_up, stop_deadline_ns_,
+                             [&] { commit(nullptr); });
+  if (result == Attempt::kRejected) {
+    std::vector<store::RejectedWrite> rejected;
+    result = with_retries(options_, metrics_, "commit-retries-isolating", give_up,
+                          stop_deadline_ns_, [&] { commit(&rejected); });
+    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
+  }
   std::lock_guard lock(mu_);
   for (const auto& r : results) active_retries_.erase(r.token);
   claim_cv_.notify_all();
@@ -272,6 +358,8 @@ void GroupPipeline::check_timeouts() {
 }
 
 bool GroupPipeline::stop(SteadyClock::time_point deadline) {
+  // From now on no commit retries past the deadline, including one already retrying.
+  stop_deadline_ns_.store(deadline.time_since_epoch().count());
   {
     std::lock_guard lock(mu_);
     stop_claiming_ = true;

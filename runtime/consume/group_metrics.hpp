@@ -51,7 +51,21 @@ struct GroupMetrics {
   std::atomic<uint64_t> handler_timeouts{0};
   std::atomic<uint64_t> workers_abandoned{0};
   std::atomic<uint64_t> retry_lease_lost{0};
+  std::atomic<uint64_t> commit_rejected{0};   // rows the database refused: recorded dead
+  std::atomic<uint64_t> commits_in_doubt{0};  // in-doubt commits found committed afterwards
+  // steady_clock nanoseconds since the committer's current run of failed commits began; 0 while
+  // commits succeed (a stuck committer shows on /readyz and as sqlstreams_commit_stalled_seconds).
+  std::atomic<int64_t> commit_failing_since_ns{0};
   DurationHistogram handler_seconds;
+
+  // How long the committer has been failing to commit (zero when it is not).
+  std::chrono::steady_clock::duration commit_stalled_for(
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
+    int64_t since = commit_failing_since_ns.load();
+    if (since == 0) return {};
+    auto d = now.time_since_epoch() - std::chrono::nanoseconds(since);
+    return d.count() > 0 ? d : std::chrono::steady_clock::duration{};
+  }
 
   // Messages passed over because the group does not declare their schema version (DESIGN §8).
   // Returns true the first time a version is seen (so the caller logs it once).

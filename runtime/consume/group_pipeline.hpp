@@ -12,6 +12,11 @@
 //                    once a second (when enabled) and the timeout watchdog.
 // stop(): stop claiming, give unstarted work back, wait for in-flight handlers up to the
 // deadline, commit finished prefixes and hand the rest back (reclaimable, not counted a crash).
+// No commit retries past the deadline, even while the database is down (then the leases expire
+// and the work is claimed again: at-least-once).
+// Poison-proof commits (DESIGN §7): a commit the database refuses deterministically (SQLSTATE
+// 22/23) is never retried as is; it is redone isolating each range and row, the refused rows
+// recorded dead with "commit rejected: …". An in-doubt commit is resolved with pg_xact_status.
 // Threading: start()/stop() from one control thread; everything else is internal.
 #pragma once
 
@@ -43,8 +48,8 @@ struct PipelineOptions {
   config::GroupConfig group;
   store::SessionOptions session;
   store::GroupRef ref;
-  bool notify = false;         // LISTEN for the stream's wake-up hint
-  std::string holder;          // "<host name>:<pid>", written into leases and audit rows
+  bool notify = false;  // LISTEN for the stream's wake-up hint
+  std::string holder;   // "<host name>:<pid>", written into leases and audit rows
   const Clock* clock = &SystemClock::instance();
   std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;
@@ -101,8 +106,7 @@ class GroupPipeline {
   // Records an outcome; only the first resolver of a task wins.
   void complete(const Task& task, const plugin_host::Outcome& outcome);
   void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state);
-  void commit_batch(store::GroupStore& store,
-                    const std::vector<std::shared_ptr<RangeWork>>& ranges,
+  void commit_batch(store::GroupStore& store, const std::vector<std::shared_ptr<RangeWork>>& ranges,
                     std::chrono::steady_clock::time_point give_up);
   void commit_retry_results(store::GroupStore& store, std::vector<store::RetryResult> results,
                             std::chrono::steady_clock::time_point give_up);
@@ -121,7 +125,7 @@ class GroupPipeline {
   std::condition_variable claim_cv_;   // claimer: capacity freed / stopping; stop(): drained
   std::condition_variable commit_cv_;  // committer: results ready / flush
   std::deque<Task> tasks_;
-  std::map<std::string, std::shared_ptr<RangeWork>> active_;           // by lease token
+  std::map<std::string, std::shared_ptr<RangeWork>> active_;          // by lease token
   std::map<std::string, std::shared_ptr<RetryWork>> active_retries_;  // by row lease token
   std::vector<std::shared_ptr<RangeWork>> finished_;
   std::vector<store::RetryResult> retry_results_;
@@ -131,6 +135,10 @@ class GroupPipeline {
   bool final_flush_ = false;
   bool retry_poke_ = false;  // the committer wrote a `ready` row: the retry loop looks again
   int running_workers_ = 0;
+  // stop()'s deadline (steady_clock ticks); max until stop() runs. Commits read it on every
+  // retry so a drain is never held up by the database (DESIGN §7).
+  std::atomic<int64_t> stop_deadline_ns_{
+      std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
 
   RandomSource rng_;
   ops::LogLimiter warn_limiter_;  // repeated identical warnings: one line + a suppressed count

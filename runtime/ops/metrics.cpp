@@ -38,6 +38,9 @@ constexpr std::array<CounterDoc, kGroupCounters> kCounterDocs{{
     {"sqlstreams_handler_timeouts_total", "handler calls still running at handler_timeout"},
     {"sqlstreams_workers_abandoned_total", "worker threads written off after a timeout"},
     {"sqlstreams_store_errors_total", "database operations that failed and were retried"},
+    {"sqlstreams_commit_rejected_total",
+     "outcomes the database refused deterministically (SQLSTATE 22/23): recorded dead"},
+    {"sqlstreams_commits_in_doubt_total", "in-doubt commits found applied afterwards"},
 }};
 
 ClientMetric with_labels(Labels labels) {
@@ -102,9 +105,16 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     add_gauge(concurrency, group_labels(g.stream, g.group), static_cast<double>(g.concurrency));
     add_gauge(in_flight, group_labels(g.stream, g.group), static_cast<double>(g.ranges_in_flight));
   }
+  auto stalled = family("sqlstreams_commit_stalled_seconds",
+                        "how long the group's committer has been failing to commit (0 = healthy)",
+                        MetricType::Gauge);
+  for (const auto& g : groups) {
+    add_gauge(stalled, group_labels(g.stream, g.group), g.commit_stalled_seconds);
+  }
   out.push_back(std::move(workers));
   out.push_back(std::move(concurrency));
   out.push_back(std::move(in_flight));
+  out.push_back(std::move(stalled));
 }
 
 void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamily>& out) {

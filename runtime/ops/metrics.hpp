@@ -8,6 +8,10 @@
 //     sqlstreams_workers_abandoned_total, sqlstreams_store_errors_total, ...
 //     sqlstreams_handler_duration_seconds           histogram of handler calls
 //     sqlstreams_group_workers / _concurrency / _ranges_in_flight   worker pool usage
+//     sqlstreams_commit_rejected_total   rows the database refused (SQLSTATE 22/23): dead
+//     sqlstreams_commits_in_doubt_total  in-doubt commits found applied (pg_xact_status)
+//     sqlstreams_commit_stalled_seconds  how long the group's committer has been failing
+//                                        (0 = healthy; /readyz is 503 past lease_ttl)
 //   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
 //   host.status_interval), labelled {stream, group} or {stream}:
 //     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
@@ -51,6 +55,8 @@ enum class GroupCounter {
   kHandlerTimeouts,
   kWorkersAbandoned,
   kStoreErrors,
+  kCommitRejected,
+  kCommitsInDoubt,
   kCount
 };
 inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
@@ -70,6 +76,7 @@ struct GroupSample {
   int64_t concurrency = 0;
   int64_t live_workers = 0;
   int64_t ranges_in_flight = 0;
+  double commit_stalled_seconds = 0;  // how long the committer has been failing; 0 = healthy
   uint64_t& operator[](GroupCounter c) { return counters[static_cast<size_t>(c)]; }
 };
 
@@ -81,8 +88,8 @@ struct HostSample {
   uint64_t reloads_rejected = 0;
   uint64_t status_refresh_errors = 0;
   // This host's janitor passes (maintain/worker.hpp JanitorCounters).
-  uint64_t janitor_runs = 0, janitor_failures = 0, partitions_created = 0,
-           partitions_dropped = 0, rows_swept = 0;
+  uint64_t janitor_runs = 0, janitor_failures = 0, partitions_created = 0, partitions_dropped = 0,
+           rows_swept = 0;
   std::optional<double> status_age_seconds;  // none: never read
 };
 

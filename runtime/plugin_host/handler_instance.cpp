@@ -6,12 +6,23 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 
+#include "common/utf8.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
 namespace sqlstreams::plugin_host {
 namespace {
+
+constexpr size_t kMaxLogBytes = 8192;  // a plugin log line is read and kept up to this
+
+// At most kMaxLogBytes of `text`; a larger claimed length is not trusted: read up to a NUL.
+std::string_view readable_text(const char* text, size_t len) {
+  if (len <= kMaxLogBytes) return {text, len};
+  return {text, strnlen(text, kMaxLogBytes)};
+}
 
 spdlog::level::level_enum to_spdlog(int32_t level) {
   switch (level) {
@@ -84,7 +95,9 @@ class PluginHandlerInstance final : public HandlerInstance {
       }
       return to_outcome(out, error.text().value_or(""));
     } catch (const std::exception& e) {
-      return {OutcomeKind::kRetry, {}, std::string("host error while handling: ") + e.what()};
+      return {OutcomeKind::kRetry,
+              {},
+              sanitize_utf8(std::string("host error while handling: ") + e.what(), 8192)};
     }
   }
 
@@ -114,6 +127,13 @@ class PluginHandlerInstance final : public HandlerInstance {
           return plugin_bug(
               fmt::format("returned DELAY with a negative delay_ms ({})", out.delay_ms));
         }
+        if (out.delay_ms > kMaxDelay.count()) {
+          if (!delay_warned_.exchange(true)) {
+            spdlog::warn("{}: DELAY of {} ms clamped to the ceiling of {} ms (30 days)", label_,
+                         out.delay_ms, kMaxDelay.count());
+          }
+          return {OutcomeKind::kDelay, kMaxDelay, std::move(error)};
+        }
         return {OutcomeKind::kDelay, std::chrono::milliseconds(out.delay_ms), std::move(error)};
       case SQLSTREAMS_OUTCOME_TERMINAL:
         return {OutcomeKind::kTerminal, {}, or_default("TERMINAL")};
@@ -127,8 +147,9 @@ class PluginHandlerInstance final : public HandlerInstance {
   static void log(void* ctx, int32_t level, const char* text, size_t len) noexcept {
     try {
       const auto* self = static_cast<const PluginHandlerInstance*>(ctx);
-      spdlog::log(to_spdlog(level), "{}: {}", self->label_,
-                  std::string_view(text != nullptr ? text : "", text != nullptr ? len : 0));
+      spdlog::log(
+          to_spdlog(level), "{}: {}", self->label_,
+          text == nullptr ? std::string() : sanitize_utf8(readable_text(text, len), kMaxLogBytes));
     } catch (...) {  // logging must never throw into the plugin
     }
   }
@@ -142,6 +163,7 @@ class PluginHandlerInstance final : public HandlerInstance {
   bool created_ = false;
   std::mutex mu_;  // serialises handle() unless the handler is concurrent
   std::atomic<bool> warned_{false};
+  std::atomic<bool> delay_warned_{false};
 };
 
 }  // namespace

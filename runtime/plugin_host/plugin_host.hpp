@@ -5,6 +5,9 @@
 // Threading: PluginRegistry is used from the control plane only (start-up, reload).
 // HandlerInstance::handle() may be called from many worker threads at once: when the plugin's
 // descriptor does not allow concurrent calls, the instance serialises them itself.
+// Boundary (STYLE L6): everything a plugin hands over is made valid here, once — error and log
+// text through common/utf8 (valid UTF-8 cut at a code point, NUL and invalid bytes → U+FFFD,
+// at most 8 KiB read even when a larger length is claimed), DELAY clamped to kMaxDelay.
 #pragma once
 
 #include <chrono>
@@ -23,11 +26,16 @@ namespace sqlstreams::plugin_host {
 
 enum class OutcomeKind { kOk, kRetry, kDelay, kTerminal };
 
+// The ceiling of a handler's DELAY: a larger delay_ms is clamped to it (logged once per
+// handler instance); a negative one is a plugin bug (kRetry). 30 days keeps `now + delay`
+// far inside PostgreSQL's timestamp range whatever the plugin returns.
+inline constexpr std::chrono::milliseconds kMaxDelay{30LL * 24 * 3600 * 1000};
+
 // What a handler decided for one message. The runtime owns the policy (DESIGN §7).
 struct Outcome {
   OutcomeKind kind = OutcomeKind::kOk;
   std::chrono::milliseconds delay{0};  // kDelay only
-  std::string error;                   // copied from the plugin; empty for kOk
+  std::string error;  // copied from the plugin, sanitized (valid UTF-8, no NUL, <= 8 KiB)
 };
 
 // One message handed to a handler; every view is borrowed for the duration of handle().
@@ -37,7 +45,7 @@ struct MessageView {
   std::string_view group;
   std::string_view payload;  // JSON text, not NUL-terminated
   int32_t schema_version = 1;
-  int32_t attempt = 1;       // 1 = first delivery
+  int32_t attempt = 1;  // 1 = first delivery
   std::optional<std::string_view> message_key;
   int64_t created_at_unix_ms = 0;
 };
@@ -106,8 +114,8 @@ class PluginRegistry {
 
   // Creates one instance (validate first). Throws PluginLoadError on failure.
   std::unique_ptr<HandlerInstance> create(const std::string& file, const std::string& handler,
-                                          const std::string& config_json,
-                                          const std::string& stream, const std::string& group);
+                                          const std::string& config_json, const std::string& stream,
+                                          const std::string& group);
 
  private:
   std::filesystem::path resolve(const std::string& file) const;

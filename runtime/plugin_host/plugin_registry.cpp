@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/utf8.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
 namespace sqlstreams::plugin_host {
@@ -38,13 +39,29 @@ ErrorSlot::ErrorSlot() noexcept {
   slot_.set_error = &ErrorSlot::set;
 }
 
+// What the ABI promises (plugin.h): `text` points to `len` readable bytes of UTF-8, not
+// NUL-terminated. What the host does with a plugin that breaks that promise:
+//   - a null slot or host_ctx: ignored; a null `text`: the empty text;
+//   - at most kMaxErrorBytes bytes are ever read. A `len` above that is not trusted (a plugin
+//     passing strlen-less garbage or SIZE_MAX): the text is then read only up to its first NUL
+//     within kMaxErrorBytes bytes, so a short C string with a bogus length stays in bounds;
+//   - the copy is sanitized (common/utf8): invalid bytes and NUL become U+FFFD, and a text cut
+//     at the cap ends at a code point boundary with " ...(truncated)".
 void ErrorSlot::set(sqlstreams_type_error* slot, const char* text, size_t len) noexcept {
   if (slot == nullptr || slot->host_ctx == nullptr) return;
   auto* self = static_cast<ErrorSlot*>(slot->host_ctx);
   try {
-    if (text == nullptr) len = 0;
-    std::string copy(text != nullptr ? text : "", len < kMaxErrorBytes ? len : kMaxErrorBytes);
-    if (len > kMaxErrorBytes) copy += " ...(truncated)";
+    std::string copy;
+    if (text == nullptr) {
+      copy.clear();
+    } else if (len <= kMaxErrorBytes) {
+      copy = sanitize_utf8(std::string_view(text, len), kMaxErrorBytes);
+    } else if (size_t n = strnlen(text, kMaxErrorBytes); n < kMaxErrorBytes) {
+      copy = sanitize_utf8(std::string_view(text, n), kMaxErrorBytes);  // a C string, bogus len
+    } else {
+      // More text follows what is read: a budget one byte short guarantees the cut is marked.
+      copy = sanitize_utf8(std::string_view(text, kMaxErrorBytes), kMaxErrorBytes - 1);
+    }
     self->text_ = std::move(copy);
   } catch (...) {  // out of memory: keep whatever was there
   }

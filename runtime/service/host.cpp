@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/duration.hpp"
 #include "common/errors.hpp"
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
@@ -61,6 +62,8 @@ ops::GroupSample sample_of_metrics(const consume::GroupMetrics& m) {
   s[C::kHandlerTimeouts] = m.handler_timeouts.load();
   s[C::kWorkersAbandoned] = m.workers_abandoned.load();
   s[C::kStoreErrors] = m.store_errors.load();
+  s[C::kCommitRejected] = m.commit_rejected.load();
+  s[C::kCommitsInDoubt] = m.commits_in_doubt.load();
   const auto& h = m.handler_seconds;
   s.handler_seconds.upper_bounds.assign(h.kUpperBounds.begin(), h.kUpperBounds.end());
   for (const auto& b : h.buckets) s.handler_seconds.counts.push_back(b.load());
@@ -292,6 +295,19 @@ bool Host::ready(std::string* why) const {
     if (why) *why = "database unreachable" + (error.empty() ? "" : ": " + error);
     return false;
   }
+  // A committer failing for longer than a lease: its work is being reclaimed elsewhere.
+  std::lock_guard lock(mu_);
+  for (const auto& [key, r] : running_) {
+    auto stalled = r.pipeline->metrics().commit_stalled_for();
+    if (stalled > r.group.lease_ttl) {
+      if (why) {
+        *why = fmt::format("committer of {} failing for {:.1f}s (lease_ttl {})", key,
+                           std::chrono::duration<double>(stalled).count(),
+                           format_duration(r.group.lease_ttl));
+      }
+      return false;
+    }
+  }
   return true;
 }
 
@@ -303,6 +319,8 @@ ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const
   s.concurrency = r.group.concurrency;
   s.live_workers = r.pipeline->live_workers();
   s.ranges_in_flight = static_cast<int64_t>(r.pipeline->ranges_in_flight());
+  s.commit_stalled_seconds =
+      std::chrono::duration<double>(r.pipeline->metrics().commit_stalled_for()).count();
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Host::start_http — the routes of the host's HTTP server (DESIGN §12):
 //   GET /healthz                         200 while the process runs (liveness)
-//   GET /readyz                          200 when pipelines run and the database answered
-//                                        recently, else 503 with the reason
+//   GET /readyz                          200 when pipelines run, the database answered
+//                                        recently and no group's committer has been failing
+//                                        for longer than its lease_ttl; else 503 + the reason
 //   GET /metrics                         Prometheus text (ops/metrics)
 //   GET /                                the status page (ops/status_page)
 //   GET /groups/<stream>/<group>/dead    a group's dead letters with payload and history

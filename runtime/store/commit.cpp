@@ -1,13 +1,57 @@
-// The resolve side of GroupStore: token-guarded range commits, lease renewal and hand-back.
+// The resolve side of GroupStore: token-guarded range commits (isolating rows the database
+// refuses, resolving in-doubt commits) and lease renewal.
 #include <fmt/format.h>
 
 #include <set>
 
 #include "store/group_store.hpp"
+#include "store/isolate.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
 
 namespace sqlstreams::store {
+void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t group_id,
+                  const std::string& holder, const std::vector<AuditEntry>& rows) {
+  if (rows.empty()) return;
+  std::vector<int64_t> ids, attempt, at;
+  std::vector<std::string> outcome;
+  std::vector<std::optional<std::string>> error;
+  for (const auto& a : rows) {
+    ids.push_back(a.message_id);
+    attempt.push_back(a.attempt);
+    at.push_back(a.at.time_since_epoch().count());
+    outcome.push_back(a.outcome);
+    error.push_back(a.error.empty() ? std::nullopt : std::optional<std::string>(a.error));
+  }
+  // `at`: when the outcome was decided (0 = unknown: the commit's time).
+  tx.exec_params(fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, "
+                             "host, at) SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = "
+                             "0 THEN now() ELSE to_timestamp(u.at / 1000.0) END FROM "
+                             "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
+                             "$7::bigint[]) AS u(id, att, o, err, at)",
+                             table),
+                 group_id, int_array(ids), int_array(attempt), text_array(outcome),
+                 text_array(error), holder, int_array(at));
+}
+
+void insert_audit_isolated(pqxx::dbtransaction& tx, const std::string& table, int64_t group_id,
+                           const std::string& holder, const std::vector<AuditEntry>& rows,
+                           std::vector<RejectedWrite>& rejected) {
+  auto all = in_savepoint(tx, [&](auto& t) { insert_audit(t, table, group_id, holder, rows); });
+  if (!all) return;
+  for (const auto& a : rows) {
+    auto refused =
+        in_savepoint(tx, [&](auto& t) { insert_audit(t, table, group_id, holder, {a}); });
+    if (!refused) continue;
+    AuditEntry fixed = a;
+    fixed.error = fixed_rejection(refused->sqlstate);
+    // An audit row is a record, not an outcome: if even the fixed one is refused, drop it.
+    (void)in_savepoint(tx, [&](auto& t) { insert_audit(t, table, group_id, holder, {fixed}); });
+    rejected.push_back(
+        RejectedWrite{a.message_id, refused->sqlstate, fixed_rejection(refused->sqlstate), true});
+  }
+}
+
 namespace {
 
 std::set<std::string> token_set(const pqxx::result& r) {
@@ -16,9 +60,70 @@ std::set<std::string> token_set(const pqxx::result& r) {
   return out;
 }
 
+// `messages`: the stream's log, from which a row copies the message's metadata (DESIGN §8).
+void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
+                       const std::string& messages, int64_t group_id,
+                       const std::vector<FailedMessage>& rows) {
+  if (rows.empty()) return;
+  std::vector<int64_t> ids, attempts, delays, after;
+  std::vector<std::string> status;
+  std::vector<std::optional<std::string>> error, payload;
+  for (const auto& f : rows) {
+    ids.push_back(f.message_id);
+    status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
+    attempts.push_back(f.attempts);
+    delays.push_back(f.delays);
+    after.push_back(f.run_after.time_since_epoch().count());
+    error.push_back(f.error);
+    payload.push_back(f.payload);
+  }
+  // A conflict can only be a row `inflight` under a retry lease (the old rows of the span were
+  // deleted by the lease statement): its holder writes that message's outcome.
+  tx.exec_params(fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
+                             "can_run_after, last_error, payload, schema_version, message_key, "
+                             "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
+                             "to_timestamp(u.after / 1000.0), u.err, u.p::jsonb, m.schema_version, "
+                             "m.message_key, m.created_at FROM unnest($2::bigint[], "
+                             "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
+                             "$8::text[]) AS u(id, st, att, del, after, err, p) "
+                             "LEFT JOIN {1} m ON m.id = u.id "
+                             "ON CONFLICT (group_id, message_id) DO NOTHING",
+                             table, messages),
+                 group_id, int_array(ids), text_array(status), int_array(attempts),
+                 int_array(delays), int_array(after), text_array(error), text_array(payload));
+}
+
+// The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
+void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& table,
+                                const std::string& messages, int64_t group_id,
+                                const std::vector<FailedMessage>& rows,
+                                std::vector<RejectedWrite>& rejected) {
+  if (!in_savepoint(tx, [&](auto& t) { insert_exceptions(t, table, messages, group_id, rows); }))
+    return;
+  for (const auto& f : rows) {
+    auto refused =
+        in_savepoint(tx, [&](auto& t) { insert_exceptions(t, table, messages, group_id, {f}); });
+    if (!refused) continue;
+    FailedMessage dead = f;
+    dead.status = ExceptionStatus::kDead;
+    dead.error = rejection_error(*refused);
+    if (in_savepoint(tx,
+                     [&](auto& t) { insert_exceptions(t, table, messages, group_id, {dead}); })) {
+      dead.error = fixed_rejection(refused->sqlstate);
+      dead.payload.reset();
+      dead.run_after = SystemClock::instance().now();
+      insert_exceptions(tx, table, messages, group_id,
+                        {dead});  // refused too: the commit fails as a whole
+    }
+    rejected.push_back(RejectedWrite{f.message_id, refused->sqlstate, dead.error, false});
+  }
+}
+
 }  // namespace
 
-std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& ranges) {
+std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& ranges,
+                                            std::vector<RejectedWrite>* isolate) {
+  in_doubt_.reset();
   if (ranges.empty()) return {};
   return guarded(session_, "commit ranges", [&] {
     pqxx::work tx(connection_of(session_));
@@ -32,82 +137,85 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
         partial_low.push_back(r.resolved_upto);
       }
     }
+    // Each statement takes its leases by token and deletes the old exception rows of the
+    // resolved span (a re-delivery after a rewind) except those inflight under a retry lease.
     std::set<std::string> ours;
+    std::string xid;
+    auto take = [&](const pqxx::result& r) {
+      for (const auto& row : r) {
+        ours.insert(row[0].as<std::string>());
+        xid = row[1].as<std::string>();
+      }
+    };
     if (!complete.empty()) {
-      ours = token_set(tx.exec_params(
-          fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = ANY($2::uuid[]) RETURNING "
-                      "token::text",
-                      leases_),
+      take(tx.exec_params(
+          fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
+                      "ANY($2::uuid[]) RETURNING token, low, high), old AS (DELETE FROM {1} e "
+                      "USING l WHERE e.group_id = $1 AND e.message_id > l.low AND e.message_id "
+                      "<= l.high AND e.status <> 'inflight') SELECT token::text, "
+                      "pg_current_xact_id()::text FROM l",
+                      leases_, exceptions_),
           group_id_, text_array(complete)));
     }
     if (!partial.empty()) {
       // Shrink to the unresolved rest and make it immediately reclaimable (not a crash).
-      auto kept = token_set(tx.exec_params(
-          fmt::format(
-              "UPDATE {} l SET low = p.low, expires_at = '-infinity' FROM unnest($2::uuid[], "
-              "$3::bigint[]) AS p(token, low) WHERE l.group_id = $1 AND l.token = p.token "
-              "RETURNING l.token::text",
-              leases_),
+      take(tx.exec_params(
+          fmt::format("WITH l AS (UPDATE {0} l SET low = p.low, expires_at = '-infinity' FROM "
+                      "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
+                      "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
+                      "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "
+                      "upto), old AS (DELETE FROM {1} e USING l WHERE e.group_id = $1 AND "
+                      "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
+                      "'inflight') SELECT token::text, pg_current_xact_id()::text FROM l",
+                      leases_, exceptions_),
           group_id_, text_array(partial), int_array(partial_low)));
-      ours.insert(kept.begin(), kept.end());
     }
-    std::vector<int64_t> ids, ex_attempts, ex_delays, ex_after;
-    std::vector<std::string> ex_status;
-    std::vector<std::optional<std::string>> ex_error, ex_payload;
-    std::vector<int64_t> au_ids, au_attempt, au_at;
-    std::vector<std::string> au_outcome;
-    std::vector<std::optional<std::string>> au_error;
+    std::vector<FailedMessage> failures;
+    std::vector<AuditEntry> audit;
     std::vector<bool> committed;
     for (const auto& r : ranges) {
       bool ok = ours.count(r.token) > 0;
       committed.push_back(ok);
       if (!ok) continue;  // lease lost to a reclaim: discard these outcomes
-      for (const auto& f : r.failures) {
-        ids.push_back(f.message_id);
-        ex_status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
-        ex_attempts.push_back(f.attempts);
-        ex_delays.push_back(f.delays);
-        ex_after.push_back(f.run_after.time_since_epoch().count());
-        ex_error.push_back(f.error);
-        ex_payload.push_back(f.payload);
+      if (isolate != nullptr) {
+        insert_exceptions_isolated(tx, exceptions_, messages_, group_id_, r.failures, *isolate);
+        insert_audit_isolated(tx, deliveries_, group_id_, holder_, r.audit, *isolate);
+        continue;
       }
-      for (const auto& a : r.audit) {
-        au_ids.push_back(a.message_id);
-        au_attempt.push_back(a.attempt);
-        au_at.push_back(a.at.time_since_epoch().count());
-        au_outcome.push_back(a.outcome);
-        au_error.push_back(a.error.empty() ? std::nullopt : std::optional<std::string>(a.error));
-      }
+      failures.insert(failures.end(), r.failures.begin(), r.failures.end());
+      audit.insert(audit.end(), r.audit.begin(), r.audit.end());
     }
-    if (!ids.empty()) {
-      tx.exec_params(
-          fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
-                      "can_run_after, last_error, payload, schema_version, message_key, "
-                      "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
-                      "to_timestamp(u.after / 1000.0), u.err, u.p::jsonb, m.schema_version, "
-                      "m.message_key, m.created_at FROM unnest($2::bigint[], "
-                      "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
-                      "$8::text[]) AS u(id, st, att, del, after, err, p) "
-                      "LEFT JOIN {1} m ON m.id = u.id "
-                      "ON CONFLICT (group_id, message_id) DO NOTHING",
-                      exceptions_, messages_),
-          group_id_, int_array(ids), text_array(ex_status), int_array(ex_attempts),
-          int_array(ex_delays), int_array(ex_after), text_array(ex_error), text_array(ex_payload));
+    insert_exceptions(tx, exceptions_, messages_, group_id_, failures);
+    insert_audit(tx, deliveries_, group_id_, holder_, audit);
+    if (!ours.empty()) in_doubt_ = InDoubtCommit{xid, committed};
+    try {
+      tx.commit();
+    } catch (const pqxx::in_doubt_error&) {
+      throw;  // in_doubt_ tells the caller which transaction to ask about
+    } catch (...) {
+      in_doubt_.reset();
+      throw;
     }
-    if (!au_ids.empty()) {
-      tx.exec_params(
-          fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
-                      "SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = 0 THEN now() ELSE "
-                      "to_timestamp(u.at / 1000.0) END FROM "
-                      "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], $7::bigint[]) "
-                      "AS u(id, att, o, err, at)",
-                      deliveries_),
-          group_id_, int_array(au_ids), int_array(au_attempt), text_array(au_outcome),
-          text_array(au_error), holder_, int_array(au_at));
-    }
-    tx.commit();
+    in_doubt_.reset();
     return committed;
   });
+}
+
+InDoubtResolution GroupStore::resolve_in_doubt() {
+  if (!in_doubt_) return InDoubtResolution::kUnknown;
+  auto status = guarded(session_, "resolve in-doubt commit", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto row = tx.exec_params1("SELECT pg_xact_status($1::xid8)", in_doubt_->xid);
+    return row[0].is_null() ? std::string() : row[0].as<std::string>();
+  });
+  if (status == "in progress") {
+    throw StoreError(StoreError::Kind::kTransient,
+                     "resolve in-doubt commit: transaction " + in_doubt_->xid + " still running");
+  }
+  in_doubt_.reset();
+  if (status == "committed") return InDoubtResolution::kCommitted;
+  if (status == "aborted") return InDoubtResolution::kAborted;
+  return InDoubtResolution::kUnknown;
 }
 
 std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>& tokens,
@@ -126,17 +234,6 @@ std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>
       if (!kept.count(t)) lost.push_back(t);
     }
     return lost;
-  });
-}
-
-void GroupStore::hand_back(const std::vector<std::string>& tokens) {
-  if (tokens.empty()) return;
-  guarded(session_, "hand back", [&] {
-    pqxx::nontransaction tx(connection_of(session_));
-    tx.exec_params(fmt::format("UPDATE {} SET expires_at = '-infinity' WHERE group_id = $1 AND "
-                               "token = ANY($2::uuid[])",
-                               leases_),
-                   group_id_, text_array(tokens));
   });
 }
 

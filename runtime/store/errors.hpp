@@ -3,6 +3,9 @@
 // on: kConnection / kTransient → back off and retry the operation; kInDoubt → never blindly
 // retry (tokens make the outcome safe either way); kRejected → the input was refused (bad
 // payload, unknown stream): report it; kOther → log, count, back off.
+// Orthogonal to the Kind: deterministic() — the database refused this very input and will
+// refuse it again (SQLSTATE class 22 data exception, 23 integrity constraint violation). No loop
+// may retry such an error with the same input (DESIGN §7 "Poison-proof commits").
 // Threading: value type.
 #pragma once
 
@@ -19,6 +22,12 @@ class StoreError : public std::runtime_error {
   Kind kind() const { return kind_; }
   const std::string& sqlstate() const { return sqlstate_; }
   bool retryable() const { return kind_ == Kind::kConnection || kind_ == Kind::kTransient; }
+  bool deterministic() const { return is_deterministic_rejection(sqlstate_); }
+  // SQLSTATE classes 22 and 23.
+  static bool is_deterministic_rejection(const std::string& sqlstate) {
+    return sqlstate.size() == 5 &&
+           (sqlstate.compare(0, 2, "22") == 0 || sqlstate.compare(0, 2, "23") == 0);
+  }
 
  private:
   Kind kind_;

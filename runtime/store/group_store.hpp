@@ -1,6 +1,8 @@
 // store/group_store — the per-group data plane: observe → prove → claim (the fence, DESIGN
 // §6.2), reclaim and quarantine of expired range leases (§6.4), token-guarded range commits
-// (§6.3), lease renewal and hand-back, and the cursor advancer's two statements (§6.5).
+// (§6.3) that can isolate a row the database refuses (§7 "Poison-proof commits"), lease
+// renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
+// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
 // Every lease write is guarded by its token: "0 rows" means another host owns it now.
 // Threading: one GroupStore per thread; it uses that thread's Session.
 #pragma once
@@ -112,6 +114,23 @@ struct AdvanceTarget {
   int64_t generation = 0;  // the cursor generation read with it (every rewind bumps it)
 };
 
+// A write the database refused deterministically (SQLSTATE class 22/23) in an isolating commit:
+// the message was recorded `dead` with `error` ("commit rejected: <sqlstate> <message>", or a
+// fixed ASCII text without a payload copy when even that was refused).
+struct RejectedWrite {
+  int64_t message_id = 0;
+  std::string sqlstate;
+  std::string error;        // what was recorded
+  bool audit_only = false;  // only the audit row was refused (the outcome itself was written)
+};
+
+// A range commit whose COMMIT outcome is unknown (in doubt: the connection broke during it).
+struct InDoubtCommit {
+  std::string xid;              // the transaction's xid8, for pg_xact_status
+  std::vector<bool> committed;  // per range, what the commit would have reported
+};
+enum class InDoubtResolution { kCommitted, kAborted, kUnknown };
+
 struct AdvanceResult {
   int64_t committed_before = 0;
   int64_t committed_after = 0;
@@ -130,15 +149,26 @@ class GroupStore {
   ReclaimResult reclaim_expired(SysTime now, Millis lease_ttl, int32_t max_reclaims);
 
   // One transaction for all ranges. Returns, per range, true when committed, false when its
-  // lease was lost (its outcomes were discarded).
-  std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges);
+  // lease was lost (its outcomes were discarded). A committed range first deletes the old
+  // exception rows of its resolved span that no retry lease holds (a re-delivery after a
+  // rewind: its new outcome replaces the old one, a success removes an old dead letter); a row
+  // `inflight` under a live retry lease is left to that lease's holder.
+  // With `isolate`, each range's rows and each row are written under their own savepoint: a
+  // row the database refuses deterministically is recorded dead instead (see RejectedWrite,
+  // appended to *isolate) and the rest commits. Throws StoreError as usual otherwise; on
+  // kInDoubt, in_doubt() describes the transaction.
+  std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges,
+                                  std::vector<RejectedWrite>* isolate = nullptr);
+
+  // The last commit_ranges whose COMMIT was in doubt (cleared by the next commit_ranges).
+  const std::optional<InDoubtCommit>& in_doubt() const { return in_doubt_; }
+  // Asks the database (pg_xact_status) what became of it; throws StoreError while unreachable
+  // or while the transaction is still finishing. Clears in_doubt() unless it throws.
+  InDoubtResolution resolve_in_doubt();
 
   // Extends the leases; returns the tokens that are no longer ours.
   std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, SysTime now,
                                         Millis lease_ttl);
-
-  // Makes unstarted ranges immediately reclaimable without counting a crash.
-  void hand_back(const std::vector<std::string>& tokens);
 
   // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
   // expired) with FOR UPDATE SKIP LOCKED; sets them `inflight` under a fresh token.
@@ -150,7 +180,9 @@ class GroupStore {
   std::optional<Millis> next_retry_due(SysTime now);
 
   // Writes retry results in one transaction; per result true when the token still matched.
-  std::vector<bool> commit_retries(const std::vector<RetryResult>& results, SysTime now);
+  // `isolate` as for commit_ranges: a refused row is recorded dead under its token.
+  std::vector<bool> commit_retries(const std::vector<RetryResult>& results, SysTime now,
+                                   std::vector<RejectedWrite>* isolate = nullptr);
 
   // Extends row leases of running retries; returns the tokens that are no longer ours.
   std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens, SysTime now,
@@ -176,6 +208,7 @@ class GroupStore {
   int64_t group_id_;
   std::string holder_;
   std::string messages_, cursors_, leases_, exceptions_, deliveries_;  // qualified table names
+  std::optional<InDoubtCommit> in_doubt_;
 };
 
 }  // namespace sqlstreams::store

@@ -1,15 +1,103 @@
 // The exception loop's side of GroupStore: claim due exception rows under a row lease, write
-// each attempt's result under that lease's token, renew row leases.
+// each attempt's result under that lease's token (isolating rows the database refuses), renew
+// row leases.
 #include <fmt/format.h>
 
 #include <map>
 #include <set>
 
 #include "store/group_store.hpp"
+#include "store/isolate.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+struct TokenFailure {
+  std::string token;
+  FailedMessage failure;
+};
+
+// Writes failed attempts under their row lease tokens; adds the ids whose token matched.
+// A row that becomes dead copies the message's metadata from `messages` (DESIGN §8).
+void update_failures(pqxx::transaction_base& tx, const std::string& table,
+                     const std::string& messages, int64_t group_id,
+                     const std::vector<TokenFailure>& rows, std::set<int64_t>& ours) {
+  std::vector<int64_t> ids, att, del, after;
+  std::vector<std::string> tok, status;
+  std::vector<std::optional<std::string>> err, payload;
+  for (const auto& [token, d] : rows) {
+    ids.push_back(d.message_id);
+    tok.push_back(token);
+    status.push_back(d.status == ExceptionStatus::kDead ? "dead" : "ready");
+    att.push_back(d.attempts);
+    del.push_back(d.delays);
+    after.push_back(d.run_after.time_since_epoch().count());
+    err.push_back(d.error);
+    payload.push_back(d.payload);
+  }
+  auto r = tx.exec_params(
+      fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
+                  "can_run_after = to_timestamp(u.after / 1000.0), last_error = u.err, "
+                  "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
+                  "lease_expires_at = NULL, updated_at = now(), "
+                  "schema_version = coalesce(e.schema_version, m.schema_version), "
+                  "message_key = coalesce(e.message_key, m.message_key), "
+                  "message_created_at = coalesce(e.message_created_at, m.created_at) "
+                  "FROM unnest($2::bigint[], "
+                  "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
+                  "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
+                  "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
+                  "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                  "RETURNING e.message_id",
+                  table, messages),
+      group_id, int_array(ids), text_array(tok), text_array(status), int_array(att), int_array(del),
+      int_array(after), text_array(err), text_array(payload));
+  for (const auto& row : r) ours.insert(row[0].as<int64_t>());
+}
+
+// As update_failures, each refused row written again as dead with the rejection (DESIGN §7).
+void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
+                              const std::string& messages, int64_t group_id,
+                              const std::vector<TokenFailure>& rows, std::set<int64_t>& ours,
+                              std::vector<RejectedWrite>& rejected) {
+  std::set<int64_t> got;
+  if (!in_savepoint(tx,
+                    [&](auto& t) { update_failures(t, table, messages, group_id, rows, got); })) {
+    ours.insert(got.begin(), got.end());
+    return;
+  }
+  for (const auto& row : rows) {
+    got.clear();
+    auto refused = in_savepoint(
+        tx, [&](auto& t) { update_failures(t, table, messages, group_id, {row}, got); });
+    if (!refused) {
+      ours.insert(got.begin(), got.end());
+      continue;
+    }
+    TokenFailure dead = row;
+    dead.failure.status = ExceptionStatus::kDead;
+    dead.failure.error = rejection_error(*refused);
+    got.clear();
+    if (in_savepoint(
+            tx, [&](auto& t) { update_failures(t, table, messages, group_id, {dead}, got); })) {
+      dead.failure.error = fixed_rejection(refused->sqlstate);
+      dead.failure.payload.reset();  // the row keeps the payload it had
+      dead.failure.run_after = SystemClock::instance().now();
+      got.clear();
+      update_failures(tx, table, messages, group_id, {dead}, got);  // refused too: the commit fails
+    }
+    ours.insert(got.begin(), got.end());
+    if (!got.empty()) {
+      rejected.push_back(
+          RejectedWrite{row.failure.message_id, refused->sqlstate, dead.failure.error, false});
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl,
                                                       int32_t limit) {
   return guarded(session_, "claim retries", [&] {
@@ -93,13 +181,14 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
   });
 }
 
-std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results, SysTime now) {
+std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results, SysTime now,
+                                             std::vector<RejectedWrite>* isolate) {
   if (results.empty()) return {};
   return guarded(session_, "commit retries", [&] {
     pqxx::work tx(connection_of(session_));
-    std::vector<int64_t> ok_ids, fail_ids, back_ids, fail_att, fail_del, fail_after;
-    std::vector<std::string> ok_tok, fail_tok, back_tok, fail_status;
-    std::vector<std::optional<std::string>> fail_err, fail_payload;
+    std::vector<int64_t> ok_ids, back_ids;
+    std::vector<std::string> ok_tok, back_tok;
+    std::vector<TokenFailure> fail;
     for (const auto& r : results) {
       if (r.hand_back) {
         back_ids.push_back(r.message_id);
@@ -108,15 +197,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
         ok_ids.push_back(r.message_id);
         ok_tok.push_back(r.token);
       } else {
-        const auto& d = *r.decision;
-        fail_ids.push_back(r.message_id);
-        fail_tok.push_back(r.token);
-        fail_status.push_back(d.status == ExceptionStatus::kDead ? "dead" : "ready");
-        fail_att.push_back(d.attempts);
-        fail_del.push_back(d.delays);
-        fail_after.push_back(d.run_after.time_since_epoch().count());
-        fail_err.push_back(d.error);
-        fail_payload.push_back(d.payload);
+        fail.push_back(TokenFailure{r.token, *r.decision});
+        fail.back().failure.message_id = r.message_id;
       }
     }
     std::set<int64_t> ours;
@@ -131,25 +213,12 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                       exceptions_),
           group_id_, int_array(ok_ids), text_array(ok_tok)));
     }
-    if (!fail_ids.empty()) {
-      collect(tx.exec_params(
-          fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
-                      "can_run_after = to_timestamp(u.after / 1000.0), last_error = u.err, "
-                      "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
-                      "lease_expires_at = NULL, updated_at = now(), "
-                      "schema_version = coalesce(e.schema_version, m.schema_version), "
-                      "message_key = coalesce(e.message_key, m.message_key), "
-                      "message_created_at = coalesce(e.message_created_at, m.created_at) "
-                      "FROM unnest($2::bigint[], "
-                      "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
-                      "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
-                      "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
-                      "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
-                      "RETURNING e.message_id",
-                      exceptions_, messages_),
-          group_id_, int_array(fail_ids), text_array(fail_tok), text_array(fail_status),
-          int_array(fail_att), int_array(fail_del), int_array(fail_after), text_array(fail_err),
-          text_array(fail_payload)));
+    if (!fail.empty()) {
+      if (isolate == nullptr) {
+        update_failures(tx, exceptions_, messages_, group_id_, fail, ours);
+      } else {
+        update_failures_isolated(tx, exceptions_, messages_, group_id_, fail, ours, *isolate);
+      }
     }
     if (!back_ids.empty()) {
       collect(tx.exec_params(
@@ -177,7 +246,15 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                                                 : std::optional<std::string>(r.audit->error));
       }
     }
-    if (!au_ids.empty()) {
+    if (!au_ids.empty() && isolate != nullptr) {
+      std::vector<AuditEntry> entries;
+      for (size_t i = 0; i < au_ids.size(); ++i) {
+        entries.push_back(AuditEntry{au_ids[i], static_cast<int32_t>(au_att[i]), au_outcome[i],
+                                     au_err[i].value_or(""),
+                                     SysTime(std::chrono::milliseconds(au_at[i]))});
+      }
+      insert_audit_isolated(tx, deliveries_, group_id_, holder_, entries, *isolate);
+    } else if (!au_ids.empty()) {
       tx.exec_params(
           fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
                       "SELECT $1, u.id, u.att, u.o, u.err, $6, to_timestamp(u.at / 1000.0) "

@@ -4,11 +4,7 @@
 // still handled at least once in every group. Runs on its own PostgreSQL cluster so the
 // shared test cluster is not disturbed.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -16,53 +12,6 @@
 
 namespace sqlstreams::e2e {
 namespace {
-
-int free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    throw std::runtime_error("no free TCP port");
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A throwaway PostgreSQL cluster of this test's own (scripts/pg.sh), stopped and removed after.
-class OwnCluster {
- public:
-  OwnCluster() : port_(free_tcp_port()) {
-    char tmpl[] = "/tmp/sqlstreams-e2e-pg-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-    dir_ = tmpl;
-    auto [code, out] = pg({"start", dir_, std::to_string(port_)});
-    if (code != 0) throw std::runtime_error("pg.sh start failed: " + out);
-    url_ = "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
-  }
-  ~OwnCluster() {
-    pg({"stop", dir_});
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& url() const { return url_; }
-  std::pair<int, std::string> restart_immediate() { return pg({"restart-immediate", dir_}); }
-
- private:
-  static std::pair<int, std::string> pg(std::vector<std::string> args) {
-    std::vector<std::string> argv{"/bin/bash", std::string(SQLSTREAMS_SOURCE_DIR) + "/scripts/pg.sh"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return testing::run_command(argv, {{"SQLSTREAMS_PG_DB", "postgres"},
-                                       {"SQLSTREAMS_PG_FSYNC", "off"}});
-  }
-  int port_;
-  std::string dir_;
-  std::string url_;
-};
 
 // Lines naming a "...database-unavailable" event, by loop (the message up to its first ':',
 // e.g. "database-unavailable stream=S group=G kind=connection").

@@ -1,8 +1,11 @@
 #include "e2e_support.hpp"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,6 +29,56 @@ ScratchDir::~ScratchDir() {
   }
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+int free_tcp_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    throw std::runtime_error("no free TCP port");
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::pair<int, std::string> pg_script(std::vector<std::string> args) {
+  std::vector<std::string> argv{"/bin/bash", std::string(SQLSTREAMS_SOURCE_DIR) + "/scripts/pg.sh"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testing::run_command(argv,
+                              {{"SQLSTREAMS_PG_DB", "postgres"}, {"SQLSTREAMS_PG_FSYNC", "off"}});
+}
+
+}  // namespace
+
+OwnCluster::OwnCluster() : port_(free_tcp_port()) {
+  char tmpl[] = "/tmp/sqlstreams-e2e-pg-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  auto [code, out] = start();
+  if (code != 0) throw std::runtime_error("pg.sh start failed: " + out);
+  url_ = "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
+}
+
+OwnCluster::~OwnCluster() {
+  stop();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::pair<int, std::string> OwnCluster::restart_immediate() {
+  return pg_script({"restart-immediate", dir_});
+}
+std::pair<int, std::string> OwnCluster::stop() { return pg_script({"stop", dir_}); }
+std::pair<int, std::string> OwnCluster::start() {
+  return pg_script({"start", dir_, std::to_string(port_)});
 }
 
 bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every) {

@@ -47,6 +47,25 @@ class ScratchDir {
 // Polls `pred` every `every` until it holds (true) or `timeout` passed (false).
 bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every = 50ms);
 
+// A throwaway PostgreSQL cluster of the test's own (scripts/pg.sh), stopped and removed after:
+// for tests that stop or crash the database without disturbing the shared test cluster.
+class OwnCluster {
+ public:
+  OwnCluster();
+  ~OwnCluster();
+  OwnCluster(const OwnCluster&) = delete;
+  OwnCluster& operator=(const OwnCluster&) = delete;
+  const std::string& url() const { return url_; }
+  std::pair<int, std::string> restart_immediate();
+  std::pair<int, std::string> stop();   // fast shutdown
+  std::pair<int, std::string> start();  // again, same port and data
+
+ private:
+  int port_;
+  std::string dir_;
+  std::string url_;
+};
+
 // One host's configuration: stream payments.requested, group charge-cards and (optionally)
 // audit-payments, both recording every call to `record_file`.
 struct HostOptions {

@@ -59,6 +59,27 @@ TEST_F(CHandler, MapsEveryOutcome) {
   EXPECT_EQ(silent.error, "handler returned RETRY without an error message");
 }
 
+// Issue 9 item 1: what crosses the ABI is made valid where it enters the host.
+TEST_F(CHandler, TextAndDelayAreSanitizedAtTheBoundary) {
+  const auto huge = echo_->handle(Message{.payload = "huge-delay"}.view());
+  EXPECT_EQ(huge.kind, OutcomeKind::kDelay);
+  EXPECT_EQ(huge.delay, sqlstreams::plugin_host::kMaxDelay) << "clamped to the 30-day ceiling";
+  EXPECT_EQ(echo_->handle(Message{.payload = "bad-bytes"}.view()).error,
+            "a\xEF\xBF\xBD" "b\xEF\xBF\xBD")
+      << "NUL and invalid bytes become U+FFFD";
+  EXPECT_EQ(echo_->handle(Message{.payload = "bogus-length"}.view()).error, "short")
+      << "a length above the cap is not trusted: read up to the NUL";
+  const auto cut = echo_->handle(Message{.payload = "long-text"}.view()).error;
+  EXPECT_LE(cut.size(), 8192u);
+  const std::string marker = " ...(truncated)";
+  ASSERT_GT(cut.size(), marker.size());
+  EXPECT_EQ(cut.substr(cut.size() - marker.size()), marker);
+  const std::string body = cut.substr(0, cut.size() - marker.size());
+  EXPECT_EQ(body.rfind("order a", 0), 0u);
+  EXPECT_EQ((body.size() - 7) % 2, 0u) << "cut between two é, not inside one";
+  EXPECT_EQ(body.substr(body.size() - 2), "\xC3\xA9");
+}
+
 TEST_F(CHandler, PluginBugsBecomeRetries) {
   const auto unset = echo_->handle(Message{.payload = "unset"}.view());
   EXPECT_EQ(unset.kind, OutcomeKind::kRetry);

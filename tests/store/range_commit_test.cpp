@@ -105,7 +105,9 @@ TEST_F(RangeCommitTest, HandedBackRangeIsReclaimableAtOnceWithoutCountingACrash)
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   auto r = claim(gs, 4);
-  gs.hand_back({r.token});
+  // A hand-back is a partial commit with nothing resolved.
+  EXPECT_EQ(gs.commit_ranges({store::RangeCommit{r.token, r.low, false, {}, {}}}),
+            std::vector<bool>{true});
   auto re = gs.reclaim_expired(now_, std::chrono::seconds(30), 3);
   ASSERT_TRUE(re.range.has_value());
   EXPECT_EQ(re.range->reclaims, 0);

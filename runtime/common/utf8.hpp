@@ -1,0 +1,26 @@
+// common/utf8 — the one text sanitizer for everything that crosses into the host from outside
+// (plugin error text, log text) and for any text the committer writes to PostgreSQL (DESIGN §7
+// "Poison-proof commits", STYLE L6). The result is always valid UTF-8 that PostgreSQL accepts
+// in a `text` column: invalid or truncated sequences, overlong forms, surrogates, code points
+// above U+10FFFF and NUL bytes each become U+FFFD; a cut happens at a code point boundary.
+// Threading: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace sqlstreams {
+
+// Appended (inside the byte budget) when sanitize_utf8 had to cut the text.
+inline constexpr std::string_view kTruncatedMarker = " ...(truncated)";
+
+// `text` made valid (see above) and at most `max_bytes` bytes long. When the sanitized text does
+// not fit, it is cut at a code point boundary and ends with kTruncatedMarker (a budget smaller
+// than the marker yields just the cut text).
+std::string sanitize_utf8(std::string_view text, size_t max_bytes = std::string::npos);
+
+// True when `text` is valid UTF-8 without NUL bytes (what sanitize_utf8 returns unchanged).
+bool is_clean_utf8(std::string_view text);
+
+}  // namespace sqlstreams

@@ -1,0 +1,136 @@
+// Poison-proof commits (DESIGN §7, issue 9 item 1) through a real pipeline and a real
+// PostgreSQL: an outcome the database refuses deterministically is isolated to its message,
+// which ends dead with "commit rejected: …"; its innocent neighbours commit normally; nothing
+// retries the refusal forever; stop() honours its deadline.
+// The refusal is real: a CHECK constraint on exceptions_1 that refuses a marked error text
+// (SQLSTATE 23514), since everything a plugin hands over is already sanitized upstream.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "consume/group_pipeline.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::consume {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr const char* kRefused = "REFUSED-BY-THE-DATABASE";
+
+// Message 5: TERMINAL with the refused text. Message 3: RETRY on its first attempt, then
+// TERMINAL with the refused text on the retry (the retry commit path). Message 8: an innocent
+// RETRY. Everything else: OK.
+class PoisonHandler final : public plugin_host::HandlerInstance {
+ public:
+  plugin_host::Outcome handle(const plugin_host::MessageView& m) noexcept override {
+    using plugin_host::OutcomeKind;
+    if (m.id == 5) return {OutcomeKind::kTerminal, {}, kRefused};
+    if (m.id == 3) {
+      if (m.attempt == 1) return {OutcomeKind::kRetry, {}, "first attempt fails"};
+      return {OutcomeKind::kTerminal, {}, std::string("on retry: ") + kRefused};
+    }
+    if (m.id == 8) return {OutcomeKind::kRetry, {}, "provider unreachable"};
+    return {};
+  }
+  bool concurrent() const override { return true; }
+  const std::string& plugin_name() const override { return name_; }
+
+ private:
+  std::string name_ = "poison";
+};
+
+class PoisonCommitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    opts_.url = db_.url();
+    store::Session s(opts_);
+    store::migrate(s);
+    store::StreamSpec spec;
+    spec.name = "payments.requested";
+    spec.partition_size = 10'000;
+    auto stream = store::declare_stream(s, spec).stream;
+    group_ = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+    db_.sql(std::string("ALTER TABLE sqlstreams.exceptions_1 ADD CONSTRAINT refuse_marked CHECK "
+                        "(last_error NOT LIKE '%") +
+            kRefused + "%')");
+    store::Producer p(s);
+    std::vector<store::NewMessage> batch;
+    for (int i = 0; i < 20; ++i) batch.push_back({R"({"order_id":"o"})"});
+    p.produce_batch("payments.requested", batch);
+  }
+  std::unique_ptr<GroupPipeline> pipeline() {
+    PipelineOptions o;
+    o.group.name = "charge-cards";
+    o.group.stream = "payments.requested";
+    o.group.concurrency = 2;
+    o.group.batch_size = 10;  // two ranges; the poison one shares a commit with an innocent one
+    o.group.poll_interval = 10ms;
+    o.group.max_poll_interval = 50ms;
+    o.group.lease_ttl = 10s;
+    o.group.handler_timeout = 2s;
+    o.group.retry.initial_backoff = 100ms;
+    o.group.retry.base_delay = 100ms;
+    o.group.retry.max_delay = 1s;
+    o.session = opts_;
+    o.ref = group_;
+    o.holder = "test:1";
+    return std::make_unique<GroupPipeline>(o, std::make_unique<PoisonHandler>());
+  }
+  bool eventually(const std::string& sql, std::chrono::seconds timeout = 30s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (db_.scalar<bool>(sql)) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  std::string row(int64_t id) {
+    auto r = db_.sql(
+        "SELECT status || '|' || last_error FROM sqlstreams.exceptions_1 WHERE "
+        "message_id = " +
+        std::to_string(id));
+    return r.empty() ? "<none>" : r[0][0].as<std::string>();
+  }
+
+  testing::TestDatabase db_;
+  store::SessionOptions opts_;
+  store::GroupRef group_;
+};
+
+TEST_F(PoisonCommitTest, RefusedOutcomeIsIsolatedAndDeadWhileNeighboursCommit) {
+  auto p = pipeline();
+  p->start();
+  // Both ranges resolve (no lease left) and the retried message 3 ends dead too.
+  ASSERT_TRUE(
+      eventually("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 20 AND NOT EXISTS "
+                 "(SELECT 1 FROM sqlstreams.leases_1) AND EXISTS (SELECT 1 FROM "
+                 "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead')"))
+      << "the group wedged: leases=" << db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1")
+      << " message 3: " << row(3);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  EXPECT_TRUE(p->stop(deadline));
+  EXPECT_LT(std::chrono::steady_clock::now(), deadline + 1s);
+
+  EXPECT_EQ(row(5),
+            "dead|commit rejected: 23514 new row for relation \"exceptions_1\" violates "
+            "check constraint \"refuse_marked\"");
+  EXPECT_EQ(row(3),
+            "dead|commit rejected: 23514 new row for relation \"exceptions_1\" violates "
+            "check constraint \"refuse_marked\"");
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 5 "
+                            "AND payload IS NOT NULL"),
+            1)
+      << "the dead letter keeps its payload";
+  EXPECT_EQ(row(8), "ready|provider unreachable") << "an innocent neighbour is recorded normally";
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 3)
+      << "the other 17 messages succeeded";
+  EXPECT_EQ(p->metrics().commit_rejected.load(), 2u);
+  EXPECT_EQ(p->metrics().ranges_committed.load(), 2u);
+  EXPECT_EQ(p->metrics().lease_lost.load(), 0u);
+  EXPECT_EQ(p->metrics().commit_stalled_for(), std::chrono::steady_clock::duration{});
+}
+
+}  // namespace
+}  // namespace sqlstreams::consume

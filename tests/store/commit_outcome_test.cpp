@@ -1,0 +1,244 @@
+// Range commits write the outcome they carry (issue 9 items 1 and 6): a re-delivery after a
+// rewind overwrites the old exception row (a success removes an old dead letter) but never
+// clobbers a row inflight under another host's retry lease; a commit the database refuses
+// deterministically is isolated to the refused row, which is recorded dead.
+#include <thread>
+
+#include "store/operator_actions.hpp"
+#include "store_fixture.hpp"
+
+// LeakSanitizer: the in-doubt test cuts a connection under libpqxx 6.4, which then leaks one
+// PGresult (make_result() throws broken_connection before wrapping it; fixed in libpqxx 7) —
+// the same known leak as tests/e2e/lsan.supp. Applies to this test binary only.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libpqxx-6.4.so\n"; }
+
+namespace sqlstreams::testing {
+namespace {
+
+using store::ExceptionStatus;
+
+class CommitOutcomeTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    store::Producer p(*session_);
+    std::vector<store::NewMessage> batch;
+    for (int i = 1; i <= 10; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});
+    p.produce_batch("payments.requested", batch);
+  }
+  store::ClaimedRange claim(store::GroupStore& gs, int32_t batch) {
+    for (int i = 0; i < 3; ++i) {
+      auto r = poll(gs, batch);
+      if (r.range) return *r.range;
+    }
+    ADD_FAILURE() << "nothing claimed";
+    return {};
+  }
+  std::string row(int64_t id) {
+    auto r = db_.sql(
+        "SELECT status || '|' || attempts || '|' || coalesce(last_error, '') FROM "
+        "sqlstreams.exceptions_1 WHERE group_id = " +
+        std::to_string(charge_.id) + " AND message_id = " + std::to_string(id));
+    return r.empty() ? "<none>" : r[0][0].as<std::string>();
+  }
+  store::FailedMessage failed(int64_t id, ExceptionStatus st, const std::string& error,
+                              std::optional<std::string> payload = std::nullopt) {
+    return store::FailedMessage{id, st, 1, 0, now_, error, std::move(payload)};
+  }
+};
+
+TEST_F(CommitOutcomeTest, RedeliveryAfterRewindOverwritesTheOldOutcome) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto first = claim(gs, 10);
+  store::RangeCommit c{first.token, first.high, true, {}, {}};
+  c.failures = {failed(2, ExceptionStatus::kDead, "old: dead"),
+                failed(3, ExceptionStatus::kReady, "old: ready"),
+                failed(4, ExceptionStatus::kDead, "old: dead, about to be retried")};
+  ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  // Another host holds message 4 under a live retry lease.
+  db_.sql(
+      "UPDATE sqlstreams.exceptions_1 SET status = 'inflight', lease_token = "
+      "gen_random_uuid(), lease_expires_at = now() + interval '1 hour' WHERE message_id = 4");
+  store::rewind_group(*s, charge_, 0, std::nullopt, "test");
+
+  auto again = claim(gs, 10);
+  ASSERT_EQ(again.low, 0);
+  store::RangeCommit redelivered{again.token, again.high, true, {}, {}};
+  // 2 now succeeds; 3 fails differently; 4 succeeds here but its retry lease is someone else's.
+  redelivered.failures = {failed(3, ExceptionStatus::kDead, "new: terminal")};
+  ASSERT_EQ(gs.commit_ranges({redelivered}), std::vector<bool>{true});
+  EXPECT_EQ(row(2), "<none>") << "a success of the re-delivery removes the old dead letter";
+  EXPECT_EQ(row(3), "dead|1|new: terminal") << "the re-delivery's outcome replaces the old one";
+  EXPECT_EQ(row(4), "inflight|1|old: dead, about to be retried")
+      << "a row under a live retry lease belongs to that lease's holder";
+}
+
+TEST_F(CommitOutcomeTest, PartialCommitOverwritesOnlyItsResolvedSpan) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto first = claim(gs, 10);
+  store::RangeCommit c{first.token, first.high, true, {}, {}};
+  c.failures = {failed(2, ExceptionStatus::kDead, "old"), failed(8, ExceptionStatus::kDead, "old")};
+  ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  store::rewind_group(*s, charge_, 0, std::nullopt, "test");
+  auto again = claim(gs, 10);
+  // Drained after message 5: 1..5 resolved (all OK), 6..10 handed back.
+  ASSERT_EQ(gs.commit_ranges({store::RangeCommit{again.token, 5, false, {}, {}}}),
+            std::vector<bool>{true});
+  EXPECT_EQ(row(2), "<none>");
+  EXPECT_EQ(row(8), "dead|1|old") << "not resolved by this commit: left as it was";
+}
+
+TEST_F(CommitOutcomeTest, RefusedRowIsIsolatedAndRecordedDeadTheRestCommits) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto a = claim(gs, 5);
+  auto b = claim(gs, 5);
+  store::RangeCommit ca{a.token, a.high, true, {}, {}};
+  ca.failures = {failed(2, ExceptionStatus::kReady, "innocent retry"),
+                 failed(3, ExceptionStatus::kDead, "terminal", std::string("{not json"))};
+  ca.audit = {{2, 1, "retry", "innocent retry"}, {3, 1, "dead", "terminal"}};
+  store::RangeCommit cb{b.token, b.high, true, {failed(7, ExceptionStatus::kReady, "other")}, {}};
+
+  // The plain commit is refused as a whole, deterministically, and changes nothing.
+  try {
+    (void)gs.commit_ranges({ca, cb});
+    FAIL() << "the invalid payload copy was accepted";
+  } catch (const store::StoreError& e) {
+    EXPECT_TRUE(e.deterministic()) << e.sqlstate() << " " << e.what();
+    EXPECT_EQ(e.sqlstate(), "22P02");
+  }
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 2);
+
+  std::vector<store::RejectedWrite> rejected;
+  EXPECT_EQ(gs.commit_ranges({ca, cb}, &rejected), (std::vector<bool>{true, true}));
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].message_id, 3);
+  EXPECT_EQ(rejected[0].sqlstate, "22P02");
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(row(2), "ready|1|innocent retry");
+  EXPECT_EQ(row(7), "ready|1|other");
+  const std::string fixed =
+      "commit rejected: 22P02 (the outcome was refused even as a dead letter with its payload; "
+      "payload not copied)";
+  EXPECT_EQ(row(3), "dead|1|" + fixed) << "the payload copy itself was refused: dead without it";
+  EXPECT_EQ(rejected[0].error, fixed);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
+                            "AND payload IS NULL"),
+            1);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1"), 2);
+}
+
+TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  store::RangeCommit c{r.token, r.high, true, {}, {}};
+  c.failures = {failed(4, ExceptionStatus::kReady, "first"),
+                failed(6, ExceptionStatus::kReady, "first")};
+  ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  auto due = gs.claim_due_retries(now_ + std::chrono::seconds(1), std::chrono::seconds(30), 10);
+  ASSERT_EQ(due.size(), 2u);
+  std::vector<store::RetryResult> results;
+  for (const auto& d : due) {
+    store::FailedMessage f = failed(d.message_id, ExceptionStatus::kDead, "terminal");
+    f.attempts = 2;
+    if (d.message_id == 4) f.payload = std::string("{not json");
+    results.push_back(store::RetryResult{d.message_id, d.token, f, false, {}});
+  }
+  EXPECT_THROW((void)gs.commit_retries(results, now_), store::StoreError);
+  std::vector<store::RejectedWrite> rejected;
+  EXPECT_EQ(gs.commit_retries(results, now_, &rejected), (std::vector<bool>{true, true}));
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].message_id, 4);
+  EXPECT_EQ(row(4),
+            "dead|2|commit rejected: 22P02 (the outcome was refused even as a dead "
+            "letter with its payload; payload not copied)");
+  EXPECT_EQ(row(6), "dead|2|terminal");
+}
+
+// Cluster-wide: commits wait for a synchronous standby that never comes, except in sessions
+// that set synchronous_commit below `on`. store_tests run serially (RUN_SERIAL), so nothing else
+// commits meanwhile; the destructor restores the configuration.
+class CommitsWaitForAStandby {
+ public:
+  explicit CommitsWaitForAStandby(const std::string& url) : url_(url) {
+    set("ALTER SYSTEM SET synchronous_standby_names = 'sqlstreams_test_no_such_standby'",
+        "ALTER SYSTEM SET synchronous_commit = 'local'", "sqlstreams_test_no_such_standby");
+  }
+  ~CommitsWaitForAStandby() {
+    set("ALTER SYSTEM RESET synchronous_standby_names", "ALTER SYSTEM RESET synchronous_commit",
+        "");
+  }
+
+ private:
+  void set(const char* a, const char* b, const std::string& expect) {
+    {
+      pqxx::connection c(url_);
+      pqxx::nontransaction n(c);
+      n.exec(a);
+      n.exec(b);
+      n.exec("SELECT pg_reload_conf()");
+    }
+    for (int i = 0; i < 500; ++i) {  // the reload is asynchronous: wait until sessions see it
+      pqxx::connection c(url_);
+      pqxx::nontransaction n(c);
+      if (n.exec1("SHOW synchronous_standby_names")[0].as<std::string>() == expect) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "configuration reload not seen";
+  }
+  std::string url_;
+};
+
+// Issue 9 item 10: a commit whose COMMIT reply was lost (in doubt) but which did commit is
+// recognised as committed (pg_xact_status), not as a lease lost to a reclaim. The COMMIT is
+// made to hang deterministically (waiting for a synchronous standby, after the local commit)
+// and its backend is terminated: the client sees a broken connection during COMMIT.
+TEST_F(CommitOutcomeTest, InDoubtCommitThatCommittedIsResolvedAsCommitted) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  store::RangeCommit c{r.token, r.high, true, {failed(4, ExceptionStatus::kReady, "retry me")}, {}};
+
+  store::SessionOptions o = options();
+  o.url += (o.url.find('?') == std::string::npos ? "?" : "&");
+  o.url += "options=-csynchronous_commit%3Don";
+  o.application_name = "in-doubt-test";
+  store::Session waiting(o);
+  auto committer = group_store(waiting, charge_.id);
+  std::optional<store::StoreError::Kind> error;
+  {
+    CommitsWaitForAStandby standby(admin_url());
+    std::thread t([&] {
+      try {
+        (void)committer.commit_ranges({c});
+      } catch (const store::StoreError& e) {
+        error = e.kind();
+      }
+    });
+    bool terminated = false;
+    for (int i = 0; i < 1000 && !terminated; ++i) {
+      terminated = db_.scalar<bool>(
+          "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity "
+          "WHERE application_name = 'in-doubt-test' AND wait_event = 'SyncRep'");
+      if (!terminated) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    t.join();
+    ASSERT_TRUE(terminated) << "the COMMIT never waited for the standby";
+  }
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(*error, store::StoreError::Kind::kInDoubt);
+  ASSERT_TRUE(committer.in_doubt().has_value());
+  EXPECT_EQ(committer.in_doubt()->committed, std::vector<bool>{true});
+  EXPECT_EQ(committer.resolve_in_doubt(), store::InDoubtResolution::kCommitted);
+  EXPECT_FALSE(committer.in_doubt().has_value());
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(row(4), "ready|1|retry me");
+  // What the old code did next: send the commit again, find the lease gone, call it lost.
+  EXPECT_EQ(committer.commit_ranges({c}), std::vector<bool>{false});
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing
