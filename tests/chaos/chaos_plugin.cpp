@@ -1,0 +1,128 @@
+// chaos.so — handler `chaos` for the fault-injecting history checker (tests/chaos): every
+// message's behaviour is behaviour_of(seed, group, id) (chaos_plugin.hpp), and every call is
+// recorded as one line "<stream> <group> <id> <attempt> <outcome> <tag> <pid>" appended with a
+// single write(2) to record_file (O_APPEND: lines of concurrent hosts never interleave). Config:
+// seed (required), record_file (required), slow_ms (20), hang_ms (60000), delay_ms (100).
+// Threading: concurrent; the instance is immutable after construction.
+#include "chaos_plugin.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <sqlstreams/plugin.hpp>
+#include <string>
+#include <thread>
+
+namespace sqlstreams::chaos {
+
+class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
+ public:
+  static constexpr const char* kName = "chaos";
+  static constexpr int kSchemaVersion = 1;
+  static constexpr bool kConcurrent = true;
+
+  struct Settings {
+    uint64_t seed = 0;
+    std::string record_file;
+    int64_t slow_ms = 20, hang_ms = 60000, delay_ms = 100;
+  };
+
+  static Settings parse(const nlohmann::json& config) {
+    sqlstreams::ConfigReader r(config);
+    Settings s;
+    s.seed = static_cast<uint64_t>(r.get<int64_t>("seed", -1));
+    if (!r.has("seed")) throw sqlstreams::ConfigError("config key 'seed' is required");
+    s.record_file = r.get<std::string>("record_file", "");
+    if (s.record_file.empty())
+      throw sqlstreams::ConfigError("config key 'record_file' is required");
+    s.slow_ms = r.get<int64_t>("slow_ms", s.slow_ms);
+    s.hang_ms = r.get<int64_t>("hang_ms", s.hang_ms);
+    s.delay_ms = r.get<int64_t>("delay_ms", s.delay_ms);
+    r.reject_unknown_keys();
+    return s;
+  }
+  static void validate(const nlohmann::json& config) { parse(config); }
+
+  explicit ChaosHandler(const nlohmann::json& config) : settings_(parse(config)) {
+    fd_ = ::open(settings_.record_file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw std::runtime_error("cannot open record_file '" + settings_.record_file +
+                               "': " + std::strerror(errno));
+    }
+  }
+  ~ChaosHandler() override { ::close(fd_); }
+  ChaosHandler(const ChaosHandler&) = delete;
+  ChaosHandler& operator=(const ChaosHandler&) = delete;
+
+  sqlstreams::Result handle(const std::string_view& payload,
+                            const sqlstreams::MessageContext& m) override {
+    const Behaviour b = behaviour_of(settings_.seed, m.group, m.id);
+    const std::string tag = tag_of(payload);
+    switch (b) {
+      case Behaviour::kOk:
+        return done(m, tag, "ok", sqlstreams::ok());
+      case Behaviour::kSlow:
+        sleep_ms(settings_.slow_ms);
+        return done(m, tag, "ok", sqlstreams::ok());
+      case Behaviour::kFlaky:
+        if (m.attempt == 1) return done(m, tag, "retry", sqlstreams::retry("chaos: flaky"));
+        return done(m, tag, "ok", sqlstreams::ok());
+      case Behaviour::kFail:
+        return done(m, tag, "retry", sqlstreams::retry("chaos: always fails"));
+      case Behaviour::kTerminal:
+        record(m, tag, "terminal");
+        sqlstreams::terminal("chaos: terminal");
+      case Behaviour::kDelayOnce:
+        if (m.attempt == 1) return done(m, tag, "delay", sqlstreams::delay(settings_.delay_ms));
+        return done(m, tag, "ok", sqlstreams::ok());
+      case Behaviour::kDelayFail:
+        if (m.attempt <= 2) return done(m, tag, "delay", sqlstreams::delay(settings_.delay_ms));
+        return done(m, tag, "retry", sqlstreams::retry("chaos: fails after delays"));
+      case Behaviour::kTimeout:
+        if (m.attempt == 1) {
+          record(m, tag, "hang");
+          sleep_ms(settings_.hang_ms);
+        }
+        return done(m, tag, "ok", sqlstreams::ok());
+    }
+    return sqlstreams::retry("chaos: unknown behaviour");
+  }
+
+ private:
+  static std::string tag_of(std::string_view payload) {
+    try {
+      const auto j = nlohmann::json::parse(payload);
+      if (j.is_object() && j.contains("tag") && j["tag"].is_string()) return j["tag"];
+    } catch (const std::exception&) {
+    }
+    return "-";
+  }
+  static void sleep_ms(int64_t ms) {
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  }
+  sqlstreams::Result done(const sqlstreams::MessageContext& m, const std::string& tag,
+                          const char* outcome, sqlstreams::Result r) const {
+    record(m, tag, outcome);
+    return r;
+  }
+  void record(const sqlstreams::MessageContext& m, const std::string& tag,
+              const char* outcome) const {
+    const std::string line = std::string(m.stream) + " " + std::string(m.group) + " " +
+                             std::to_string(m.id) + " " + std::to_string(m.attempt) + " " +
+                             outcome + " " + tag + " " + std::to_string(::getpid()) + "\n";
+    if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw std::runtime_error(std::string("cannot append to record_file: ") +
+                               std::strerror(errno));
+    }
+  }
+
+  const Settings settings_;
+  int fd_ = -1;
+};
+
+}  // namespace sqlstreams::chaos
+
+SQLSTREAMS_PLUGIN("chaos", "1.0.0", sqlstreams::chaos::ChaosHandler)

@@ -1,0 +1,307 @@
+#include "checker.hpp"
+
+#include <fstream>
+#include <pqxx/pqxx>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "chaos_plugin.hpp"
+
+namespace sqlstreams::chaos {
+namespace {
+
+const std::vector<std::string> kInvariants = {"lost",           "skipped",        "stuck",
+                                              "wrong-attempts", "double-commits", "phantoms",
+                                              "backward",       "passed-lease"};
+
+struct DeadRow {
+  std::string status;
+  int32_t attempts = 0, delays = 0;
+  std::string error;
+};
+
+// Everything read from one stream's tables.
+struct StreamData {
+  int64_t id = 0;
+  bool allow_drop = false;
+  std::map<int64_t, std::string> messages;                        // id -> tag (what retention left)
+  std::map<std::string, int64_t> group_ids;                       // group name -> id
+  std::map<std::string, std::pair<int64_t, int64_t>> cursor;      // group -> (committed, claimed)
+  std::map<std::string, int64_t> leases;                          // group -> leases left
+  std::map<std::pair<std::string, int64_t>, DeadRow> exceptions;  // (group, id) -> row
+  std::map<std::tuple<std::string, int64_t, int32_t>, int> committed_attempts;  // audit, attempt>0
+  std::set<std::pair<std::string, int64_t>> ok, discarded, operator_retried;
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
+};
+
+struct Record {
+  std::string stream, group, outcome, tag;
+  int64_t id = 0;
+  int32_t attempt = 0;
+};
+
+std::vector<Record> read_records(const std::vector<std::string>& files) {
+  std::vector<Record> out;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      Record r;
+      std::string pid;
+      if (ls >> r.stream >> r.group >> r.id >> r.attempt >> r.outcome >> r.tag >> pid) {
+        out.push_back(r);
+      }
+    }
+  }
+  return out;
+}
+
+std::map<std::string, StreamData> read_database(const std::string& url) {
+  std::map<std::string, StreamData> streams;
+  pqxx::connection c(url);
+  pqxx::work tx(c);
+  for (const auto& r :
+       tx.exec("SELECT id, name, allow_drop_past_committed FROM sqlstreams.streams")) {
+    auto& s = streams[r[1].as<std::string>()];
+    s.id = r[0].as<int64_t>();
+    s.allow_drop = r[2].as<bool>();
+  }
+  for (auto& [name, s] : streams) {
+    const std::string n = std::to_string(s.id);
+    std::map<int64_t, std::string> group_name;
+    for (const auto& r :
+         tx.exec_params("SELECT id, name FROM sqlstreams.groups WHERE stream_id = $1", s.id)) {
+      s.group_ids[r[1].as<std::string>()] = r[0].as<int64_t>();
+      group_name[r[0].as<int64_t>()] = r[1].as<std::string>();
+    }
+    for (const auto& r : tx.exec("SELECT id, coalesce(payload->>'tag', '-') FROM "
+                                 "sqlstreams.messages_" +
+                                 n)) {
+      s.messages[r[0].as<int64_t>()] = r[1].as<std::string>();
+    }
+    for (const auto& r :
+         tx.exec("SELECT group_id, committed, claimed FROM sqlstreams.cursors_" + n)) {
+      s.cursor[group_name[r[0].as<int64_t>()]] = {r[1].as<int64_t>(), r[2].as<int64_t>()};
+    }
+    for (const auto& r :
+         tx.exec("SELECT group_id, count(*) FROM sqlstreams.leases_" + n + " GROUP BY group_id")) {
+      s.leases[group_name[r[0].as<int64_t>()]] = r[1].as<int64_t>();
+    }
+    for (const auto& r : tx.exec("SELECT group_id, message_id, status, attempts, delays, "
+                                 "coalesce(last_error, '') FROM sqlstreams.exceptions_" +
+                                 n)) {
+      s.exceptions[{group_name[r[0].as<int64_t>()], r[1].as<int64_t>()}] = DeadRow{
+          r[2].as<std::string>(), r[3].as<int32_t>(), r[4].as<int32_t>(), r[5].as<std::string>()};
+    }
+    for (const auto& r : tx.exec("SELECT group_id, message_id, attempt, outcome, coalesce(error, "
+                                 "'') FROM sqlstreams.deliveries_" +
+                                 n)) {
+      const std::string g = group_name[r[0].as<int64_t>()], outcome = r[3].as<std::string>();
+      const int64_t id = r[1].as<int64_t>();
+      const int32_t attempt = r[2].as<int32_t>();
+      if (attempt > 0) s.committed_attempts[{g, id, attempt}]++;
+      if (attempt > 0 && outcome == "ok") s.ok.insert({g, id});
+      if (outcome == "operator-discard") s.discarded.insert({g, id});
+      if (outcome == "operator-retry") s.operator_retried.insert({g, id});
+      if (outcome == "operator-rewind") {
+        // error: "rewound from claimed C / committed K to P": ids (P, C] are delivered again.
+        const std::string e = r[4].as<std::string>();
+        const auto at = e.find("claimed ");
+        const int64_t from = at == std::string::npos ? 0 : std::stoll(e.substr(at + 8));
+        s.rewound[g].push_back({id, from});
+      }
+    }
+  }
+  tx.commit();
+  return streams;
+}
+
+class Tally {
+ public:
+  explicit Tally(Verdict& v) : v_(v) {
+    for (const auto& i : kInvariants) v_.violations[i] = 0;
+  }
+  void violation(const std::string& what, const std::string& example) {
+    v_.violations[what]++;
+    auto& ex = v_.examples[what];
+    if (ex.size() < 8) ex.push_back(example);
+  }
+  void info(const std::string& what, int64_t n = 1) { v_.info[what] += n; }
+
+ private:
+  Verdict& v_;
+};
+
+std::string where(const std::string& stream, const std::string& group, int64_t id) {
+  return stream + "/" + group + " id " + std::to_string(id);
+}
+
+}  // namespace
+
+bool Verdict::ok() const {
+  for (const auto& [k, n] : violations) {
+    if (n != 0) return false;
+  }
+  return true;
+}
+
+int64_t Verdict::count(const std::string& invariant) const {
+  auto it = violations.find(invariant);
+  return it == violations.end() ? 0 : it->second;
+}
+
+std::string Verdict::line() const {
+  std::ostringstream o;
+  for (const auto& i : kInvariants) o << i << "=" << count(i) << " ";
+  auto d = info.find("duplicates");
+  o << "duplicates=" << (d == info.end() ? 0 : d->second);
+  return o.str();
+}
+
+std::string Verdict::report() const {
+  std::ostringstream o;
+  o << line() << "\n";
+  for (const auto& [k, n] : info) o << "  " << k << ": " << n << "\n";
+  for (const auto& [k, ex] : examples) {
+    o << "  " << k << " (" << count(k) << "), e.g.:\n";
+    for (const auto& e : ex) o << "    " << e << "\n";
+  }
+  return o.str();
+}
+
+Verdict check(const CheckInput& in, History& h) {
+  Verdict v;
+  Tally t(v);
+  auto db = read_database(in.url);
+  const auto records = read_records(in.record_files);
+  std::lock_guard lk(h.mu);
+
+  // Tags: where each one ended up (the producer's id, else the table, else a handler call).
+  std::map<std::string, std::pair<std::string, int64_t>> seen;  // tag -> (stream, id)
+  for (const auto& [name, s] : db) {
+    for (const auto& [id, tag] : s.messages) seen[tag] = {name, id};
+  }
+  std::map<std::tuple<std::string, std::string, int64_t, int32_t>, int> calls;
+  for (const auto& r : records) {
+    seen.emplace(r.tag, std::make_pair(r.stream, r.id));
+    calls[{r.stream, r.group, r.id, r.attempt}]++;
+  }
+  for (const auto& [key, n] : calls) {
+    if (n > 1) t.info("duplicates", n - 1);
+  }
+  t.info("handler calls", static_cast<int64_t>(records.size()));
+  for (const auto& m : h.monitor_violations) {
+    t.violation(m.rfind("backward", 0) == 0 ? "backward" : "passed-lease", m);
+  }
+  t.info("monitor samples", h.monitor_samples);
+
+  for (const auto& [tag, p] : h.produced) {
+    if (p.fate == Fate::kRolledBack) {
+      t.info("rolled back");
+      if (seen.count(tag)) {
+        t.violation("phantoms", "rolled-back " + tag + " (" + p.path + ") seen as " +
+                                    seen[tag].first + " id " + std::to_string(seen[tag].second));
+      }
+      continue;
+    }
+    auto found = seen.find(tag);
+    if (p.fate == Fate::kInDoubt) {
+      t.info("in doubt");
+      if (found == seen.end()) continue;  // it rolled back
+      t.info("in doubt, committed");
+    } else {
+      t.info("committed");
+    }
+    const auto& s = db.at(p.stream);
+    int64_t id = p.id;
+    if (id == 0 && found != seen.end()) id = found->second.second;
+    if (id == 0) {  // committed, never stored where anyone can see it, never delivered
+      if (s.allow_drop) {
+        t.info("dropped");
+      } else {
+        t.violation("lost", "committed " + tag + " (" + p.path + ") on " + p.stream +
+                                " is in no table and was never delivered");
+      }
+      continue;
+    }
+    const bool stored = s.messages.count(id) != 0;
+    for (const auto& [g, gid] : s.group_ids) {
+      const auto key = std::make_pair(g, id);
+      auto ex = s.exceptions.find(key);
+      const bool dead = ex != s.exceptions.end() && ex->second.status == "dead";
+      const bool resolved = s.ok.count(key) || dead || s.discarded.count(key);
+      const Behaviour b = behaviour_of(in.seed, g, id);
+      const int64_t committed = s.cursor.count(g) ? s.cursor.at(g).first : 0;
+      if (!resolved) {
+        if (!stored && s.allow_drop) {
+          t.info("dropped");
+        } else if (!stored && committed < id) {
+          t.violation("lost", where(p.stream, g, id) + " (" + tag +
+                                  ") dropped before the group "
+                                  "reached it (committed " +
+                                  std::to_string(committed) + ")");
+        } else if (committed >= id && (ex == s.exceptions.end())) {
+          t.violation("skipped", where(p.stream, g, id) + " (" + tag + ", " + name_of(b) +
+                                     ") behind committed " + std::to_string(committed) +
+                                     " without an outcome");
+        } else {
+          t.violation("stuck",
+                      where(p.stream, g, id) + " (" + tag + ") unresolved" +
+                          (ex != s.exceptions.end() ? ", exception " + ex->second.status : ""));
+        }
+        continue;
+      }
+      if (s.discarded.count(key) && !dead) continue;
+      const int budget = dead ? ex->second.attempts - ex->second.delays : 0;
+      const bool spent = budget == in.max_retries + 1;
+      if (dead) {
+        const auto& e = ex->second;
+        bool right = false;
+        if (b == Behaviour::kFail) right = spent;
+        if (b == Behaviour::kDelayFail) right = spent && (e.delays >= 1 || e.attempts == budget);
+        if (b == Behaviour::kTerminal)
+          right = e.error.find("chaos: terminal") != std::string::npos || spent;
+        if (!ends_dead(b) && spent) {
+          right = true;
+          t.info("fault-dead");
+        }
+        if (!right) {
+          t.violation("wrong-attempts", where(p.stream, g, id) + " (" + name_of(b) +
+                                            ") dead with attempts " + std::to_string(e.attempts) +
+                                            " delays " + std::to_string(e.delays) + ": " + e.error);
+        }
+      } else if (ends_dead(b)) {
+        t.violation("wrong-attempts", where(p.stream, g, id) + " (" + name_of(b) +
+                                          ") resolved ok, but its handler never returns OK");
+      }
+    }
+  }
+
+  // The audit trail: one committed outcome per (group, message, attempt), except where an
+  // operator made history repeat (a rewind re-delivers, `dead retry` restarts the budget).
+  for (const auto& [name, s] : db) {
+    for (const auto& [key, n] : s.committed_attempts) {
+      if (n < 2) continue;
+      const auto& [g, id, attempt] = key;
+      bool excused = s.operator_retried.count({g, id}) != 0;
+      if (auto it = s.rewound.find(g); it != s.rewound.end()) {
+        for (const auto& [low, high] : it->second) excused = excused || (id > low && id <= high);
+      }
+      if (!excused) {
+        t.violation("double-commits", where(name, g, id) + " attempt " + std::to_string(attempt) +
+                                          " committed " + std::to_string(n) + " times");
+      }
+    }
+    // Nothing may be left at the end.
+    for (const auto& [g, n] : s.leases) {
+      if (n > 0)
+        t.violation("stuck", name + "/" + g + ": " + std::to_string(n) + " range leases left");
+    }
+  }
+  if (!in.quiescent) t.info("not quiescent at the end");
+  return v;
+}
+
+}  // namespace sqlstreams::chaos

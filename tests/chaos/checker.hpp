@@ -1,0 +1,51 @@
+// tests/chaos — the history checker: reads the database (messages, cursors, leases,
+// exceptions, the audit trail), the chaos plugin's record files and the workload's History,
+// and states every violated invariant with counts and example ids:
+//   lost            a committed message gone without allow_drop_past_committed, or never seen
+//   skipped         a group's cursor passed a committed message that it neither handled nor
+//   dead-lettered stuck           unresolved at the end: behind the cursor, a lease or
+//   ready/inflight row left wrong-attempts  a dead letter whose attempts do not match the policy,
+//   or a resolution the
+//                   message's behaviour cannot produce
+//   double-commits  one (group, message, attempt) committed twice in the audit trail
+//   phantoms        a rolled-back message delivered or stored
+//   backward / passed-lease   what the cursor monitor saw during the run
+// Informational: duplicates (handler calls repeated after a crash, pause or rewind), dropped
+// (lost by retention under allow_drop_past_committed), fault-dead (a success-behaviour message
+// whose budget faults spent).
+// Threading: check() from one thread after the workload ended.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "history.hpp"
+
+namespace sqlstreams::chaos {
+
+struct Verdict {
+  std::map<std::string, int64_t> violations;  // invariant -> count (every key always present)
+  std::map<std::string, int64_t> info;        // duplicates, dropped, fault-dead, committed, …
+  std::map<std::string, std::vector<std::string>> examples;  // invariant -> up to 8 examples
+
+  bool ok() const;
+  int64_t count(const std::string& invariant) const;
+  // "lost=0 skipped=0 stuck=0 wrong-attempts=0 double-commits=0 phantoms=0 backward=0
+  //  passed-lease=0 duplicates=N"
+  std::string line() const;
+  std::string report() const;  // line() + info + the examples of every violation
+};
+
+struct CheckInput {
+  std::string url;
+  uint64_t seed = 0;
+  int max_retries = 3;
+  bool quiescent = true;
+  std::vector<std::string> record_files;
+};
+
+Verdict check(const CheckInput& in, History& history);
+
+}  // namespace sqlstreams::chaos

@@ -1,0 +1,194 @@
+#include "producers.hpp"
+
+#include <chrono>
+#include <pqxx/pqxx>
+#include <random>
+#include <sstream>
+
+#include "process.hpp"
+#include "store/errors.hpp"
+#include "store/producer.hpp"
+#include "store/session.hpp"
+#include "workload.hpp"
+
+namespace sqlstreams::chaos {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string payload(const std::string& tag) {
+  return "{\"tag\": \"" + tag + "\", \"pad\": \"" + std::string(40, 'x') + "\"}";
+}
+
+const std::string& pick_stream(std::mt19937_64& rng) {
+  return kStreams[rng() % kStreams.size()].name;
+}
+
+void pause_for(std::mt19937_64& rng, int min_ms, int max_ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(min_ms + rng() % (max_ms - min_ms + 1)));
+}
+
+std::string conninfo(const std::string& url) {
+  return url + (url.find('?') == std::string::npos ? "?" : "&") +
+         "application_name=chaos-producer&connect_timeout=5";
+}
+
+}  // namespace
+
+Producers::Producers(std::string url, uint64_t seed, History& history)
+    : url_(std::move(url)), seed_(seed), history_(history) {}
+
+Producers::~Producers() { stop(); }
+
+void Producers::start() {
+  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 1); });
+  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 2); });
+  threads_.emplace_back([this] { batch_loop(seed_ * 31 + 3); });
+  threads_.emplace_back([this] { cpp_loop(seed_ * 31 + 4); });
+  threads_.emplace_back([this] { cli_loop(seed_ * 31 + 5); });
+}
+
+void Producers::stop() {
+  stop_ = true;
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+std::string Producers::next_tag(const char* path) {
+  attempted_++;
+  return std::string(path) + "-" + std::to_string(counter_++);
+}
+
+// Multi-statement transactions: 1-4 produce() calls, 20% sleep 50-300 ms inside, 15% roll back.
+void Producers::sql_tx_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<pqxx::connection> c;
+  while (!stop_) {
+    std::vector<std::string> tags;
+    std::vector<int64_t> ids;
+    const std::string stream = pick_stream(rng);
+    bool committing = false;
+    try {
+      if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
+      pqxx::work tx(*c);
+      const int n = 1 + rng() % 4;
+      const bool sleep_inside = rng() % 5 == 0, roll_back = rng() % 100 < 15;
+      for (int i = 0; i < n; ++i) {
+        tags.push_back(next_tag("sqltx"));
+        ids.push_back(tx.exec_params("SELECT sqlstreams.produce($1, $2::jsonb)", stream,
+                                     payload(tags.back()))[0][0]
+                          .as<int64_t>());
+        if (sleep_inside && i == 0) {
+          tx.exec("SELECT pg_sleep(" + std::to_string(0.05 + (rng() % 250) / 1000.0) + ")");
+        }
+      }
+      if (roll_back) {
+        tx.abort();
+        history_.produced_tags(tags, ids, stream, Fate::kRolledBack, "sql-tx");
+      } else {
+        committing = true;
+        tx.commit();
+        history_.produced_tags(tags, ids, stream, Fate::kCommitted, "sql-tx");
+      }
+    } catch (const std::exception&) {
+      // A failure before COMMIT rolled everything back; one during COMMIT is in doubt.
+      history_.produced_tags(tags, ids, stream, committing ? Fate::kInDoubt : Fate::kRolledBack,
+                             "sql-tx");
+      c.reset();
+      std::this_thread::sleep_for(100ms);
+    }
+    pause_for(rng, 2, 10);
+  }
+}
+
+// produce_batch() of 5-40 messages, one transaction each.
+void Producers::batch_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<pqxx::connection> c;
+  while (!stop_) {
+    std::vector<std::string> tags;
+    const std::string stream = pick_stream(rng);
+    bool committing = false;
+    try {
+      if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
+      const int n = 5 + rng() % 36;
+      std::ostringstream arr;
+      arr << "{";
+      for (int i = 0; i < n; ++i) {
+        tags.push_back(next_tag("batch"));
+        std::string p = payload(tags.back()), q;
+        for (char ch : p) {
+          if (ch == '"' || ch == '\\') q += '\\';
+          q += ch;
+        }
+        arr << (i ? "," : "") << '"' << q << '"';
+      }
+      arr << "}";
+      pqxx::work tx(*c);
+      auto r = tx.exec_params("SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[]))", stream,
+                              arr.str());
+      std::vector<int64_t> ids;
+      for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
+      committing = true;
+      tx.commit();
+      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "batch");
+    } catch (const std::exception&) {
+      history_.produced_tags(tags, {}, stream, committing ? Fate::kInDoubt : Fate::kRolledBack,
+                             "batch");
+      c.reset();
+      std::this_thread::sleep_for(100ms);
+    }
+    pause_for(rng, 30, 80);
+  }
+}
+
+// The C++ store::Producer: batches of 5-20.
+void Producers::cpp_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  store::SessionOptions so;
+  so.url = url_;
+  so.application_name = "chaos-producer";
+  store::Session session(so);
+  store::Producer producer(session);
+  while (!stop_) {
+    std::vector<std::string> tags;
+    std::vector<store::NewMessage> batch;
+    const std::string stream = pick_stream(rng);
+    const int n = 5 + rng() % 16;
+    for (int i = 0; i < n; ++i) {
+      tags.push_back(next_tag("cpp"));
+      batch.push_back(store::NewMessage{payload(tags.back()), 1, std::nullopt});
+    }
+    try {
+      auto ids = producer.produce_batch(stream, batch);
+      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "cpp");
+    } catch (const std::exception&) {
+      // StoreError does not say whether a lost connection hit the COMMIT: in doubt.
+      history_.produced_tags(tags, {}, stream, Fate::kInDoubt, "cpp");
+      session.reset();
+      std::this_thread::sleep_for(100ms);
+    }
+    pause_for(rng, 30, 80);
+  }
+}
+
+// `sqlstreams produce STREAM` with 10-30 NDJSON lines on stdin.
+void Producers::cli_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  while (!stop_) {
+    std::vector<std::string> tags;
+    const std::string stream = pick_stream(rng);
+    std::string text;
+    const int n = 10 + rng() % 21;
+    for (int i = 0; i < n; ++i) {
+      tags.push_back(next_tag("cli"));
+      text += payload(tags.back()) + "\n";
+    }
+    auto [code, out] = testing::run_command({SQLSTREAMS_BINARY, "produce", stream},
+                                            {{"SQLSTREAMS_DATABASE_URL", url_}}, text);
+    history_.produced_tags(tags, {}, stream, code == 0 ? Fate::kCommitted : Fate::kInDoubt, "cli");
+    pause_for(rng, 200, 500);
+  }
+}
+
+}  // namespace sqlstreams::chaos

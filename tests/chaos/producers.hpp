@@ -1,0 +1,45 @@
+// tests/chaos — the producers of the chaos workload, one thread per produce path:
+//   sql-tx   sqlstreams.produce() in explicit multi-statement transactions; some roll back,
+//            some sleep inside (holding their ids open while later ids commit)
+//   batch    sqlstreams.produce_batch() in its own transaction
+//   cpp      the C++ store::Producer (produce_batch with partition healing)
+//   cli      `sqlstreams produce STREAM` with NDJSON on stdin
+// Every payload is {"tag": "<path>-<n>", "pad": "..."}; each tag's fate (committed, rolled back,
+// in doubt when the connection died during COMMIT) goes into the History.
+// Threading: Producers owns its threads; stop() joins them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "history.hpp"
+
+namespace sqlstreams::chaos {
+
+class Producers {
+ public:
+  Producers(std::string url, uint64_t seed, History& history);
+  ~Producers();
+  void start();
+  void stop();
+  int64_t attempted() const { return attempted_.load(); }
+
+ private:
+  void sql_tx_loop(uint64_t seed);
+  void batch_loop(uint64_t seed);
+  void cpp_loop(uint64_t seed);
+  void cli_loop(uint64_t seed);
+  std::string next_tag(const char* path);
+
+  std::string url_;
+  uint64_t seed_;
+  History& history_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> counter_{0}, attempted_{0};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sqlstreams::chaos

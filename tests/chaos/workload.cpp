@@ -1,0 +1,355 @@
+#include "workload.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <pqxx/pqxx>
+#include <random>
+#include <thread>
+
+#include "hosts.hpp"
+#include "process.hpp"
+#include "producers.hpp"
+
+namespace sqlstreams::chaos {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::pair<int, std::string> cli(const std::string& url, std::vector<std::string> args) {
+  args.insert(args.begin(), SQLSTREAMS_BINARY);
+  return testing::run_command(args, {{"SQLSTREAMS_DATABASE_URL", url}});
+}
+
+}  // namespace
+
+struct ChaosRun::Impl {
+  ChaosOptions& o;
+  History& h;
+  std::vector<std::unique_ptr<ChaosHost>> hosts;
+  std::unique_ptr<Producers> producers;
+  std::atomic<bool> stop_faults{false}, stop_monitor{false};
+  std::thread fault_thread, monitor_thread;
+  Clock::time_point t0 = Clock::now();
+  std::mt19937_64 rng;
+  // Rewinds begun per "stream/group" (the monitor tolerates a backward cursor across one).
+  std::mutex rewinds_mu;
+  std::map<std::string, int> rewinds_begun, rewinds_done;
+
+  Impl(ChaosOptions& options, History& history) : o(options), h(history), rng(options.seed) {}
+
+  int64_t ms() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  }
+  void event(const std::string& what) {
+    h.event(ms(), what);
+    if (o.log_progress) std::fprintf(stderr, "chaos %7.1fs %s\n", ms() / 1000.0, what.c_str());
+  }
+
+  void sleep_unless_stopped(std::chrono::milliseconds d) {
+    const auto until = Clock::now() + d;
+    while (!stop_faults && Clock::now() < until) std::this_thread::sleep_for(20ms);
+  }
+
+  ChaosHost& some_host() { return *hosts[rng() % hosts.size()]; }
+  const StreamSpec& some_stream() { return kStreams[rng() % kStreams.size()]; }
+  const std::string& some_group() { return kGroups[rng() % kGroups.size()]; }
+
+  void fault(const std::string& kind) {
+    if (kind == "kill") {
+      auto& host = some_host();
+      host.kill();
+      event("kill " + host.name());
+      sleep_unless_stopped(std::chrono::milliseconds(300 + rng() % 1200));
+      host.start();
+      event("restart " + host.name() + " pid " + std::to_string(host.pid()));
+    } else if (kind == "stop") {
+      auto& host = some_host();
+      host.pause();
+      event("sigstop " + host.name());
+      // Past its lease: its ranges are reclaimed meanwhile; its late outcomes must be refused.
+      std::this_thread::sleep_for(o.lease_ttl_ms + 1500ms);
+      host.resume();
+      event("sigcont " + host.name());
+    } else if (kind == "pg-restart") {
+      if (!o.restart_database) return;
+      event("pg-restart begin");
+      const bool ok = o.restart_database();
+      event(std::string("pg-restart ") + (ok ? "done" : "FAILED"));
+    } else if (kind == "terminate") {
+      try {
+        pqxx::connection c(o.url);
+        pqxx::work tx(c);
+        auto r = tx.exec_params(
+            "SELECT pid, application_name, pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE (application_name LIKE 'sqlstreams%' OR application_name = 'chaos-producer') "
+            "AND pid <> pg_backend_pid() AND (hashint8(pid::bigint # $1) & 3) = 0",
+            static_cast<int64_t>(rng() & 0xffffff));
+        tx.commit();
+        std::string who;
+        for (const auto& row : r) who += " " + row[1].as<std::string>();
+        event("terminate " + std::to_string(r.size()) + " backends:" + who);
+      } catch (const std::exception& e) {
+        event(std::string("terminate failed: ") + e.what());
+      }
+    } else if (kind == "rewind") {
+      const auto& s = some_stream();
+      const auto& g = some_group();
+      int64_t claimed = 0;
+      try {
+        pqxx::connection c(o.url);
+        pqxx::work tx(c);
+        auto ids = tx.exec_params(
+            "SELECT s.id, g.id FROM sqlstreams.streams s JOIN sqlstreams.groups g ON "
+            "g.stream_id = s.id WHERE s.name = $1 AND g.name = $2",
+            s.name, g);
+        claimed = tx.exec_params("SELECT claimed FROM sqlstreams.cursors_" +
+                                     ids[0][0].as<std::string>() + " WHERE group_id = $1",
+                                 ids[0][1].as<int64_t>())[0][0]
+                      .as<int64_t>();
+      } catch (const std::exception&) {
+        claimed = 0;
+      }
+      const int64_t to = std::max<int64_t>(0, claimed - 20 - static_cast<int64_t>(rng() % 200));
+      {
+        std::lock_guard lk(rewinds_mu);
+        rewinds_begun[s.name + "/" + g]++;
+      }
+      auto [code, out] = cli(o.url, {"group", "rewind", s.name, g, "--to-id", std::to_string(to)});
+      {
+        std::lock_guard lk(rewinds_mu);
+        rewinds_done[s.name + "/" + g]++;
+      }
+      event("rewind " + s.name + " " + g + " to " + std::to_string(to) + " exit " +
+            std::to_string(code));
+    } else if (kind == "dead-retry" || kind == "dead-discard") {
+      const auto& s = some_stream();
+      const auto& g = some_group();
+      std::vector<std::string> args{"dead",    kind == "dead-retry" ? "retry" : "discard",
+                                    s.name,    g,
+                                    "--limit", kind == "dead-retry" ? "20" : "3"};
+      if (kind == "dead-discard") args.push_back("--yes");
+      auto [code, out] = cli(o.url, args);
+      event(kind + " " + s.name + " " + g + " exit " + std::to_string(code));
+    } else if (kind == "reload") {
+      auto& host = some_host();
+      host.reload_with_changed_group();
+      event("reload " + host.name() + " (g-b concurrency changed)");
+    }
+  }
+
+  void fault_loop() {
+    std::vector<std::string> kinds(o.faults.begin(), o.faults.end());
+    if (kinds.empty()) return;
+    while (!stop_faults) {
+      const auto span = o.fault_every_max - o.fault_every_min;
+      sleep_unless_stopped(o.fault_every_min +
+                           std::chrono::milliseconds(span.count() ? rng() % span.count() : 0));
+      if (stop_faults) break;
+      const auto& kind = kinds[rng() % kinds.size()];
+      const auto began = Clock::now();
+      fault(kind);
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
+      if (took > 3s && kind != "stop" && kind != "kill") {
+        event(kind + " took " + std::to_string(took.count()) + " ms");
+      }
+    }
+  }
+
+  // Samples every group's cursor and oldest range lease in one statement, 10 times a second:
+  // `committed` must never pass an open lease, and never move backward except across a rewind.
+  void monitor_loop();
+  bool quiescent(std::string* why);
+};
+
+void ChaosRun::Impl::monitor_loop() {
+  struct Last {
+    int64_t committed = 0;
+    int begun = 0;
+    bool rewinding = false;
+  };
+  std::map<std::string, Last> last;  // "stream/group" -> the previous sample
+  std::unique_ptr<pqxx::connection> c;
+  while (!stop_monitor) {
+    std::this_thread::sleep_for(100ms);
+    try {
+      if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(o.url);
+      // Rewind counters read before and after the query: a rewind that overlaps either
+      // sample (or began between two) may have moved the cursor back.
+      std::map<std::string, int> begun, done, begun_after;
+      {
+        std::lock_guard lk(rewinds_mu);
+        begun = rewinds_begun;
+        done = rewinds_done;
+      }
+      struct Row {
+        std::string key;
+        int64_t committed;
+        std::optional<int64_t> low;
+      };
+      std::vector<Row> rows;
+      pqxx::work tx(*c);
+      for (const auto& row : tx.exec("SELECT id, name FROM sqlstreams.streams ORDER BY id")) {
+        const std::string sid = row[0].as<std::string>(), stream = row[1].as<std::string>();
+        // One statement: one snapshot of the cursor and the leases together.
+        auto r = tx.exec("SELECT g.name, c.committed, (SELECT min(l.low) FROM sqlstreams.leases_" +
+                         sid + " l WHERE l.group_id = c.group_id) FROM sqlstreams.cursors_" + sid +
+                         " c JOIN sqlstreams.groups g ON g.id = c.group_id");
+        for (const auto& cr : r) {
+          rows.push_back(
+              Row{stream + "/" + cr[0].as<std::string>(), cr[1].as<int64_t>(),
+                  cr[2].is_null() ? std::nullopt : std::optional<int64_t>(cr[2].as<int64_t>())});
+        }
+      }
+      tx.commit();
+      {
+        std::lock_guard lk(rewinds_mu);
+        begun_after = rewinds_begun;
+      }
+      for (const auto& row : rows) {
+        const std::string& key = row.key;
+        if (row.low && row.committed > *row.low) {
+          std::lock_guard lk(h.mu);
+          h.monitor_violations.push_back("passed-lease: " + key + " committed " +
+                                         std::to_string(row.committed) + " > open lease low " +
+                                         std::to_string(*row.low) + " at " + std::to_string(ms()) +
+                                         " ms");
+        }
+        const bool rewinding = begun[key] != done[key] || begun_after[key] != begun[key];
+        auto it = last.find(key);
+        if (it != last.end() && row.committed < it->second.committed &&
+            begun[key] == it->second.begun && !it->second.rewinding && !rewinding) {
+          std::lock_guard lk(h.mu);
+          h.monitor_violations.push_back("backward: " + key + " committed " +
+                                         std::to_string(it->second.committed) + " -> " +
+                                         std::to_string(row.committed) + " without a rewind at " +
+                                         std::to_string(ms()) + " ms");
+        }
+        last[key] = Last{row.committed, begun_after[key], rewinding};
+      }
+      std::lock_guard lk(h.mu);
+      h.monitor_samples++;
+    } catch (const std::exception&) {
+      c.reset();  // the database restarts during the run
+    }
+  }
+}
+
+// Quiescent: no range lease, no ready/inflight exception, every group committed = claimed
+// >= the stream's max(id).
+bool ChaosRun::Impl::quiescent(std::string* why) {
+  try {
+    pqxx::connection c(o.url);
+    pqxx::work tx(c);
+    for (const auto& row : tx.exec("SELECT id, name FROM sqlstreams.streams ORDER BY id")) {
+      const std::string sid = row[0].as<std::string>(), stream = row[1].as<std::string>();
+      auto r = tx.exec(
+          "SELECT g.name, c.committed, c.claimed, (SELECT coalesce(max(id), 0) FROM "
+          "sqlstreams.messages_" +
+          sid + "), (SELECT count(*) FROM sqlstreams.leases_" + sid +
+          " l WHERE l.group_id = c.group_id), (SELECT count(*) FROM sqlstreams.exceptions_" + sid +
+          " e WHERE e.group_id = c.group_id AND e.status IN ('ready', 'inflight')) FROM "
+          "sqlstreams.cursors_" +
+          sid + " c JOIN sqlstreams.groups g ON g.id = c.group_id");
+      for (const auto& cr : r) {
+        const int64_t committed = cr[1].as<int64_t>(), claimed = cr[2].as<int64_t>(),
+                      head = cr[3].as<int64_t>(), leases = cr[4].as<int64_t>(),
+                      open = cr[5].as<int64_t>();
+        if (committed != claimed || claimed < head || leases != 0 || open != 0) {
+          if (why) {
+            *why = stream + "/" + cr[0].as<std::string>() + ": committed " +
+                   std::to_string(committed) + " claimed " + std::to_string(claimed) + " head " +
+                   std::to_string(head) + " leases " + std::to_string(leases) + " ready/inflight " +
+                   std::to_string(open);
+          }
+          return false;
+        }
+      }
+    }
+    return true;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+bool ChaosRun::run() {
+  auto& m = *impl_;
+  std::filesystem::create_directories(options_.work_dir);
+  ChaosHost declarer(options_, 0);  // writes chaos-h0.toml: the same streams and groups
+  auto [code, out] = testing::run_command(
+      {SQLSTREAMS_BINARY, "declare", "--config", options_.work_dir + "/chaos-h0.toml"},
+      {{"SQLSTREAMS_DATABASE_URL", options_.url}});
+  if (code != 0) throw std::runtime_error("sqlstreams declare failed: " + out);
+  for (int i = 1; i <= options_.hosts; ++i) {
+    m.hosts.push_back(std::make_unique<ChaosHost>(options_, i));
+    m.hosts.back()->start();
+  }
+  m.event("started " + std::to_string(options_.hosts) + " hosts, seed " +
+          std::to_string(options_.seed) +
+          (options_.plant.empty() ? "" : ", plant " + options_.plant));
+  m.producers = std::make_unique<Producers>(options_.url, options_.seed, history_);
+  m.producers->start();
+  m.monitor_thread = std::thread([&m] { m.monitor_loop(); });
+  m.fault_thread = std::thread([&m] { m.fault_loop(); });
+
+  std::this_thread::sleep_for(options_.duration);
+  m.stop_faults = true;
+  m.fault_thread.join();
+  m.producers->stop();
+  m.event("producers stopped after " + std::to_string(m.producers->attempted()) + " messages");
+  for (auto& host : m.hosts) {
+    host->resume();
+    if (!host->running()) {
+      m.event(host->name() + " was not running at the end (exit): restarted");
+      host->start();
+    }
+  }
+  std::string why;
+  const auto deadline = Clock::now() + options_.quiesce_timeout;
+  bool quiet = false;
+  while (Clock::now() < deadline) {
+    if ((quiet = m.quiescent(&why))) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  m.event(quiet ? "quiescent" : "NOT quiescent: " + why);
+  m.stop_monitor = true;
+  m.monitor_thread.join();
+  for (auto& host : m.hosts) {
+    const int rc = host->terminate(15000);
+    if (rc != 0) m.event(host->name() + " exit " + std::to_string(rc) + " on SIGTERM");
+  }
+  return quiet;
+}
+
+ChaosRun::ChaosRun(ChaosOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>(options_, history_)) {}
+
+ChaosRun::~ChaosRun() {
+  impl_->stop_faults = true;
+  impl_->stop_monitor = true;
+  if (impl_->fault_thread.joinable()) impl_->fault_thread.join();
+  if (impl_->monitor_thread.joinable()) impl_->monitor_thread.join();
+  if (impl_->producers) impl_->producers->stop();
+  for (auto& host : impl_->hosts) host->terminate(10000);
+}
+
+std::vector<std::string> ChaosRun::record_files() const {
+  std::vector<std::string> files;
+  for (const auto& host : impl_->hosts) files.push_back(host->record_file());
+  return files;
+}
+
+std::vector<std::string> ChaosRun::host_logs() const {
+  std::vector<std::string> logs;
+  for (const auto& e : std::filesystem::directory_iterator(options_.work_dir)) {
+    if (e.path().extension() == ".log") logs.push_back(e.path().string());
+  }
+  return logs;
+}
+
+}  // namespace sqlstreams::chaos

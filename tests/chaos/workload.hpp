@@ -1,0 +1,67 @@
+// tests/chaos — the randomized workload: producers on every produce path, several real
+// `sqlstreams run` hosts with two groups per stream on chaos.so, a seeded fault schedule
+// (SIGKILL + restart, SIGSTOP past the lease + SIGCONT, PostgreSQL immediate restart,
+// pg_terminate_backend, group rewind, dead retry / discard, SIGHUP reload, retention with
+// allow_drop_past_committed off on one stream and on on the other) and a cursor monitor.
+// run() returns once every fault stopped, every host is back and the groups are quiescent
+// (or the quiescence deadline passed: the checker then reports what is stuck).
+// Threading: run() from one thread; it owns its producer, fault and monitor threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "history.hpp"
+
+namespace sqlstreams::chaos {
+
+inline const std::set<std::string> kAllFaults = {
+    "kill", "stop", "pg-restart", "terminate", "rewind", "dead-retry", "dead-discard", "reload"};
+
+struct ChaosOptions {
+  uint64_t seed = 1;
+  std::chrono::seconds duration{40};
+  std::chrono::seconds quiesce_timeout{90};
+  int hosts = 3;
+  std::set<std::string> faults = kAllFaults;
+  std::chrono::milliseconds fault_every_min{1500}, fault_every_max{3500};
+  std::string plant;     // "" or a planted defect (SQLSTREAMS_CHAOS_PLANT in the hosts)
+  std::string work_dir;  // configs, host logs, record files
+  std::string url;       // the database (a cluster of the run's own when pg-restart is on)
+  std::function<bool()> restart_database;  // pg_ctl restart -m immediate; null: fault skipped
+  int max_retries = 3;
+  std::string lease_ttl = "3s";
+  std::chrono::milliseconds lease_ttl_ms{3000};
+  bool log_progress = false;  // one line per fault on stderr
+};
+
+inline const std::vector<StreamSpec> kStreams = {{"chaos.keep", false}, {"chaos.lose", true}};
+inline const std::vector<std::string> kGroups = {"g-a", "g-b"};
+
+class ChaosRun {
+ public:
+  explicit ChaosRun(ChaosOptions options);
+  ~ChaosRun();
+  ChaosRun(const ChaosRun&) = delete;
+  ChaosRun& operator=(const ChaosRun&) = delete;
+
+  // Runs the workload; returns true when the groups reached quiescence.
+  bool run();
+  History& history() { return history_; }
+  const ChaosOptions& options() const { return options_; }
+  std::vector<std::string> record_files() const;
+  std::vector<std::string> host_logs() const;
+
+ private:
+  struct Impl;
+  ChaosOptions options_;
+  History history_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sqlstreams::chaos
