@@ -11,6 +11,8 @@ PACKAGES=(
   postgresql postgresql-client
   # cpack -G DEB (dpkg-shlibdeps, file); the status page test renders in headless Chromium
   dpkg-dev file chromium
+  # tests/e2e/clock_skew_test runs hosts with a shifted wall clock (libfaketime)
+  faketime
 )
 
 missing=()

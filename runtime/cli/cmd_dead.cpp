@@ -115,7 +115,7 @@ nlohmann::json to_json(const store::DeadLetter& d) {
 int list(const DeadFlags& f) {
   auto filter = filter_of(f);
   auto t = open_group(f);
-  auto dead = store::list_dead(*t.session, t.group, filter, SystemClock::instance().now());
+  auto dead = store::list_dead(*t.session, t.group, filter);
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& d : dead) arr.push_back(to_json(d));
@@ -179,7 +179,7 @@ bool confirm(const std::string& question) {
 int retry(const DeadFlags& f) {
   auto filter = filter_of(f);
   auto t = open_group(f);
-  auto ids = store::retry_dead(*t.session, t.group, filter, SystemClock::instance().now(), actor());
+  auto ids = store::retry_dead(*t.session, t.group, filter, actor());
   std::printf("sent %zu dead letter(s) of %s/%s back to ready with a fresh retry budget\n",
               ids.size(), f.stream.c_str(), f.group.c_str());
   return 0;
@@ -188,9 +188,8 @@ int retry(const DeadFlags& f) {
 int discard(const DeadFlags& f) {
   auto filter = filter_of(f);
   auto t = open_group(f);
-  auto now = SystemClock::instance().now();
   if (!f.yes) {
-    auto n = store::list_dead(*t.session, t.group, filter, now).size();
+    auto n = store::list_dead(*t.session, t.group, filter).size();
     if (n == 0) {
       std::printf("no dead letters match\n");
       return 0;
@@ -201,7 +200,7 @@ int discard(const DeadFlags& f) {
                               "confirm on a terminal, or pass --yes");
     }
   }
-  auto ids = store::discard_dead(*t.session, t.group, filter, now, actor());
+  auto ids = store::discard_dead(*t.session, t.group, filter, actor());
   std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(),
               f.group.c_str());
   return 0;

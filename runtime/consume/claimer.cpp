@@ -42,7 +42,7 @@ void GroupPipeline::claim_loop() {
     }
     try {
       if (SteadyClock::now() >= next_reclaim_check) {
-        auto r = store.reclaim_expired(options_.clock->now(), g.lease_ttl, g.max_range_reclaims);
+        auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims);
         if (r.quarantined) {
           metrics_.ranges_quarantined++;
           spdlog::warn("range-quarantined stream={} group={} low={} high={} reclaims={}",
@@ -81,7 +81,7 @@ void GroupPipeline::claim_loop() {
         idle = std::min(idle * 2, g.max_poll_interval);
         continue;
       }
-      auto res = store.claim(obs, g.batch_size, options_.clock->now(), g.lease_ttl);
+      auto res = store.claim(obs, g.batch_size, g.lease_ttl);
       if (res.range) {
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);

@@ -259,9 +259,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
 void GroupPipeline::commit_retry_results(store::GroupStore& store,
                                          std::vector<store::RetryResult> results,
                                          SteadyClock::time_point give_up) {
-  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
-    if (isolate != nullptr) isolate->clear();
-    auto ok = store.commit_retries(results, options_.clock->now(), isolate);
+  auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
         metrics_.retry_lease_lost++;
@@ -273,6 +271,35 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
       } else if (results[i].decision) {
         log_dead(options_, *results[i].decision);
       }
+    }
+  };
+  // As for ranges: an in-doubt COMMIT is resolved with pg_xact_status before anything is sent
+  // again; had it committed, a second attempt would find the row tokens gone and report every
+  // outcome as a lost retry lease.
+  bool doubt = false;
+  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
+    if (doubt && store.in_doubt()) {
+      auto would_have = store.in_doubt()->committed;
+      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
+      doubt = false;
+      if (resolution == store::InDoubtResolution::kCommitted) {
+        metrics_.commits_in_doubt++;
+        spdlog::info(
+            "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
+            "outcome was unknown had been applied",
+            options_.ref.stream, options_.ref.name, results.size());
+        report(would_have);
+        return;
+      }
+      spdlog::info("commit-in-doubt-not-applied stream={} group={} retries={}: committing again",
+                   options_.ref.stream, options_.ref.name, results.size());
+    }
+    if (isolate != nullptr) isolate->clear();
+    try {
+      report(store.commit_retries(results, isolate));
+    } catch (const store::StoreError& e) {
+      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
+      throw;
     }
   };
   auto result = with_retries(options_, metrics_, "commit-retries", give_up, stop_deadline_ns_,
@@ -295,13 +322,19 @@ void GroupPipeline::renew_leases(store::GroupStore& store) {
     for (const auto& [token, r] : active_) tokens.push_back(token);
     for (const auto& [token, r] : active_retries_) retry_tokens.push_back(token);
   }
-  SysTime now = options_.clock->now();
-  auto lost = store.renew_leases(tokens, now, options_.group.lease_ttl);
-  auto lost_retries = store.renew_retry_leases(retry_tokens, now, options_.group.lease_ttl);
-  const int64_t expires = (now + options_.group.lease_ttl).time_since_epoch().count();
+  // Taken before the renewals are sent: never later than the expiry the database sets.
+  const int64_t deadline = steady_ms(SteadyClock::now() + options_.group.lease_ttl);
+  auto lost = store.renew_leases(tokens, options_.group.lease_ttl);
+  auto lost_retries = store.renew_retry_leases(retry_tokens, options_.group.lease_ttl);
   std::lock_guard lock(mu_);
-  for (const auto& [token, r] : active_) r->expires_at_ms.store(expires);
-  for (const auto& [token, r] : active_retries_) r->expires_at_ms.store(expires);
+  for (const auto& t : tokens) {
+    if (auto it = active_.find(t); it != active_.end()) it->second->deadline_ms.store(deadline);
+  }
+  for (const auto& t : retry_tokens) {
+    if (auto it = active_retries_.find(t); it != active_retries_.end()) {
+      it->second->deadline_ms.store(deadline);
+    }
+  }
   for (const auto& token : lost) {
     if (auto it = active_.find(token); it != active_.end()) it->second->lost.store(true);
   }

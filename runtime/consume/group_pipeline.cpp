@@ -72,8 +72,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
 
 void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
   metrics_.retries_claimed++;
-  auto expires = (options_.clock->now() + options_.group.lease_ttl).time_since_epoch().count();
-  auto work = std::make_shared<RetryWork>(std::move(claim), expires);
+  auto work = std::make_shared<RetryWork>(std::move(claim));
   std::lock_guard lock(mu_);
   active_retries_[work->claim.token] = work;
   tasks_.push_back(Task{nullptr, 0, work});
@@ -128,11 +127,11 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
 // a whole handler run; passes over schema versions the group does not declare.
 bool GroupPipeline::may_start(const Task& task) {
   const auto& g = options_.group;
-  const int64_t now_ms = options_.clock->now().time_since_epoch().count();
+  const int64_t now_ms = steady_ms(std::chrono::steady_clock::now());
   const int64_t needed = lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
   if (task.range) {
     auto& r = *task.range;
-    if (r.lost.load() || r.expires_at_ms.load() - now_ms < needed) {
+    if (r.lost.load() || r.deadline_ms.load() - now_ms < needed) {
       if (!r.slot(task.index).taken.exchange(true)) {
         if (r.resolve(task.index, SlotState::kSkipped)) {
           finished_.push_back(task.range);
@@ -165,7 +164,7 @@ bool GroupPipeline::may_start(const Task& task) {
     active_retries_.erase(w.claim.token);
     return false;
   }
-  if (w.expires_at_ms.load() - now_ms < needed) {
+  if (w.deadline_ms.load() - now_ms < needed) {
     if (!w.taken.exchange(true)) {
       retry_results_.push_back(store::RetryResult{w.claim.message_id, w.claim.token, {}, true, {}});
       commit_cv_.notify_one();
@@ -222,7 +221,7 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
     before = {task.retry->claim.attempts, task.retry->claim.delays};
   }
   const SysTime now = options_.clock->now();
-  auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, now, random01());
+  auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, random01());
   std::string audit = audit_outcome(decision, outcome);
   if (!decision) {
     metrics_.succeeded++;

@@ -50,7 +50,7 @@ struct PipelineOptions {
   store::GroupRef ref;
   bool notify = false;  // LISTEN for the stream's wake-up hint
   std::string holder;   // "<host name>:<pid>", written into leases and audit rows
-  const Clock* clock = &SystemClock::instance();
+  const Clock* clock = &SystemClock::instance();  // dates audit records only (expiries: the DB)
   std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;
 };

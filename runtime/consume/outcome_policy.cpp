@@ -7,8 +7,7 @@ namespace sqlstreams::consume {
 std::optional<store::FailedMessage> decide(const plugin_host::Outcome& outcome,
                                            const AttemptState& before,
                                            const config::RetryPolicy& policy, int64_t message_id,
-                                           const std::string& payload, SysTime now,
-                                           double random01) {
+                                           const std::string& payload, double random01) {
   using plugin_host::OutcomeKind;
   if (outcome.kind == OutcomeKind::kOk) return std::nullopt;
   store::FailedMessage f;
@@ -16,12 +15,12 @@ std::optional<store::FailedMessage> decide(const plugin_host::Outcome& outcome,
   f.attempts = before.attempts + 1;
   f.delays = before.delays;
   f.error = outcome.error;
-  f.run_after = now;
+  f.run_after = Millis(0);
   switch (outcome.kind) {
     case OutcomeKind::kDelay:
       f.delays += 1;
       f.status = store::ExceptionStatus::kReady;
-      f.run_after = now + outcome.delay;
+      f.run_after = outcome.delay;
       if (f.error.empty()) f.error = "delayed by the handler";
       return f;
     case OutcomeKind::kTerminal:
@@ -35,7 +34,7 @@ std::optional<store::FailedMessage> decide(const plugin_host::Outcome& outcome,
         f.payload = payload;
       } else {
         f.status = store::ExceptionStatus::kReady;
-        f.run_after = now + next_backoff(policy, failures, random01);
+        f.run_after = next_backoff(policy, failures, random01);
       }
       return f;
     }

@@ -20,12 +20,13 @@ struct AttemptState {
   int32_t delays = 0;    // delays before this one
 };
 
-// The exception row to write after this attempt, or nullopt for success.
+// The exception row to write after this attempt, or nullopt for success. Its due time is a
+// delay (backoff, or the handler's DELAY) that the store adds to the database's clock when the
+// row is written.
 std::optional<store::FailedMessage> decide(const plugin_host::Outcome& outcome,
                                            const AttemptState& before,
                                            const config::RetryPolicy& policy, int64_t message_id,
-                                           const std::string& payload, SysTime now,
-                                           double random01);
+                                           const std::string& payload, double random01);
 
 // "ok" | "retry" | "delay" | "dead" for the audit trail.
 std::string audit_outcome(const std::optional<store::FailedMessage>& decision,

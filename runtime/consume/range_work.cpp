@@ -6,7 +6,7 @@ RangeWork::RangeWork(store::ClaimedRange range)
     : range_(std::move(range)),
       slots_(std::make_unique<Slot[]>(range_.messages.size())),
       unresolved_(range_.messages.size()) {
-  expires_at_ms.store(range_.expires_at.time_since_epoch().count());
+  deadline_ms.store(steady_ms(range_.deadline));
 }
 
 bool RangeWork::resolve(size_t i, SlotState final_state) {

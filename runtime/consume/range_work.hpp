@@ -41,7 +41,8 @@ class RangeWork {
   bool finished() const { return unresolved_.load(std::memory_order_acquire) == 0; }
 
   std::atomic<bool> lost{false};
-  std::atomic<int64_t> expires_at_ms{0};
+  // This host's lease deadline (steady_clock, ms since its epoch): moved by each renewal.
+  std::atomic<int64_t> deadline_ms{0};
 
   // The commit for the resolved prefix (complete when every slot is kDone).
   store::RangeCommit to_commit(config::AuditMode audit) const;
@@ -54,12 +55,12 @@ class RangeWork {
 
 // One claimed exception row being retried.
 struct RetryWork {
-  explicit RetryWork(store::RetryClaim c, int64_t expires_ms)
-      : claim(std::move(c)), expires_at_ms(expires_ms) {}
+  explicit RetryWork(store::RetryClaim c)
+      : claim(std::move(c)), deadline_ms(steady_ms(claim.deadline)) {}
   store::RetryClaim claim;
   std::atomic<bool> taken{false};
   std::atomic<bool> lost{false};
-  std::atomic<int64_t> expires_at_ms;
+  std::atomic<int64_t> deadline_ms;  // as RangeWork::deadline_ms
 };
 
 }  // namespace sqlstreams::consume

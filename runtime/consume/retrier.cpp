@@ -47,13 +47,12 @@ void GroupPipeline::retry_loop() {
       room = capacity - active_retries_.size();
     }
     try {
-      auto due =
-          store.claim_due_retries(options_.clock->now(), g.lease_ttl, static_cast<int32_t>(room));
+      auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room));
       backlog = due.size() == room;
       next_poll = SteadyClock::now();
       if (!backlog) {
         auto wait = g.max_poll_interval;
-        if (auto next = store.next_retry_due(options_.clock->now())) {
+        if (auto next = store.next_retry_due()) {
           // <= 0: claimable but not ours (locked by another host now): look again soon.
           wait = next->count() <= 0 ? g.poll_interval
                                     : std::clamp(*next, std::chrono::milliseconds(1), wait);
@@ -72,10 +71,10 @@ void GroupPipeline::retry_loop() {
           }
           if (c.attempts - c.delays > g.retry.max_retries) {
             // The budget is spent by the attempt its host never finished: dead, not rerun.
-            store::FailedMessage dead{
-                c.message_id,      store::ExceptionStatus::kDead, c.attempts,
-                c.delays,          options_.clock->now(),         c.last_error,
-                c.message->payload};
+            store::FailedMessage dead{c.message_id,      store::ExceptionStatus::kDead,
+                                      c.attempts,        c.delays,
+                                      Millis(0),         c.last_error,
+                                      c.message->payload};
             metrics_.dead++;
             std::lock_guard lock(mu_);
             retry_results_.push_back(

@@ -98,16 +98,16 @@ void MaintenanceRunner::lease_loop() {
     std::optional<std::string> failure;
     if (options_.host && Steady::now() >= next_beat) {
       try {
-        heartbeat(session, options_.clock->now());
+        heartbeat(session);
         next_beat = Steady::now() + beat_every;
       } catch (const store::StoreError& e) {
         failure = e.what();
       }
     }
-    renew_due(session, options_.clock->now());
+    renew_due(session);
     if (acquiring && Steady::now() >= next_acquire) {
       try {
-        acquire_free(session, options_.clock->now());
+        acquire_free(session);
         next_acquire =
             Steady::now() +
             Millis(static_cast<int64_t>(acquire_every.count() * (0.75 + 0.5 * random01())));
@@ -128,10 +128,9 @@ void MaintenanceRunner::lease_loop() {
       if (acquiring) wake = std::min(wake, next_acquire);
     }
     lock.lock();
-    const SysTime now = options_.clock->now();
     for (const auto& s : slots_) {
       if (!s->lease) continue;
-      wake = std::min(wake, Steady::now() + std::max(Millis(0), s->renew_at - now));
+      wake = std::min(wake, std::max(Steady::now(), s->renew_at));
     }
     lease_cv_.wait_until(lock, wake, [&] { return stop_leases_; });
   }
@@ -227,15 +226,17 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
   slot.next_run = Steady::now() + next_run_delay(worker.schedule(), 0, random01());
 }
 
-void MaintenanceRunner::heartbeat(store::Session& session, SysTime now) {
+void MaintenanceRunner::heartbeat(store::Session& session) {
   const std::string stats = options_.stats_json ? options_.stats_json() : std::string();
-  if (host_id_ == 0) host_id_ = store::register_host(session, *options_.host, now, options_.ttl);
-  auto hb = store::heartbeat_host(session, host_id_, *options_.host, now, options_.ttl, stats);
+  if (host_id_ == 0) host_id_ = store::register_host(session, *options_.host, options_.ttl);
+  auto hb = store::heartbeat_host(session, host_id_, *options_.host, options_.ttl, stats);
   std::lock_guard lock(mu_);
   host_id_ = hb.host_id;
 }
 
-void MaintenanceRunner::renew_due(store::Session& session, SysTime now) {
+void MaintenanceRunner::renew_due(store::Session& session) {
+  // Taken before the renewal is sent: the next renewal is due before the database's expiry.
+  const SteadyTime now = Steady::now();
   std::vector<store::WorkerLease> due;
   {
     std::lock_guard lock(mu_);
@@ -247,7 +248,7 @@ void MaintenanceRunner::renew_due(store::Session& session, SysTime now) {
   std::vector<int64_t> kept;
   std::string failure;
   try {
-    kept = store::renew_worker_leases(session, due, now, options_.ttl);
+    kept = store::renew_worker_leases(session, due, options_.ttl);
   } catch (const store::StoreError& e) {
     failure = std::string("renewal failed: ") + e.what();
   }
@@ -258,7 +259,6 @@ void MaintenanceRunner::renew_due(store::Session& session, SysTime now) {
                            [&](const store::WorkerLease& l) { return l.token == s->lease->token; });
     if (it == due.end()) continue;
     if (std::find(kept.begin(), kept.end(), s->lease->id) != kept.end()) {
-      s->lease->expires_at = now + options_.ttl;
       s->renew_at = now + options_.ttl / 2;
     } else {
       lose(*s, failure.empty() ? "renewal refused: the lease expired or moved to another host"
@@ -267,7 +267,8 @@ void MaintenanceRunner::renew_due(store::Session& session, SysTime now) {
   }
 }
 
-void MaintenanceRunner::acquire_free(store::Session& session, SysTime now) {
+void MaintenanceRunner::acquire_free(store::Session& session) {
+  const SteadyTime now = Steady::now();
   std::vector<store::WorkerKey> unheld;
   int64_t held = 0;
   {
@@ -281,9 +282,8 @@ void MaintenanceRunner::acquire_free(store::Session& session, SysTime now) {
     }
   }
   if (unheld.empty()) return;
-  auto free = store::free_worker_keys(session, unheld, now);
-  const int64_t live =
-      options_.host ? std::max<int64_t>(1, store::live_host_count(session, now)) : 1;
+  auto free = store::free_worker_keys(session, unheld);
+  const int64_t live = options_.host ? std::max<int64_t>(1, store::live_host_count(session)) : 1;
   const int64_t total = static_cast<int64_t>(slots_.size());
   int64_t can_take = (total + live - 1) / live - held;
   // A random order, so that hosts starting together do not all reach for the same keys.
@@ -311,7 +311,7 @@ void MaintenanceRunner::acquire_free(store::Session& session, SysTime now) {
     }
   }
   if (wanted.empty()) return;
-  auto won = store::acquire_worker_leases(session, options_.holder, wanted, now, options_.ttl);
+  auto won = store::acquire_worker_leases(session, options_.holder, wanted, options_.ttl);
   std::lock_guard lock(mu_);
   for (auto& lease : won) {
     for (const auto& s : slots_) {

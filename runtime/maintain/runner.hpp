@@ -3,9 +3,10 @@
 //                 worker leases (every ttl/4 but at least once a second, jittered): up to its fair
 //                 share, ceil(workers / live hosts), so hosts started together spread the work, and
 //                 any key left free for a whole TTL regardless (hosts may run different configs);
-//                 renews each held lease at half its TTL. A renewal that is refused or fails stops
-//                 that worker at once (logged `worker-lost`); the lease can be taken again later.
-//                 `worker-acquired` is logged when one is won.
+//                 renews each held lease at half its TTL (a steady deadline of this host; the
+//                 expiry itself is set and judged on the database's clock). A renewal that is
+//                 refused or fails stops that worker at once (logged `worker-lost`); the lease can
+//                 be taken again later. `worker-acquired` is logged when one is won.
 //   lane threads  one per lane (e.g. "janitor", "advancer"): runs the held workers of the lane
 //                 when due, each pass under its lease's fence, then waits the worker's
 //                 jittered period, or a growing backoff after a failure.
@@ -69,17 +70,17 @@ class MaintenanceRunner {
   struct Slot {
     WorkerSpec spec;
     std::optional<store::WorkerLease> lease;
-    SysTime renew_at{};
-    std::chrono::steady_clock::time_point next_run{};
+    SteadyTime renew_at{};  // this host's deadline (expiries live in the database, its clock)
+    SteadyTime next_run{};
     int failures = 0;
-    std::optional<SysTime> free_since;  // seen free by acquire rounds since then
+    std::optional<SteadyTime> free_since;  // seen free by acquire rounds since then
   };
 
   void lease_loop();
   void lane_loop(const std::string& lane);
-  void heartbeat(store::Session& session, SysTime now);
-  void renew_due(store::Session& session, SysTime now);
-  void acquire_free(store::Session& session, SysTime now);
+  void heartbeat(store::Session& session);
+  void renew_due(store::Session& session);
+  void acquire_free(store::Session& session);
   void lose(Slot& slot, const std::string& why);  // mu_ held
   void run_slot(Slot& slot, MaintenanceWorker& worker);
   void shutdown_leases(store::Session& session);

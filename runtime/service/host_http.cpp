@@ -47,7 +47,7 @@ ops::HttpResponse dead_letters(const store::SessionOptions& options, const std::
   page.limit = kDeadLetterLimit;
   store::DeadFilter filter;
   filter.limit = static_cast<int32_t>(kDeadLetterLimit);
-  page.dead = store::list_dead(session, *ref, filter, SystemClock::instance().now());
+  page.dead = store::list_dead(session, *ref, filter);
   for (const auto& d : page.dead) {
     page.history[d.message_id] = store::delivery_history(session, *ref, d.message_id);
   }

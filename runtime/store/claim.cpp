@@ -6,19 +6,17 @@
 #include "store/chaos_plant.hpp"
 #include "store/group_store.hpp"
 #include "store/pq.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
 
-constexpr const char* kToTs = "to_timestamp(({})::bigint / 1000.0)";
-
 std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& messages,
                                       int64_t low, int64_t high) {
   std::vector<StoredMessage> out;
-  auto rows = tx.exec_params(
-      fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id", kMessageColumns,
-                  messages),
-      low, high);
+  auto rows = tx.exec_params(fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+                                         kMessageColumns, messages),
+                             low, high);
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(message_from_row(row));
   return out;
@@ -71,9 +69,11 @@ Observation GroupStore::observe() {
   });
 }
 
-ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, SysTime now,
-                              Millis lease_ttl) {
+ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl) {
   return guarded(session_, "claim", [&] {
+    // Taken before the lease's statement is sent: this host's deadline is never later than
+    // the expiry the database computes from its own clock.
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
     // Prove in a later statement: xmin >= xid means every older transaction has ended.
     auto cur = tx.exec_params1(
@@ -112,28 +112,27 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, SysTime now
     result.proven = proven;
     if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
         new_pending_xid != pending_xid) {
-      tx.exec_params(fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
-                                 "$4, pending_xid = $5::xid8 WHERE group_id = $1",
-                                 cursors_),
-                     group_id_, new_claimed, proven,
-                     nullable(new_pending_head ? std::optional<std::string>(
-                                                     std::to_string(*new_pending_head))
-                                               : std::nullopt),
-                     nullable(new_pending_xid));
+      tx.exec_params(
+          fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
+                      "$4, pending_xid = $5::xid8 WHERE group_id = $1",
+                      cursors_),
+          group_id_, new_claimed, proven,
+          nullable(new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
+                                    : std::nullopt),
+          nullable(new_pending_xid));
       result.wrote = true;
     }
     if (new_claimed > claimed) {
-      SysTime expires = now + lease_ttl;
       auto lease = tx.exec_params1(
           fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
                       "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
-                      leases_, fmt::format(kToTs, "$4")),
-          group_id_, claimed, new_claimed, ms_param(expires), holder_);
+                      leases_, db_in("$4")),
+          group_id_, claimed, new_claimed, ms_param(lease_ttl), holder_);
       ClaimedRange range;
       range.token = lease[0].as<std::string>();
       range.low = claimed;
       range.high = new_claimed;
-      range.expires_at = expires;
+      range.deadline = deadline;
       // A later statement than the proof: its snapshot is no older than the proof.
       range.messages = read_range(tx, messages_, claimed, new_claimed);
       result.range = std::move(range);
@@ -143,20 +142,20 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, SysTime now
   });
 }
 
-ReclaimResult GroupStore::reclaim_expired(SysTime now, Millis lease_ttl, int32_t max_reclaims) {
+ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims) {
   return guarded(session_, "reclaim", [&] {
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
-    SysTime expires = now + lease_ttl;
     auto rows = tx.exec_params(
         fmt::format(
             "WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
             "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
             "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
-            "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $4 "
+            "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $3 "
             "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
             "RETURNING l.token::text, l.low, l.high, l.reclaims",
-            leases_, fmt::format(kToTs, "$2"), fmt::format(kToTs, "$3")),
-        group_id_, ms_param(now), ms_param(expires), holder_);
+            leases_, kDbNow, db_in("$2")),
+        group_id_, ms_param(lease_ttl), holder_);
     ReclaimResult result;
     if (rows.empty()) {
       tx.commit();
@@ -168,21 +167,22 @@ ReclaimResult GroupStore::reclaim_expired(SysTime now, Millis lease_ttl, int32_t
     range.low = rows[0][1].as<int64_t>();
     range.high = rows[0][2].as<int64_t>();
     range.reclaims = rows[0][3].as<int32_t>();
-    range.expires_at = expires;
+    range.deadline = deadline;
     if (range.reclaims >= max_reclaims) {
       // Poison range: every message becomes an independent ready exception.
       tx.exec_params(
           fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
                       "last_error, schema_version, message_key, message_created_at) SELECT $1, "
-                      "id, 'ready', 0, {2}, $3, schema_version, message_key, created_at FROM {1} "
-                      "WHERE id > $4 AND id <= $5 ON CONFLICT (group_id, message_id) DO NOTHING",
-                      exceptions_, messages_, fmt::format(kToTs, "$2")),
-          group_id_, ms_param(now),
+                      "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
+                      "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
+                      exceptions_, messages_, kDbNow),
+          group_id_,
           fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
                       range.reclaims),
           range.low, range.high);
-      tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", leases_),
-                     group_id_, range.token);
+      tx.exec_params(
+          fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", leases_),
+          group_id_, range.token);
       tx.commit();
       result.quarantined = std::move(range);
       return result;

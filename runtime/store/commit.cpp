@@ -9,6 +9,7 @@
 #include "store/isolate.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t group_id,
@@ -27,10 +28,10 @@ void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t 
   // `at`: when the outcome was decided (0 = unknown: the commit's time).
   tx.exec_params(fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, "
                              "host, at) SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = "
-                             "0 THEN now() ELSE to_timestamp(u.at / 1000.0) END FROM "
+                             "0 THEN {} ELSE {} END FROM "
                              "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
                              "$7::bigint[]) AS u(id, att, o, err, at)",
-                             table),
+                             table, kDbNow, from_epoch_ms("u.at")),
                  group_id, int_array(ids), int_array(attempt), text_array(outcome),
                  text_array(error), holder, int_array(at));
 }
@@ -74,7 +75,7 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
     status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
     attempts.push_back(f.attempts);
     delays.push_back(f.delays);
-    after.push_back(f.run_after.time_since_epoch().count());
+    after.push_back(f.run_after.count());
     error.push_back(f.error);
     payload.push_back(f.payload);
   }
@@ -83,13 +84,13 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
   tx.exec_params(fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
                              "can_run_after, last_error, payload, schema_version, message_key, "
                              "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
-                             "to_timestamp(u.after / 1000.0), u.err, u.p::jsonb, m.schema_version, "
+                             "{2}, u.err, u.p::jsonb, m.schema_version, "
                              "m.message_key, m.created_at FROM unnest($2::bigint[], "
                              "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
                              "$8::text[]) AS u(id, st, att, del, after, err, p) "
                              "LEFT JOIN {1} m ON m.id = u.id "
                              "ON CONFLICT (group_id, message_id) DO NOTHING",
-                             table, messages),
+                             table, messages, db_in("u.after")),
                  group_id, int_array(ids), text_array(status), int_array(attempts),
                  int_array(delays), int_array(after), text_array(error), text_array(payload));
 }
@@ -112,7 +113,7 @@ void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& tabl
                      [&](auto& t) { insert_exceptions(t, table, messages, group_id, {dead}); })) {
       dead.error = fixed_rejection(refused->sqlstate);
       dead.payload.reset();
-      dead.run_after = SystemClock::instance().now();
+      dead.run_after = Millis(0);
       insert_exceptions(tx, table, messages, group_id,
                         {dead});  // refused too: the commit fails as a whole
     }
@@ -220,16 +221,15 @@ InDoubtResolution GroupStore::resolve_in_doubt() {
 }
 
 std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>& tokens,
-                                                  SysTime now, Millis lease_ttl) {
+                                                  Millis lease_ttl) {
   if (tokens.empty()) return {};
   return guarded(session_, "renew leases", [&] {
     pqxx::nontransaction tx(connection_of(session_));
     auto kept = token_set(tx.exec_params(
-        fmt::format("UPDATE {} SET expires_at = to_timestamp(($3)::bigint / 1000.0) WHERE "
-                    "group_id = $1 AND token = ANY($2::uuid[]) AND expires_at <> '-infinity' "
-                    "RETURNING token::text",
-                    leases_),
-        group_id_, text_array(tokens), ms_param(now + lease_ttl)));
+        fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
+                    "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
+                    leases_, db_in("$3")),
+        group_id_, text_array(tokens), ms_param(lease_ttl)));
     std::vector<std::string> lost;
     for (const auto& t : tokens) {
       if (!kept.count(t)) lost.push_back(t);

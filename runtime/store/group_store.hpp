@@ -4,6 +4,8 @@
 // renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
 // partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
 // Every lease write is guarded by its token: "0 rows" means another host owns it now.
+// Every expiry and due time is set and compared on the database's clock (store/sql_time.hpp):
+// callers pass durations, never instants; a host's own deadlines are steady (SteadyTime).
 // Threading: one GroupStore per thread; it uses that thread's Session.
 #pragma once
 
@@ -42,7 +44,9 @@ struct ClaimedRange {
   int64_t low = 0;   // exclusive
   int64_t high = 0;  // inclusive
   int32_t reclaims = 0;
-  SysTime expires_at{};
+  // This host's deadline for the lease (steady clock): taken before the statement that set the
+  // database's expiry (database now + lease_ttl), so never later than it.
+  SteadyTime deadline{};
   std::vector<StoredMessage> messages;
 };
 
@@ -66,7 +70,9 @@ struct FailedMessage {
   ExceptionStatus status = ExceptionStatus::kReady;
   int32_t attempts = 1;
   int32_t delays = 0;
-  SysTime run_after{};
+  // Due this long after the commit that writes the row, on the database's clock
+  // (can_run_after = database now + run_after; 0 = at once). Ignored for dead rows.
+  Millis run_after{0};
   std::string error;
   std::optional<std::string> payload;  // copied when dead
 };
@@ -76,7 +82,8 @@ struct AuditEntry {
   int32_t attempt = 1;
   std::string outcome;  // ok | retry | delay | dead
   std::string error;
-  SysTime at{};  // when the outcome was decided (the host clock that also sets can_run_after)
+  SysTime at{};  // when the outcome was decided (a record on the host's clock; {} = the commit's
+                 // database time)
 };
 
 struct RangeCommit {
@@ -93,6 +100,7 @@ struct RetryClaim {
   int32_t attempts = 0;  // attempts recorded so far (an expired in-flight attempt is counted)
   int32_t delays = 0;
   std::string token;
+  SteadyTime deadline{};          // this host's deadline for the row lease (as ClaimedRange)
   bool expired_inflight = false;  // the previous holder died while running it
   std::string last_error;
   std::optional<StoredMessage> message;  // nullopt when the log no longer has it
@@ -127,7 +135,7 @@ struct RejectedWrite {
 // A range commit whose COMMIT outcome is unknown (in doubt: the connection broke during it).
 struct InDoubtCommit {
   std::string xid;              // the transaction's xid8, for pg_xact_status
-  std::vector<bool> committed;  // per range, what the commit would have reported
+  std::vector<bool> committed;  // per range (or retry result), what the commit would report
 };
 enum class InDoubtResolution { kCommitted, kAborted, kUnknown };
 
@@ -141,12 +149,14 @@ class GroupStore {
   GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
 
   Observation observe();
-  ClaimResult claim(const Observation& obs, int32_t batch, SysTime now, Millis lease_ttl);
+  // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
+  ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl);
 
-  // Takes the oldest expired lease of the group: rotates its token, bumps `reclaims` (not for
-  // a handed-back lease) and extends it. A lease reaching max_reclaims is quarantined: each of
-  // its messages becomes a `ready` exception and the lease is deleted.
-  ReclaimResult reclaim_expired(SysTime now, Millis lease_ttl, int32_t max_reclaims);
+  // Takes the oldest lease of the group expired by the database's clock: rotates its token,
+  // bumps `reclaims` (not for a handed-back lease) and extends it. A lease reaching
+  // max_reclaims is quarantined: each of its messages becomes a `ready` exception (due at once)
+  // and the lease is deleted.
+  ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims);
 
   // One transaction for all ranges. Returns, per range, true when committed, false when its
   // lease was lost (its outcomes were discarded). A committed range first deletes the old
@@ -160,32 +170,36 @@ class GroupStore {
   std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges,
                                   std::vector<RejectedWrite>* isolate = nullptr);
 
-  // The last commit_ranges whose COMMIT was in doubt (cleared by the next commit_ranges).
+  // The last commit_ranges or commit_retries whose COMMIT was in doubt (cleared by the next
+  // commit of either kind).
   const std::optional<InDoubtCommit>& in_doubt() const { return in_doubt_; }
   // Asks the database (pg_xact_status) what became of it; throws StoreError while unreachable
   // or while the transaction is still finishing. Clears in_doubt() unless it throws.
   InDoubtResolution resolve_in_doubt();
 
-  // Extends the leases; returns the tokens that are no longer ours.
-  std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, SysTime now,
-                                        Millis lease_ttl);
+  // Extends the leases to database now + lease_ttl; returns the tokens that are no longer ours.
+  std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, Millis lease_ttl);
 
   // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
-  // expired) with FOR UPDATE SKIP LOCKED; sets them `inflight` under a fresh token.
-  std::vector<RetryClaim> claim_due_retries(SysTime now, Millis lease_ttl, int32_t limit);
+  // expired, both by the database's clock) with FOR UPDATE SKIP LOCKED; sets them `inflight`
+  // under a fresh token whose row lease expires at database now + lease_ttl.
+  std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit);
 
-  // Time from `now` until the next exception row becomes claimable (a `ready` row's due time
-  // or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt when the
-  // group has none. Read-only: lets an idle retry loop sleep exactly as long as it may.
-  std::optional<Millis> next_retry_due(SysTime now);
+  // Time from database now until the next exception row becomes claimable (a `ready` row's
+  // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt
+  // when the group has none. Read-only: lets an idle retry loop sleep exactly as long as it may.
+  std::optional<Millis> next_retry_due();
 
   // Writes retry results in one transaction; per result true when the token still matched.
-  // `isolate` as for commit_ranges: a refused row is recorded dead under its token.
-  std::vector<bool> commit_retries(const std::vector<RetryResult>& results, SysTime now,
+  // `isolate` as for commit_ranges: a refused row is recorded dead under its token. Throws
+  // StoreError as usual; on kInDoubt, in_doubt() describes the transaction (resolve it with
+  // resolve_in_doubt(), as for commit_ranges).
+  std::vector<bool> commit_retries(const std::vector<RetryResult>& results,
                                    std::vector<RejectedWrite>* isolate = nullptr);
 
-  // Extends row leases of running retries; returns the tokens that are no longer ours.
-  std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens, SysTime now,
+  // Extends row leases of running retries to database now + lease_ttl; returns the tokens that
+  // are no longer ours.
+  std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens,
                                               Millis lease_ttl);
 
   // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)):

@@ -86,17 +86,17 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
   bool dropped_all = false;
   step("drop", [&] {
     for (int i = 0; i < settings.max_drops_per_pass; ++i) {
-      auto d = drop_oldest(now, settings, fence, &report.kept_because);
+      auto d = drop_oldest(settings, fence, &report.kept_because);
       if (!d) return;
       report.dropped.push_back(std::move(*d));
     }
     dropped_all = true;  // more may be due: the next pass continues
   });
-  step("raise floor", [&] { report.raised = raise_floor(now, fence, &report.exceptions_removed); });
+  step("raise floor", [&] { report.raised = raise_floor(fence, &report.exceptions_removed); });
   if (!dropped_all) {
     step("sweep", [&] {
       for (int i = 0; i < settings.max_batches; ++i) {
-        int64_t n = sweep_batch(now, settings, fence, &report.swept_losses);
+        int64_t n = sweep_batch(settings, fence, &report.swept_losses);
         report.swept += n;
         if (n < settings.delete_batch) return;
       }
@@ -104,7 +104,7 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
   }
   step("trim audit", [&] {
     for (int i = 0; i < settings.max_batches; ++i) {
-      int64_t n = trim_audit_batch(now, settings, fence);
+      int64_t n = trim_audit_batch(settings, fence);
       report.audit_trimmed += n;
       if (n < settings.delete_batch) return;
     }
@@ -147,9 +147,8 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
       set_lock_timeout(tx, settings.lock_timeout);
       // The advisory lock (store::ensure_partitions takes it too, in the same order) and the
       // reads assign no xid.
-      tx.exec_params(
-          "SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
-          stream_id_);
+      tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
+                     stream_id_);
       const StreamRow st = read_stream(tx, session_, stream_id_);
       int64_t drawn = last_drawn_id(tx, session_, stream_id_);
       auto before = partition_indexes(tx, session_, stream_id_);
@@ -159,13 +158,13 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
         missing |= !existing.count(k);
       }
       if (drawn + ahead < st.partitions_upto && !missing) {
-        check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kRead);
+        check_fence(tx, session_, fence, "create partitions", FenceCheck::kRead);
         tx.commit();
         return std::vector<PartitionRange>{};
       }
       // Never queues for the lock (see retry_busy_lock): busy = 55P03, tried again.
       tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_));
-      check_fence(tx, session_, fence, now, "create partitions", FenceCheck::kLockRow);
+      check_fence(tx, session_, fence, "create partitions", FenceCheck::kLockRow);
       drawn = last_drawn_id(tx, session_, stream_id_);
       const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
                                            stream_id_, drawn + ahead)[0]
@@ -191,58 +190,59 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
   });
 }
 
-std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
-                                                           const JanitorSettings& settings,
+std::optional<DroppedPartition> StreamJanitor::drop_oldest(const JanitorSettings& settings,
                                                            const WorkerFence* fence,
                                                            std::string* kept_because) {
   // Decide with reads only (no xid); then lock and write in a transaction of its own.
-  const auto candidate = guarded(session_, "drop partition", [&]() -> std::optional<PartitionRange> {
-    auto keep = [&](std::string why) -> std::optional<PartitionRange> {
-      if (kept_because) *kept_because = std::move(why);
-      return std::nullopt;
-    };
-    const std::string& s = session_.schema_sql();
-    pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kRead);
-    const StreamRow st = read_stream(tx, session_, stream_id_);
-    if (!st.retention_ms) return keep("no retention");
-    auto ks = partition_indexes(tx, session_, stream_id_);
-    if (ks.size() < 2) return keep("the newest partition always stays");
-    const PartitionRange p = range_of(stream_id_, ks.front(), st.partition_size);
-    const std::string part = fmt::format("{}.{}", s, p.table);
-    // Every id of the partition must have been drawn: otherwise a producer could still be
-    // handed one of its ids after the drop.
-    if (last_drawn_id(tx, session_, stream_id_) < p.last_id) {
-      return keep(fmt::format("{} can still receive ids", p.table));
-    }
-    const std::string cutoff = epoch_ms(now - Millis(*st.retention_ms));
-    // Cheap first: the row with the highest id is about the newest; only when it is old enough
-    // is the partition scanned for its true newest message. An empty partition is dated by the
-    // first message after it.
-    auto last_row =
-        tx.exec_params(fmt::format("SELECT created_at < {} FROM {} ORDER BY id DESC LIMIT 1",
-                                   ts_param("$1"), part),
-                       cutoff);
-    if (!last_row.empty() && !last_row[0][0].as<bool>()) {
-      return keep(fmt::format("{} has messages newer than the retention", p.table));
-    }
-    auto newest = tx.exec_params1(
-        fmt::format("SELECT coalesce((SELECT max(created_at) FROM {0}), (SELECT created_at FROM "
-                    "{1} WHERE id > $1 ORDER BY id LIMIT 1)) < {2}",
-                    part, messages_, ts_param("$2")),
-        p.last_id, cutoff);
-    if (newest[0].is_null()) return keep(fmt::format("{} has no message to date it", p.table));
-    if (!newest[0].as<bool>()) {
-      return keep(fmt::format("{} has messages newer than the retention", p.table));
-    }
-    auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
-    if (!lagging.empty() && !st.allow_drop_past_committed) {
-      return keep(fmt::format("group '{}' has not committed through id {}",
-                              lagging[0][1].as<std::string>(), p.last_id));
-    }
-    tx.commit();
-    return p;
-  });
+  const auto candidate =
+      guarded(session_, "drop partition", [&]() -> std::optional<PartitionRange> {
+        auto keep = [&](std::string why) -> std::optional<PartitionRange> {
+          if (kept_because) *kept_because = std::move(why);
+          return std::nullopt;
+        };
+        const std::string& s = session_.schema_sql();
+        pqxx::work tx(connection_of(session_));
+        check_fence(tx, session_, fence, "drop partition", FenceCheck::kRead);
+        const StreamRow st = read_stream(tx, session_, stream_id_);
+        if (!st.retention_ms) return keep("no retention");
+        auto ks = partition_indexes(tx, session_, stream_id_);
+        if (ks.size() < 2) return keep("the newest partition always stays");
+        const PartitionRange p = range_of(stream_id_, ks.front(), st.partition_size);
+        const std::string part = fmt::format("{}.{}", s, p.table);
+        // Every id of the partition must have been drawn: otherwise a producer could still be
+        // handed one of its ids after the drop.
+        if (last_drawn_id(tx, session_, stream_id_) < p.last_id) {
+          return keep(fmt::format("{} can still receive ids", p.table));
+        }
+        const std::string retention = ms_param(Millis(*st.retention_ms));  // age, database clock
+        // Cheap first: the row with the highest id is about the newest; only when it is old enough
+        // is the partition scanned for its true newest message. An empty partition is dated by the
+        // first message after it.
+        auto last_row =
+            tx.exec_params(fmt::format("SELECT created_at < {} FROM {} ORDER BY id DESC LIMIT 1",
+                                       db_ago("$1"), part),
+                           retention);
+        if (!last_row.empty() && !last_row[0][0].as<bool>()) {
+          return keep(fmt::format("{} has messages newer than the retention", p.table));
+        }
+        auto newest = tx.exec_params1(
+            fmt::format(
+                "SELECT coalesce((SELECT max(created_at) FROM {0}), (SELECT created_at FROM "
+                "{1} WHERE id > $1 ORDER BY id LIMIT 1)) < {2}",
+                part, messages_, db_ago("$2")),
+            p.last_id, retention);
+        if (newest[0].is_null()) return keep(fmt::format("{} has no message to date it", p.table));
+        if (!newest[0].as<bool>()) {
+          return keep(fmt::format("{} has messages newer than the retention", p.table));
+        }
+        auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
+        if (!lagging.empty() && !st.allow_drop_past_committed) {
+          return keep(fmt::format("group '{}' has not committed through id {}",
+                                  lagging[0][1].as<std::string>(), p.last_id));
+        }
+        tx.commit();
+        return p;
+      });
   if (!candidate) return std::nullopt;
   const PartitionRange p = *candidate;
   // DROP takes ACCESS EXCLUSIVE on the parent and the partition. Both are taken first, with
@@ -251,52 +251,52 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(SysTime now,
   // writers queued behind it. Parent first, as DROP does.
   return retry_busy_lock(settings.lock_timeout, [&] {
     return guarded(session_, "drop partition", [&]() -> std::optional<DroppedPartition> {
-    const std::string& s = session_.schema_sql();
-    const std::string part = fmt::format("{}.{}", s, p.table);
-    pqxx::work tx(connection_of(session_));
-    set_lock_timeout(tx, settings.lock_timeout);
-    if (!tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
-      return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
-    }
-    tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_,
-                        part));
-    check_fence(tx, session_, fence, now, "drop partition", FenceCheck::kLockRow);
-    const StreamRow st = read_stream(tx, session_, stream_id_);
-    // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
-    // Under the default rule no producer of these ids can still be open (every group's
-    // committed >= last_id proves them finished); under allow_drop_past_committed a
-    // straggler's row committed meanwhile is dropped with the rest, which is what that
-    // setting accepts.
-    auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
-    if (!lagging.empty() && !st.allow_drop_past_committed) {
-      if (kept_because) {
-        *kept_because = fmt::format("group '{}' has not committed through id {}",
-                                    lagging[0][1].as<std::string>(), p.last_id);
+      const std::string& s = session_.schema_sql();
+      const std::string part = fmt::format("{}.{}", s, p.table);
+      pqxx::work tx(connection_of(session_));
+      set_lock_timeout(tx, settings.lock_timeout);
+      if (!tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
+        return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
       }
-      return std::optional<DroppedPartition>{};
-    }
-    DroppedPartition out;
-    out.partition = p;
-    for (const auto& row : lagging) {
-      GroupLoss loss{row[0].as<int64_t>(), row[2].as<int64_t>()};
-      if (loss.lost == 0) continue;
-      tx.exec_params(fmt::format("UPDATE {}.groups SET lost_messages = lost_messages + $2, "
-                                 "lost_through = GREATEST(coalesce(lost_through, 0), $3), "
-                                 "updated_at = now() WHERE id = $1",
-                                 s),
-                     loss.group_id, loss.lost, p.last_id);
-      out.losses.push_back(loss);
-    }
-    // Dead letters outlive their message: make sure each one carries its payload.
-    tx.exec(
-        fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
-                    "message_key = m.message_key, message_created_at = m.created_at, updated_at "
-                    "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
-                    "e.payload IS NULL",
-                    exceptions_, part));
-    tx.exec(fmt::format("DROP TABLE {}", part));
-    tx.commit();
-    return std::optional<DroppedPartition>(std::move(out));
+      tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_,
+                          part));
+      check_fence(tx, session_, fence, "drop partition", FenceCheck::kLockRow);
+      const StreamRow st = read_stream(tx, session_, stream_id_);
+      // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
+      // Under the default rule no producer of these ids can still be open (every group's
+      // committed >= last_id proves them finished); under allow_drop_past_committed a
+      // straggler's row committed meanwhile is dropped with the rest, which is what that
+      // setting accepts.
+      auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
+      if (!lagging.empty() && !st.allow_drop_past_committed) {
+        if (kept_because) {
+          *kept_because = fmt::format("group '{}' has not committed through id {}",
+                                      lagging[0][1].as<std::string>(), p.last_id);
+        }
+        return std::optional<DroppedPartition>{};
+      }
+      DroppedPartition out;
+      out.partition = p;
+      for (const auto& row : lagging) {
+        GroupLoss loss{row[0].as<int64_t>(), row[2].as<int64_t>()};
+        if (loss.lost == 0) continue;
+        tx.exec_params(fmt::format("UPDATE {}.groups SET lost_messages = lost_messages + $2, "
+                                   "lost_through = GREATEST(coalesce(lost_through, 0), $3), "
+                                   "updated_at = now() WHERE id = $1",
+                                   s),
+                       loss.group_id, loss.lost, p.last_id);
+        out.losses.push_back(loss);
+      }
+      // Dead letters outlive their message: make sure each one carries its payload.
+      tx.exec(
+          fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
+                      "message_key = m.message_key, message_created_at = m.created_at, updated_at "
+                      "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
+                      "e.payload IS NULL",
+                      exceptions_, part));
+      tx.exec(fmt::format("DROP TABLE {}", part));
+      tx.commit();
+      return std::optional<DroppedPartition>(std::move(out));
     });
   });
 }

@@ -15,7 +15,9 @@
 //                 cursor rule, for data that partition drops cannot reach yet
 //   trim audit    bounded DELETEs of deliveries_N rows older than `audit_retention`
 // Every step is its own transaction; with a WorkerFence each re-checks the maintenance lease
-// inside that transaction (FencedOut when it moved). `now` is injected. Steps that run DDL
+// inside that transaction (FencedOut when it moved; the lease's expiry is judged on the
+// database's clock, as are message and audit ages against the retention settings). `now` is
+// injected: it only paces create-ahead (the produce rate). Steps that run DDL
 // (create ahead, drop) decide with reads, then take the stream's table locks with NOWAIT,
 // retried while busy for up to lock_timeout (store/maintenance_pq.hpp retry_busy_lock), and
 // only then lock the lease row and write: they never queue for the lock holding a transaction
@@ -98,14 +100,13 @@ class StreamJanitor {
   std::vector<PartitionRange> create_ahead(SysTime now, const JanitorSettings& settings,
                                            const WorkerFence* fence = nullptr);
   // Drops the oldest partition when the rule allows; otherwise says why in `kept_because`.
-  std::optional<DroppedPartition> drop_oldest(SysTime now, const JanitorSettings& settings,
+  std::optional<DroppedPartition> drop_oldest(const JanitorSettings& settings,
                                               const WorkerFence* fence, std::string* kept_because);
-  std::vector<CursorRaise> raise_floor(SysTime now, const WorkerFence* fence,
-                                       int64_t* exceptions_removed);
+  std::vector<CursorRaise> raise_floor(const WorkerFence* fence, int64_t* exceptions_removed);
   // One bounded DELETE; returns the rows removed.
-  int64_t sweep_batch(SysTime now, const JanitorSettings& settings, const WorkerFence* fence,
+  int64_t sweep_batch(const JanitorSettings& settings, const WorkerFence* fence,
                       std::vector<GroupLoss>* losses);
-  int64_t trim_audit_batch(SysTime now, const JanitorSettings& settings, const WorkerFence* fence);
+  int64_t trim_audit_batch(const JanitorSettings& settings, const WorkerFence* fence);
 
  private:
   struct RateSample {

@@ -25,12 +25,12 @@ namespace sqlstreams::store {
 // The cursor rows are locked first, then leases, then exceptions: the same order the claimer
 // (cursor, then lease) and the committer (lease, then exceptions) take them, and this
 // transaction never touches the log, so none of them can deadlock with it.
-std::vector<CursorRaise> StreamJanitor::raise_floor(SysTime now, const WorkerFence* fence,
+std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
                                                     int64_t* exceptions_removed) {
   return guarded(session_, "raise cursor floor", [&] {
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "raise cursor floor");
+    check_fence(tx, session_, fence, "raise cursor floor");
     auto ks = partition_indexes(tx, session_, stream_id_);
     std::vector<CursorRaise> raised;
     if (ks.empty()) {
@@ -86,12 +86,12 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(SysTime now, const WorkerFen
   });
 }
 
-int64_t StreamJanitor::sweep_batch(SysTime now, const JanitorSettings& settings,
-                                   const WorkerFence* fence, std::vector<GroupLoss>* losses) {
+int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const WorkerFence* fence,
+                                   std::vector<GroupLoss>* losses) {
   return guarded(session_, "sweep", [&]() -> int64_t {
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "sweep");
+    check_fence(tx, session_, fence, "sweep");
     auto st = tx.exec_params1(
         fmt::format("SELECT partition_size, (extract(epoch FROM retention) * 1000)::bigint, "
                     "allow_drop_past_committed FROM {}.streams WHERE id = $1",
@@ -112,7 +112,7 @@ int64_t StreamJanitor::sweep_batch(SysTime now, const JanitorSettings& settings,
     if (!allow && !bounds[0][1].is_null()) limit = std::min(limit, bounds[0][1].as<int64_t>());
     limit = std::min(limit, (ks.front() + 1) * size);
     if (limit <= ks.front() * size) return 0;
-    const std::string cutoff = epoch_ms(now - Millis(st[1].as<int64_t>()));
+    const std::string retention = ms_param(Millis(st[1].as<int64_t>()));  // age, database clock
     // The oldest rows by id, deleted when expired: created_at follows id closely (Rule 2), and
     // scanning a bounded prefix keeps each batch cheap. Dead letters get their payload first;
     // other exceptions go with their message; a lagging group's loss is counted.
@@ -133,8 +133,8 @@ int64_t StreamJanitor::sweep_batch(SysTime now, const JanitorSettings& settings,
             "g.id = loss.group_id RETURNING g.id, loss.n) "
             "SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM dead) + (SELECT count(*) FROM "
             "gone), coalesce((SELECT {4} FROM upd), '{{}}')",
-            part, exceptions_, cursors_, s, "array_agg(id || ':' || n)", ts_param("$3")),
-        limit, settings.delete_batch, cutoff);
+            part, exceptions_, cursors_, s, "array_agg(id || ':' || n)", db_ago("$3")),
+        limit, settings.delete_batch, retention);
     tx.commit();
     if (losses) {
       // "{7:3,9:1}" → group 7 lost 3, group 9 lost 1.
@@ -151,18 +151,17 @@ int64_t StreamJanitor::sweep_batch(SysTime now, const JanitorSettings& settings,
   });
 }
 
-int64_t StreamJanitor::trim_audit_batch(SysTime now, const JanitorSettings& settings,
-                                        const WorkerFence* fence) {
+int64_t StreamJanitor::trim_audit_batch(const JanitorSettings& settings, const WorkerFence* fence) {
   if (!settings.audit_retention) return 0;
   return guarded(session_, "trim audit", [&] {
     pqxx::work tx(connection_of(session_));
-    check_fence(tx, session_, fence, now, "trim audit");
+    check_fence(tx, session_, fence, "trim audit");
     auto r = tx.exec_params1(
         fmt::format("WITH c AS (SELECT id, at FROM {0} ORDER BY id LIMIT $1), d AS (DELETE FROM "
                     "{0} a USING c WHERE a.id = c.id AND c.at < {1} RETURNING 1) SELECT count(*) "
                     "FROM d",
-                    deliveries_, ts_param("$2")),
-        settings.delete_batch, epoch_ms(now - *settings.audit_retention));
+                    deliveries_, db_ago("$2")),
+        settings.delete_batch, ms_param(*settings.audit_retention));
     tx.commit();
     return r[0].as<int64_t>();
   });

@@ -31,13 +31,13 @@ int64_t last_drawn_id(pqxx::transaction_base& tx, const Session& session, int64_
 }
 
 void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
-                 SysTime now, const char* what, FenceCheck mode) {
+                 const char* what, FenceCheck mode) {
   if (!fence) return;
-  auto r = tx.exec_params(fmt::format("SELECT 1 FROM {}.workers WHERE id = $1 AND token = "
-                                      "$2::uuid AND expires_at > {}{}",
-                                      session.schema_sql(), ts_param("$3"),
-                                      mode == FenceCheck::kLockRow ? " FOR SHARE" : ""),
-                          fence->worker_id, fence->token, epoch_ms(now));
+  auto r = tx.exec_params(
+      fmt::format("SELECT 1 FROM {}.workers WHERE id = $1 AND token = "
+                  "$2::uuid AND expires_at > {}{}",
+                  session.schema_sql(), kDbNow, mode == FenceCheck::kLockRow ? " FOR SHARE" : ""),
+      fence->worker_id, fence->token);
   if (r.empty()) throw FencedOut(what);
 }
 

@@ -14,6 +14,7 @@
 
 #include "store/errors.hpp"
 #include "store/session.hpp"
+#include "store/sql_time.hpp"
 #include "store/worker_leases.hpp"
 
 namespace sqlstreams::store {
@@ -23,11 +24,11 @@ enum class FenceCheck {
   kRead,     // a plain read: no xid, for a step that turns out to have nothing to write
 };
 
-// Throws FencedOut unless the lease row still carries the fence's token and has not expired at
-// `now`. No-op without fence. A DDL step takes its table locks (retry_busy_lock) BEFORE
-// kLockRow.
+// Throws FencedOut unless the lease row still carries the fence's token and has not expired by
+// the database's clock. No-op without fence. A DDL step takes its table locks (retry_busy_lock)
+// BEFORE kLockRow.
 void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
-                 SysTime now, const char* what, FenceCheck mode = FenceCheck::kLockRow);
+                 const char* what, FenceCheck mode = FenceCheck::kLockRow);
 
 // PostgreSQL gives a transaction an xid as soon as it REQUESTS an ACCESS EXCLUSIVE table lock
 // (to WAL-log it for standbys, wal_level >= replica), before it waits in the queue. Queued
@@ -50,14 +51,6 @@ auto retry_busy_lock(Millis budget, Fn&& attempt) -> decltype(attempt()) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, Millis(50));
   }
-}
-
-// Epoch milliseconds as a text parameter for to_timestamp($n::bigint / 1000.0).
-inline std::string epoch_ms(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
-
-// "to_timestamp(($n)::bigint / 1000.0)" for a parameter placeholder such as "$2".
-inline std::string ts_param(const char* placeholder) {
-  return fmt::format("to_timestamp(({})::bigint / 1000.0)", placeholder);
 }
 
 // The partition numbers k of messages_N that exist (messages_N_p<k> holds ids

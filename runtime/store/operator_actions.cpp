@@ -4,6 +4,7 @@
 
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -28,14 +29,17 @@ void check_filter(const DeadFilter& f) {
   if (f.limit < 1) bad(fmt::format("dead letter filter: limit must be >= 1 (got {})", f.limit));
 }
 
-// The WHERE clause for a filter; parameters $1 group, $2 now(ms), $3 error, $4 from, $5 to,
-// $6 older_than(ms). The error text is a literal, case-insensitive substring (strpos, not
-// LIKE: `_`, `%` and `\` match only themselves).
-constexpr const char* kFilter =
-    "group_id = $1 AND status = 'dead' AND ($3::text IS NULL OR strpos(lower(last_error), "
-    "lower($3::text)) > 0) AND ($4::bigint IS NULL OR message_id >= $4) AND ($5::bigint IS NULL OR "
-    "message_id <= "
-    "$5) AND ($6::bigint IS NULL OR updated_at <= to_timestamp(($2::bigint - $6) / 1000.0))";
+// The WHERE clause for a filter; parameters $1 group, $2 error, $3 from, $4 to, $5
+// older_than(ms, against the database's clock); the statement's LIMIT is $6. The error text is
+// a literal, case-insensitive substring (strpos, not LIKE: `_`, `%` and `\` match only
+// themselves).
+std::string filter_sql() {
+  return fmt::format(
+      "group_id = $1 AND status = 'dead' AND ($2::text IS NULL OR strpos(lower(last_error), "
+      "lower($2::text)) > 0) AND ($3::bigint IS NULL OR message_id >= $3) AND ($4::bigint IS "
+      "NULL OR message_id <= $4) AND ($5::bigint IS NULL OR updated_at <= {})",
+      db_ago("$5"));
+}
 
 std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
   return v ? std::optional<std::string>(std::to_string(*v)) : std::nullopt;
@@ -76,16 +80,14 @@ std::string dead_select(const Session& s, const GroupRef& g) {
 
 }  // namespace
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& f,
-                                  SysTime now) {
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& f) {
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $7",
-                                           dead_select(session, group), kFilter),
-                               group.id, ms_param(now), nullable(f.error_contains),
-                               nullable(opt_num(f.from_id)), nullable(opt_num(f.to_id)),
-                               nullable(opt_ms(f.older_than)), f.limit);
+    auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
+                                           dead_select(session, group), filter_sql()),
+                               group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                               nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
     return out;
@@ -124,7 +126,7 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
 }
 
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& f,
-                                SysTime now, const std::string& actor) {
+                                const std::string& actor) {
   return guarded(session, "retry dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
@@ -133,13 +135,13 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
     // re-checked against the row's newest version.
     auto rows = tx.exec_params(
         fmt::format("UPDATE {}.exceptions_{} SET status = 'ready', attempts = 0, delays = 0, "
-                    "can_run_after = to_timestamp($2::bigint / 1000.0), lease_token = NULL, "
+                    "can_run_after = {}, lease_token = NULL, "
                     "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
-                    "message_id FROM {}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND "
+                    "message_id FROM {}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $6) AND "
                     "group_id = $1 AND status = 'dead' RETURNING message_id",
-                    session.schema_sql(), group.stream_id, session.schema_sql(), group.stream_id,
-                    kFilter),
-        group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                    session.schema_sql(), group.stream_id, kDbNow, session.schema_sql(),
+                    group.stream_id, filter_sql()),
+        group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
@@ -151,17 +153,17 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
 }
 
 std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& f,
-                                  SysTime now, const std::string& actor) {
+                                  const std::string& actor) {
   return guarded(session, "discard dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
     auto rows = tx.exec_params(
         fmt::format("DELETE FROM {}.exceptions_{} WHERE message_id IN (SELECT message_id FROM "
-                    "{}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $7) AND group_id = $1 AND "
+                    "{}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
                     "status = 'dead' RETURNING message_id",
                     session.schema_sql(), group.stream_id, session.schema_sql(), group.stream_id,
-                    kFilter),
-        group.id, ms_param(now), nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                    filter_sql()),
+        group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
         nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
@@ -196,10 +198,9 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
           tx.exec_params1(
                 fmt::format(
                     "SELECT coalesce((SELECT min(id) - 1 FROM {}.messages_{} WHERE created_at "
-                    ">= to_timestamp($1::bigint / 1000.0)), (SELECT coalesce(max(id), 0) FROM "
-                    "{}.messages_{}))",
-                    s, group.stream_id, s, group.stream_id),
-                ms_param(*to_time))[0]
+                    ">= {}), (SELECT coalesce(max(id), 0) FROM {}.messages_{}))",
+                    s, group.stream_id, from_epoch_ms("$1"), s, group.stream_id),
+                epoch_ms_param(*to_time))[0]
               .as<int64_t>();
     }
     if (r.position > r.claimed_before) {

@@ -22,7 +22,7 @@ struct DeadFilter {
   std::optional<std::string> error_contains;  // literal case-insensitive substring (no wildcards)
   std::optional<int64_t> from_id;             // inclusive
   std::optional<int64_t> to_id;               // inclusive
-  std::optional<Millis> older_than;           // died at least this long before `now`
+  std::optional<Millis> older_than;           // died at least this long ago (database clock)
   int32_t limit = 1000;
 };
 
@@ -43,19 +43,20 @@ struct DeliveryRecord {
   int64_t at_unix_ms = 0;
 };
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
-                                  SysTime now);
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
+                                  const DeadFilter& filter);
 std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id);
 std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
                                              int64_t message_id);
 
-// Back to `ready` with a fresh budget; returns the message ids sent back. Only rows still
-// `dead` when the statement changes them are touched (a concurrent claim wins).
+// Back to `ready` (due at once, database clock) with a fresh budget; returns the message ids
+// sent back. Only rows still `dead` when the statement changes them are touched (a concurrent
+// claim wins).
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
-                                SysTime now, const std::string& actor);
+                                const std::string& actor);
 // Deletes the dead letters the filter names; returns their ids.
 std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
-                                  SysTime now, const std::string& actor);
+                                  const std::string& actor);
 
 struct RewindResult {
   int64_t claimed_before = 0;

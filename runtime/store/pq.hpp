@@ -44,9 +44,6 @@ auto guarded(Session& session, const char* what, Fn&& fn) -> decltype(fn()) {
   }
 }
 
-// A time as an epoch-milliseconds parameter (bound as `to_timestamp($n::bigint / 1000.0)`).
-inline std::string ms_param(SysTime t) { return std::to_string(t.time_since_epoch().count()); }
-
 // The column list every log read uses, and its decoding into a StoredMessage.
 inline constexpr const char* kMessageColumns =
     "id, (extract(epoch FROM created_at) * 1000)::bigint, schema_version, message_key, "

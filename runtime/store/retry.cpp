@@ -10,6 +10,7 @@
 #include "store/isolate.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -33,13 +34,13 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
     status.push_back(d.status == ExceptionStatus::kDead ? "dead" : "ready");
     att.push_back(d.attempts);
     del.push_back(d.delays);
-    after.push_back(d.run_after.time_since_epoch().count());
+    after.push_back(d.run_after.count());
     err.push_back(d.error);
     payload.push_back(d.payload);
   }
   auto r = tx.exec_params(
       fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
-                  "can_run_after = to_timestamp(u.after / 1000.0), last_error = u.err, "
+                  "can_run_after = {2}, last_error = u.err, "
                   "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
                   "lease_expires_at = NULL, updated_at = now(), "
                   "schema_version = coalesce(e.schema_version, m.schema_version), "
@@ -51,7 +52,7 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                   "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                   "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                   "RETURNING e.message_id",
-                  table, messages),
+                  table, messages, db_in("u.after")),
       group_id, int_array(ids), text_array(tok), text_array(status), int_array(att), int_array(del),
       int_array(after), text_array(err), text_array(payload));
   for (const auto& row : r) ours.insert(row[0].as<int64_t>());
@@ -84,7 +85,7 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
             tx, [&](auto& t) { update_failures(t, table, messages, group_id, {dead}, got); })) {
       dead.failure.error = fixed_rejection(refused->sqlstate);
       dead.failure.payload.reset();  // the row keeps the payload it had
-      dead.failure.run_after = SystemClock::instance().now();
+      dead.failure.run_after = Millis(0);
       got.clear();
       update_failures(tx, table, messages, group_id, {dead}, got);  // refused too: the commit fails
     }
@@ -98,18 +99,18 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
 
 }  // namespace
 
-std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl,
-                                                      int32_t limit) {
+std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit) {
   return guarded(session_, "claim retries", [&] {
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
     auto rows = tx.exec_params(
         fmt::format(
             "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND "
-            "((status = 'ready' AND can_run_after <= to_timestamp($2::bigint / 1000.0)) OR "
-            "(status = 'inflight' AND lease_expires_at < to_timestamp($2::bigint / 1000.0))) "
-            "ORDER BY can_run_after LIMIT $4 FOR UPDATE SKIP LOCKED) "
+            "((status = 'ready' AND can_run_after <= {1}) OR "
+            "(status = 'inflight' AND lease_expires_at < {1})) "
+            "ORDER BY can_run_after LIMIT $3 FOR UPDATE SKIP LOCKED) "
             "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
-            "lease_expires_at = to_timestamp($3::bigint / 1000.0), updated_at = now(), "
+            "lease_expires_at = {2}, updated_at = now(), "
             "attempts = e.attempts + CASE WHEN due.was = 'inflight' THEN 1 ELSE 0 END, "
             "last_error = CASE WHEN due.was = 'inflight' THEN 'attempt ' || (e.attempts + 1) || "
             "' did not finish: its host stopped while running it' ELSE e.last_error END "
@@ -118,8 +119,8 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
             "'inflight', coalesce(e.last_error, ''), e.payload::text, "
             "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
             "* 1000)::bigint, 0), e.message_key",
-            exceptions_),
-        group_id_, ms_param(now), ms_param(now + lease_ttl), limit);
+            exceptions_, kDbNow, db_in("$2")),
+        group_id_, ms_param(lease_ttl), limit);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
     std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message
@@ -130,6 +131,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
       c.attempts = row[1].as<int32_t>();
       c.delays = row[2].as<int32_t>();
       c.token = row[3].as<std::string>();
+      c.deadline = deadline;
       c.expired_inflight = row[4].as<bool>();
       c.last_error = row[5].as<std::string>();
       if (!row[6].is_null()) {
@@ -181,8 +183,9 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
   });
 }
 
-std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results, SysTime now,
+std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results,
                                              std::vector<RejectedWrite>* isolate) {
+  in_doubt_.reset();
   if (results.empty()) return {};
   return guarded(session_, "commit retries", [&] {
     pqxx::work tx(connection_of(session_));
@@ -239,8 +242,7 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
       if (ok && r.audit) {
         au_ids.push_back(r.message_id);
         au_att.push_back(r.audit->attempt);
-        au_at.push_back(r.audit->at == SysTime{} ? now.time_since_epoch().count()
-                                                 : r.audit->at.time_since_epoch().count());
+        au_at.push_back(r.audit->at.time_since_epoch().count());  // 0: the commit's time
         au_outcome.push_back(r.audit->outcome);
         au_err.push_back(r.audit->error.empty() ? std::nullopt
                                                 : std::optional<std::string>(r.audit->error));
@@ -257,28 +259,41 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     } else if (!au_ids.empty()) {
       tx.exec_params(
           fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
-                      "SELECT $1, u.id, u.att, u.o, u.err, $6, to_timestamp(u.at / 1000.0) "
-                      "FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
+                      "SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = 0 THEN {} ELSE "
+                      "{} END FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
                       "$7::bigint[]) AS u(id, att, o, err, at)",
-                      deliveries_),
+                      deliveries_, kDbNow, from_epoch_ms("u.at")),
           group_id_, int_array(au_ids), int_array(au_att), text_array(au_outcome),
           text_array(au_err), holder_, int_array(au_at));
     }
-    tx.commit();
+    if (!ours.empty()) {
+      // Something was written: remember the transaction, in case its COMMIT is in doubt.
+      in_doubt_ = InDoubtCommit{
+          tx.exec("SELECT pg_current_xact_id()::text")[0][0].as<std::string>(), committed};
+    }
+    try {
+      tx.commit();
+    } catch (const pqxx::in_doubt_error&) {
+      throw;  // in_doubt_ tells the caller which transaction to ask about
+    } catch (...) {
+      in_doubt_.reset();
+      throw;
+    }
+    in_doubt_.reset();
     return committed;
   });
 }
 
 std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::string>& tokens,
-                                                        SysTime now, Millis lease_ttl) {
+                                                        Millis lease_ttl) {
   if (tokens.empty()) return {};
   return guarded(session_, "renew retry leases", [&] {
     pqxx::nontransaction tx(connection_of(session_));
     auto r = tx.exec_params(
-        fmt::format("UPDATE {} SET lease_expires_at = to_timestamp($3::bigint / 1000.0) WHERE "
-                    "group_id = $1 AND lease_token = ANY($2::uuid[]) RETURNING lease_token::text",
-                    exceptions_),
-        group_id_, text_array(tokens), ms_param(now + lease_ttl));
+        fmt::format("UPDATE {} SET lease_expires_at = {} WHERE group_id = $1 AND lease_token = "
+                    "ANY($2::uuid[]) RETURNING lease_token::text",
+                    exceptions_, db_in("$3")),
+        group_id_, text_array(tokens), ms_param(lease_ttl));
     std::set<std::string> kept;
     for (const auto& row : r) kept.insert(row[0].as<std::string>());
     std::vector<std::string> lost;

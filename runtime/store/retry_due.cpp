@@ -3,21 +3,22 @@
 
 #include "store/group_store.hpp"
 #include "store/pq.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 
-std::optional<Millis> GroupStore::next_retry_due(SysTime now) {
+std::optional<Millis> GroupStore::next_retry_due() {
   return guarded(session_, "next retry due", [&]() -> std::optional<Millis> {
     pqxx::nontransaction tx(connection_of(session_));
     // Two index-ordered probes (exceptions_N_due is on (group_id, can_run_after) for non-dead
-    // rows), compared with the same host clock the claim uses.
+    // rows), measured from the database clock the claim compares with.
     auto row = tx.exec_params1(
         fmt::format("SELECT (extract(epoch FROM LEAST((SELECT can_run_after FROM {0} WHERE "
                     "group_id = $1 AND status = 'ready' ORDER BY can_run_after LIMIT 1), "
                     "(SELECT min(lease_expires_at) FROM {0} WHERE group_id = $1 AND status = "
-                    "'inflight')) - to_timestamp($2::bigint / 1000.0)) * 1000)::bigint",
-                    exceptions_),
-        group_id_, ms_param(now));
+                    "'inflight')) - {1}) * 1000)::bigint",
+                    exceptions_, kDbNow),
+        group_id_);
     if (row[0].is_null()) return std::nullopt;
     return Millis(row[0].as<int64_t>());
   });

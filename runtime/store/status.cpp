@@ -6,13 +6,10 @@
 
 #include "store/maintenance_pq.hpp"
 #include "store/pq.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
-
-constexpr const char* kEpochMs = "(extract(epoch FROM {}) * 1000)::bigint";
-
-std::string ms_of(const char* column) { return fmt::format(kEpochMs, column); }
 
 SysTime time_of(const pqxx::field& f) { return SysTime(Millis(f.as<int64_t>())); }
 
@@ -21,8 +18,7 @@ std::optional<std::string> opt_text(const pqxx::field& f) {
   return f.as<std::string>();
 }
 
-void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatus& st,
-                 const std::string& now) {
+void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatus& st) {
   const std::string& s = session.schema_sql();
   const int64_t n = st.id;
   auto rows = tx.exec_params(
@@ -43,8 +39,8 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "|| g.id AND w.expires_at > {2}) "
           "FROM {0}.groups g JOIN {0}.cursors_{1} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
-          s, n, ts_param("$2")),
-      n, now);
+          s, n, kDbNow),
+      n);
   for (const auto& row : rows) {
     GroupStatus g;
     g.id = row[0].as<int64_t>();
@@ -78,8 +74,8 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
   const std::string messages = fmt::format("{}.messages_{}", session.schema_sql(), st.id);
   st.head =
       tx.exec(fmt::format("SELECT coalesce(max(id), 0) FROM {}", messages))[0][0].as<int64_t>();
-  auto oldest = tx.exec(
-      fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1", ms_of("created_at"), messages));
+  auto oldest = tx.exec(fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1",
+                                    to_epoch_ms("created_at"), messages));
   if (!oldest.empty()) {
     st.oldest_id = oldest[0][0].as<int64_t>();
     st.oldest_age = now - time_of(oldest[0][1]);
@@ -88,7 +84,7 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
   auto ks = partition_indexes(tx, session, st.id);
   st.partitions = static_cast<int64_t>(ks.size());
   if (!ks.empty()) st.first_id = ks.front() * st.partition_size + 1;
-  read_groups(tx, session, st, epoch_ms(now));
+  read_groups(tx, session, st);
   return st;
 }
 
@@ -97,21 +93,19 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
 FleetStatus read_status(Session& session, SysTime now) {
   return guarded(session, "status", [&] {
     const std::string& s = session.schema_sql();
-    const std::string now_ms = epoch_ms(now);
     // One snapshot for every figure.
     pqxx::transaction<pqxx::isolation_level::repeatable_read, pqxx::readwrite_policy::read_only> tx(
         connection_of(session));
     FleetStatus fleet;
     fleet.now = now;
     std::map<std::string, std::string> labels;  // worker owner → readable name
-    auto streams = tx.exec_params(
+    auto streams = tx.exec(
         fmt::format("SELECT s.id, s.name, s.partition_size, s.partitions_upto, (extract(epoch "
                     "FROM s.retention) * 1000)::bigint, s.allow_drop_past_committed, (SELECT "
                     "w.holder FROM {0}.workers w WHERE w.kind = 'janitor' AND w.owner = "
                     "'stream:' || s.id AND w.expires_at > {1}) FROM {0}.streams s ORDER BY "
                     "s.name",
-                    s, ts_param("$1")),
-        now_ms);
+                    s, kDbNow));
     for (const auto& row : streams) {
       fleet.streams.push_back(read_stream(tx, session, row, now));
       const auto& st = fleet.streams.back();
@@ -120,11 +114,10 @@ FleetStatus read_status(Session& session, SysTime now) {
         labels[fmt::format("group:{}", g.id)] = st.name + "/" + g.name;
       }
     }
-    auto workers = tx.exec_params(
-        fmt::format("SELECT kind, owner, holder, {}, coalesce(expires_at > {}, false) FROM "
-                    "{}.workers ORDER BY kind, owner",
-                    ms_of("expires_at"), ts_param("$1"), s),
-        now_ms);
+    auto workers =
+        tx.exec(fmt::format("SELECT kind, owner, holder, {}, coalesce(expires_at > {}, false) FROM "
+                            "{}.workers ORDER BY kind, owner",
+                            to_epoch_ms("expires_at"), kDbNow, s));
     std::map<std::string, std::vector<std::string>> held;  // holder → labels
     for (const auto& row : workers) {
       WorkerStatus w;
@@ -137,11 +130,10 @@ FleetStatus read_status(Session& session, SysTime now) {
       if (w.live && w.holder) held[*w.holder].push_back(w.label);
       fleet.workers.push_back(std::move(w));
     }
-    auto hosts = tx.exec_params(
+    auto hosts = tx.exec(
         fmt::format("SELECT id, name, pid, version, {}, {}, coalesce(expires_at > {}, false) "
                     "FROM {}.hosts ORDER BY name, pid",
-                    ms_of("started_at"), ms_of("heartbeat_at"), ts_param("$1"), s),
-        now_ms);
+                    to_epoch_ms("started_at"), to_epoch_ms("heartbeat_at"), kDbNow, s));
     for (const auto& row : hosts) {
       HostStatus h;
       h.id = row[0].as<int64_t>();

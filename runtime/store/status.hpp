@@ -2,7 +2,8 @@
 // read-only transaction: per stream its head, partitions, oldest retained message and
 // retention; per group its cursor, lag, leases, exceptions by status, what retention took from
 // it and the skipped-version count its live hosts report; the hosts and which maintenance
-// worker each holds. `now` is injected (ages and liveness are relative to it).
+// worker each holds. Liveness (leases, hosts, workers) is judged on the database's clock;
+// `now` (injected) is the time ages are shown against.
 // Threading: a free function on the caller's Session.
 #pragma once
 

@@ -7,11 +7,10 @@
 #include "store/maintenance_pq.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
+#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
-
-std::string ts(const char* param) { return ts_param(param); }
 
 std::vector<int64_t> ids_of(const std::vector<WorkerLease>& leases) {
   std::vector<int64_t> ids;
@@ -28,8 +27,7 @@ std::vector<std::string> tokens_of(const std::vector<WorkerLease>& leases) {
 }  // namespace
 
 std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::string& holder,
-                                               const std::vector<WorkerKey>& keys, SysTime now,
-                                               Millis ttl) {
+                                               const std::vector<WorkerKey>& keys, Millis ttl) {
   if (keys.empty()) return {};
   // One order for every host: concurrent multi-row upserts then cannot deadlock.
   std::vector<WorkerKey> sorted = keys;
@@ -51,23 +49,21 @@ std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::stri
                     "EXCLUDED.holder, expires_at = EXCLUDED.expires_at WHERE w.token IS NULL OR "
                     "w.expires_at IS NULL OR w.expires_at < {2} OR w.holder = EXCLUDED.holder "
                     "RETURNING w.id, w.kind, w.owner, w.token::text",
-                    session.schema_sql(), ts("$5"), ts("$4")),
-        text_array(kinds), text_array(owners), holder, epoch_ms(now), epoch_ms(now + ttl));
+                    session.schema_sql(), db_in("$4"), kDbNow),
+        text_array(kinds), text_array(owners), holder, ms_param(ttl));
     std::vector<WorkerLease> won;
     for (const auto& row : rows) {
       WorkerLease l;
       l.id = row[0].as<int64_t>();
       l.key = {row[1].as<std::string>(), row[2].as<std::string>()};
       l.token = row[3].as<std::string>();
-      l.expires_at = now + ttl;
       won.push_back(std::move(l));
     }
     return won;
   });
 }
 
-std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys,
-                                        SysTime now) {
+std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys) {
   if (keys.empty()) return {};
   std::vector<std::string> kinds, owners;
   for (const auto& k : keys) {
@@ -80,8 +76,8 @@ std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<Work
         fmt::format("SELECT u.k, u.o FROM unnest($1::text[], $2::text[]) AS u(k, o) LEFT JOIN "
                     "{}.workers w ON w.kind = u.k AND w.owner = u.o WHERE w.id IS NULL OR "
                     "w.token IS NULL OR w.expires_at IS NULL OR w.expires_at < {}",
-                    session.schema_sql(), ts("$3")),
-        text_array(kinds), text_array(owners), epoch_ms(now));
+                    session.schema_sql(), kDbNow),
+        text_array(kinds), text_array(owners));
     std::vector<WorkerKey> out;
     for (const auto& row : rows)
       out.push_back({row[0].as<std::string>(), row[1].as<std::string>()});
@@ -90,7 +86,7 @@ std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<Work
 }
 
 std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<WorkerLease>& leases,
-                                         SysTime now, Millis ttl) {
+                                         Millis ttl) {
   if (leases.empty()) return {};
   return guarded(session, "renew worker leases", [&] {
     pqxx::nontransaction tx(connection_of(session));
@@ -98,9 +94,8 @@ std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<Wor
         fmt::format("UPDATE {}.workers w SET expires_at = {} FROM unnest($1::bigint[], "
                     "$2::uuid[]) AS u(id, tok) WHERE w.id = u.id AND w.token = u.tok AND "
                     "w.expires_at >= {} RETURNING w.id",
-                    session.schema_sql(), ts("$3"), ts("$4")),
-        int_array(ids_of(leases)), text_array(tokens_of(leases)), epoch_ms(now + ttl),
-        epoch_ms(now));
+                    session.schema_sql(), db_in("$3"), kDbNow),
+        int_array(ids_of(leases)), text_array(tokens_of(leases)), ms_param(ttl));
     std::vector<int64_t> kept;
     for (const auto& row : rows) kept.push_back(row[0].as<int64_t>());
     return kept;
@@ -119,22 +114,22 @@ void release_worker_leases(Session& session, const std::vector<WorkerLease>& lea
   });
 }
 
-int64_t register_host(Session& session, const HostInfo& host, SysTime now, Millis ttl) {
+int64_t register_host(Session& session, const HostInfo& host, Millis ttl) {
   return guarded(session, "register host", [&] {
     pqxx::nontransaction tx(connection_of(session));
     return tx
         .exec_params1(fmt::format("INSERT INTO {}.hosts (name, pid, version, started_at, "
                                   "heartbeat_at, expires_at) VALUES ($1, $2, $3, {}, {}, {}) "
                                   "RETURNING id",
-                                  session.schema_sql(), ts("$4"), ts("$5"), ts("$6")),
-                      host.name, host.pid, host.version, epoch_ms(host.started_at), epoch_ms(now),
-                      epoch_ms(now + ttl))[0]
+                                  session.schema_sql(), from_epoch_ms("$4"), kDbNow, db_in("$5")),
+                      host.name, host.pid, host.version, epoch_ms_param(host.started_at),
+                      ms_param(ttl))[0]
         .as<int64_t>();
   });
 }
 
-Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, SysTime now,
-                         Millis ttl, const std::string& stats_json) {
+Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, Millis ttl,
+                         const std::string& stats_json) {
   return guarded(session, "heartbeat", [&] {
     const std::string& s = session.schema_sql();
     std::optional<std::string> stats;
@@ -144,33 +139,30 @@ Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host
       pqxx::nontransaction tx(connection_of(session));
       auto r = tx.exec_params(
           fmt::format("UPDATE {}.hosts SET heartbeat_at = {}, expires_at = {}, stats = "
-                      "$4::jsonb WHERE id = $1 RETURNING id",
-                      s, ts("$2"), ts("$3")),
-          host_id, epoch_ms(now), epoch_ms(now + ttl), nullable(stats));
+                      "$3::jsonb WHERE id = $1 RETURNING id",
+                      s, kDbNow, db_in("$2")),
+          host_id, ms_param(ttl), nullable(stats));
       hb.host_id = r.empty() ? 0 : r[0][0].as<int64_t>();
     }
-    if (hb.host_id == 0) hb.host_id = register_host(session, host, now, ttl);
+    if (hb.host_id == 0) hb.host_id = register_host(session, host, ttl);
     pqxx::nontransaction tx(connection_of(session));
-    tx.exec_params(fmt::format("DELETE FROM {}.hosts WHERE coalesce(expires_at, heartbeat_at) < "
-                               "{} - interval '1 day'",
-                               s, ts("$1")),
-                   epoch_ms(now));
-    hb.live_hosts = tx.exec_params1(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at "
-                                                "> {}",
-                                                s, ts("$1")),
-                                    epoch_ms(now))[0]
-                        .as<int64_t>();
+    tx.exec(
+        fmt::format("DELETE FROM {}.hosts WHERE coalesce(expires_at, heartbeat_at) < {} - "
+                    "interval '1 day'",
+                    s, kDbNow));
+    hb.live_hosts =
+        tx.exec(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at > {}", s, kDbNow))[0][0]
+            .as<int64_t>();
     return hb;
   });
 }
 
-int64_t live_host_count(Session& session, SysTime now) {
+int64_t live_host_count(Session& session) {
   return guarded(session, "count live hosts", [&] {
     pqxx::nontransaction tx(connection_of(session));
     return tx
-        .exec_params1(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at > {}",
-                                  session.schema_sql(), ts("$1")),
-                      epoch_ms(now))[0]
+        .exec(fmt::format("SELECT count(*) FROM {}.hosts WHERE expires_at > {}",
+                          session.schema_sql(), kDbNow))[0][0]
         .as<int64_t>();
   });
 }

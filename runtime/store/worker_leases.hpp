@@ -5,7 +5,9 @@
 // whose lease expired (or that it already holds), renews it by token before it expires, and
 // releases it on a graceful stop. Destructive maintenance transactions re-check the lease
 // inside themselves (WorkerFence): a host whose lease moved on cannot write anything.
-// Times are injected (`now`); expiry compares against the caller's clock.
+// Every expiry is set and compared on the database's clock (store/sql_time.hpp): callers pass
+// a TTL, never an instant, so hosts with skewed wall clocks agree on who holds what. A holder
+// keeps its own renewal deadline on its steady clock.
 // Threading: free functions on the caller's Session.
 #pragma once
 
@@ -34,7 +36,6 @@ struct WorkerLease {
   int64_t id = 0;
   WorkerKey key;
   std::string token;
-  SysTime expires_at{};
 };
 
 // Proof of holding a lease, checked inside a maintenance transaction.
@@ -50,20 +51,19 @@ class FencedOut : public StoreError {
       : StoreError(Kind::kRejected, "maintenance lease lost: " + what) {}
 };
 
-// Takes every key whose lease is free, expired (before `now`) or already `holder`'s; one
-// statement, so two hosts racing for a key cannot both win. Returns the leases won.
+// Takes every key whose lease is free, expired (database clock) or already `holder`'s, until
+// database now + ttl; one statement, so two hosts racing for a key cannot both win. Returns
+// the leases won.
 std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::string& holder,
-                                               const std::vector<WorkerKey>& keys, SysTime now,
-                                               Millis ttl);
+                                               const std::vector<WorkerKey>& keys, Millis ttl);
 
-// The keys nobody holds at `now` (no row, released, or expired).
-std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys,
-                                        SysTime now);
+// The keys nobody holds now (no row, released, or expired by the database's clock).
+std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys);
 
-// Extends the leases still held (same token, not yet expired at `now`); returns the ids of
-// those renewed. A lease missing from the result is lost: stop its work at once.
+// Extends the leases still held (same token, not yet expired) to database now + ttl; returns
+// the ids of those renewed. A lease missing from the result is lost: stop its work at once.
 std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<WorkerLease>& leases,
-                                         SysTime now, Millis ttl);
+                                         Millis ttl);
 
 // Frees the leases (by token) so another host can take them at once.
 void release_worker_leases(Session& session, const std::vector<WorkerLease>& leases);
@@ -75,22 +75,22 @@ struct HostInfo {
   SysTime started_at{};
 };
 
-// Inserts this host's row; returns its id.
-int64_t register_host(Session& session, const HostInfo& host, SysTime now, Millis ttl);
+// Inserts this host's row (heartbeat at database now, expiring ttl later); returns its id.
+int64_t register_host(Session& session, const HostInfo& host, Millis ttl);
 
 struct Heartbeat {
   int64_t host_id = 0;     // changes when the row had to be re-inserted
-  int64_t live_hosts = 0;  // hosts whose heartbeat has not expired at `now` (this one included)
+  int64_t live_hosts = 0;  // hosts whose heartbeat has not expired (this one included)
 };
 
 // Renews the row (re-inserting it if someone removed it) and records `stats_json` (a JSON
 // object, or "" for none). Also removes rows of hosts silent for more than a day.
-Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, SysTime now,
-                         Millis ttl, const std::string& stats_json);
+Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, Millis ttl,
+                         const std::string& stats_json);
 
 void unregister_host(Session& session, int64_t host_id);
 
-// Hosts whose heartbeat has not expired at `now`.
-int64_t live_host_count(Session& session, SysTime now);
+// Hosts whose heartbeat has not expired (database clock).
+int64_t live_host_count(Session& session);
 
 }  // namespace sqlstreams::store

@@ -58,7 +58,7 @@ class PartitionDdlTest : public MaintainTest {
     for (int i = 0; i < 100; ++i) {
       auto obs = gs.observe();
       if (obs.worth_claiming()) {
-        auto r = gs.claim(obs, 1000, now_, std::chrono::seconds(30));
+        auto r = gs.claim(obs, 1000, std::chrono::seconds(30));
         if (r.range && r.range->high >= id) return true;
       }
       std::this_thread::sleep_for(10ms);
@@ -67,7 +67,7 @@ class PartitionDdlTest : public MaintainTest {
   }
   store::WorkerFence janitor_fence() {
     auto leases = store::acquire_worker_leases(
-        *session_, "test", {{"janitor", "stream:" + std::to_string(stream_.id)}}, now_, 60'000ms);
+        *session_, "test", {{"janitor", "stream:" + std::to_string(stream_.id)}}, 60'000ms);
     EXPECT_EQ(leases.size(), 1u);
     return {leases.at(0).id, leases.at(0).token};
   }
@@ -174,7 +174,7 @@ TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerPr
     store::JanitorSettings settings;
     settings.lock_timeout = 10'000ms;
     std::string kept;
-    return j.drop_oldest(now_, settings, &fence, &kept);
+    return j.drop_oldest(settings, &fence, &kept);
   });
   ASSERT_TRUE(janitor_tried_the_lock());
   ASSERT_EQ(sql_produce_error(), "");  // id 21

@@ -4,6 +4,7 @@
 // deterministically is isolated to the refused row, which is recorded dead.
 #include <thread>
 
+#include "in_doubt_support.hpp"
 #include "store/operator_actions.hpp"
 #include "store_fixture.hpp"
 
@@ -43,7 +44,7 @@ class CommitOutcomeTest : public StoreTest {
   }
   store::FailedMessage failed(int64_t id, ExceptionStatus st, const std::string& error,
                               std::optional<std::string> payload = std::nullopt) {
-    return store::FailedMessage{id, st, 1, 0, now_, error, std::move(payload)};
+    return store::FailedMessage{id, st, 1, 0, Millis(0), error, std::move(payload)};
   }
 };
 
@@ -138,7 +139,7 @@ TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
   c.failures = {failed(4, ExceptionStatus::kReady, "first"),
                 failed(6, ExceptionStatus::kReady, "first")};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
-  auto due = gs.claim_due_retries(now_ + std::chrono::seconds(1), std::chrono::seconds(30), 10);
+  auto due = gs.claim_due_retries(std::chrono::seconds(30), 10);
   ASSERT_EQ(due.size(), 2u);
   std::vector<store::RetryResult> results;
   for (const auto& d : due) {
@@ -147,9 +148,9 @@ TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
     if (d.message_id == 4) f.payload = std::string("{not json");
     results.push_back(store::RetryResult{d.message_id, d.token, f, false, {}});
   }
-  EXPECT_THROW((void)gs.commit_retries(results, now_), store::StoreError);
+  EXPECT_THROW((void)gs.commit_retries(results), store::StoreError);
   std::vector<store::RejectedWrite> rejected;
-  EXPECT_EQ(gs.commit_retries(results, now_, &rejected), (std::vector<bool>{true, true}));
+  EXPECT_EQ(gs.commit_retries(results, &rejected), (std::vector<bool>{true, true}));
   ASSERT_EQ(rejected.size(), 1u);
   EXPECT_EQ(rejected[0].message_id, 4);
   EXPECT_EQ(row(4),
@@ -157,40 +158,6 @@ TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
             "letter with its payload; payload not copied)");
   EXPECT_EQ(row(6), "dead|2|terminal");
 }
-
-// Cluster-wide: commits wait for a synchronous standby that never comes, except in sessions
-// that set synchronous_commit below `on`. store_tests run serially (RUN_SERIAL), so nothing else
-// commits meanwhile; the destructor restores the configuration.
-class CommitsWaitForAStandby {
- public:
-  explicit CommitsWaitForAStandby(const std::string& url) : url_(url) {
-    set("ALTER SYSTEM SET synchronous_standby_names = 'sqlstreams_test_no_such_standby'",
-        "ALTER SYSTEM SET synchronous_commit = 'local'", "sqlstreams_test_no_such_standby");
-  }
-  ~CommitsWaitForAStandby() {
-    set("ALTER SYSTEM RESET synchronous_standby_names", "ALTER SYSTEM RESET synchronous_commit",
-        "");
-  }
-
- private:
-  void set(const char* a, const char* b, const std::string& expect) {
-    {
-      pqxx::connection c(url_);
-      pqxx::nontransaction n(c);
-      n.exec(a);
-      n.exec(b);
-      n.exec("SELECT pg_reload_conf()");
-    }
-    for (int i = 0; i < 500; ++i) {  // the reload is asynchronous: wait until sessions see it
-      pqxx::connection c(url_);
-      pqxx::nontransaction n(c);
-      if (n.exec1("SHOW synchronous_standby_names")[0].as<std::string>() == expect) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "configuration reload not seen";
-  }
-  std::string url_;
-};
 
 // Issue 9 item 10: a commit whose COMMIT reply was lost (in doubt) but which did commit is
 // recognised as committed (pg_xact_status), not as a lease lost to a reclaim. The COMMIT is
@@ -202,32 +169,9 @@ TEST_F(CommitOutcomeTest, InDoubtCommitThatCommittedIsResolvedAsCommitted) {
   auto r = claim(gs, 10);
   store::RangeCommit c{r.token, r.high, true, {failed(4, ExceptionStatus::kReady, "retry me")}, {}};
 
-  store::SessionOptions o = options();
-  o.url += (o.url.find('?') == std::string::npos ? "?" : "&");
-  o.url += "options=-csynchronous_commit%3Don";
-  o.application_name = "in-doubt-test";
-  store::Session waiting(o);
+  store::Session waiting(in_doubt_session_options(options()));
   auto committer = group_store(waiting, charge_.id);
-  std::optional<store::StoreError::Kind> error;
-  {
-    CommitsWaitForAStandby standby(admin_url());
-    std::thread t([&] {
-      try {
-        (void)committer.commit_ranges({c});
-      } catch (const store::StoreError& e) {
-        error = e.kind();
-      }
-    });
-    bool terminated = false;
-    for (int i = 0; i < 1000 && !terminated; ++i) {
-      terminated = db_.scalar<bool>(
-          "SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM pg_stat_activity "
-          "WHERE application_name = 'in-doubt-test' AND wait_event = 'SyncRep'");
-      if (!terminated) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    t.join();
-    ASSERT_TRUE(terminated) << "the COMMIT never waited for the standby";
-  }
+  auto error = run_in_doubt(admin_url(), db_, [&] { (void)committer.commit_ranges({c}); });
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ(*error, store::StoreError::Kind::kInDoubt);
   ASSERT_TRUE(committer.in_doubt().has_value());

@@ -48,8 +48,8 @@ TEST_F(DeadLetterMetadataTest, EveryExceptionWriteCopiesVersionKeyAndCreatedAt) 
   auto r = claim(gs);
   ASSERT_EQ(r.messages.size(), 4u);
   store::RangeCommit c{r.token, r.high, true, {}, {}};
-  c.failures = {{1, store::ExceptionStatus::kDead, 1, 0, now_, "cancelled", R"({"n":1})"},
-                {2, store::ExceptionStatus::kReady, 1, 0, now_, "provider down", {}}};
+  c.failures = {{1, store::ExceptionStatus::kDead, 1, 0, Millis(0), "cancelled", R"({"n":1})"},
+                {2, store::ExceptionStatus::kReady, 1, 0, Millis(0), "provider down", {}}};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   EXPECT_EQ(metadata(1), "2|order-1|true") << "range commit, dead";
   EXPECT_EQ(metadata(2), "2|order-2|true") << "range commit, ready";
@@ -57,15 +57,15 @@ TEST_F(DeadLetterMetadataTest, EveryExceptionWriteCopiesVersionKeyAndCreatedAt) 
   db_.sql(
       "UPDATE sqlstreams.exceptions_1 SET schema_version = NULL, message_key = NULL, "
       "message_created_at = NULL WHERE message_id = 2");
-  auto claims = gs.claim_due_retries(now_, std::chrono::seconds(30), 10);
+  auto claims = gs.claim_due_retries(std::chrono::seconds(30), 10);
   ASSERT_EQ(claims.size(), 1u);
   store::RetryResult dies{2,
                           claims[0].token,
-                          store::FailedMessage{2, store::ExceptionStatus::kDead, 2, 0, now_,
+                          store::FailedMessage{2, store::ExceptionStatus::kDead, 2, 0, Millis(0),
                                                "still down", R"({"n":2})"},
                           false,
                           {}};
-  ASSERT_EQ(gs.commit_retries({dies}, now_), std::vector<bool>{true});
+  ASSERT_EQ(gs.commit_retries({dies}), std::vector<bool>{true});
   EXPECT_EQ(metadata(2), "2|order-2|true") << "retry commit, dead";
 }
 
@@ -73,10 +73,9 @@ TEST_F(DeadLetterMetadataTest, QuarantineCopiesVersionKeyAndCreatedAt) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   claim(gs);
-  auto t = now_;
   for (int i = 1; i <= 3; ++i) {
-    t += std::chrono::seconds(31);
-    gs.reclaim_expired(t, std::chrono::seconds(30), 3);
+    expire_leases();
+    gs.reclaim_expired(std::chrono::seconds(30), 3);
   }
   ASSERT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 4);
   for (int64_t id = 1; id <= 4; ++id) {
@@ -89,7 +88,7 @@ TEST_F(DeadLetterMetadataTest, DeadLetterRetriedAfterRetentionRunsAsProduced) {
   auto gs = group_store(*s, charge_.id);
   auto r = claim(gs);
   store::RangeCommit c{r.token, r.high, true, {}, {}};
-  c.failures = {{3, store::ExceptionStatus::kDead, 1, 0, now_, "cancelled", R"({"n":3})"}};
+  c.failures = {{3, store::ExceptionStatus::kDead, 1, 0, Millis(0), "cancelled", R"({"n":3})"}};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   const int64_t created = created_ms(3);
   db_.sql("DROP TABLE sqlstreams.messages_1_p0");  // retention took the message
@@ -97,7 +96,7 @@ TEST_F(DeadLetterMetadataTest, DeadLetterRetriedAfterRetentionRunsAsProduced) {
   db_.sql(
       "UPDATE sqlstreams.exceptions_1 SET status = 'ready', attempts = 0, can_run_after = "
       "'-infinity' WHERE message_id = 3");
-  auto claims = gs.claim_due_retries(now_, std::chrono::seconds(30), 10);
+  auto claims = gs.claim_due_retries(std::chrono::seconds(30), 10);
   ASSERT_EQ(claims.size(), 1u);
   ASSERT_TRUE(claims[0].message.has_value());
   const auto& m = *claims[0].message;

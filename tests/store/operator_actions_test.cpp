@@ -26,7 +26,7 @@ class OperatorActionsTest : public StoreTest {
   }
   std::vector<int64_t> listed(store::DeadFilter f) {
     std::vector<int64_t> ids;
-    for (const auto& d : store::list_dead(*session_, charge_, f, now_)) ids.push_back(d.message_id);
+    for (const auto& d : store::list_dead(*session_, charge_, f)) ids.push_back(d.message_id);
     return ids;
   }
   int64_t dead_count() {
@@ -49,7 +49,7 @@ TEST_F(OperatorActionsTest, DeadRetryLeavesARowThatAConcurrentClaimMadeInflight)
   // The operator's `dead retry`: its snapshot still sees `dead`; it blocks on X's row lock.
   auto retried = std::async(std::launch::async, [&] {
     auto s = session();
-    return store::retry_dead(*s, charge_, {}, now_, "test");
+    return store::retry_dead(*s, charge_, {}, "test");
   });
   pqxx::connection watch(db_.url());
   for (;;) {
@@ -89,7 +89,7 @@ TEST_F(OperatorActionsTest, ErrorFilterIsALiteralCaseInsensitiveSubstring) {
   f.error_contains = "card declined";
   EXPECT_EQ(listed(f), std::vector<int64_t>{6});
   f.error_contains = "a_b";
-  EXPECT_EQ(store::discard_dead(*session_, charge_, f, now_, "test"), std::vector<int64_t>{1});
+  EXPECT_EQ(store::discard_dead(*session_, charge_, f, "test"), std::vector<int64_t>{1});
   EXPECT_EQ(dead_count(), 5);
 }
 
@@ -98,7 +98,7 @@ TEST_F(OperatorActionsTest, NegativeIdsAndEmptyErrorTextAreRefusedNotReadAsNoFil
   dead(2, "boom");
   auto refused = [&](const store::DeadFilter& f, const std::string& expect) {
     try {
-      store::discard_dead(*session_, charge_, f, now_, "test");
+      store::discard_dead(*session_, charge_, f, "test");
       ADD_FAILURE() << "accepted a filter that should be refused: " << expect;
     } catch (const store::StoreError& e) {
       EXPECT_EQ(e.kind(), store::StoreError::Kind::kRejected);
@@ -117,7 +117,7 @@ TEST_F(OperatorActionsTest, NegativeIdsAndEmptyErrorTextAreRefusedNotReadAsNoFil
   f = {};
   f.limit = 0;
   refused(f, "limit");
-  EXPECT_THROW(store::retry_dead(*session_, charge_, f, now_, "test"), store::StoreError);
+  EXPECT_THROW(store::retry_dead(*session_, charge_, f, "test"), store::StoreError);
   EXPECT_EQ(dead_count(), 2) << "a refused filter discarded dead letters";
 }
 

@@ -40,15 +40,17 @@ TEST_F(RangeCommitTest, CommitWritesOnlyFailuresAndTheAdvancerStopsBeforeThem) {
   store::RangeCommit c;
   c.token = r.token;
   c.resolved_upto = r.high;
-  store::FailedMessage retry{4, store::ExceptionStatus::kReady, 1, 0, now_, "provider down", {}};
-  store::FailedMessage dead{7, store::ExceptionStatus::kDead, 1, 0, now_, "cancelled",
-                            std::string(R"({"n":7})")};
+  store::FailedMessage retry{4, store::ExceptionStatus::kReady, 1, 0, Millis(0), "provider down",
+                             {}};
+  store::FailedMessage dead{7,           store::ExceptionStatus::kDead, 1, 0, Millis(0),
+                            "cancelled", std::string(R"({"n":7})")};
   c.failures = {retry, dead};
   c.audit = {{4, 1, "retry", "provider down"}, {7, 1, "dead", "cancelled"}};
   EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   EXPECT_EQ(count("leases_1"), 0);
   EXPECT_EQ(count("exceptions_1 WHERE status = 'ready' AND message_id = 4"), 1);
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND message_id = 7 AND payload->>'n' = '7'"), 1);
+  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND message_id = 7 AND payload->>'n' = '7'"),
+            1);
   EXPECT_EQ(count("deliveries_1"), 2);
   auto adv = gs.advance_cursor();
   EXPECT_EQ(adv.committed_after, 3) << "a ready exception at 4 holds committed at 3";
@@ -62,18 +64,19 @@ TEST_F(RangeCommitTest, ReclaimRotatesTheTokenSoTheOldHoldersCommitIsANoOp) {
   auto dead_host = group_store(*s1, charge_.id, "dead:1");
   auto live_host = group_store(*s2, charge_.id, "live:2");
   auto r = claim(dead_host, 5);
-  EXPECT_FALSE(live_host.reclaim_expired(now_, std::chrono::seconds(30), 3).found)
+  EXPECT_FALSE(live_host.reclaim_expired(std::chrono::seconds(30), 3).found)
       << "a live lease must not be reclaimed";
-  auto later = now_ + std::chrono::seconds(31);
-  auto re = live_host.reclaim_expired(later, std::chrono::seconds(30), 3);
+  expire_leases();
+  auto re = live_host.reclaim_expired(std::chrono::seconds(30), 3);
   ASSERT_TRUE(re.range.has_value());
   EXPECT_NE(re.range->token, r.token);
   EXPECT_EQ(re.range->reclaims, 1);
   EXPECT_EQ(re.range->messages.size(), 5u);
-  store::RangeCommit stale{r.token, r.high, true, {{2, store::ExceptionStatus::kReady, 1, 0, now_, "x", {}}}, {}};
+  store::RangeCommit stale{
+      r.token, r.high, true, {{2, store::ExceptionStatus::kReady, 1, 0, Millis(0), "x", {}}}, {}};
   EXPECT_EQ(dead_host.commit_ranges({stale}), std::vector<bool>{false});
   EXPECT_EQ(count("exceptions_1"), 0) << "outcomes of a lost lease are discarded";
-  EXPECT_EQ(dead_host.renew_leases({r.token}, later, std::chrono::seconds(30)),
+  EXPECT_EQ(dead_host.renew_leases({r.token}, std::chrono::seconds(30)),
             std::vector<std::string>{r.token});
   store::RangeCommit fresh{re.range->token, re.range->high, true, {}, {}};
   EXPECT_EQ(live_host.commit_ranges({fresh}), std::vector<bool>{true});
@@ -83,15 +86,14 @@ TEST_F(RangeCommitTest, RangeReclaimedMaxTimesIsQuarantined) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   claim(gs, 3);
-  auto t = now_;
   for (int i = 1; i <= 2; ++i) {
-    t += std::chrono::seconds(31);
-    auto re = gs.reclaim_expired(t, std::chrono::seconds(30), 3);
+    expire_leases();
+    auto re = gs.reclaim_expired(std::chrono::seconds(30), 3);
     ASSERT_TRUE(re.range.has_value());
     EXPECT_EQ(re.range->reclaims, i);
   }
-  t += std::chrono::seconds(31);
-  auto poison = gs.reclaim_expired(t, std::chrono::seconds(30), 3);
+  expire_leases();
+  auto poison = gs.reclaim_expired(std::chrono::seconds(30), 3);
   EXPECT_FALSE(poison.range.has_value());
   ASSERT_TRUE(poison.quarantined.has_value());
   EXPECT_EQ(count("leases_1"), 0);
@@ -108,7 +110,7 @@ TEST_F(RangeCommitTest, HandedBackRangeIsReclaimableAtOnceWithoutCountingACrash)
   // A hand-back is a partial commit with nothing resolved.
   EXPECT_EQ(gs.commit_ranges({store::RangeCommit{r.token, r.low, false, {}, {}}}),
             std::vector<bool>{true});
-  auto re = gs.reclaim_expired(now_, std::chrono::seconds(30), 3);
+  auto re = gs.reclaim_expired(std::chrono::seconds(30), 3);
   ASSERT_TRUE(re.range.has_value());
   EXPECT_EQ(re.range->reclaims, 0);
   EXPECT_EQ(re.range->low, 0);
@@ -119,7 +121,8 @@ TEST_F(RangeCommitTest, PartialCommitKeepsTheUnresolvedRestReclaimable) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   auto r = claim(gs, 10);
-  store::RangeCommit c{r.token, 6, false, {{5, store::ExceptionStatus::kReady, 1, 0, now_, "e", {}}}, {}};
+  store::RangeCommit c{
+      r.token, 6, false, {{5, store::ExceptionStatus::kReady, 1, 0, Millis(0), "e", {}}}, {}};
   EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   auto lease = db_.sql("SELECT low, high, expires_at = '-infinity' FROM sqlstreams.leases_1");
   ASSERT_EQ(lease.size(), 1u);
@@ -127,7 +130,7 @@ TEST_F(RangeCommitTest, PartialCommitKeepsTheUnresolvedRestReclaimable) {
   EXPECT_EQ(lease[0][1].as<int64_t>(), 10);
   EXPECT_TRUE(lease[0][2].as<bool>());
   EXPECT_EQ(gs.advance_cursor().committed_after, 4);
-  auto re = gs.reclaim_expired(now_, std::chrono::seconds(30), 3);
+  auto re = gs.reclaim_expired(std::chrono::seconds(30), 3);
   ASSERT_TRUE(re.range.has_value());
   EXPECT_EQ(re.range->messages.front().id, 7);
   EXPECT_EQ(re.range->messages.size(), 4u);

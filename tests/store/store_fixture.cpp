@@ -9,14 +9,28 @@ void StoreTest::SetUp() {
   spec.name = "payments.requested";
   spec.partition_size = 1000;
   stream_ = store::declare_stream(*session_, spec).stream;
-  charge_ = store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning).group;
-  audit_ = store::declare_group(*session_, stream_, "audit-payments", store::StartAt::kBeginning).group;
+  charge_ =
+      store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning).group;
+  audit_ =
+      store::declare_group(*session_, stream_, "audit-payments", store::StartAt::kBeginning).group;
 }
 
 store::SessionOptions StoreTest::options() const {
   store::SessionOptions o;
   o.url = db_.url();
   return o;
+}
+
+void StoreTest::expire_leases() {
+  db_.sql(
+      "UPDATE sqlstreams.leases_1 SET expires_at = statement_timestamp() - interval '1 ms' "
+      "WHERE expires_at <> '-infinity'");
+}
+
+void StoreTest::expire_retry_leases() {
+  db_.sql(
+      "UPDATE sqlstreams.exceptions_1 SET lease_expires_at = statement_timestamp() - "
+      "interval '1 ms' WHERE status = 'inflight'");
 }
 
 std::unique_ptr<store::Session> StoreTest::session() const {
@@ -26,7 +40,7 @@ std::unique_ptr<store::Session> StoreTest::session() const {
 store::ClaimResult StoreTest::poll(store::GroupStore& gs, int32_t batch) {
   auto obs = gs.observe();
   if (!obs.worth_claiming()) return {};
-  return gs.claim(obs, batch, now_, std::chrono::seconds(30));
+  return gs.claim(obs, batch, std::chrono::seconds(30));
 }
 
 }  // namespace sqlstreams::testing

@@ -26,11 +26,16 @@ class StoreTest : public ::testing::Test {
   }
   // A claim cycle as the claimer runs it: observe, then claim when worth it.
   store::ClaimResult poll(store::GroupStore& gs, int32_t batch = 1000);
+  // Expiry is judged on the database's clock: a test makes every range lease (handed-back
+  // ones excepted) or row lease of stream 1 expire by writing the expiry itself.
+  void expire_leases();
+  void expire_retry_leases();
 
   TestDatabase db_;
   std::unique_ptr<store::Session> session_;
   store::StreamRef stream_;
   store::GroupRef charge_, audit_;
+  // A host wall-clock instant for records (audit times); expiries never use it.
   SysTime now_ = SysTime(std::chrono::milliseconds(1'800'000'000'000));
 };
 

@@ -16,6 +16,19 @@
  *     the call (validate, create, and each outcome), and the host copies it.
  *   - Any change to this file changes plugin-sdk/ABI_SHA256 and needs a CHANGES.md entry.
  *
+ * What the host does with what a plugin hands over (so one bad value cannot stop a group):
+ *   - Text (error text through set_error, log text through the host's log function): at most
+ *     8192 bytes are read. A len above that is not trusted: the text is read only up to its
+ *     first NUL within 8192 bytes. The copy is made valid UTF-8: invalid or truncated
+ *     sequences, overlong forms, surrogates, code points above U+10FFFF and NUL bytes each
+ *     become U+FFFD; text longer than 8192 bytes is cut at a code point boundary and ends with
+ *     " ...(truncated)" (within the 8192 bytes). A NULL text is the empty text.
+ *   - DELAY: delay_ms above 30 days (2592000000 ms) is clamped to 30 days (logged once per
+ *     handler instance); a negative delay_ms, an unset or unknown outcome code is a plugin bug
+ *     and is recorded as RETRY with an error naming it. RETRY or TERMINAL without error text
+ *     get a default text.
+ *   Send short, valid UTF-8 error text without NUL; never rely on the host to repair it.
+ *
  * Naming: sqlstreams_type_* are types, sqlstreams_on_* are functions the plugin implements,
  * sqlstreams_host_* are functions the host implements. Every doc block ends with OWNERSHIP:
  * and THREADING: lines. Strings marked "NUL-terminated" are C strings; the others are
@@ -82,7 +95,8 @@ typedef struct sqlstreams_type_bytes {
 
 /* An error slot for one call. The plugin reports failure text with
  * `slot->set_error(slot, text, len)`; the host copies the text before set_error returns, and a
- * second call replaces the first. Text is UTF-8, not NUL-terminated.
+ * second call replaces the first. Text is UTF-8, not NUL-terminated; the host reads at most
+ * 8192 bytes and sanitizes the copy (see "What the host does" at the top of this file).
  * OWNERSHIP: host-owned; valid only during the call it was passed to. The plugin must not
  *   keep the pointer. `text` stays the plugin's.
  * THREADING: one slot per call; use it only from the thread that received it. */
@@ -96,7 +110,8 @@ struct sqlstreams_type_error {
   sqlstreams_host_set_error_fn set_error;
 };
 
-/* Writes one log line through the host's logger (never put payloads in logs).
+/* Writes one log line through the host's logger (never put payloads in logs). The text is read
+ * and sanitized as error text is (at most 8192 bytes, valid UTF-8).
  * OWNERSHIP: `text` stays the plugin's; the host copies it before returning.
  * THREADING: safe to call from any thread while the instance lives. */
 typedef void (*sqlstreams_host_log_fn)(void* host_ctx, int32_t level, const char* text, size_t len);
@@ -136,7 +151,7 @@ typedef struct sqlstreams_type_message {
 typedef struct sqlstreams_type_outcome {
   uint32_t struct_size;
   int32_t code;     /* SQLSTREAMS_OUTCOME_* */
-  int64_t delay_ms; /* DELAY only; >= 0 */
+  int64_t delay_ms; /* DELAY only; >= 0; above 30 days the host uses 30 days */
   sqlstreams_type_error* error;
 } sqlstreams_type_outcome;
 
