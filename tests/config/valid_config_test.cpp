@@ -138,6 +138,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(c.host.log_level, "debug");
   EXPECT_EQ(c.host.log_format, LogFormat::kJson);
   EXPECT_EQ(c.host.http_listen, "");
+  EXPECT_TRUE(c.host.http_allow_remote);
   EXPECT_EQ(c.host.maintenance_ttl, milliseconds(4000));
   EXPECT_EQ(c.host.janitor_period, milliseconds(60'000));
   EXPECT_EQ(c.host.status_interval, milliseconds(2000));
