@@ -11,6 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
+#include "common/utf8.hpp"
 #include "store/operator_actions.hpp"
 
 namespace sqlstreams::cli {
@@ -125,7 +126,7 @@ int list(const DeadFlags& f) {
   std::printf("%-12s %-8s %-20s %s\n", "MESSAGE_ID", "ATTEMPTS", "DIED_AT", "LAST_ERROR");
   for (const auto& d : dead) {
     std::printf("%-12lld %-8d %-20s %s\n", static_cast<long long>(d.message_id), d.attempts,
-                iso(d.died_at_unix_ms).c_str(), d.last_error.c_str());
+                iso(d.died_at_unix_ms).c_str(), escape_for_text(d.last_error).c_str());
   }
   std::printf("%zu dead letter(s) in %s/%s\n", dead.size(), f.stream.c_str(), f.group.c_str());
   return 0;
@@ -156,14 +157,14 @@ int show(const DeadFlags& f) {
   std::printf("message %lld in %s/%s: dead after %d attempt(s) at %s\n",
               static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(), d->attempts,
               iso(d->died_at_unix_ms).c_str());
-  std::printf("last error: %s\n", d->last_error.c_str());
+  std::printf("last error: %s\n", escape_for_text(d->last_error).c_str());
   std::printf("payload%s: %s\n", d->message_retained ? "" : " (kept copy; the log dropped it)",
-              d->payload ? d->payload->c_str() : "(none)");
+              d->payload ? escape_for_text(*d->payload).c_str() : "(none)");
   std::printf("history:\n");
   for (const auto& h : history) {
     std::printf("  %s  attempt %-3d %-16s %s%s\n", iso(h.at_unix_ms).c_str(), h.attempt,
-                h.outcome.c_str(), h.error.c_str(),
-                h.host.empty() ? "" : ("  [" + h.host + "]").c_str());
+                escape_for_text(h.outcome).c_str(), escape_for_text(h.error).c_str(),
+                h.host.empty() ? "" : ("  [" + escape_for_text(h.host) + "]").c_str());
   }
   return 0;
 }

@@ -1,14 +1,17 @@
-// `sqlstreams produce STREAM [JSON]`: one document as an argument, or NDJSON on stdin sent in
-// batches (one multi-row INSERT each). Every line of a batch is checked before the batch is
-// sent: a bad line stops the command, naming the line, and nothing of its batch is written.
+// `sqlstreams produce STREAM [JSON]`: one document as an argument, or NDJSON on stdin.
+// All of stdin is read and checked first — syntax, depth, NUL bytes (cli/json_payload), then
+// every payload's size as the SQL functions measure it (octet_length(payload::jsonb::text), one
+// read-only query per batch) — and only then produced, in ONE transaction (one INSERT per
+// --batch-size lines): a bad line is a located error `stdin:N: ...` (exit 65) and nothing is
+// written. The text of each line is what is stored: jsonb keeps numbers exactly as written.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/json_payload.hpp"
 #include "common/errors.hpp"
 #include "store/producer.hpp"
 
@@ -30,28 +33,90 @@ class BadInput : public ControlPlaneError {
       : ControlPlaneError(ExitCode::kData, std::move(msg), "fix the input and run again") {}
 };
 
-// Parses one document; returns its compact form. Throws BadInput naming `where`.
-std::string checked_payload(const std::string& text, const std::string& where,
-                            int32_t max_bytes) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw BadInput(fmt::format("{}: invalid JSON: {}", where, e.what()));
+constexpr size_t kMaxReportedProblems = 20;
+
+struct Line {
+  std::string where;  // "stdin:N" or "argument"
+  std::string text;
+};
+
+// Every problem of every line (the first kMaxReportedProblems), or nothing.
+void check_all(const std::vector<Line>& lines, store::Producer& producer,
+               const store::StreamRef& stream, size_t batch_size) {
+  std::vector<std::string> problems;
+  size_t more = 0;
+  auto report = [&](const Line& l, const std::string& what) {
+    if (problems.size() < kMaxReportedProblems) {
+      problems.push_back(fmt::format("{}: {}", l.where, what));
+    } else {
+      ++more;
+    }
+  };
+  std::vector<const Line*> well_formed;
+  for (const auto& l : lines) {
+    if (auto problem = payload_problem(l.text)) {
+      report(l, *problem);
+    } else {
+      well_formed.push_back(&l);
+    }
   }
-  if (!doc.is_object()) {
-    throw BadInput(fmt::format("{}: payload must be a JSON object (got {})", where, doc.type_name()));
+  // Sizes as sqlstreams.produce() measures them, asked of PostgreSQL (nothing is written).
+  auto measure = [&](size_t begin, size_t end) {
+    std::vector<std::string> texts;
+    for (size_t i = begin; i < end; ++i) texts.push_back(well_formed[i]->text);
+    auto sizes = producer.stored_sizes(texts);
+    for (size_t i = begin; i < end; ++i) {
+      if (sizes[i - begin] > stream.max_payload_bytes) {
+        report(*well_formed[i],
+               fmt::format("payload of {} bytes exceeds max_payload_bytes {} of "
+                           "stream '{}' (measured as stored: jsonb text)",
+                           sizes[i - begin], stream.max_payload_bytes, stream.name));
+      }
+    }
+  };
+  for (size_t begin = 0; begin < well_formed.size(); begin += batch_size) {
+    const size_t end = std::min(well_formed.size(), begin + batch_size);
+    try {
+      measure(begin, end);
+    } catch (const store::StoreError& e) {
+      if (!e.deterministic()) throw;
+      // PostgreSQL refused some line's JSON (e.g. a number beyond numeric's range): find it.
+      for (size_t i = begin; i < end; ++i) {
+        try {
+          measure(i, i + 1);
+        } catch (const store::StoreError& one) {
+          if (!one.deterministic()) throw;
+          report(*well_formed[i], fmt::format("PostgreSQL refuses this JSON: {}", one.what()));
+        }
+      }
+    }
   }
-  std::string compact = doc.dump();
-  if (max_bytes > 0 && static_cast<int64_t>(compact.size()) > max_bytes) {
-    throw BadInput(fmt::format("{}: payload of {} bytes exceeds the stream's max_payload_bytes {}",
-                               where, compact.size(), max_bytes));
-  }
-  return compact;
+  if (problems.empty()) return;
+  std::string msg = fmt::format("{} bad line(s); nothing was produced", problems.size() + more);
+  for (const auto& p : problems) msg += "\n  " + p;
+  if (more) msg += fmt::format("\n  ... and {} more", more);
+  throw BadInput(msg);
 }
 
 int produce(const ProduceFlags& f) {
   auto config = maybe_load(f.db.config_file);
+  std::optional<std::string> key;
+  if (!f.key.empty()) key = f.key;
+  try {
+    store::Producer::check_key(key, "--key");
+  } catch (const store::StoreError& e) {
+    throw BadInput(e.what());
+  }
+  std::vector<Line> lines;
+  if (!f.json.empty()) {
+    lines.push_back({"argument", f.json});
+  } else {
+    std::string text;
+    for (int64_t line_no = 1; std::getline(std::cin, text); ++line_no) {
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      lines.push_back({fmt::format("stdin:{}", line_no), std::move(text)});
+    }
+  }
   store::Session session(f.db.resolve(config));
   auto stream = store::find_stream(session, f.stream);
   if (!stream) {
@@ -59,52 +124,38 @@ int produce(const ProduceFlags& f) {
                             "declare it first: sqlstreams declare --config FILE");
   }
   store::Producer producer(session);
-  std::optional<std::string> key;
-  if (!f.key.empty()) key = f.key;
+  check_all(lines, producer, *stream, static_cast<size_t>(f.batch_size));
+  std::vector<store::NewMessage> messages;
+  messages.reserve(lines.size());
+  for (auto& l : lines) messages.push_back({std::move(l.text), f.schema_version, key});
+  lines.clear();
   if (!f.json.empty()) {
-    auto payload = checked_payload(f.json, "argument", stream->max_payload_bytes);
-    auto id = producer.produce(f.stream, {payload, f.schema_version, key});
-    std::printf("%lld\n", static_cast<long long>(id));
+    std::printf("%lld\n", static_cast<long long>(producer.produce(f.stream, messages.at(0))));
     return 0;
   }
   const bool tty = isatty(STDERR_FILENO);
   const auto started = std::chrono::steady_clock::now();
   auto last_progress = started;
-  std::vector<store::NewMessage> batch;
-  int64_t line_no = 0, sent = 0;
-  std::string line;
-  auto flush = [&] {
-    if (batch.empty()) return;
-    producer.produce_batch(f.stream, batch);
-    sent += static_cast<int64_t>(batch.size());
-    batch.clear();
+  store::Producer::BatchOptions options;
+  options.chunk = static_cast<size_t>(f.batch_size);
+  options.progress = [&](size_t inserted) {
     auto now = std::chrono::steady_clock::now();
-    if (tty && now - last_progress > std::chrono::milliseconds(200)) {
-      double secs = std::chrono::duration<double>(now - started).count();
-      std::fprintf(stderr, "\rproduced %lld messages (%.0f/s)", static_cast<long long>(sent),
-                   secs > 0 ? sent / secs : 0.0);
-      last_progress = now;
-    }
+    if (!tty || now - last_progress < std::chrono::milliseconds(200)) return;
+    double secs = std::chrono::duration<double>(now - started).count();
+    std::fprintf(stderr, "\rinserted %zu of %zu messages (%.0f/s)", inserted, messages.size(),
+                 secs > 0 ? inserted / secs : 0.0);
+    last_progress = now;
   };
   try {
-    while (std::getline(std::cin, line)) {
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      batch.push_back({checked_payload(line, fmt::format("stdin:{}", line_no),
-                                       stream->max_payload_bytes),
-                       f.schema_version, key});
-      if (static_cast<int>(batch.size()) >= f.batch_size) flush();
-    }
-    flush();
+    producer.produce_batch(f.stream, messages, options);
   } catch (...) {
     if (tty) std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "produced %lld message(s) before the error; the failing batch was not "
-                         "written\n", static_cast<long long>(sent));
+    std::fprintf(stderr, "nothing was produced (one transaction)\n");
     throw;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (tty) std::fprintf(stderr, "\r");
-  std::fprintf(stderr, "produced %lld messages in %.2fs\n", static_cast<long long>(sent), secs);
+  std::fprintf(stderr, "produced %zu messages in %.2fs\n", messages.size(), secs);
   return 0;
 }
 
@@ -117,11 +168,12 @@ void register_produce(CLI::App& app, Action& action) {
   f->db.add_to(cmd, false);
   cmd->add_option("stream", f->stream, "stream name")->required();
   cmd->add_option("json", f->json, "one JSON object (omit to read NDJSON from stdin)");
-  cmd->add_option("--batch-size", f->batch_size, "messages per INSERT when reading stdin")
+  cmd->add_option("--batch-size", f->batch_size,
+                  "messages per INSERT when reading stdin (all in one transaction)")
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--schema-version", f->schema_version, "payload schema version")
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--key", f->key, "message key for every message");
+  cmd->add_option("--key", f->key, "message key for every message (at most 1024 bytes)");
   cmd->callback([&action, f] { action = [f] { return produce(*f); }; });
 }
 

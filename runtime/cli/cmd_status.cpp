@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "common/utf8.hpp"
 #include "store/status.hpp"
 
 namespace sqlstreams::cli {
@@ -110,7 +111,7 @@ void print_text(const store::FleetStatus& f) {
     if (s.retention && s.allow_drop_past_committed) retention += ", may drop uncommitted";
     std::printf("stream %s: head %lld, %s, %s, retention %s; janitor: %s\n", s.name.c_str(),
                 static_cast<long long>(s.head), parts.c_str(), oldest.c_str(), retention.c_str(),
-                s.janitor.value_or("not running").c_str());
+                escape_for_text(s.janitor.value_or("not running")).c_str());
     if (s.groups.empty()) continue;
     std::printf("  %-24s %10s %10s %8s %7s %6s %8s %6s %6s %7s  %s\n", "group", "claimed",
                 "committed", "lag", "leases", "ready", "inflight", "dead", "lost", "skipped",
@@ -124,7 +125,7 @@ void print_text(const store::FleetStatus& f) {
           static_cast<long long>(g.lag), leases.c_str(), static_cast<long long>(g.ready),
           static_cast<long long>(g.inflight), static_cast<long long>(g.dead),
           static_cast<long long>(g.lost_messages), static_cast<long long>(g.skipped_versions),
-          g.advancer.value_or("not running").c_str());
+          escape_for_text(g.advancer.value_or("not running")).c_str());
     }
   }
   int live = 0;
@@ -134,9 +135,10 @@ void print_text(const store::FleetStatus& f) {
     if (!h.live) continue;
     std::string holds;
     for (const auto& w : h.workers) holds += (holds.empty() ? "" : ", ") + w;
-    std::printf("  %s pid %d version %s, up %s, last seen %s ago; holds: %s\n", h.name.c_str(),
-                h.pid, h.version.c_str(), approx(f.now - h.started_at).c_str(),
-                approx(f.now - h.heartbeat_at).c_str(), holds.empty() ? "-" : holds.c_str());
+    std::printf("  %s pid %d version %s, up %s, last seen %s ago; holds: %s\n",
+                escape_for_text(h.name).c_str(), h.pid, escape_for_text(h.version).c_str(),
+                approx(f.now - h.started_at).c_str(), approx(f.now - h.heartbeat_at).c_str(),
+                holds.empty() ? "-" : escape_for_text(holds).c_str());
   }
 }
 

@@ -1,5 +1,7 @@
 #include "common/utf8.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -46,6 +48,38 @@ bool is_clean_utf8(std::string_view text) {
     i += n;
   }
   return true;
+}
+
+std::string escape_for_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<uint8_t>(text[i]);
+    const size_t n = valid_sequence(text, i);
+    if (b == '\\') {
+      out += "\\\\";
+    } else if (b == '\n') {
+      out += "\\n";
+    } else if (b == '\r') {
+      out += "\\r";
+    } else if (b == '\t') {
+      out += "\\t";
+    } else if (n == 0 || b < 0x20 || b == 0x7F) {
+      out += fmt::format("\\x{:02x}", b);  // NUL, other C0, DEL, an invalid byte
+      i += 1;
+      continue;
+    } else if (n == 2 && b == 0xC2 && static_cast<uint8_t>(text[i + 1]) <= 0x9F) {
+      out += fmt::format("\\u{:04x}", static_cast<uint8_t>(text[i + 1]));  // C1: U+0080..9F
+    } else if (n == 3 && text.substr(i, 2) == "\xE2\x80" &&
+               (static_cast<uint8_t>(text[i + 2]) == 0xA8 ||
+                static_cast<uint8_t>(text[i + 2]) == 0xA9)) {
+      out += fmt::format("\\u20{:02x}", static_cast<uint8_t>(text[i + 2]) - 0x80);
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
 }
 
 std::string sanitize_utf8(std::string_view text, size_t max_bytes) {

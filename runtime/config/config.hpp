@@ -58,7 +58,8 @@ struct HostConfig {
   Millis shutdown_timeout{30'000};
   std::string log_level = "info";  // trace|debug|info|warn|error
   LogFormat log_format = LogFormat::kAuto;
-  std::string http_listen = "127.0.0.1:9187";  // "" disables the HTTP server
+  std::string http_listen = "127.0.0.1:9187";  // "" disables the HTTP server; config/listen.hpp
+  bool http_allow_remote = false;              // required for a non-loopback http_listen
   Millis maintenance_ttl{15'000};  // maintenance-worker leases and the heartbeat; renewed at half
   Millis janitor_period{30'000};   // per stream, jittered ±25%
   Millis status_interval{5000};    // /metrics gauges, /readyz and the status page re-read the DB

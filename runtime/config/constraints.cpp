@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/duration.hpp"
+#include "config/listen.hpp"
 #include "config/schema.hpp"
 #include "config/suggest.hpp"
 
@@ -248,20 +249,12 @@ Constraint file_name() {
 }
 
 Constraint listen_address() {
-  return {"host:port, or \"\" to disable", [](const Value& v) {
+  return {"one address: IPv4:port, [IPv6]:port, localhost:port or *:port; \"\" disables",
+          [](const Value& v) {
             const std::string& s = std::get<std::string>(v);
             if (s.empty()) return std::string();
-            const size_t colon = s.rfind(':');
-            bool ok = colon != std::string::npos && colon > 0 && colon + 1 < s.size() &&
-                      colon + 6 >= s.size() && s.find_first_of(" \t") == std::string::npos;
-            int64_t port = 0;
-            for (size_t i = colon + 1; ok && i < s.size(); ++i) {
-              ok = s[i] >= '0' && s[i] <= '9';
-              port = port * 10 + (s[i] - '0');
-            }
-            ok = ok && port >= 1 && port <= 65535;
-            return ok ? std::string()
-                      : "must be host:port with a port 1..65535, or \"\" to disable the server";
+            std::string error;
+            return parse_listen(s, &error) ? std::string() : error;
           }};
 }
 

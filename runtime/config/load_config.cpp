@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
+#include "config/listen.hpp"
 #include "config/problems.hpp"
 #include "config/suggest.hpp"
 #include "config/walk.hpp"
@@ -90,6 +91,21 @@ void check_groups(const Config& config, const toml::table& root, Problems& probl
   }
 }
 
+// A non-loopback http_listen must be asked for: the dead-letter view shows payloads.
+void check_http(const Config& config, const toml::table& root, Problems& problems) {
+  std::string error;
+  auto listen = parse_listen(config.host.http_listen, &error);
+  if (!listen || listen->loopback || config.host.http_allow_remote) return;
+  toml::source_position where{1, 1};
+  if (const toml::table* host = root["host"].as_table()) {
+    if (auto it = host->find("http_listen"); it != host->end()) where = it->first.source().begin;
+  }
+  problems.add(where, "host.http_listen",
+               "is not a loopback address: anyone who can reach it sees dead-letter payloads; "
+               "set host.http_allow_remote = true to allow it (behind a firewall or proxy)",
+               quoted(config.host.http_listen));
+}
+
 }  // namespace
 
 Config load_config(const std::filesystem::path& file) {
@@ -111,6 +127,7 @@ Config load_config(const std::filesystem::path& file) {
   if (config.host.name.empty()) config.host.name = machine_hostname();  // "" given is reported
   check_streams(config, root, problems);
   check_groups(config, root, problems);
+  check_http(config, root, problems);
   if (!problems.empty()) throw ConfigError(problems.sorted());
   return config;
 }

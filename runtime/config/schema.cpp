@@ -120,8 +120,15 @@ const Table<HostConfig>& host_table() {
        .type = Type::kString,
        .def = str("127.0.0.1:9187"),
        .constraint = listen_address(),
-       .doc = "/healthz, /metrics and status page; \"\" disables",
+       .doc = "/healthz, /metrics and status page; \"\" disables; not loopback: needs "
+              "http_allow_remote",
        .apply = set(&H::http_listen)},
+      {.name = "http_allow_remote",
+       .type = Type::kBool,
+       .def = false,
+       .doc = "let http_listen be a non-loopback address (logged as a warning: the dead-letter "
+              "view shows message payloads)",
+       .apply = set(&H::http_allow_remote)},
       {.name = "maintenance_ttl",
        .type = Type::kDuration,
        .def = Millis{15'000},

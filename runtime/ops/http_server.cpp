@@ -67,19 +67,26 @@ std::map<std::string, std::string> parse_query(const std::string& query) {
   return out;
 }
 
-HttpServer::HttpServer(const std::string& listen, HttpHandler handler, int threads)
+HttpServer::HttpServer(const std::string& listen, HttpHandler handler, HttpLimits limits)
     : listen_(listen), handler_(std::move(handler)) {
   mg_init_library(0);
   std::string ports = civetweb_ports(listen);
-  std::string nthreads = std::to_string(threads);
+  const std::string nthreads = std::to_string(limits.threads);
+  const std::string queue = std::to_string(limits.queue);
+  const std::string backlog = std::to_string(limits.queue);
+  const std::string timeout = std::to_string(limits.request_timeout.count());
   const char* options[] = {"listening_ports",
                            ports.c_str(),
                            "num_threads",
                            nthreads.c_str(),
+                           "connection_queue",
+                           queue.c_str(),
+                           "listen_backlog",
+                           backlog.c_str(),
                            "enable_keep_alive",
                            "no",
                            "request_timeout_ms",
-                           "10000",
+                           timeout.c_str(),
                            nullptr};
   mg_callbacks callbacks{};
   callbacks.log_message = &log_message;

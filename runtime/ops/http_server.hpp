@@ -3,11 +3,17 @@
 // bundles), never hand-written sockets. One handler function sees every GET/HEAD request and
 // answers with a status, a content type and a body; routing lives with the caller.
 // Listens on host.http_listen ("127.0.0.1:9187" by default: loopback only). Connections are
-// closed after each response (no keep-alive) and requests time out after 10 s.
+// closed after each response (no keep-alive). Slow clients cannot starve health checks
+// (HttpLimits): a connection whose request has not fully arrived within request_timeout is
+// dropped, and `threads` connections are served at once — so up to threads - 1 stalled
+// (half-open) connections leave a thread for /healthz, and any number of them delay it by
+// about request_timeout at most. Accepted connections beyond `threads` wait in a queue of
+// `queue` (then the kernel's backlog): the connection cap.
 // Threading: the handler runs on civetweb's worker threads (up to `threads` at once) and must
 // be thread-safe. The destructor stops the server and waits for running requests.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,11 +44,17 @@ class HttpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct HttpLimits {
+  int threads = 16;                                 // connections served at once
+  int queue = 32;                                   // accepted connections waiting for a thread
+  std::chrono::milliseconds request_timeout{2000};  // to receive a whole request (and to send)
+};
+
 class HttpServer {
  public:
   // Starts listening on `listen` ("ip:port", "localhost:port" or "[ipv6]:port"); throws
   // HttpError naming the address when it cannot (bad address, port in use).
-  HttpServer(const std::string& listen, HttpHandler handler, int threads = 4);
+  HttpServer(const std::string& listen, HttpHandler handler, HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

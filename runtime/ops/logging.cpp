@@ -1,11 +1,14 @@
 #include "ops/logging.hpp"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "common/utf8.hpp"
 
 namespace sqlstreams::ops {
 namespace {
@@ -51,6 +54,29 @@ class JsonFormatter final : public spdlog::formatter {
     std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
     return buf;
   }
+};
+
+// Text lines: the message with control characters escaped (common/utf8 escape_for_text), so
+// text from producers and plugins can neither forge a second line nor drive the terminal.
+class TextFormatter final : public spdlog::formatter {
+ public:
+  TextFormatter() : inner_(std::make_unique<spdlog::pattern_formatter>(kTextPattern)) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string escaped =
+        escape_for_text(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg copy = msg;
+    copy.payload = spdlog::string_view_t(escaped.data(), escaped.size());
+    inner_->format(copy, dest);
+    msg.color_range_start = copy.color_range_start;  // mutable: the color sink reads them
+    msg.color_range_end = copy.color_range_end;
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<TextFormatter>();
+  }
+
+ private:
+  static constexpr const char* kTextPattern = "%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v";
+  std::unique_ptr<spdlog::formatter> inner_;
 };
 
 }  // namespace
@@ -106,6 +132,10 @@ std::unique_ptr<spdlog::formatter> make_json_formatter() {
   return std::make_unique<JsonFormatter>();
 }
 
+std::unique_ptr<spdlog::formatter> make_text_formatter() {
+  return std::make_unique<TextFormatter>();
+}
+
 void setup_logging(const std::string& level, config::LogFormat format) {
   bool json = format == config::LogFormat::kJson ||
               (format == config::LogFormat::kAuto && !isatty(STDERR_FILENO));
@@ -113,7 +143,7 @@ void setup_logging(const std::string& level, config::LogFormat format) {
   if (json) {
     logger->set_formatter(make_json_formatter());
   } else {
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+    logger->set_formatter(make_text_formatter());
   }
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);

@@ -7,8 +7,10 @@
 // keeps one type), next to the whole message:
 //   {"ts":"2026-11-29T20:25:58.123Z","level":"warn","pid":7,"event":"lease-lost",
 //    "stream":"s","group":"g","low":"1","high":"500","msg":"lease-lost stream=s ..."}
-// Invalid UTF-8 is replaced, so every line is valid JSON. Never log payloads or passwords
-// (mask URLs with common/url.hpp).
+// Invalid UTF-8 is replaced, so every line is valid JSON. Text lines escape control characters
+// (C0 incl. newlines, DEL, C1, invalid bytes: common/utf8 escape_for_text), so foreign text
+// (plugin errors, keys) can neither forge a log line nor send terminal escape sequences.
+// Never log payloads or passwords (mask URLs with common/url.hpp).
 // Threading: call setup_logging() once from main before starting threads.
 #pragma once
 
@@ -35,5 +37,7 @@ LogFields parse_log_message(std::string_view message);
 
 // The JSON-lines formatter setup_logging() installs (exposed for tests).
 std::unique_ptr<spdlog::formatter> make_json_formatter();
+// The text formatter (timestamp, level, escaped message) setup_logging() installs otherwise.
+std::unique_ptr<spdlog::formatter> make_text_formatter();
 
 }  // namespace sqlstreams::ops

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "config/listen.hpp"
 #include "service/host.hpp"
 #include "store/catalog.hpp"
 #include "store/operator_actions.hpp"
@@ -93,6 +94,15 @@ void Host::start_http(const std::string& listen) {
   http_ = std::make_unique<ops::HttpServer>(
       listen, [this](const ops::HttpRequest& r) { return route(*this, r); });
   spdlog::info("http-listening listen={} port={}", listen, http_->port());
+  std::string error;
+  auto address = config::parse_listen(listen, &error);
+  if (!address || !address->loopback) {
+    // Only with host.http_allow_remote = true (config/listen.hpp).
+    spdlog::warn(
+        "http-remote listen={}: not a loopback address; the dead-letter view "
+        "(/groups/STREAM/GROUP/dead) shows message payloads to anyone who can reach it",
+        listen);
+  }
 }
 
 }  // namespace sqlstreams::service

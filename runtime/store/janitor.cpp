@@ -179,6 +179,8 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
             fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
                         "TO ({})",
                         s, r.table, messages_, r.first_id, r.last_id + 1));
+        // Owned by sqlstreams_host like every partition, so any host can drop it (V004).
+        tx.exec_params(fmt::format("SELECT {}.give_to_host($1)", s), stream_id_);
       }
       std::vector<PartitionRange> created;
       for (int64_t k : partition_indexes(tx, session_, stream_id_)) {

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "common/utf8.hpp"
 #include "store/pq.hpp"
 #include "store/sql_array.hpp"
 
@@ -37,18 +40,48 @@ int64_t Producer::produce(const std::string& stream, const NewMessage& message) 
   return produce_batch(stream, {message}).at(0);
 }
 
+void Producer::check_key(const std::optional<std::string>& key, const std::string& where) {
+  if (!key) return;
+  if (key->size() > kMaxMessageKeyBytes) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     fmt::format("{}: message_key of {} bytes exceeds the limit of {} bytes", where,
+                                 key->size(), kMaxMessageKeyBytes));
+  }
+  if (!is_clean_utf8(*key)) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     fmt::format("{}: message_key must be UTF-8 text without NUL bytes", where));
+  }
+}
+
+std::vector<int64_t> Producer::stored_sizes(const std::vector<std::string>& payloads) {
+  if (payloads.empty()) return {};
+  std::string array = "[";
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    if (i) array += ',';
+    array += payloads[i];
+  }
+  array += ']';
+  return guarded(session_, "measure payloads", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto r = tx.exec_params(
+        "SELECT octet_length(e.p::text) FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY "
+        "AS e(p, n) ORDER BY e.n",
+        array);
+    std::vector<int64_t> out;
+    out.reserve(r.size());
+    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    return out;
+  });
+}
+
 std::vector<int64_t> Producer::produce_batch(const std::string& stream,
-                                             const std::vector<NewMessage>& messages) {
+                                             const std::vector<NewMessage>& messages,
+                                             const BatchOptions& options) {
   if (messages.empty()) return {};
   StreamState& st = stream_state(stream);
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
-    if (static_cast<int64_t>(m.payload.size()) > st.ref.max_payload_bytes) {
-      throw StoreError(StoreError::Kind::kRejected,
-                       fmt::format("message {} of the batch: payload of {} bytes exceeds "
-                                   "max_payload_bytes {} of stream '{}'",
-                                   i + 1, m.payload.size(), st.ref.max_payload_bytes, stream));
-    }
+    check_key(m.key, fmt::format("message {} of the batch", i + 1));
     if (m.schema_version < 1) {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("message {} of the batch: schema_version must be >= 1", i + 1));
@@ -56,7 +89,7 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
   }
   for (int attempt = 1;; ++attempt) {
     try {
-      return insert_batch(st, messages);
+      return insert_batch(st, messages, options);
     } catch (const StoreError& e) {
       // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
       const bool no_partition = e.sqlstate() == "23514" || e.sqlstate() == "55000";
@@ -80,44 +113,56 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
 }
 
 std::vector<int64_t> Producer::insert_batch(StreamState& st,
-                                            const std::vector<NewMessage>& messages) {
-  std::string payloads = "[";
-  std::vector<int64_t> versions;
-  std::vector<std::optional<std::string>> keys;
-  versions.reserve(messages.size());
-  keys.reserve(messages.size());
-  bool any_key = false, any_version = false;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (i) payloads += ',';
-    payloads += messages[i].payload;
-    versions.push_back(messages[i].schema_version);
-    keys.push_back(messages[i].key);
-    any_key |= messages[i].key.has_value();
-    any_version |= messages[i].schema_version != 1;
-  }
-  payloads += ']';
+                                            const std::vector<NewMessage>& messages,
+                                            const BatchOptions& options) {
+  const size_t chunk = options.chunk == 0 ? messages.size() : options.chunk;
   const std::string& s = session_.schema_sql();
   auto ids = guarded(session_, "produce", [&] {
     pqxx::work tx(connection_of(session_));
     // Rule 1: own an xid before drawing any id.
-    tx.exec(st.ref.notify ? fmt::format("SELECT pg_current_xact_id(), pg_notify('sqlstreams_{}', '')",
-                                        st.ref.id)
-                          : std::string("SELECT pg_current_xact_id()"));
-    std::string sql = fmt::format(
-        "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
-        "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
-        "jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(p, n) "
-        "WHERE (CASE WHEN jsonb_typeof(e.p) = 'object' THEN true ELSE "
-        "{0}.reject_payload(e.n, jsonb_typeof(e.p)) END) RETURNING id",
-        s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
-        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END");
-    // Absent versions/keys travel as empty arrays (the statement still names $2 and $3).
-    pqxx::result r = tx.exec_params(sql, payloads, any_version ? int_array(versions) : "{}",
-                                    any_key ? text_array(keys) : "{}");
-    tx.commit();
+    tx.exec(
+        st.ref.notify
+            ? fmt::format("SELECT pg_current_xact_id(), pg_notify('sqlstreams_{}', '')", st.ref.id)
+            : std::string("SELECT pg_current_xact_id()"));
     std::vector<int64_t> out;
-    out.reserve(r.size());
-    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    out.reserve(messages.size());
+    for (size_t begin = 0; begin < messages.size(); begin += chunk) {
+      const size_t end = std::min(messages.size(), begin + chunk);
+      std::string payloads = "[";
+      std::vector<int64_t> versions;
+      std::vector<std::optional<std::string>> keys;
+      bool any_key = false, any_version = false;
+      for (size_t i = begin; i < end; ++i) {
+        if (i > begin) payloads += ',';
+        payloads += messages[i].payload;
+        versions.push_back(messages[i].schema_version);
+        keys.push_back(messages[i].key);
+        any_key |= messages[i].key.has_value();
+        any_version |= messages[i].schema_version != 1;
+      }
+      payloads += ']';
+      // Items are numbered within the whole batch ($4 = offset). The size is measured as the
+      // SQL functions measure it (octet_length(payload::text)), so every producer agrees.
+      std::string sql = fmt::format(
+          "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
+          "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
+          "jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(p, n) "
+          "WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
+          "{0}.reject_payload(e.n + $4, jsonb_typeof(e.p)) "
+          "WHEN octet_length(e.p::text) > {4} THEN "
+          "{0}.reject_oversize(e.n + $4, octet_length(e.p::text), {4}) ELSE true END) "
+          "RETURNING id",
+          s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
+          any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
+          st.ref.max_payload_bytes);
+      // Absent versions/keys travel as empty arrays (the statement still names $2 and $3).
+      pqxx::result r =
+          tx.exec_params(sql, payloads, any_version ? int_array(versions) : "{}",
+                         any_key ? text_array(keys) : "{}", static_cast<int64_t>(begin));
+      for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+      if (options.progress) options.progress(out.size());
+    }
+    tx.commit();
     return out;
   });
   // Heal ahead of time, after the producing transaction committed: a transaction of its own on

@@ -6,10 +6,15 @@
 // rolled back (ensure_partitions past every id drawn so far) and the batch retried (at most
 // twice). No DDL ever runs inside the producing transaction (DESIGN §9); near the end of the
 // partitions the producer also creates ahead, after its commit.
+// Limits (V004): a message_key is at most kMaxMessageKeyBytes bytes of UTF-8 without NUL (checked
+// here before sending, and by the SQL); a payload's size is measured as the SQL functions
+// measure it, octet_length(payload::jsonb::text), inside the INSERT (stored_sizes() lets a
+// caller measure first). Payload text is sent as is: jsonb keeps numbers exactly as written.
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +24,10 @@
 #include "store/session.hpp"
 
 namespace sqlstreams::store {
+
+// A message key identifies or orders messages (an order id): 1 KiB is ample, and bounded keys
+// keep dead letters, logs and status output small. The SQL functions enforce the same limit.
+inline constexpr size_t kMaxMessageKeyBytes = 1024;
 
 struct NewMessage {
   std::string payload;  // a JSON object, as text
@@ -33,9 +42,25 @@ class Producer {
   // Returns the id. Throws StoreError (kRejected for an unknown stream or a bad payload).
   int64_t produce(const std::string& stream, const NewMessage& message);
 
-  // Returns the ids in input order; nothing is written when it throws.
+  struct BatchOptions {
+    size_t chunk = 0;  // messages per INSERT statement (0: one statement), one transaction
+    std::function<void(size_t inserted)> progress;  // after each statement, before the commit
+  };
+  // Returns the ids in input order; nothing is written when it throws (one transaction).
   std::vector<int64_t> produce_batch(const std::string& stream,
-                                     const std::vector<NewMessage>& messages);
+                                     const std::vector<NewMessage>& messages,
+                                     const BatchOptions& options);
+  std::vector<int64_t> produce_batch(const std::string& stream,
+                                     const std::vector<NewMessage>& messages) {
+    return produce_batch(stream, messages, BatchOptions{});
+  }
+
+  // Each payload's size as the SQL functions measure it (octet_length(payload::jsonb::text)),
+  // in input order. Throws StoreError when PostgreSQL refuses the JSON.
+  std::vector<int64_t> stored_sizes(const std::vector<std::string>& payloads);
+
+  // Throws StoreError(kRejected) naming `where` for a key PostgreSQL or V004 would refuse.
+  static void check_key(const std::optional<std::string>& key, const std::string& where);
 
  private:
   struct StreamState {
@@ -43,7 +68,8 @@ class Producer {
     int64_t partitions_upto = 0;
   };
   StreamState& stream_state(const std::string& stream);
-  std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages);
+  std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
+                                    const BatchOptions& options);
 
   Session& session_;
   std::map<std::string, StreamState> streams_;

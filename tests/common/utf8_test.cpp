@@ -75,3 +75,26 @@ TEST(Utf8Test, ReplacementsCountAgainstTheBudget) {
 
 }  // namespace
 }  // namespace sqlstreams
+
+namespace sqlstreams {
+namespace {
+
+TEST(EscapeForText, PrintableUtf8PassesUnchanged) {
+  const std::string s = "plain, " + kE + ", \xE2\x82\xAC, \xF0\x9F\x98\x80 \"quoted\"";
+  EXPECT_EQ(escape_for_text(s), s);
+}
+
+TEST(EscapeForText, LineBreaksControlsAndInvalidBytesBecomeVisibleEscapes) {
+  EXPECT_EQ(escape_for_text("a\nb\rc\td"), "a\\nb\\rc\\td");
+  EXPECT_EQ(escape_for_text(std::string("nul\0!", 5)), "nul\\x00!");
+  EXPECT_EQ(escape_for_text("\x1b[31mred\x07"), "\\x1b[31mred\\x07");
+  EXPECT_EQ(escape_for_text("del\x7f"), "del\\x7f");
+  EXPECT_EQ(escape_for_text("c1 \xc2\x85 \xc2\x9b"), "c1 \\u0085 \\u009b");
+  EXPECT_EQ(escape_for_text("ls \xe2\x80\xa8 ps \xe2\x80\xa9"), "ls \\u2028 ps \\u2029");
+  EXPECT_EQ(escape_for_text("bad \xff \x9b"), "bad \\xff \\x9b");
+  EXPECT_EQ(escape_for_text("back\\slash"), "back\\\\slash") << "an escape always means one";
+  EXPECT_EQ(escape_for_text("\xc2\xa0 nbsp stays"), "\xc2\xa0 nbsp stays");
+}
+
+}  // namespace
+}  // namespace sqlstreams

@@ -138,6 +138,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(c.host.log_level, "debug");
   EXPECT_EQ(c.host.log_format, LogFormat::kJson);
   EXPECT_EQ(c.host.http_listen, "");
+  EXPECT_TRUE(c.host.http_allow_remote);
   EXPECT_EQ(c.host.maintenance_ttl, milliseconds(4000));
   EXPECT_EQ(c.host.janitor_period, milliseconds(60'000));
   EXPECT_EQ(c.host.status_interval, milliseconds(2000));
@@ -253,7 +254,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 4 + 9 + 7 + 17 + 6);
+  EXPECT_EQ(rows.size(), 4u + 4 + 10 + 7 + 17 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

@@ -92,6 +92,7 @@ bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every)
 
 std::string host_config(const HostOptions& o) {
   std::ostringstream t;
+  if (o.migrate != "auto") t << "[database]\nmigrate = \"" << o.migrate << "\"\n\n";
   t << "[host]\n"
     << "name = \"" << o.name << "\"\n"
     << "shutdown_timeout = \"" << o.shutdown_timeout << "\"\n"

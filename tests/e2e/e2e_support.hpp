@@ -82,6 +82,7 @@ struct HostOptions {
   bool audit_group = true;
   int noop_groups = 0;  // extra groups idle-1..N on the same stream running noop.so
   std::map<std::string, std::string> env;  // extra environment of the host process
+  std::string migrate = "auto";            // database.migrate
 };
 std::string host_config(const HostOptions& o);
 

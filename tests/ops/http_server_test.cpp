@@ -2,10 +2,15 @@
 // exception becomes 500; query strings are decoded; a busy port is refused with its address.
 #include "ops/http_server.hpp"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <vector>
 
 namespace sqlstreams::ops {
 namespace {
@@ -74,6 +79,57 @@ TEST(HttpServer, StopsWhileRequestsAreServed) {
     EXPECT_EQ(request(server.port(), "GET", "/").status, 200);
   }
   EXPECT_EQ(served.load(), 1);
+}
+
+// A TCP connection that sent `partial` (maybe nothing) and then stalls: a half-open client.
+int half_open(int port, const std::string& partial) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  if (!partial.empty())
+    EXPECT_EQ(send(fd, partial.data(), partial.size(), 0), ssize_t(partial.size()));
+  return fd;
+}
+
+// True when the server has answered or closed `fd` within `timeout` (readable: data or EOF).
+bool server_gave_up(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+TEST(HttpServer, HalfOpenConnectionsDoNotBlockHealthChecks) {
+  // The probe: stalled connections each held a worker for 10 s, so /healthz waited.
+  // A long request timeout here makes the order the proof: /healthz must be answered while
+  // every stalled connection is still open (not after they timed out).
+  HttpLimits limits;
+  limits.request_timeout = std::chrono::seconds(120);
+  HttpServer server("127.0.0.1:0", handle, limits);
+  std::vector<int> stalled;
+  for (int i = 0; i < limits.threads - 1; ++i) {
+    stalled.push_back(half_open(server.port(), i % 2 ? "GET /healthz HTTP/1.1\r\n" : ""));
+  }
+  EXPECT_EQ(request(server.port(), "GET", "/").status, 200);
+  for (int fd : stalled) {
+    EXPECT_FALSE(server_gave_up(fd, std::chrono::milliseconds(0)))
+        << "the health check was answered only after the stalled connections timed out";
+    close(fd);
+  }
+}
+
+TEST(HttpServer, AStalledRequestIsDroppedAfterTheRequestTimeout) {
+  HttpLimits limits;
+  limits.request_timeout = std::chrono::milliseconds(200);
+  HttpServer server("127.0.0.1:0", handle, limits);
+  std::vector<int> stalled{half_open(server.port(), ""),
+                           half_open(server.port(), "GET / HTTP/1.1\r\nHost: x\r\n")};
+  for (int fd : stalled) {
+    EXPECT_TRUE(server_gave_up(fd, std::chrono::seconds(60))) << "never dropped";
+    close(fd);
+  }
+  EXPECT_EQ(request(server.port(), "GET", "/").status, 200);
 }
 
 TEST(ParseQuery, DecodesPairs) {

@@ -91,3 +91,47 @@ TEST(JsonLog, ReservedNamesDoNotOverwriteTheEnvelope) {
 
 }  // namespace
 }  // namespace sqlstreams::ops
+
+namespace sqlstreams::ops {
+namespace {
+
+std::string log_one_text(const std::string& message) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  spdlog::logger logger("test", sink);
+  logger.set_formatter(make_text_formatter());
+  logger.log(spdlog::level::warn, "{}", message);
+  return out.str();
+}
+
+TEST(TextLog, AForgedNewlineInAPluginErrorStaysOnOneLine) {
+  const std::string line = log_one_text(
+      "dead-lettered group=charge-cards message_id=3: card declined\n"
+      "2026-11-30 10:00:00.000 info  host-ready: forged");
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line per message:\n" << line;
+  EXPECT_NE(line.find("card declined\\n2026-11-30 10:00:00.000 info  host-ready: forged"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("warn"), std::string::npos) << "keeps timestamp and level: " << line;
+}
+
+TEST(TextLog, TerminalEscapeSequencesAndControlsAreShownNotSent) {
+  const std::string line = log_one_text(
+      "retry-failed: \x1b]0;owned\x07 \x1b[2J\x1b[31mred \xc2\x9b"
+      "6n \x7f \r x");
+  EXPECT_EQ(line.find('\x1b'), std::string::npos) << line;
+  EXPECT_EQ(line.find('\x07'), std::string::npos) << line;
+  EXPECT_EQ(line.find("\xc2\x9b"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\r'), std::string::npos) << line;
+  EXPECT_NE(line.find("\\x1b]0;owned\\x07 \\x1b[2J\\x1b[31mred \\u009b6n \\x7f \\r x"),
+            std::string::npos)
+      << line;
+}
+
+TEST(TextLog, JsonLinesAreUnchangedByTheTextEscaping) {
+  auto j = log_one_json("retry-failed: a\nb \x1b[31m", spdlog::level::info);
+  EXPECT_EQ(j["msg"], "retry-failed: a\nb \x1b[31m");
+}
+
+}  // namespace
+}  // namespace sqlstreams::ops

@@ -1,0 +1,66 @@
+// The shipped roles end to end (issue 11): an admin migrates; a real `sqlstreams run` host
+// connects as a LOGIN role holding only sqlstreams_host (database.migrate = "check"), declares
+// the stream (its family and partitions go to sqlstreams_host), and drains what a LOGIN role
+// holding only sqlstreams_producer produced; an operator LOGIN role runs `status` and
+// `dead list`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "e2e_support.hpp"
+
+namespace sqlstreams::e2e {
+namespace {
+
+class RolesEndToEnd : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const auto& role : roles_) {
+      try {
+        db_.sql("DROP OWNED BY " + role);
+        db_.sql("DROP ROLE " + role);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "cannot drop test role " << role << ": " << e.what();
+      }
+    }
+  }
+  std::string login_as(const std::string& granted) {
+    static int counter = 0;
+    const std::string role = "e" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
+                             "_" + granted.substr(granted.find('_') + 1);
+    db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
+    roles_.push_back(role);
+    const std::string& url = db_.url();
+    const size_t start = url.find("://") + 3;
+    return url.substr(0, start) + role + url.substr(url.find('@', start));
+  }
+  testing::TestDatabase db_;
+  ScratchDir dir_;
+  std::vector<std::string> roles_;
+};
+
+TEST_F(RolesEndToEnd, AHostRoleRunsAHostThatDrainsWhatAProducerRoleProduced) {
+  auto [code, out] = cli({"migrate"}, db_.url());
+  ASSERT_EQ(code, 0) << out;
+  const std::string host_url = login_as("sqlstreams_host");
+  const std::string producer_url = login_as("sqlstreams_producer");
+  const std::string operator_url = login_as("sqlstreams_operator");
+  HostOptions o;
+  o.migrate = "check";
+  Host host(dir_, o, host_url);
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
+  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = "
+                                    "'sqlstreams.messages_1'::regclass"),
+            "sqlstreams_host");
+  produce_payments(producer_url, 300);
+  wait_drained(db_.url(), 60s);
+  auto [scode, status] = cli({"status"}, operator_url);
+  EXPECT_EQ(scode, 0) << status;
+  EXPECT_NE(status.find("charge-cards"), std::string::npos) << status;
+  auto [dcode, dead] = cli({"dead", "list", kStream, kCharge}, operator_url);
+  EXPECT_EQ(dcode, 0) << dead;
+  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.count_in_log("permission denied"), 0) << tail(host.log());
+}
+
+}  // namespace
+}  // namespace sqlstreams::e2e

@@ -1,0 +1,141 @@
+// Producer limits (issue 11): message_key at most 1024 bytes in SQL and in store::Producer;
+// produce_batch refuses schema_version < 1; the C++ producer measures a payload exactly as the
+// SQL functions do (octet_length(payload::jsonb::text)) and stores numbers exactly as sent.
+#include "store_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+using ProduceLimitsTest = StoreTest;
+
+int64_t count_messages(const TestDatabase& db) {
+  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
+}
+
+// {sqlstate, message} of `sql` (empty sqlstate when it succeeds).
+std::pair<std::string, std::string> failure_of(const TestDatabase& db, const std::string& sql) {
+  try {
+    db.sql(sql);
+    return {};
+  } catch (const pqxx::sql_error& e) {
+    return {e.sqlstate(), e.what()};
+  }
+}
+
+TEST_F(ProduceLimitsTest, FiftyMegabyteKeysAreRefusedInSqlWithAClass22Error) {
+  auto [state, what] = failure_of(
+      db_,
+      "SELECT sqlstreams.produce('payments.requested', '{}', 1, repeat('k', 50 * 1024 * 1024))");
+  EXPECT_EQ(state, "22001") << what;
+  EXPECT_NE(what.find("52428800 bytes exceeds the limit of 1024 bytes"), std::string::npos) << what;
+  std::tie(state, what) =
+      failure_of(db_,
+                 "SELECT sqlstreams.produce_batch('payments.requested', "
+                 "ARRAY['{}', '{}']::jsonb[], NULL, ARRAY['ok', repeat('k', 1025)])");
+  EXPECT_EQ(state, "22001") << what;
+  EXPECT_NE(what.find("batch item 2: 1025 bytes"), std::string::npos) << what;
+  // Exactly 1024 bytes (multi-byte characters count as bytes) is fine.
+  EXPECT_EQ(failure_of(db_,
+                       "SELECT sqlstreams.produce('payments.requested', '{}', 1, "
+                       "repeat('é', 512))")
+                .first,
+            "");
+  EXPECT_EQ(count_messages(db_), 1);
+}
+
+TEST_F(ProduceLimitsTest, ProduceBatchRefusesSchemaVersionsBelowOne) {
+  for (const char* versions : {"ARRAY[1, -5]", "ARRAY[0, 1]"}) {
+    auto [state, what] =
+        failure_of(db_, std::string("SELECT sqlstreams.produce_batch('payments.requested', "
+                                    "ARRAY['{}', '{}']::jsonb[], ") +
+                            versions + ")");
+    EXPECT_EQ(state, "22023") << versions << ": " << what;
+    EXPECT_NE(what.find("must be >= 1"), std::string::npos) << what;
+  }
+  EXPECT_EQ(failure_of(db_, "SELECT sqlstreams.produce('payments.requested', '{}', -5)").first,
+            "22023");
+  EXPECT_EQ(count_messages(db_), 0);
+  // NULL elements mean the default version 1.
+  db_.sql(
+      "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{}']::jsonb[], "
+      "ARRAY[NULL]::integer[])");
+  EXPECT_EQ(db_.scalar<int>("SELECT schema_version FROM sqlstreams.messages_1"), 1);
+}
+
+TEST_F(ProduceLimitsTest, TheCppProducerRefusesLongKeysBeforeSending) {
+  store::Producer p(*session_);
+  const std::string huge(50 * 1024 * 1024, 'k');
+  try {
+    p.produce_batch("payments.requested", {{R"({"a":1})"}, {R"({"a":2})", 1, huge}});
+    FAIL() << "expected a rejection";
+  } catch (const store::StoreError& e) {
+    EXPECT_EQ(e.kind(), store::StoreError::Kind::kRejected);
+    EXPECT_TRUE(e.sqlstate().empty()) << "refused before sending: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("message 2 of the batch: message_key of 52428800 bytes "
+                                         "exceeds the limit of 1024 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(p.produce("payments.requested", {R"({"a":1})", 1, std::string("a\0b", 3)}),
+               store::StoreError);
+  EXPECT_EQ(count_messages(db_), 0);
+  p.produce("payments.requested", {R"({"a":1})", 1, std::string(1024, 'k')});
+  EXPECT_EQ(count_messages(db_), 1);
+}
+
+TEST_F(ProduceLimitsTest, TheCppProducerMeasuresPayloadsAsTheSqlFunctionsDo) {
+  store::StreamSpec spec;
+  spec.name = "tiny";
+  spec.partition_size = 1000;
+  spec.max_payload_bytes = 20;
+  store::declare_stream(*session_, spec);
+  store::Producer p(*session_);
+  // 19 bytes as sent, 24 as stored ({"a": 1, "b": 2, "c": 3}): produce() refuses it.
+  const std::string compact = R"({"a":1,"b":2,"c":3})";
+  EXPECT_EQ(failure_of(db_, "SELECT sqlstreams.produce('tiny', '" + compact + "')").first, "54000");
+  try {
+    p.produce("tiny", {compact});
+    FAIL() << "the C++ producer must refuse what produce() refuses";
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("payload 1 of the batch: 24 bytes exceeds "
+                                         "max_payload_bytes 20"),
+              std::string::npos)
+        << e.what();
+  }
+  // 23 bytes as sent, 16 as stored: both accept it.
+  const std::string spaced = R"({ "a" :   1 ,   "b":2 })";
+  EXPECT_EQ(failure_of(db_, "SELECT sqlstreams.produce('tiny', '" + spaced + "')").first, "");
+  EXPECT_NO_THROW(p.produce("tiny", {spaced}));
+  EXPECT_EQ(p.stored_sizes({compact, spaced}), (std::vector<int64_t>{24, 16}));
+}
+
+TEST_F(ProduceLimitsTest, NumbersAreStoredExactlyAsSent) {
+  store::Producer p(*session_);
+  auto id = p.produce("payments.requested",
+                      {R"({"n":12345678901234567890123,"f":0.1000000000000000055511})"});
+  auto r = db_.sql("SELECT payload->>'n', payload->>'f' FROM sqlstreams.messages_1 WHERE id = " +
+                   std::to_string(id));
+  EXPECT_EQ(r[0][0].as<std::string>(), "12345678901234567890123");
+  EXPECT_EQ(r[0][1].as<std::string>(), "0.1000000000000000055511");
+}
+
+TEST_F(ProduceLimitsTest, ChunkedBatchesAreOneTransaction) {
+  store::Producer p(*session_);
+  std::vector<store::NewMessage> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back({R"({"n":1})"});
+  batch.push_back({"[1]"});  // item 11, in the third chunk of 5
+  store::Producer::BatchOptions options;
+  options.chunk = 5;
+  try {
+    p.produce_batch("payments.requested", batch, options);
+    FAIL() << "expected a rejection";
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("payload 11 of the batch"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(count_messages(db_), 0) << "the first two chunks must not be committed";
+  batch.pop_back();
+  EXPECT_EQ(p.produce_batch("payments.requested", batch, options).size(), 10u);
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing

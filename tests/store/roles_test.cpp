@@ -1,0 +1,171 @@
+// The roles V004 ships (issue 11), each used through a LOGIN role granted it, as a deployment
+// would: sqlstreams_producer produces and can read or change nothing else; sqlstreams_operator
+// runs what status/dead/group need; sqlstreams_host's janitor creates partitions that belong to
+// sqlstreams_host (so any host can drop them) and that the producer role can produce into.
+#include <unistd.h>
+
+#include "store/janitor.hpp"
+#include "store/operator_actions.hpp"
+#include "store/status.hpp"
+#include "store_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+class RolesTest : public StoreTest {
+ protected:
+  void TearDown() override {
+    for (const auto& role : roles_) {
+      try {
+        db_.sql("DROP OWNED BY " + role);
+        db_.sql("DROP ROLE " + role);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "cannot drop test role " << role << ": " << e.what();
+      }
+    }
+  }
+  // A new LOGIN role granted `granted`; returns a URL connecting as it.
+  std::string login_as(const std::string& granted) {
+    static int counter = 0;
+    const std::string role = "t" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
+                             "_" + granted.substr(granted.find('_') + 1);
+    db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
+    roles_.push_back(role);
+    const std::string& url = db_.url();
+    const size_t start = url.find("://") + 3;
+    const size_t at = url.find('@', start);
+    return url.substr(0, start) + role + url.substr(at);
+  }
+  store::SessionOptions options_as(const std::string& url) const {
+    store::SessionOptions o = options();
+    o.url = url;
+    return o;
+  }
+  // The SQLSTATE `sql` fails with as `url` ("" when it succeeds).
+  static std::string sqlstate_of(const std::string& url, const std::string& sql) {
+    pqxx::connection c(url);
+    pqxx::work tx(c);
+    try {
+      tx.exec(sql);
+      return "";
+    } catch (const pqxx::insufficient_privilege&) {
+      return "42501";  // libpqxx 6.4 leaves sqlstate() empty for this class
+    } catch (const pqxx::sql_error& e) {
+      return e.sqlstate().empty() ? std::string("other: ") + e.what() : e.sqlstate();
+    }
+  }
+  std::vector<std::string> roles_;
+};
+
+TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
+  const std::string url = login_as("sqlstreams_producer");
+  {
+    pqxx::connection c(url);
+    pqxx::work tx(c);
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"order-1\"}')");
+    tx.exec(
+        "SELECT sqlstreams.produce_batch('payments.requested', "
+        "ARRAY['{\"a\":1}', '{\"a\":2}']::jsonb[], ARRAY[1, 2], ARRAY['k1', NULL])");
+    tx.commit();
+  }
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1"), 3);
+  for (const std::string sql : {
+           "SELECT * FROM sqlstreams.cursors_1",
+           "SELECT * FROM sqlstreams.leases_1",
+           "SELECT * FROM sqlstreams.exceptions_1",
+           "SELECT * FROM sqlstreams.deliveries_1",
+           "SELECT * FROM sqlstreams.messages_1",
+           "SELECT * FROM sqlstreams.messages_1_p0",
+           "SELECT * FROM sqlstreams.streams",
+           "SELECT * FROM sqlstreams.groups",
+           "SELECT * FROM sqlstreams.workers",
+           "UPDATE sqlstreams.cursors_1 SET claimed = 0",
+           "DELETE FROM sqlstreams.leases_1",
+           "UPDATE sqlstreams.exceptions_1 SET status = 'ready'",
+           "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')",
+           "UPDATE sqlstreams.streams SET max_payload_bytes = 100000000",
+           "SELECT nextval('sqlstreams.messages_1_id_seq')",
+           "SELECT sqlstreams.next_id_1()",
+           "SELECT sqlstreams.ensure_partitions(1, 100000)",
+           "SELECT sqlstreams.create_stream_family(99)",
+           "SELECT sqlstreams.give_to_host(1)",
+           "SELECT sqlstreams.check_partition(s, 5000) FROM sqlstreams.streams s",
+           "CREATE TABLE sqlstreams.mine (x int)",
+       }) {
+    EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
+  }
+}
+
+TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
+  store::Producer(*session_).produce_batch("payments.requested", {{R"({"a":1})"}, {R"({"a":2})"}});
+  db_.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+      "can_run_after, last_error) VALUES (" +
+      std::to_string(charge_.id) + ", 1, 'dead', 4, now(), 'provider unreachable'), (" +
+      std::to_string(charge_.id) + ", 2, 'dead', 1, now(), 'cancelled')");
+  const std::string url = login_as("sqlstreams_operator");
+  store::Session op(options_as(url));
+  auto fleet = store::read_status(op, now_);
+  ASSERT_EQ(fleet.streams.size(), 1u);
+  EXPECT_EQ(fleet.streams[0].groups.size(), 2u);
+  auto group = store::find_group(op, "payments.requested", "charge-cards");
+  ASSERT_TRUE(group);
+  EXPECT_EQ(store::list_dead(op, *group, {}, now_).size(), 2u);
+  ASSERT_TRUE(store::find_dead(op, *group, 1));
+  store::delivery_history(op, *group, 1);
+  store::DeadFilter one;
+  one.to_id = 1;
+  EXPECT_EQ(store::retry_dead(op, *group, one, now_, "op@test").size(), 1u);
+  store::DeadFilter two;
+  two.from_id = 2;
+  EXPECT_EQ(store::discard_dead(op, *group, two, now_, "op@test").size(), 1u);
+  EXPECT_EQ(store::rewind_group(op, *group, 0, std::nullopt, "op@test").position, 0);
+  // An operator does not produce and does not run DDL.
+  EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.produce('payments.requested', '{}')"), "42501");
+  EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.ensure_partitions(1, 100000)"), "42501");
+  EXPECT_EQ(sqlstate_of(url, "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')"), "42501");
+}
+
+TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTakesProducts) {
+  // Ids are drawn up to 2500: the stream (1000 ids per partition) needs partitions past p2.
+  db_.sql("SELECT setval('sqlstreams.messages_1_id_seq', 2500)");
+  const std::string host_url = login_as("sqlstreams_host");
+  {
+    store::Session host(options_as(host_url));
+    store::StreamJanitor janitor(host, stream_.id);
+    auto created = janitor.create_ahead(now_, store::JanitorSettings{});
+    ASSERT_FALSE(created.empty());
+  }
+  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = "
+                                    "'sqlstreams.messages_1_p2'::regclass"),
+            "sqlstreams_host")
+      << "a partition created by one host's LOGIN role must be droppable by every other host";
+  const std::string producer_url = login_as("sqlstreams_producer");
+  pqxx::connection c(producer_url);
+  pqxx::work tx(c);
+  const auto id =
+      tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"a\":1}')")[0][0].as<int64_t>();
+  tx.commit();
+  EXPECT_EQ(id, 2501);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1_p2"), 1);
+  // A second host (another LOGIN role) may drop what the first one created.
+  const std::string other_host = login_as("sqlstreams_host");
+  EXPECT_EQ(sqlstate_of(other_host, "DROP TABLE sqlstreams.messages_1_p3"), "");
+}
+
+TEST_F(RolesTest, RolesAreCreatedOnceForTheWholeClusterAndASecondSchemaMigrates) {
+  store::SessionOptions o = options();
+  o.schema = "other_schema";
+  store::Session other(o);
+  EXPECT_NO_THROW(store::migrate(other));
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM pg_roles WHERE rolname IN "
+                                "('sqlstreams_producer', 'sqlstreams_operator', "
+                                "'sqlstreams_host') AND NOT rolcanlogin"),
+            3);
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT has_function_privilege('sqlstreams_producer', "
+                       "'other_schema.produce(text, jsonb, integer, text)', 'EXECUTE')"));
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing
