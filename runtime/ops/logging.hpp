@@ -8,7 +8,7 @@
 //   {"ts":"2026-11-29T20:25:58.123Z","level":"warn","pid":7,"event":"lease-lost",
 //    "stream":"s","group":"g","low":"1","high":"500","msg":"lease-lost stream=s ..."}
 // Invalid UTF-8 is replaced, so every line is valid JSON. Never log payloads or passwords
-// (mask URLs with common/url.hpp).
+// (print connection strings only as store::describe_conninfo or Conninfo::display).
 // Threading: call setup_logging() once from main before starting threads.
 #pragma once
 
