@@ -92,7 +92,7 @@ std::string lock_holders(pqxx::connection& conn) {
   // A bigint advisory key is stored as classid (high 32 bits) and objid (low 32), objsubid 1.
   auto rows = tx.exec_params(
       "SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, ''), "
-      "coalesce(host(a.client_addr), 'local socket'), "
+      "coalesce(host(a.client_addr), 'local socket or hidden'), "
       "coalesce(to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '?') "
       "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
       "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "

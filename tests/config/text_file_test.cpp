@@ -103,7 +103,7 @@ TEST_F(TomlLimits, StringsCommentsAndFloatsDoNotCount) {
   const std::string text = std::string(kGroup) + "[groups.config]\n" +  //
                            "a = \"" + brackets + dots + "\"  # " + brackets + "\n" + "b = '''\n" +
                            brackets + "\n" + dots + "\n'''\n" +  //
-                           "c = \"\"\"x\\\"\"\" " + "\n" +       //
+                           "c = \"\"\"x\\\"\"\"\" " + "\n" +     //
                            "d = [1.5, 2.5, 3.25, {e = 1.0, f.g = 'x.y'}]\n" + "\"h." + dots +
                            "\" = 1\n";
   const fs::path file = write(text);

@@ -75,7 +75,7 @@ TEST(Conninfo, EscapedQuoteInKeyValueFormIsOnePassword) {
 }
 
 TEST(Conninfo, EncodedAndQueryPasswordsAreMasked) {
-  for (const std::string input :
+  for (const std::string& input :
        {std::string("postgresql://app:Pw9x%2FQzK7@db/app"),
         std::string("postgres://app@db/app?password=Pw9xQzK7&sslmode=require"),
         std::string("host=db user=app password=Pw9xQzK7 dbname=app")}) {
