@@ -1,7 +1,10 @@
 // `sqlstreams config check FILE`: parse and validate, load every plugin, call each handler's
 // validate() with its [groups.config] and check its schema_versions against the version the
-// handler declares; start nothing, write nothing. Exit 0, 2 (config) or 3 (plugin).
+// handler declares; parse (never print, never connect to) the database URL it would use; start
+// nothing, write nothing. Exit 0, 2 (config) or 3 (plugin).
 #include <fmt/format.h>
+
+#include <cstdlib>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
@@ -11,10 +14,29 @@
 namespace sqlstreams::cli {
 namespace {
 
+// The URL the host would use, parsed but not connected to: SQLSTREAMS_DATABASE_URL when set,
+// else database.url_file when that file exists (a config may be checked where its secrets are
+// not installed). Never prints the URL.
+void check_database_url(const config::Config& config) {
+  const char* env = std::getenv("SQLSTREAMS_DATABASE_URL");
+  std::error_code ec;
+  if (env && *env) {
+    check_conninfo(env, "SQLSTREAMS_DATABASE_URL", ExitCode::kUsage);
+  } else if (config.database.url_file &&
+             std::filesystem::exists(config::url_file_path(config), ec)) {
+    check_conninfo(config::resolve_database_url(config),
+                   config.path.string() + ": database.url_file (first line of " +
+                       config::url_file_path(config).string() + ")",
+                   ExitCode::kConfig);
+  }
+}
+
 int check(const std::string& file, const std::string& plugin_dir_override) {
   config::Config config = config::load_config(file);  // ConfigError → exit 2 in main
-  std::filesystem::path plugin_dir =
-      plugin_dir_override.empty() ? config.plugin_dir() : std::filesystem::path(plugin_dir_override);
+  check_database_url(config);
+  std::filesystem::path plugin_dir = plugin_dir_override.empty()
+                                         ? config.plugin_dir()
+                                         : std::filesystem::path(plugin_dir_override);
   plugin_host::PluginRegistry registry(plugin_dir);
   std::vector<std::string> problems;
   for (size_t i = 0; i < config.groups.size(); ++i) {

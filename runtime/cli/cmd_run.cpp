@@ -7,11 +7,11 @@
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
-#include "common/url.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
 #include "service/host.hpp"
 #include "service/run_host.hpp"
+#include "store/conninfo.hpp"
 #include "store/migrate.hpp"
 
 namespace sqlstreams::cli {
@@ -24,7 +24,8 @@ struct RunFlags {
 
 void prepare_database(store::Session& session, const config::Config& config) {
   if (config.database.migrate == config::MigrateMode::kAuto) {
-    for (const auto& f : store::migrate(session)) spdlog::info("migration-applied file={}", f);
+    for (const auto& f : store::migrate(session, config.database.migrate_lock_timeout))
+      spdlog::info("migration-applied file={}", f);
   } else {
     auto st = store::migration_status(session);
     if (!st.pending.empty()) {
@@ -55,7 +56,7 @@ int run(const RunFlags& f) {
   ops::block_signals();  // before any thread exists
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
-               mask_url(session_options.url), session_options.schema);
+               store::describe_conninfo(session_options.url), session_options.schema);
   {
     store::Session session(session_options);
     prepare_database(session, config);

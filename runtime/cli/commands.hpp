@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "common/errors.hpp"
 #include "config/config.hpp"
 #include "store/catalog.hpp"
 #include "store/session.hpp"
@@ -22,9 +23,20 @@ struct DatabaseFlags {
   std::string config_file;
   std::string url;
   std::string schema;
+  std::string lock_timeout;  // --lock-timeout (migrate, declare)
   void add_to(CLI::App* cmd, bool config_required);
+  // Validates the URL (parsed, never printed) and the schema name (config's identifier rule).
   store::SessionOptions resolve(const std::optional<config::Config>& config) const;
+  // --lock-timeout > database.migrate_lock_timeout > store::kDefaultMigrateLockTimeout.
+  Millis migrate_lock_timeout(const std::optional<config::Config>& config) const;
 };
+void add_lock_timeout(CLI::App* cmd, DatabaseFlags& flags);
+
+// Parses `url` (store::parse_conninfo) without connecting; throws ControlPlaneError(code)
+// prefixed with `source` ("--database-url", ...). Never prints the URL.
+void check_conninfo(const std::string& url, const std::string& source, ExitCode code);
+// JSON-style quoted text with control characters escaped, for echoing operator input.
+std::string printable(std::string_view text);
 
 // Loads the config (throws config::ConfigError) when a file was given.
 std::optional<config::Config> maybe_load(const std::string& file);

@@ -1,9 +1,12 @@
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
+#include "common/identifier.hpp"
+#include "store/conninfo.hpp"
 #include "store/migrate.hpp"
 
 namespace sqlstreams::cli {
@@ -24,40 +27,101 @@ std::optional<config::Config> maybe_load(const std::string& file) {
 
 store::SessionOptions DatabaseFlags::resolve(const std::optional<config::Config>& config) const {
   store::SessionOptions o;
+  std::string source;  // where the URL came from, for errors (never the URL itself)
+  ExitCode code = ExitCode::kUsage;
   if (!url.empty()) {
     o.url = url;
-  } else if (config) {
-    o.url = config::resolve_database_url(*config);
+    source = "--database-url";
   } else if (const char* env = std::getenv("SQLSTREAMS_DATABASE_URL"); env && *env) {
     o.url = env;
+    source = "SQLSTREAMS_DATABASE_URL";
+  } else if (config) {
+    o.url = config::resolve_database_url(*config);
+    source = config->path.string() + ": database.url_file (first line of " +
+             config::url_file_path(*config).string() + ")";
+    code = ExitCode::kConfig;
   } else {
     throw ControlPlaneError(ExitCode::kUsage, "no database given",
                             "pass --database-url, set SQLSTREAMS_DATABASE_URL, or pass --config "
                             "with database.url_file");
   }
+  check_conninfo(o.url, source, code);
   if (!schema.empty()) {
+    if (!is_valid_identifier(schema)) {
+      throw ControlPlaneError(
+          ExitCode::kUsage,
+          "--schema: " + std::string(kIdentifierProblem) + " (got " + printable(schema) + ")",
+          "schema names match " + std::string(kIdentifierPattern));
+    }
     o.schema = schema;
   } else if (config) {
-    o.schema = config->database.schema;
+    o.schema = config->database.schema;  // checked by the config's identifier rule
   }
   if (config) o.connect_timeout = config->database.connect_timeout;
   return o;
 }
 
+void add_lock_timeout(CLI::App* cmd, DatabaseFlags& flags) {
+  cmd->add_option("--lock-timeout", flags.lock_timeout,
+                  "wait this long for the migrations' advisory lock, then name its holder and "
+                  "exit 4 (default: database.migrate_lock_timeout, else 60s)");
+}
+
+Millis DatabaseFlags::migrate_lock_timeout(const std::optional<config::Config>& config) const {
+  if (lock_timeout.empty()) {
+    return config ? config->database.migrate_lock_timeout : store::kDefaultMigrateLockTimeout;
+  }
+  std::string error;
+  auto d = parse_duration(lock_timeout, &error);
+  if (!d || *d < Millis(1) || *d > Millis(86'400'000)) {
+    throw ControlPlaneError(ExitCode::kUsage,
+                            "--lock-timeout: " + (d ? std::string("must be > 0, <= 1d") : error) +
+                                " (got " + printable(lock_timeout) + ")");
+  }
+  return *d;
+}
+
+void check_conninfo(const std::string& url, const std::string& source, ExitCode code) {
+  try {
+    store::parse_conninfo(url);
+  } catch (const store::ConninfoError& e) {
+    throw ControlPlaneError(code, source + ": " + e.what(),
+                            "the password is never printed; see README \"Secrets and "
+                            "configuration\"");
+  }
+}
+
+std::string printable(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 void declare_all(store::Session& session, const config::Config& config) {
   for (const auto& s : config.streams) {
-    store::StreamSpec spec{s.name,        s.partition_size,    s.retention,
-                           s.allow_drop_past_committed, s.max_payload_bytes, s.notify};
+    store::StreamSpec spec{
+        s.name,  s.partition_size, s.retention, s.allow_drop_past_committed, s.max_payload_bytes,
+        s.notify};
     auto declared = store::declare_stream(session, spec);
     if (declared.created) {
-      spdlog::info("stream-created stream={} id={} partition_size={}", s.name,
-                   declared.stream.id, s.partition_size);
+      spdlog::info("stream-created stream={} id={} partition_size={}", s.name, declared.stream.id,
+                   s.partition_size);
     }
   }
   for (const auto& g : config.groups) {
     auto stream = store::find_stream(session, g.stream);
     if (!stream) {
-      throw ControlPlaneError(ExitCode::kDatabase, "stream '" + g.stream + "' vanished while declaring");
+      throw ControlPlaneError(ExitCode::kDatabase,
+                              "stream '" + g.stream + "' vanished while declaring");
     }
     auto declared = store::declare_group(
         session, *stream, g.name,
@@ -70,12 +134,14 @@ void declare_all(store::Session& session, const config::Config& config) {
 }
 
 void register_migrate(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("migrate", "Apply pending schema migrations (safe to run from "
-                                            "several hosts at once)");
+  auto* cmd = app.add_subcommand("migrate",
+                                 "Apply pending schema migrations (safe to run from "
+                                 "several hosts at once)");
   auto flags = std::make_shared<DatabaseFlags>();
   auto check = std::make_shared<bool>(false);
   flags->add_to(cmd, false);
   cmd->add_flag("--check", *check, "only report; exit 4 when migrations are pending");
+  add_lock_timeout(cmd, *flags);
   cmd->callback([&action, flags, check] {
     action = [flags, check] {
       auto config = maybe_load(flags->config_file);
@@ -86,7 +152,7 @@ void register_migrate(CLI::App& app, Action& action) {
                     st.known_version, st.pending.size());
         return st.pending.empty() ? 0 : static_cast<int>(ExitCode::kDatabase);
       }
-      auto applied = store::migrate(session);
+      auto applied = store::migrate(session, flags->migrate_lock_timeout(config));
       if (applied.empty()) {
         std::printf("schema %s is up to date\n", session.options().schema.c_str());
       }
@@ -98,15 +164,17 @@ void register_migrate(CLI::App& app, Action& action) {
 
 void register_declare(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
-      "declare", "Migrate, then create the config's streams and groups (idempotent; never moves "
-                 "a cursor)");
+      "declare",
+      "Migrate, then create the config's streams and groups (idempotent; never moves "
+      "a cursor)");
   auto flags = std::make_shared<DatabaseFlags>();
   flags->add_to(cmd, true);
+  add_lock_timeout(cmd, *flags);
   cmd->callback([&action, flags] {
     action = [flags] {
       auto config = maybe_load(flags->config_file);
       store::Session session(flags->resolve(config));
-      store::migrate(session);
+      store::migrate(session, flags->migrate_lock_timeout(config));
       declare_all(session, *config);
       std::printf("declared %zu stream(s) and %zu group(s)\n", config->streams.size(),
                   config->groups.size());

@@ -1,10 +1,9 @@
 // ConfigError, the small Config queries, name grammar and database URL resolution.
 #include "config/config.hpp"
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
+
+#include "config/text_file.hpp"
 
 namespace sqlstreams::config {
 namespace {
@@ -53,6 +52,13 @@ bool is_valid_name(std::string_view name) {
   return true;
 }
 
+std::filesystem::path url_file_path(const Config& config) {
+  if (!config.database.url_file) return {};
+  std::filesystem::path file(*config.database.url_file);
+  if (file.is_relative()) file = config.path.parent_path() / file;
+  return file;
+}
+
 std::string resolve_database_url(const Config& config) {
   if (const char* env = std::getenv("SQLSTREAMS_DATABASE_URL"); env && *env) return env;
   const std::string where = config.path.string() + ": database.url_file: ";
@@ -61,15 +67,14 @@ std::string resolve_database_url(const Config& config) {
                        "no database URL: set the environment variable SQLSTREAMS_DATABASE_URL, "
                        "or database.url_file in the config file"});
   }
-  std::filesystem::path file(*config.database.url_file);
-  if (file.is_relative()) file = config.path.parent_path() / file;
-  std::ifstream in(file);
-  if (!in) {
-    throw ConfigError({where + "cannot read " + file.string() + ": " + std::strerror(errno) +
-                       " (and SQLSTREAMS_DATABASE_URL is not set)"});
+  const std::filesystem::path file = url_file_path(config);
+  std::string text;
+  try {
+    text = read_text_file(file, kMaxUrlFileBytes, "database.url_file");
+  } catch (const ConfigError& e) {
+    throw ConfigError({where + e.what() + " (and SQLSTREAMS_DATABASE_URL is not set)"});
   }
-  std::string line;
-  std::getline(in, line);
+  std::string line = text.substr(0, text.find('\n'));
   line = trim(std::move(line));
   if (line.empty()) {
     throw ConfigError({where + "the first line of " + file.string() +

@@ -49,6 +49,7 @@ struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
   std::string schema = "sqlstreams";    // identifier: ^[a-z_][a-z0-9_]{0,62}$
   Millis connect_timeout{5000};
+  Millis migrate_lock_timeout{60'000};       // then the holder of the advisory lock is named
   MigrateMode migrate = MigrateMode::kAuto;  // run: apply pending migrations, or refuse
 };
 
@@ -71,8 +72,8 @@ struct StreamConfig {
   int64_t partition_size = 1'000'000;  // ids per partition, >= 1
   std::optional<Millis> retention;     // none = keep forever
   bool allow_drop_past_committed = false;
-  int32_t max_payload_bytes = 1 << 20;  // 1 .. 64 MiB
-  bool notify = false;                  // pg_notify wake-up hint per producing txn
+  int32_t max_payload_bytes = 1 << 20;    // 1 .. 64 MiB
+  bool notify = false;                    // pg_notify wake-up hint per producing txn
   std::optional<Millis> audit_retention;  // none = keep the audit trail forever
   bool operator==(const StreamConfig&) const = default;
 };
@@ -136,9 +137,13 @@ class ConfigError : public std::runtime_error {
 // Parses and validates; throws ConfigError listing every problem (never a partial Config).
 Config load_config(const std::filesystem::path& file);
 
-// SQLSTREAMS_DATABASE_URL wins; otherwise the first line of database.url_file. Throws
-// ConfigError naming both sources when neither is set or the file cannot be read.
+// SQLSTREAMS_DATABASE_URL wins; otherwise the first line of database.url_file (a regular file
+// of at most kMaxUrlFileBytes). Throws ConfigError naming both sources when neither is set or
+// the file cannot be read; never includes the file's content. The caller parses the URL
+// (store::parse_conninfo) before using it.
 std::string resolve_database_url(const Config& config);
+// database.url_file resolved against the config file's folder; empty when not set.
+std::filesystem::path url_file_path(const Config& config);
 
 // One row of the options table, generated from the schema declaration (schema.cpp); drives
 // `--print-config-schema` and the README options table. `path` uses "[]" for arrays of

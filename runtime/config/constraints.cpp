@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/duration.hpp"
+#include "common/identifier.hpp"
 #include "config/listen.hpp"
 #include "config/schema.hpp"
 #include "config/suggest.hpp"
@@ -209,6 +210,25 @@ Constraint at_least(Millis min) {
           }};
 }
 
+Constraint duration_range(Millis min, Millis max) {
+  const std::string low = min == Millis(1) ? "> 0" : ">= " + format_duration(min);
+  const std::string text = low + ", <= " + format_duration(max);
+  return {text, [min, max, text](const Value& v) {
+            const Millis d = std::get<Millis>(v);
+            return d >= min && d <= max ? std::string() : "must be " + text;
+          }};
+}
+
+Constraint max_length(size_t max) {
+  const std::string text = "non-empty, at most " + std::to_string(max) + " bytes";
+  return {text, [max](const Value& v) {
+            const std::string& s = std::get<std::string>(v);
+            if (s.empty()) return std::string("must not be empty");
+            if (s.size() > max) return "must be at most " + std::to_string(max) + " bytes";
+            return std::string();
+          }};
+}
+
 Constraint one_of(std::span<const std::string_view> choices) {
   return {join(choices, "|"), [choices](const Value& v) {
             const std::string& s = std::get<std::string>(v);
@@ -229,22 +249,19 @@ Constraint name_grammar() {
 }
 
 Constraint identifier() {
-  return {
-      "^[a-z_][a-z0-9_]{0,62}$", [](const Value& v) {
-        const std::string& s = std::get<std::string>(v);
-        bool ok = !s.empty() && s.size() <= 63 && !(s[0] >= '0' && s[0] <= '9');
-        for (char c : s) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
-        return ok ? std::string()
-                  : "invalid SQL identifier: use 1 to 63 of a-z 0-9 _, not starting with a digit";
-      }};
+  return {std::string(kIdentifierPattern), [](const Value& v) {
+            return is_valid_identifier(std::get<std::string>(v)) ? std::string()
+                                                                 : std::string(kIdentifierProblem);
+          }};
 }
 
 Constraint file_name() {
-  return {"a file name (no '/')", [](const Value& v) {
+  return {"a file name (no '/'), at most 255 bytes", [](const Value& v) {
             const std::string& s = std::get<std::string>(v);
-            const bool ok = !s.empty() && s != "." && s != ".." &&
+            const bool ok = !s.empty() && s.size() <= 255 && s != "." && s != ".." &&
                             s.find_first_of(std::string_view("/\0", 2)) == std::string::npos;
-            return ok ? std::string() : "must be a file name inside host.plugin_dir (no '/')";
+            return ok ? std::string()
+                      : "must be a file name inside host.plugin_dir (no '/', at most 255 bytes)";
           }};
 }
 
@@ -265,9 +282,10 @@ Constraint non_empty() {
 }
 
 Constraint version_list() {
-  return {"non-empty, each >= 1", [](const Value& v) {
+  return {"1 to 1000 versions, each >= 1", [](const Value& v) {
             const auto& list = std::get<std::vector<int64_t>>(v);
             if (list.empty()) return std::string("must list at least one schema version");
+            if (list.size() > 1000) return std::string("must list at most 1000 schema versions");
             std::set<int64_t> seen;
             for (int64_t version : list) {
               if (version < 1 || version > std::numeric_limits<int32_t>::max()) {

@@ -2,35 +2,18 @@
 // ConfigError with every problem (R12).
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "config/config.hpp"
 #include "config/listen.hpp"
 #include "config/problems.hpp"
 #include "config/suggest.hpp"
+#include "config/text_file.hpp"
 #include "config/walk.hpp"
 
 namespace sqlstreams::config {
 namespace {
-
-std::string read_file(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) {
-    throw ConfigError({file.string() + ": cannot read config file: it is a directory"});
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw ConfigError({file.string() + ": cannot read config file: " + std::strerror(errno)});
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string machine_hostname() {
   char buffer[256] = {};
@@ -110,7 +93,11 @@ void check_http(const Config& config, const toml::table& root, Problems& problem
 
 Config load_config(const std::filesystem::path& file) {
   const std::string name = file.string();
-  const std::string text = read_file(file);
+  const std::string text = read_text_file(file, kMaxConfigBytes, "config file");
+  // toml++ parses recursively: refuse deep nesting before it can exhaust the stack.
+  if (std::string deep = check_toml_depth(text); !deep.empty()) {
+    throw ConfigError({name + ":" + deep});
+  }
   toml::table root;
   try {
     root = toml::parse(std::string_view(text), std::string_view(name));

@@ -46,13 +46,15 @@ struct Constraint {
 Constraint int_range(int64_t min, int64_t max);
 Constraint float_range(double min, double max);
 Constraint at_least(Millis min);
+Constraint duration_range(Millis min, Millis max);  // "> 0, <= 1h" / ">= 0s, <= 1d"
+Constraint max_length(size_t max);                  // non-empty, at most max bytes
 Constraint one_of(std::span<const std::string_view> choices);
 Constraint name_grammar();    // is_valid_name()
 Constraint identifier();      // ^[a-z_][a-z0-9_]{0,62}$
-Constraint file_name();       // non-empty, no '/', not "." or ".."
+Constraint file_name();       // 1..255 bytes, no '/', not "." or ".."
 Constraint listen_address();  // "host:port" or ""
 Constraint non_empty();
-Constraint version_list();  // non-empty, each 1..INT32_MAX, no repeats
+Constraint version_list();  // 1..1000 entries, each 1..INT32_MAX, no repeats
 
 template <typename S>
 using Apply = std::function<void(S&, const Value&)>;

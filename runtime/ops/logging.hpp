@@ -10,7 +10,8 @@
 // Invalid UTF-8 is replaced, so every line is valid JSON. Text lines escape control characters
 // (C0 incl. newlines, DEL, C1, invalid bytes: common/utf8 escape_for_text), so foreign text
 // (plugin errors, keys) can neither forge a log line nor send terminal escape sequences.
-// Never log payloads or passwords (mask URLs with common/url.hpp).
+// Never log payloads or passwords (print connection strings only as store::describe_conninfo
+// or Conninfo::display).
 // Threading: call setup_logging() once from main before starting threads.
 #pragma once
 

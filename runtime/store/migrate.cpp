@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "store/catalog.hpp"
 #include "store/pq.hpp"
@@ -31,13 +33,13 @@ struct Applied {
 // Reads applied rows (empty when the migrations table does not exist yet).
 std::map<int, Applied> read_applied(pqxx::transaction_base& tx, const Session& session) {
   std::map<int, Applied> applied;
-  auto exists = tx.exec_params1("SELECT to_regclass($1) IS NOT NULL",
-                                session.schema_sql() + ".migrations")[0]
-                    .as<bool>();
+  auto exists =
+      tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", session.schema_sql() + ".migrations")[0]
+          .as<bool>();
   if (!exists) return applied;
-  for (const auto& row : tx.exec(fmt::format(
-           "SELECT version, file, checksum FROM {}.migrations ORDER BY version",
-           session.schema_sql()))) {
+  for (const auto& row :
+       tx.exec(fmt::format("SELECT version, file, checksum FROM {}.migrations ORDER BY version",
+                           session.schema_sql()))) {
     applied[row[0].as<int>()] = Applied{row[1].as<std::string>(), row[2].as<std::string>()};
   }
   return applied;
@@ -75,13 +77,75 @@ void verify(pqxx::transaction_base& tx, const std::map<int, Applied>& applied) {
   }
 }
 
+// Sessions other roles control name themselves: print their text without control characters.
+std::string clean(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return text;
+}
+
+// Who holds the migrations' advisory lock in this database, as "pid 123 (role r, application
+// "a", client c, lock held since t)", or "" when nobody does any more.
+std::string lock_holders(pqxx::connection& conn) {
+  pqxx::read_transaction tx(conn);
+  // A bigint advisory key is stored as classid (high 32 bits) and objid (low 32), objsubid 1.
+  auto rows = tx.exec_params(
+      "SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, ''), "
+      "coalesce(host(a.client_addr), 'local socket or hidden'), "
+      "coalesce(to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '?') "
+      "FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+      "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+      "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtext($1)::bigint "
+      "ORDER BY l.pid",
+      kLockKey);
+  std::string out;
+  for (const auto& row : rows) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("pid {} (role {}, application \"{}\", client {}, transaction since {})",
+                       row[0].as<int64_t>(), clean(row[1].as<std::string>()),
+                       clean(row[2].as<std::string>()), clean(row[3].as<std::string>()),
+                       row[4].as<std::string>());
+  }
+  return out;
+}
+
+[[noreturn]] void throw_lock_timeout(pqxx::connection& conn, Millis lock_timeout) {
+  const std::string holders = lock_holders(conn);
+  std::string message = fmt::format(
+      "migrate: gave up after waiting {} for the migrations lock "
+      "(pg_advisory_xact_lock(hashtext('{}')) in this database); ",
+      format_duration(lock_timeout), kLockKey);
+  message += holders.empty() ? "it was released meanwhile: run again"
+                             : "held by " + holders +
+                                   "; end that session (SELECT pg_terminate_backend(pid)) or raise "
+                                   "database.migrate_lock_timeout / --lock-timeout";
+  throw StoreError(StoreError::Kind::kOther, message, "55P03");
+}
+
 }  // namespace
 
-std::vector<std::string> migrate(Session& session) {
-  auto done = guarded(session, "migrate", [&] {
+std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
+  auto done = guarded(session, "migrate", [&]() -> std::vector<std::string> {
     auto& conn = connection_of(session);
-    pqxx::work tx(conn);
-    tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
+    bool timed_out = false;
+    std::optional<pqxx::work> tx_holder;
+    tx_holder.emplace(conn);
+    pqxx::work& tx = *tx_holder;
+    // Any role may take this lock: wait a bounded time, then name who holds it.
+    tx.exec(fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, lock_timeout.count())));
+    try {
+      tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03") throw;
+      timed_out = true;
+    }
+    if (timed_out) {
+      tx_holder.reset();  // roll back the failed transaction before asking who holds the lock
+      throw_lock_timeout(conn, lock_timeout);
+    }
+    tx.exec("SET LOCAL lock_timeout TO DEFAULT");  // the DDL below waits as long as it must
     tx.exec(fmt::format("CREATE SCHEMA IF NOT EXISTS {}", session.schema_sql()));
     tx.exec(fmt::format(
         "CREATE TABLE IF NOT EXISTS {}.migrations (version integer PRIMARY KEY, file text NOT "

@@ -2,18 +2,24 @@
 
 #include <fmt/format.h>
 
-#include "common/url.hpp"
+#include "common/identifier.hpp"
+#include "store/conninfo.hpp"
 #include "store/pq.hpp"
 
 namespace sqlstreams::store {
 
 const char* kind_name(StoreError::Kind kind) {
   switch (kind) {
-    case StoreError::Kind::kConnection: return "connection";
-    case StoreError::Kind::kTransient: return "transient";
-    case StoreError::Kind::kInDoubt: return "in-doubt";
-    case StoreError::Kind::kRejected: return "rejected";
-    case StoreError::Kind::kOther: return "other";
+    case StoreError::Kind::kConnection:
+      return "connection";
+    case StoreError::Kind::kTransient:
+      return "transient";
+    case StoreError::Kind::kInDoubt:
+      return "in-doubt";
+    case StoreError::Kind::kRejected:
+      return "rejected";
+    case StoreError::Kind::kOther:
+      return "other";
   }
   return "other";
 }
@@ -30,7 +36,15 @@ std::string quote_identifier(const std::string& name) {
 Session::Session(SessionOptions options)
     : options_(std::move(options)),
       schema_sql_(quote_identifier(options_.schema)),
-      impl_(std::make_unique<SessionImpl>()) {}
+      impl_(std::make_unique<SessionImpl>()) {
+  // The migrations splice the schema into SQL (also inside string literals): the config's
+  // identifier rule is checked here too, whatever path the name took.
+  if (!is_valid_identifier(options_.schema)) {
+    throw StoreError(
+        StoreError::Kind::kRejected,
+        fmt::format("schema name: {} (got {} bytes)", kIdentifierProblem, options_.schema.size()));
+  }
+}
 
 Session::~Session() { impl_->drop(); }
 
@@ -43,25 +57,25 @@ void Session::reset() { impl_->drop(); }
 void Session::connect() {
   if (connected()) return;
   impl_->drop();
-  std::string conninfo = options_.url;
-  // libpq accepts key=value options appended to a URI only as query parameters.
-  bool uri = conninfo.rfind("postgres://", 0) == 0 || conninfo.rfind("postgresql://", 0) == 0;
-  long timeout_s = std::max<long>(1, static_cast<long>((options_.connect_timeout.count() + 999) / 1000));
-  if (uri) {
-    conninfo += (conninfo.find('?') == std::string::npos ? "?" : "&");
-    conninfo += fmt::format("connect_timeout={}&application_name={}", timeout_s,
-                            options_.application_name);
-  } else {
-    conninfo += fmt::format(" connect_timeout={} application_name='{}'", timeout_s,
-                            options_.application_name);
+  Conninfo info;
+  try {
+    info = parse_conninfo(options_.url);
+  } catch (const ConninfoError& e) {
+    throw StoreError(StoreError::Kind::kRejected, e.what());
   }
+  const long timeout_s =
+      std::max<long>(1, static_cast<long>((options_.connect_timeout.count() + 999) / 1000));
+  // Rebuilt from the parsed options: libpq never re-reads (or echoes) the text as given.
+  const std::string conninfo =
+      info.connect_string({{"connect_timeout", std::to_string(timeout_s)},
+                           {"application_name", options_.application_name}});
   try {
     impl_->conn = std::make_unique<pqxx::connection>(conninfo);
   } catch (const std::exception& e) {
-    std::string msg = e.what();
+    std::string msg = info.redact(e.what());
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     throw StoreError(StoreError::Kind::kConnection,
-                     fmt::format("cannot connect to {}: {}", mask_url(options_.url), msg));
+                     fmt::format("cannot connect to {}: {}", info.display(), msg));
   }
 }
 

@@ -21,8 +21,9 @@ TEST_F(MigrateTest, FreshApplyRecordsEveryVersionWithChecksum) {
   store::Session s(options());
   auto applied = store::migrate(s);
   ASSERT_EQ(applied.size(), store::embedded_migrations().size());
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.migrations WHERE length(checksum) = 64"),
-            static_cast<int>(applied.size()));
+  EXPECT_EQ(
+      db_.scalar<int>("SELECT count(*) FROM sqlstreams.migrations WHERE length(checksum) = 64"),
+      static_cast<int>(applied.size()));
   EXPECT_TRUE(db_.scalar<bool>("SELECT to_regclass('sqlstreams.streams') IS NOT NULL"));
 }
 
@@ -57,8 +58,9 @@ TEST_F(MigrateTest, ConcurrentRunsApplyEachVersionOnce) {
 TEST_F(MigrateTest, NewerDatabaseIsRefused) {
   store::Session s(options());
   store::migrate(s);
-  db_.sql("INSERT INTO sqlstreams.migrations (version, file, checksum) VALUES (999, "
-          "'V999__future.sql', 'x')");
+  db_.sql(
+      "INSERT INTO sqlstreams.migrations (version, file, checksum) VALUES (999, "
+      "'V999__future.sql', 'x')");
   try {
     store::migrate(s);
     FAIL() << "expected a refusal";
@@ -98,6 +100,44 @@ TEST_F(MigrateTest, CustomSchemaIsHonoured) {
   EXPECT_EQ(p.produce("orders", {R"({"a":1})"}), 1);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT ops_streams.produce('orders', '{\"b\":2}')"), 2);
   (void)st;
+}
+
+// Issue 11: the schema is spliced into the migrations' SQL, also inside string literals.
+TEST_F(MigrateTest, SchemaThatIsNotAnIdentifierIsRefusedBeforeConnecting) {
+  for (const char* bad : {"it's", "a\"b", "Upper", "1st", "", "x y", "s$1"}) {
+    store::SessionOptions o = options();
+    o.schema = bad;
+    EXPECT_THROW(store::Session s(o), store::StoreError) << bad;
+  }
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM pg_namespace WHERE nspname = 'it''s'"), 0);
+}
+
+// Issue 11: any role could block migrate (and host start-up) for ever by holding the lock.
+// Deterministic: the holder takes the lock before migrate starts waiting and keeps it.
+TEST_F(MigrateTest, LockHolderIsNamedAfterTheTimeoutAndNothingIsApplied) {
+  pqxx::connection blocker(db_.url());
+  pqxx::nontransaction tx(blocker);
+  const auto pid = tx.exec1("SELECT pg_backend_pid()")[0].as<int64_t>();
+  tx.exec("SET application_name = 'ops-console'");
+  tx.exec("SELECT pg_advisory_lock(hashtext('sqlstreams.migrate'))");
+  store::Session s(options());
+  try {
+    store::migrate(s, Millis(300));
+    FAIL() << "migrated while the lock was held";
+  } catch (const store::StoreError& e) {
+    const std::string text = e.what();
+    EXPECT_EQ(e.sqlstate(), "55P03");
+    EXPECT_NE(text.find("gave up after waiting 300ms for the migrations lock"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("held by pid " + std::to_string(pid) +
+                        " (role postgres, application \"ops-console\", client "),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_FALSE(db_.scalar<bool>("SELECT to_regclass('sqlstreams.migrations') IS NOT NULL"));
+  tx.exec("SELECT pg_advisory_unlock(hashtext('sqlstreams.migrate'))");
+  EXPECT_EQ(store::migrate(s, Millis(300)).size(), store::embedded_migrations().size())
+      << "the same session migrates once the lock is free";
 }
 
 }  // namespace
