@@ -70,8 +70,8 @@ struct StreamConfig {
   int64_t partition_size = 1'000'000;  // ids per partition, >= 1
   std::optional<Millis> retention;     // none = keep forever
   bool allow_drop_past_committed = false;
-  int32_t max_payload_bytes = 1 << 20;  // 1 .. 64 MiB
-  bool notify = false;                  // pg_notify wake-up hint per producing txn
+  int32_t max_payload_bytes = 1 << 20;    // 1 .. 64 MiB
+  bool notify = false;                    // pg_notify wake-up hint per producing txn
   std::optional<Millis> audit_retention;  // none = keep the audit trail forever
   bool operator==(const StreamConfig&) const = default;
 };
@@ -100,6 +100,9 @@ struct GroupConfig {
   Millis max_poll_interval{1000};         // idle backoff ceiling (>= poll_interval)
   Millis lease_ttl{60'000};               // range lease; must be > handler_timeout
   Millis handler_timeout{30'000};
+  // 1..1000: handler threads written off at handler_timeout that are still running; at this
+  // many the group pauses (stops claiming, /readyz 503) until some return.
+  int32_t max_hung_handlers = 8;
   int32_t max_range_reclaims = 3;  // 1..100
   GroupStart start = GroupStart::kBeginning;
   // Non-empty, each >= 1. When the config omits it (schema_versions_given false), the host

@@ -328,6 +328,7 @@ void GroupPipeline::check_timeouts() {
         std::lock_guard theirs(w->mu);
         if (w->finishing) continue;  // the handler returned just now: let it record its outcome
         w->abandoned.store(true);
+        hung_->fetch_add(1);  // under w->mu: the worker's decrement cannot come first
       }
       w->thread.detach();
       timed_out.push_back(w->task);
@@ -337,6 +338,7 @@ void GroupPipeline::check_timeouts() {
     workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
                                   [](const auto& w) { return w->abandoned.load(); }),
                    workers_.end());
+    update_pause();
   }
   for (const auto& task : timed_out) {
     metrics_.handler_timeouts++;
@@ -357,6 +359,47 @@ void GroupPipeline::check_timeouts() {
   }
 }
 
+void GroupPipeline::hand_back_queued() {
+  while (!tasks_.empty()) {
+    Task t = std::move(tasks_.front());
+    tasks_.pop_front();
+    if (t.range) {
+      if (!t.range->slot(t.index).taken.exchange(true) &&
+          t.range->resolve(t.index, SlotState::kSkipped)) {
+        finished_.push_back(t.range);
+      }
+    } else if (!t.retry->taken.exchange(true)) {
+      retry_results_.push_back(
+          store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+    }
+  }
+  commit_cv_.notify_one();
+}
+
+// Hung handlers cannot be killed, only counted: at max_hung_handlers the group stops claiming
+// and hands its queued work back (other hosts take it), so no further thread can hang here;
+// it resumes when written-off threads return.
+void GroupPipeline::update_pause() {
+  const int hung = hung_->load();
+  const int cap = options_.group.max_hung_handlers;
+  if (!paused_ && hung >= cap) {
+    paused_ = true;
+    hand_back_queued();
+    spdlog::error(
+        "group-paused stream={} group={} hung_handlers={} max_hung_handlers={}: handler threads "
+        "written off after handler_timeout ({}) are still running; the group claims nothing and "
+        "its queued work was handed back until some return (restart the host to clear them; "
+        "find the hanging handler's cause first)",
+        options_.ref.stream, options_.ref.name, hung, cap,
+        format_duration(options_.group.handler_timeout));
+  } else if (paused_ && hung < cap) {
+    paused_ = false;
+    claim_cv_.notify_all();
+    spdlog::warn("group-resumed stream={} group={} hung_handlers={} max_hung_handlers={}",
+                 options_.ref.stream, options_.ref.name, hung, cap);
+  }
+}
+
 bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   // From now on no commit retries past the deadline, including one already retrying.
   stop_deadline_ns_.store(deadline.time_since_epoch().count());
@@ -371,19 +414,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
     // retry rows return to `ready` without counting an attempt.
     std::lock_guard lock(mu_);
-    while (!tasks_.empty()) {
-      Task t = std::move(tasks_.front());
-      tasks_.pop_front();
-      if (t.range) {
-        if (!t.range->slot(t.index).taken.exchange(true) &&
-            t.range->resolve(t.index, SlotState::kSkipped)) {
-          finished_.push_back(t.range);
-        }
-      } else if (!t.retry->taken.exchange(true)) {
-        retry_results_.push_back(
-            store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
-      }
-    }
+    hand_back_queued();
     stop_workers_ = true;
   }
   work_cv_.notify_all();
@@ -403,7 +434,10 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     {
       std::lock_guard theirs(w->mu);
       finishing = w->finishing && w->busy;
-      if (!finishing) w->abandoned.store(true);  // it must not touch us on return
+      if (!finishing) {
+        w->abandoned.store(true);  // it must not touch us on return
+        hung_->fetch_add(1);
+      }
     }
     if (finishing) {
       w->thread.join();  // recording an outcome takes microseconds

@@ -98,15 +98,21 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
 
 }  // namespace
 
-std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl,
-                                                      int32_t limit) {
+std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_ttl, int32_t limit,
+                                                      RetryPick pick) {
+  constexpr const char* kReadyDue =
+      "(status = 'ready' AND can_run_after <= to_timestamp($2::bigint / 1000.0))";
+  constexpr const char* kExpiredInflight =
+      "(status = 'inflight' AND lease_expires_at < to_timestamp($2::bigint / 1000.0))";
+  const std::string which = pick == RetryPick::kReady ? kReadyDue
+                            : pick == RetryPick::kSuspects
+                                ? kExpiredInflight
+                                : fmt::format("({} OR {})", kReadyDue, kExpiredInflight);
   return guarded(session_, "claim retries", [&] {
     pqxx::work tx(connection_of(session_));
     auto rows = tx.exec_params(
         fmt::format(
-            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND "
-            "((status = 'ready' AND can_run_after <= to_timestamp($2::bigint / 1000.0)) OR "
-            "(status = 'inflight' AND lease_expires_at < to_timestamp($2::bigint / 1000.0))) "
+            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND {1} "
             "ORDER BY can_run_after LIMIT $4 FOR UPDATE SKIP LOCKED) "
             "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
             "lease_expires_at = to_timestamp($3::bigint / 1000.0), updated_at = now(), "
@@ -118,7 +124,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(SysTime now, Millis lease_
             "'inflight', coalesce(e.last_error, ''), e.payload::text, "
             "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
             "* 1000)::bigint, 0), e.message_key",
-            exceptions_),
+            exceptions_, which),
         group_id_, ms_param(now), ms_param(now + lease_ttl), limit);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
