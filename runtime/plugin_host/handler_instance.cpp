@@ -99,6 +99,7 @@ class PluginHandlerInstance final : public HandlerInstance {
       }
       return to_outcome(out, error.text().value_or(""));
     } catch (const std::exception& e) {
+      clear_this_thread_in_flight();  // the call is over after all
       return {OutcomeKind::kRetry,
               {},
               sanitize_utf8(std::string("host error while handling: ") + e.what(), 8192)};

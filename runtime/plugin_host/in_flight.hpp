@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 
 namespace sqlstreams::plugin_host {
 
@@ -21,6 +22,8 @@ struct InFlightCall {
 // The calling thread's record. Async-signal-safe to read from a handler on the same thread.
 InFlightCall& this_thread_in_flight() noexcept;
 
+inline void clear_this_thread_in_flight() noexcept { this_thread_in_flight() = InFlightCall{}; }
+
 // Sets the record for the duration of one plugin call (restores the previous one after).
 class InFlightScope {
  public:
@@ -31,7 +34,11 @@ class InFlightScope {
     record_.label = label;
     std::atomic_signal_fence(std::memory_order_seq_cst);
   }
+  // An exception leaving the plugin call keeps the record: it is on its way to std::terminate
+  // (the handler's noexcept boundary), whose SIGABRT must still name the call. A caller that
+  // catches it after all clears the record itself (clear_this_thread_in_flight).
   ~InFlightScope() {
+    if (std::uncaught_exceptions() > uncaught_) return;
     std::atomic_signal_fence(std::memory_order_seq_cst);
     record_ = saved_;
   }
@@ -41,6 +48,7 @@ class InFlightScope {
  private:
   InFlightCall& record_;
   InFlightCall saved_;
+  int uncaught_ = std::uncaught_exceptions();
 };
 
 }  // namespace sqlstreams::plugin_host
