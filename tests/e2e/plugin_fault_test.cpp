@@ -1,6 +1,7 @@
 // Plugins that fault (issue 11), with a real host and a real crashing plugin
 // (tests/plugin_host/fixtures/crash_fixture.cpp):
-//   - a segfault, abort(), an int thrown across the C ABI: the host's last words name the group,
+//   - a segfault, abort(), an int thrown across the C ABI, SIGFPE: the host's last words name the
+//   group,
 //     handler and message in flight, and it dies by the signal (non-zero: Restart=on-failure);
 //   - exit(0) / quick_exit(0) from a plugin: status 70, never 0;
 //   - a message that crashes every host that runs it ends quarantined, then dead, through the
@@ -114,6 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Fault{"segv", 128 + SIGSEGV, "sqlstreams: fatal-signal SIGSEGV"},
                       Fault{"abort", 128 + SIGABRT, "sqlstreams: fatal-signal SIGABRT"},
                       Fault{"throw", 128 + SIGABRT, "sqlstreams: fatal-signal SIGABRT"},
+                      Fault{"fpe", 128 + SIGFPE, "sqlstreams: fatal-signal SIGFPE"},
                       Fault{"exit0", 70, "sqlstreams: undecided-exit"},
                       Fault{"quick_exit0", 70, "sqlstreams: undecided-exit"}),
     [](const auto& info) { return info.param.how; });
