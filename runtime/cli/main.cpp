@@ -1,11 +1,14 @@
 // sqlstreams — the host daemon and operator CLI. One try/catch maps control-plane errors to
 // exit codes: 2 config, 3 plugin load, 4 database/migrations, 64 usage, 65 bad data, 1 other.
+// Crash handlers go in first (ops/crash_handler): a plugin fault names the message in flight,
+// and an exit() the host did not decide on (a plugin's exit(0)) ends with status 70, not 0.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "config/config.hpp"
+#include "ops/crash_handler.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/errors.hpp"
 
@@ -17,12 +20,11 @@ int report(sqlstreams::ExitCode code, const std::string& message, const std::str
   return static_cast<int>(code);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   using namespace sqlstreams;
-  CLI::App app{"SQLStreams worker runtime: streams, consumer groups and handler plugins on "
-               "PostgreSQL"};
+  CLI::App app{
+      "SQLStreams worker runtime: streams, consumer groups and handler plugins on "
+      "PostgreSQL"};
   app.set_version_flag("--version", "sqlstreams 0.1.0");
   app.require_subcommand(1);
   cli::Action action;
@@ -64,4 +66,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return report(ExitCode::kOther, e.what(), "");
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sqlstreams::ops::install_crash_handlers();
+  const int code = run_cli(argc, argv);
+  sqlstreams::ops::mark_deciding_to_exit();
+  return code;
 }

@@ -102,6 +102,9 @@ struct GroupConfig {
   Millis max_poll_interval{1000};         // idle backoff ceiling (>= poll_interval)
   Millis lease_ttl{60'000};               // range lease; must be > handler_timeout
   Millis handler_timeout{30'000};
+  // 1..1000: handler threads written off at handler_timeout that are still running; at this
+  // many the group pauses (stops claiming, /readyz 503) until some return.
+  int32_t max_hung_handlers = 8;
   int32_t max_range_reclaims = 3;  // 1..100
   GroupStart start = GroupStart::kBeginning;
   // Non-empty, each >= 1. When the config omits it (schema_versions_given false), the host

@@ -36,7 +36,7 @@ void GroupPipeline::claim_loop() {
       std::unique_lock lock(mu_);
       // Backpressure: at most queue_ranges claimed ranges in flight.
       claim_cv_.wait(lock, [&] {
-        return stop_claiming_ || active_.size() < static_cast<size_t>(g.queue_ranges);
+        return stop_claiming_ || (!paused_ && active_.size() < static_cast<size_t>(g.queue_ranges));
       });
       if (stop_claiming_) break;
     }

@@ -1,5 +1,5 @@
 // GroupPipeline: the commit loop (batched token-guarded range and retry commits, lease
-// renewal, the cursor advancer, the handler-timeout watchdog) and stop().
+// renewal, the cursor advancer; it also runs the watchdog of watchdog.cpp) and stop().
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -345,51 +345,6 @@ void GroupPipeline::renew_leases(store::GroupStore& store) {
   }
 }
 
-// A handler still running at handler_timeout is a failed attempt; its thread is written off
-// (C++ cannot kill a thread) and replaced so the pool keeps its size.
-void GroupPipeline::check_timeouts() {
-  std::vector<Task> timed_out;
-  {
-    std::lock_guard lock(mu_);
-    if (stop_workers_) return;
-    auto now = SteadyClock::now();
-    for (auto& w : workers_) {
-      if (!w->busy || w->abandoned.load() || now - w->started < options_.group.handler_timeout) {
-        continue;
-      }
-      {
-        std::lock_guard theirs(w->mu);
-        if (w->finishing) continue;  // the handler returned just now: let it record its outcome
-        w->abandoned.store(true);
-      }
-      w->thread.detach();
-      timed_out.push_back(w->task);
-      --running_workers_;
-    }
-    for (size_t i = 0; i < timed_out.size(); ++i) spawn_worker();  // not while iterating
-    workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
-                                  [](const auto& w) { return w->abandoned.load(); }),
-                   workers_.end());
-  }
-  for (const auto& task : timed_out) {
-    metrics_.handler_timeouts++;
-    metrics_.workers_abandoned++;
-    const auto& view_id =
-        task.range ? task.range->range().messages[task.index].id : task.retry->claim.message_id;
-    if (auto n = warn_limiter_.admit("handler-timeout")) {
-      spdlog::warn(
-          "handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
-          "worker thread written off and replaced{}",
-          options_.ref.stream, options_.ref.name, view_id,
-          format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
-    }
-    complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry,
-                                        {},
-                                        "handler timed out after " +
-                                            format_duration(options_.group.handler_timeout)});
-  }
-}
-
 bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   // From now on no commit retries past the deadline, including one already retrying.
   stop_deadline_ns_.store(deadline.time_since_epoch().count());
@@ -404,19 +359,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
     // retry rows return to `ready` without counting an attempt.
     std::lock_guard lock(mu_);
-    while (!tasks_.empty()) {
-      Task t = std::move(tasks_.front());
-      tasks_.pop_front();
-      if (t.range) {
-        if (!t.range->slot(t.index).taken.exchange(true) &&
-            t.range->resolve(t.index, SlotState::kSkipped)) {
-          finished_.push_back(t.range);
-        }
-      } else if (!t.retry->taken.exchange(true)) {
-        retry_results_.push_back(
-            store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
-      }
-    }
+    hand_back_queued();
     stop_workers_ = true;
   }
   work_cv_.notify_all();
@@ -436,7 +379,10 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     {
       std::lock_guard theirs(w->mu);
       finishing = w->finishing && w->busy;
-      if (!finishing) w->abandoned.store(true);  // it must not touch us on return
+      if (!finishing) {
+        w->abandoned.store(true);  // it must not touch us on return
+        hung_->fetch_add(1);
+      }
     }
     if (finishing) {
       w->thread.join();  // recording an outcome takes microseconds

@@ -7,6 +7,7 @@
 
 #include "consume/lease_timing.hpp"
 #include "consume/outcome_policy.hpp"
+#include "ops/crash_handler.hpp"
 
 namespace sqlstreams::consume {
 
@@ -50,6 +51,11 @@ size_t GroupPipeline::ranges_in_flight() const {
   return active_.size();
 }
 
+bool GroupPipeline::paused() const {
+  std::lock_guard lock(mu_);
+  return paused_;
+}
+
 int GroupPipeline::live_workers() const {
   std::lock_guard lock(mu_);
   return running_workers_;
@@ -90,6 +96,8 @@ void GroupPipeline::finish_slot(const std::shared_ptr<RangeWork>& range, size_t 
 
 void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
   std::shared_ptr<plugin_host::HandlerInstance> handler = handler_;  // outlives a write-off
+  std::shared_ptr<std::atomic<int>> hung = hung_;                    // so does this count
+  ops::ensure_alternate_signal_stack();  // a stack overflow in the plugin still gets its line
   for (;;) {
     Task task;
     {
@@ -109,7 +117,10 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
     plugin_host::Outcome outcome = handler->handle(view);
     {
       std::lock_guard mine(me->mu);
-      if (me->abandoned.load()) return;  // written off: the pipeline may be gone
+      if (me->abandoned.load()) {  // written off: the pipeline may be gone
+        hung->fetch_sub(1);
+        return;
+      }
       me->finishing = true;
     }
     metrics_.handler_seconds.observe(std::chrono::steady_clock::now() - me->started);

@@ -6,7 +6,11 @@
 //                    again while a backlog is due, else every poll_interval;
 //   worker threads   `concurrency` threads run the handler, ranges in claim order, retries
 //                    interleaved; a handler still running at `handler_timeout` is recorded as a
-//                    failed attempt and its thread is written off and replaced;
+//                    failed attempt and its thread is written off and replaced; while
+//                    `max_hung_handlers` written-off threads are still running the group is
+//                    paused: nothing is claimed, queued work is handed back (log
+//                    `group-paused`, gauge sqlstreams_group_paused, /readyz 503) until some
+//                    return (`group-resumed`);
 //   committer thread batches finished ranges and retry results into token-guarded
 //                    transactions, renews range and row leases, runs the cursor advancer about
 //                    once a second (when enabled) and the timeout watchdog.
@@ -71,6 +75,8 @@ class GroupPipeline {
   const PipelineOptions& options() const { return options_; }
   size_t ranges_in_flight() const;
   int live_workers() const;  // threads serving the pool now (abandoned ones excluded)
+  int hung_handlers() const { return hung_->load(); }  // written off, still running
+  bool paused() const;                                 // too many hung handlers: claiming nothing
 
  private:
   struct Task {
@@ -112,6 +118,8 @@ class GroupPipeline {
                             std::chrono::steady_clock::time_point give_up);
   void renew_leases(store::GroupStore& store);
   void check_timeouts();
+  void update_pause();      // pauses or resumes on hung_handlers(); requires mu_
+  void hand_back_queued();  // unstarted tasks go back (ranges: reclaimable; rows: ready); mu_
   void sleep_idle(std::chrono::milliseconds d);
   double random01();
 
@@ -133,6 +141,10 @@ class GroupPipeline {
   bool stop_claiming_ = false;
   bool stop_workers_ = false;
   bool final_flush_ = false;
+  bool paused_ = false;  // hung handlers reached max_hung_handlers
+  // Written-off handler threads still running: shared with them, since they may return after
+  // the pipeline is gone.
+  std::shared_ptr<std::atomic<int>> hung_ = std::make_shared<std::atomic<int>>(0);
   bool retry_poke_ = false;  // the committer wrote a `ready` row: the retry loop looks again
   int running_workers_ = 0;
   // stop()'s deadline (steady_clock ticks); max until stop() runs. Commits read it on every

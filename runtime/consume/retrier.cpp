@@ -4,6 +4,7 @@
 // asks the database when the next row becomes claimable and sleeps until then (at most
 // max_poll_interval); the committer pokes it whenever it writes a `ready` row, so a due time is
 // honoured within poll_interval without an idle host polling ten times a second per group.
+// Rows whose host died while running them run alone, one by one (see retry_loop).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -33,31 +34,57 @@ void GroupPipeline::retry_loop() {
   auto next_poll = SteadyClock::now();
   bool backlog = false;  // the last claim was full: more rows are probably due
   auto error_backoff = std::chrono::milliseconds(g.poll_interval);
+  // Suspects (rows whose host stopped while running them: maybe killed by that very message)
+  // are claimed one at a time, only while no other retry of the group runs here, and each
+  // result is committed before the next claim: a message that crashes hosts takes no innocent
+  // row down with it twice. Looked for at start, then every lease_ttl (a suspect appears at
+  // most a lease_ttl after its host died), and again right after each suspect.
+  auto next_suspect_check = SteadyClock::now();
+  bool isolating = false;
   for (;;) {
     size_t room;
+    bool suspects;
     {
       std::unique_lock lock(mu_);
       claim_cv_.wait_until(lock, next_poll, [&] { return stop_claiming_ || retry_poke_; });
       if (stop_claiming_) break;
       retry_poke_ = false;
-      // In a backlog, claim in big batches: wait until half the capacity is free again.
-      const size_t low_water = backlog ? capacity / 2 : capacity - 1;
-      claim_cv_.wait(lock, [&] { return stop_claiming_ || active_retries_.size() <= low_water; });
+      suspects = isolating || SteadyClock::now() >= next_suspect_check;
+      if (suspects) {
+        claim_cv_.wait(lock,
+                       [&] { return stop_claiming_ || (!paused_ && active_retries_.empty()); });
+        room = 1;
+      } else {
+        // In a backlog, claim in big batches: wait until half the capacity is free again.
+        const size_t low_water = backlog ? capacity / 2 : capacity - 1;
+        claim_cv_.wait(lock, [&] {
+          return stop_claiming_ || (!paused_ && active_retries_.size() <= low_water);
+        });
+        room = capacity - active_retries_.size();
+      }
       if (stop_claiming_) break;
-      room = capacity - active_retries_.size();
     }
     try {
-      auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room));
-      backlog = due.size() == room;
+      using Pick = store::GroupStore::RetryPick;
+      auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
+                                         suspects ? Pick::kSuspects : Pick::kReady);
       next_poll = SteadyClock::now();
-      if (!backlog) {
-        auto wait = g.max_poll_interval;
-        if (auto next = store.next_retry_due()) {
-          // <= 0: claimable but not ours (locked by another host now): look again soon.
-          wait = next->count() <= 0 ? g.poll_interval
-                                    : std::clamp(*next, std::chrono::milliseconds(1), wait);
+      if (suspects) {
+        isolating = !due.empty();
+        if (!isolating) next_suspect_check = SteadyClock::now() + g.lease_ttl;
+      } else {
+        backlog = due.size() == room;
+        if (!backlog) {
+          auto wait = g.max_poll_interval;
+          if (auto next = store.next_retry_due()) {
+            // <= 0: claimable but not ours (locked by another host now): look again soon.
+            wait = next->count() <= 0 ? g.poll_interval
+                                      : std::clamp(*next, std::chrono::milliseconds(1), wait);
+            // Claimable, yet no ready row came: maybe an expired inflight row (a suspect).
+            if (next->count() <= 0 && due.empty()) next_suspect_check = SteadyClock::now();
+          }
+          next_poll += wait;
         }
-        next_poll += wait;
       }
       error_backoff = g.poll_interval;
       for (auto& c : due) {

@@ -111,10 +111,22 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
   for (const auto& g : groups) {
     add_gauge(stalled, group_labels(g.stream, g.group), g.commit_stalled_seconds);
   }
+  auto hung = family("sqlstreams_group_hung_handlers",
+                     "handler threads written off at handler_timeout that are still running",
+                     MetricType::Gauge);
+  auto paused = family("sqlstreams_group_paused",
+                       "1 while the group claims nothing because max_hung_handlers is reached",
+                       MetricType::Gauge);
+  for (const auto& g : groups) {
+    add_gauge(hung, group_labels(g.stream, g.group), static_cast<double>(g.hung_handlers));
+    add_gauge(paused, group_labels(g.stream, g.group), g.paused ? 1.0 : 0.0);
+  }
   out.push_back(std::move(workers));
   out.push_back(std::move(concurrency));
   out.push_back(std::move(in_flight));
   out.push_back(std::move(stalled));
+  out.push_back(std::move(hung));
+  out.push_back(std::move(paused));
 }
 
 void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamily>& out) {

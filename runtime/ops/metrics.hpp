@@ -11,6 +11,8 @@
 //     sqlstreams_commit_rejected_total   rows the database refused (SQLSTATE 22/23): dead
 //     sqlstreams_commits_in_doubt_total  in-doubt commits found applied (pg_xact_status)
 //     sqlstreams_commit_stalled_seconds  how long the group's committer has been failing
+//     sqlstreams_group_hung_handlers     written-off handler threads still running
+//     sqlstreams_group_paused            1 while the group claims nothing (max_hung_handlers)
 //                                        (0 = healthy; /readyz is 503 past lease_ttl)
 //   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
 //   host.status_interval), labelled {stream, group} or {stream}:
@@ -77,6 +79,8 @@ struct GroupSample {
   int64_t live_workers = 0;
   int64_t ranges_in_flight = 0;
   double commit_stalled_seconds = 0;  // how long the committer has been failing; 0 = healthy
+  int64_t hung_handlers = 0;          // written-off handler threads still running
+  bool paused = false;                // hung_handlers reached max_hung_handlers
   uint64_t& operator[](GroupCounter c) { return counters[static_cast<size_t>(c)]; }
 };
 

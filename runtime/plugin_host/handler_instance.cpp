@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/utf8.hpp"
+#include "plugin_host/in_flight.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
 namespace sqlstreams::plugin_host {
@@ -49,7 +50,9 @@ class PluginHandlerInstance final : public HandlerInstance {
         plugin_path_(plugin.info.path),
         handler_(handler),
         label_(fmt::format("plugin {} handler {} group {}/{}", plugin.info.name, handler.name,
-                           stream, group)) {
+                           stream, group)),
+        crash_label_(fmt::format("group {}/{} handler {} (plugin {}, {})", stream, group,
+                                 handler.name, plugin.info.name, plugin.info.path)) {
     api_.struct_size = sizeof api_;
     api_.host_ctx = this;
     api_.log = &PluginHandlerInstance::log;
@@ -91,10 +94,12 @@ class PluginHandlerInstance final : public HandlerInstance {
       {
         std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
         if (!handler_.concurrent()) lock.lock();
+        InFlightScope in_flight(crash_label_.c_str(), m.id, m.attempt);  // read by a crash
         handler_.descriptor.handle(instance_, &msg, &out);
       }
       return to_outcome(out, error.text().value_or(""));
     } catch (const std::exception& e) {
+      clear_this_thread_in_flight();  // the call is over after all
       return {OutcomeKind::kRetry,
               {},
               sanitize_utf8(std::string("host error while handling: ") + e.what(), 8192)};
@@ -158,6 +163,7 @@ class PluginHandlerInstance final : public HandlerInstance {
   const std::string plugin_path_;
   const HandlerEntry handler_;  // a copy: name, flags and function pointers
   const std::string label_;
+  const std::string crash_label_;  // what the crash handler names (in_flight.hpp)
   sqlstreams_type_host_api api_{};
   void* instance_ = nullptr;
   bool created_ = false;

@@ -1,7 +1,7 @@
 // plugin_host/loaded_plugin — internal to plugin_host: one loaded library with its checked
 // manifest, the host side of the ABI's error slot, and the steps of loading a plugin
-// (resolve → file checks → dlopen → entry → manifest checks). Every step throws
-// PluginLoadError naming the file, the symbol, what was expected and found, and what to do.
+// (resolve → file and trust checks → dlopen of the real path → entry → manifest checks). Every step
+// throws PluginLoadError naming the file, the symbol, what was expected and found, and what to do.
 // Threading: a LoadedPlugin is immutable once built; ErrorSlot is used by one call at a time.
 #pragma once
 
@@ -54,7 +54,15 @@ class ErrorSlot {
 std::filesystem::path normalize_dir(const std::filesystem::path& dir);
 std::filesystem::path resolve_plugin_path(const std::filesystem::path& plugin_dir,
                                           const std::string& file);
-void check_plugin_file(const std::filesystem::path& plugin_dir, const std::filesystem::path& path);
+// Existence, type, trust and ELF checks; returns the real path to dlopen (nothing of the file
+// has run yet).
+std::filesystem::path check_plugin_file(const std::filesystem::path& plugin_dir,
+                                        const std::filesystem::path& path);
+// plugin_trust.cpp: the real path lies inside the real plugin_dir; the file and every directory
+// up to `/` are owned by root or the host's euid and not writable by group/others (sticky
+// directories above plugin_dir excepted). Returns the real path; throws PluginLoadError.
+std::filesystem::path check_plugin_trust(const std::filesystem::path& plugin_dir,
+                                         const std::filesystem::path& path);
 boost::dll::shared_library open_plugin_library(const std::filesystem::path& path);
 
 // manifest.cpp: calls the entry function and checks what it returns.

@@ -1,6 +1,6 @@
 // Where a plugin file may come from and whether it may be loaded at all (DESIGN §13):
-// inside plugin_dir, a regular file, not writable by group/others, an ELF object that dlopen
-// accepts with RTLD_NOW.
+// inside plugin_dir, a regular file, trusted (plugin_trust.cpp: owner and modes of the file and
+// of every directory up to `/`), an ELF object that dlopen accepts with RTLD_NOW.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -62,7 +62,7 @@ fs::path resolve_plugin_path(const fs::path& plugin_dir, const std::string& file
   return full;
 }
 
-void check_plugin_file(const fs::path& plugin_dir, const fs::path& path) {
+fs::path check_plugin_file(const fs::path& plugin_dir, const fs::path& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) {
@@ -76,15 +76,8 @@ void check_plugin_file(const fs::path& plugin_dir, const fs::path& path) {
                           fs::is_directory(st) ? "a directory" : "a special file",
                           "point the group's `plugin` at the plugin's .so file");
   }
-  const auto mode = static_cast<unsigned>(st.permissions()) & 0777u;
-  if ((mode & 022u) != 0) {
-    throw PluginLoadError(path.string(), "", "a file writable only by its owner",
-                          fmt::format("mode {:04o} (writable by {})", mode,
-                                      (mode & 002u) != 0 ? "others" : "its group"),
-                          "run `chmod go-w " + path.string() +
-                              "`: whoever can write a plugin runs code inside the host");
-  }
-  std::ifstream in(path, std::ios::binary);
+  const fs::path real = check_plugin_trust(plugin_dir, path);  // before anything is read
+  std::ifstream in(real, std::ios::binary);
   std::string head(4, '\0');
   in.read(head.data(), 4);
   head.resize(static_cast<size_t>(in.gcount()));
@@ -97,6 +90,7 @@ void check_plugin_file(const fs::path& plugin_dir, const fs::path& path) {
                      : "a file that is not ELF (starts with '" + printable_prefix(head) + "')",
         "point the group's `plugin` at the .so the plugin build produced");
   }
+  return real;
 }
 
 boost::dll::shared_library open_plugin_library(const fs::path& path) {

@@ -1,6 +1,11 @@
 // plugin_host — loads handler plugins (Boost.DLL, rtld_now | rtld_local), checks their
 // manifest against the C ABI in plugin-sdk/include/sqlstreams/plugin.h, and creates one
 // handler instance per consumer group. Libraries are never unloaded.
+// Trust before code runs (plugin_trust.cpp): nothing of a plugin is dlopened unless its real
+// path lies inside the real plugin_dir and the file and every directory up to `/` are owned by
+// root or the host's euid and not writable by group/others (sticky directories above plugin_dir
+// excepted); the checked real path is what gets loaded. Every handle() call is recorded in the
+// calling thread's in-flight record (in_flight.hpp) for the crash handler (ops/crash_handler).
 // Owns: PluginRegistry (the loaded libraries), HandlerInstance (a created handler).
 // Threading: PluginRegistry is used from the control plane only (start-up, reload).
 // HandlerInstance::handle() may be called from many worker threads at once: when the plugin's

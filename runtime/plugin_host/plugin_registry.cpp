@@ -91,9 +91,9 @@ const LoadedPlugin& PluginRegistry::load_internal(const std::string& file) {
   const std::filesystem::path path = resolve(file);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = loaded_.find(path.string()); it != loaded_.end()) return *it->second;
-  check_plugin_file(plugin_dir_, path);
+  const std::filesystem::path real = check_plugin_file(plugin_dir_, path);  // before dlopen
   auto plugin = std::make_unique<LoadedPlugin>();
-  plugin->library = open_plugin_library(path);
+  plugin->library = open_plugin_library(real);
   read_manifest(path.string(), *plugin);
   return *loaded_.emplace(path.string(), std::move(plugin)).first->second;
 }

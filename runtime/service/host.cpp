@@ -298,6 +298,15 @@ bool Host::ready(std::string* why) const {
   // A committer failing for longer than a lease: its work is being reclaimed elsewhere.
   std::lock_guard lock(mu_);
   for (const auto& [key, r] : running_) {
+    if (r.pipeline->paused()) {
+      if (why) {
+        *why = fmt::format(
+            "group {} paused: {} hung handler thread(s) still running "
+            "(max_hung_handlers {})",
+            key, r.pipeline->hung_handlers(), r.group.max_hung_handlers);
+      }
+      return false;
+    }
     auto stalled = r.pipeline->metrics().commit_stalled_for();
     if (stalled > r.group.lease_ttl) {
       if (why) {
@@ -321,6 +330,8 @@ ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const
   s.ranges_in_flight = static_cast<int64_t>(r.pipeline->ranges_in_flight());
   s.commit_stalled_seconds =
       std::chrono::duration<double>(r.pipeline->metrics().commit_stalled_for()).count();
+  s.hung_handlers = r.pipeline->hung_handlers();
+  s.paused = r.pipeline->paused();
   return s;
 }
 

@@ -183,7 +183,11 @@ class GroupStore {
   // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
   // expired, both by the database's clock) with FOR UPDATE SKIP LOCKED; sets them `inflight`
   // under a fresh token whose row lease expires at database now + lease_ttl.
-  std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit);
+  // `pick` narrows it: kReady only due `ready` rows; kSuspects only `inflight` rows whose lease
+  // expired (their host stopped while running them: maybe killed by that very message).
+  enum class RetryPick { kAll, kReady, kSuspects };
+  std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
+                                            RetryPick pick = RetryPick::kAll);
 
   // Time from database now until the next exception row becomes claimable (a `ready` row's
   // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt

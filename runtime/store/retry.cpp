@@ -99,15 +99,21 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
 
 }  // namespace
 
-std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit) {
+std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit,
+                                                      RetryPick pick) {
+  const std::string ready_due = fmt::format("(status = 'ready' AND can_run_after <= {})", kDbNow);
+  const std::string expired_inflight =
+      fmt::format("(status = 'inflight' AND lease_expires_at < {})", kDbNow);
+  const std::string which = pick == RetryPick::kReady      ? ready_due
+                            : pick == RetryPick::kSuspects ? expired_inflight
+                                                           : fmt::format("({} OR {})", ready_due,
+                                                                         expired_inflight);
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
     auto rows = tx.exec_params(
         fmt::format(
-            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND "
-            "((status = 'ready' AND can_run_after <= {1}) OR "
-            "(status = 'inflight' AND lease_expires_at < {1})) "
+            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND {1} "
             "ORDER BY can_run_after LIMIT $3 FOR UPDATE SKIP LOCKED) "
             "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
             "lease_expires_at = {2}, updated_at = now(), "
@@ -119,7 +125,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
             "'inflight', coalesce(e.last_error, ''), e.payload::text, "
             "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
             "* 1000)::bigint, 0), e.message_key",
-            exceptions_, kDbNow, db_in("$2")),
+            exceptions_, which, db_in("$2")),
         group_id_, ms_param(lease_ttl), limit);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;

@@ -139,9 +139,10 @@ std::string host_toml(const HostSpec& s) {
     t << "\n[[groups]]\nname = \"" << g.name << "\"\nstream = \"" << kStream
       << "\"\nplugin = \"payments.so\"\nhandler = \"" << g.handler
       << "\"\nconcurrency = " << g.concurrency << "\nbatch_size = " << g.batch_size
-      << "\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\nlease_ttl = \"10s\"\n"
-      << "handler_timeout = \"5s\"\n"
-      << g.extra << "[groups.retry]\nmax_retries = 1\ninitial_backoff = \"100ms\"\n"
+      << "\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\nlease_ttl = \"" << g.lease_ttl
+      << "\"\nhandler_timeout = \"" << g.handler_timeout << "\"\n"
+      << g.extra << "[groups.retry]\nmax_retries = " << g.max_retries
+      << "\ninitial_backoff = \"100ms\"\n"
       << "base_delay = \"100ms\"\n[groups.config]\n"
       << g.config;
   }

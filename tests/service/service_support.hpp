@@ -76,6 +76,9 @@ struct GroupSpec {
   int batch_size = 50;
   std::string config;  // extra lines of [groups.config]
   std::string extra;   // extra lines of the [[groups]] table
+  std::string handler_timeout = "5s";
+  std::string lease_ttl = "10s";
+  int max_retries = 1;
 };
 
 struct HostSpec {

@@ -1,0 +1,102 @@
+// GroupPipeline: the handler-timeout watchdog (run by the committer thread) and the hung-handler
+// cap — written-off threads still running pause the group at max_hung_handlers.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/duration.hpp"
+#include "consume/group_pipeline.hpp"
+
+namespace sqlstreams::consume {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// A handler still running at handler_timeout is a failed attempt; its thread is written off
+// (C++ cannot kill a thread) and replaced so the pool keeps its size.
+void GroupPipeline::check_timeouts() {
+  std::vector<Task> timed_out;
+  {
+    std::lock_guard lock(mu_);
+    if (stop_workers_) return;
+    auto now = SteadyClock::now();
+    for (auto& w : workers_) {
+      if (!w->busy || w->abandoned.load() || now - w->started < options_.group.handler_timeout) {
+        continue;
+      }
+      {
+        std::lock_guard theirs(w->mu);
+        if (w->finishing) continue;  // the handler returned just now: let it record its outcome
+        w->abandoned.store(true);
+        hung_->fetch_add(1);  // under w->mu: the worker's decrement cannot come first
+      }
+      w->thread.detach();
+      timed_out.push_back(w->task);
+      --running_workers_;
+    }
+    for (size_t i = 0; i < timed_out.size(); ++i) spawn_worker();  // not while iterating
+    workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
+                                  [](const auto& w) { return w->abandoned.load(); }),
+                   workers_.end());
+    update_pause();
+  }
+  for (const auto& task : timed_out) {
+    metrics_.handler_timeouts++;
+    metrics_.workers_abandoned++;
+    const auto& view_id =
+        task.range ? task.range->range().messages[task.index].id : task.retry->claim.message_id;
+    if (auto n = warn_limiter_.admit("handler-timeout")) {
+      spdlog::warn(
+          "handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
+          "worker thread written off and replaced{}",
+          options_.ref.stream, options_.ref.name, view_id,
+          format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
+    }
+    complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry,
+                                        {},
+                                        "handler timed out after " +
+                                            format_duration(options_.group.handler_timeout)});
+  }
+}
+
+void GroupPipeline::hand_back_queued() {
+  while (!tasks_.empty()) {
+    Task t = std::move(tasks_.front());
+    tasks_.pop_front();
+    if (t.range) {
+      if (!t.range->slot(t.index).taken.exchange(true) &&
+          t.range->resolve(t.index, SlotState::kSkipped)) {
+        finished_.push_back(t.range);
+      }
+    } else if (!t.retry->taken.exchange(true)) {
+      retry_results_.push_back(
+          store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+    }
+  }
+  commit_cv_.notify_one();
+}
+
+// Hung handlers cannot be killed, only counted: at max_hung_handlers the group stops claiming
+// and hands its queued work back (other hosts take it), so no further thread can hang here;
+// it resumes when written-off threads return.
+void GroupPipeline::update_pause() {
+  const int hung = hung_->load();
+  const int cap = options_.group.max_hung_handlers;
+  if (!paused_ && hung >= cap) {
+    paused_ = true;
+    hand_back_queued();
+    spdlog::error(
+        "group-paused stream={} group={} hung_handlers={} max_hung_handlers={}: handler threads "
+        "written off after handler_timeout ({}) are still running; the group claims nothing and "
+        "its queued work was handed back until some return (restart the host to clear them; "
+        "find the hanging handler's cause first)",
+        options_.ref.stream, options_.ref.name, hung, cap,
+        format_duration(options_.group.handler_timeout));
+  } else if (paused_ && hung < cap) {
+    paused_ = false;
+    claim_cv_.notify_all();
+    spdlog::warn("group-resumed stream={} group={} hung_handlers={} max_hung_handlers={}",
+                 options_.ref.stream, options_.ref.name, hung, cap);
+  }
+}
+
+}  // namespace sqlstreams::consume
