@@ -110,15 +110,15 @@ TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
   EXPECT_EQ(fleet.streams[0].groups.size(), 2u);
   auto group = store::find_group(op, "payments.requested", "charge-cards");
   ASSERT_TRUE(group);
-  EXPECT_EQ(store::list_dead(op, *group, {}, now_).size(), 2u);
+  EXPECT_EQ(store::list_dead(op, *group, {}).size(), 2u);
   ASSERT_TRUE(store::find_dead(op, *group, 1));
   store::delivery_history(op, *group, 1);
   store::DeadFilter one;
   one.to_id = 1;
-  EXPECT_EQ(store::retry_dead(op, *group, one, now_, "op@test").size(), 1u);
+  EXPECT_EQ(store::retry_dead(op, *group, one, "op@test").size(), 1u);
   store::DeadFilter two;
   two.from_id = 2;
-  EXPECT_EQ(store::discard_dead(op, *group, two, now_, "op@test").size(), 1u);
+  EXPECT_EQ(store::discard_dead(op, *group, two, "op@test").size(), 1u);
   EXPECT_EQ(store::rewind_group(op, *group, 0, std::nullopt, "op@test").position, 0);
   // An operator does not produce and does not run DDL.
   EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.produce('payments.requested', '{}')"), "42501");
