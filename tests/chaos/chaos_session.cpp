@@ -2,9 +2,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <pqxx/pqxx>
 #include <sstream>
 
 #include "e2e_support.hpp"
+
+// The workload's own producers and monitor lose their connections on purpose
+// (pg_terminate_backend, pg_ctl restart): libpqxx 6.4 then leaks one PGresult per lost
+// connection (see tests/e2e/lsan.supp). Suppressed for chaos_tests and chaos_run alone.
+extern "C" const char* __lsan_default_suppressions() { return "leak:libpqxx-6.4.so\n"; }
 
 namespace sqlstreams::chaos {
 
@@ -15,6 +22,33 @@ std::string SessionResult::summary() const {
   o << "work dir (configs, host logs, records): " << work_dir << "\n";
   return o.str();
 }
+
+namespace {
+
+// A failed run's evidence outlives its cluster: every table of the schema (not the messages) as
+// tab-separated text in <work dir>/db/<table>.tsv, to replay what the checker saw.
+void dump_control_tables(const std::string& url, const std::string& dir) {
+  try {
+    std::filesystem::create_directories(dir);
+    pqxx::connection c(url);
+    pqxx::work tx(c);
+    for (const auto& t : tx.exec("SELECT tablename FROM pg_tables WHERE schemaname = "
+                                 "'sqlstreams' AND tablename NOT LIKE 'messages%'")) {
+      const std::string name = t[0].as<std::string>();
+      std::ofstream out(dir + "/" + name + ".tsv");
+      for (const auto& row : tx.exec("SELECT * FROM sqlstreams." + c.quote_name(name))) {
+        for (pqxx::row::size_type i = 0; i < row.size(); ++i) {
+          out << (i ? "\t" : "") << (row[i].is_null() ? "NULL" : row[i].c_str());
+        }
+        out << "\n";
+      }
+    }
+  } catch (const std::exception& e) {
+    std::ofstream(dir + "/dump-failed.txt") << e.what() << "\n";
+  }
+}
+
+}  // namespace
 
 SessionResult run_chaos_session(ChaosOptions options) {
   e2e::OwnCluster cluster;
@@ -34,6 +68,9 @@ SessionResult run_chaos_session(ChaosOptions options) {
     CheckInput in{options.url, options.seed, options.max_retries, result.quiescent,
                   run.record_files()};
     result.verdict = check(in, run.history());
+    if (!result.verdict.ok() || !result.quiescent) {
+      dump_control_tables(options.url, options.work_dir + "/db");
+    }
     std::lock_guard lk(run.history().mu);
     result.events = run.history().events;
   }

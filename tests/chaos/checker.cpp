@@ -33,6 +33,7 @@ struct StreamData {
   std::map<std::tuple<std::string, int64_t, int32_t>, int> committed_attempts;  // audit, attempt>0
   std::set<std::pair<std::string, int64_t>> ok, discarded, operator_retried;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
+  std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
 };
 
 struct Record {
@@ -96,11 +97,18 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
           r[2].as<std::string>(), r[3].as<int32_t>(), r[4].as<int32_t>(), r[5].as<std::string>()};
     }
     for (const auto& r : tx.exec("SELECT group_id, message_id, attempt, outcome, coalesce(error, "
-                                 "'') FROM sqlstreams.deliveries_" +
-                                 n)) {
+                                 "''), coalesce(host, ''), to_char(at, 'HH24:MI:SS.MS') FROM "
+                                 "sqlstreams.deliveries_" +
+                                 n + " ORDER BY id")) {
       const std::string g = group_name[r[0].as<int64_t>()], outcome = r[3].as<std::string>();
       const int64_t id = r[1].as<int64_t>();
       const int32_t attempt = r[2].as<int32_t>();
+      // The trail shown with a violation's example: "attempt outcome host time; ...".
+      auto& trail = s.audit[{g, id}];
+      if (trail.size() < 600) {
+        trail += (trail.empty() ? "" : "; ") + std::to_string(attempt) + " " + outcome + " " +
+                 r[5].as<std::string>() + " " + r[6].as<std::string>();
+      }
       if (attempt > 0) s.committed_attempts[{g, id, attempt}]++;
       if (attempt > 0 && outcome == "ok") s.ok.insert({g, id});
       if (outcome == "operator-discard") s.discarded.insert({g, id});
@@ -234,6 +242,10 @@ Verdict check(const CheckInput& in, History& h) {
       const bool resolved = s.ok.count(key) || dead || s.discarded.count(key);
       const Behaviour b = behaviour_of(in.seed, g, id);
       const int64_t committed = s.cursor.count(g) ? s.cursor.at(g).first : 0;
+      const auto trail_of = [&] {
+        auto a = s.audit.find(key);
+        return " [audit: " + (a == s.audit.end() ? std::string("none") : a->second) + "]";
+      };
       if (!resolved) {
         if (!stored && s.allow_drop) {
           t.info("dropped");
@@ -245,11 +257,12 @@ Verdict check(const CheckInput& in, History& h) {
         } else if (committed >= id && (ex == s.exceptions.end())) {
           t.violation("skipped", where(p.stream, g, id) + " (" + tag + ", " + name_of(b) +
                                      ") behind committed " + std::to_string(committed) +
-                                     " without an outcome");
+                                     " without an outcome" + trail_of());
         } else {
           t.violation("stuck",
                       where(p.stream, g, id) + " (" + tag + ") unresolved" +
-                          (ex != s.exceptions.end() ? ", exception " + ex->second.status : ""));
+                          (ex != s.exceptions.end() ? ", exception " + ex->second.status : "") +
+                          trail_of());
         }
         continue;
       }

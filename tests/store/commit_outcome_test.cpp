@@ -91,6 +91,34 @@ TEST_F(CommitOutcomeTest, PartialCommitOverwritesOnlyItsResolvedSpan) {
   EXPECT_EQ(row(8), "dead|1|old") << "not resolved by this commit: left as it was";
 }
 
+// Found by the chaos checker (tests/chaos, seed 20261130): a group rewound into history that
+// retention has already removed gets an empty re-delivery there; committing it must not delete
+// the dead letters of those messages, which (carrying their payload) are all that is left.
+TEST_F(CommitOutcomeTest, RedeliveryOfMessagesRetentionRemovedKeepsTheirDeadLetters) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto first = claim(gs, 10);
+  store::RangeCommit c{first.token, first.high, true, {}, {}};
+  c.failures = {failed(2, ExceptionStatus::kDead, "old: dead"),
+                failed(7, ExceptionStatus::kDead, "old: dead, still in the log")};
+  ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  // Retention's row sweep (every group committed 1..5, all expired): dead letters keep a copy.
+  db_.sql(
+      "UPDATE sqlstreams.exceptions_1 e SET payload = m.payload FROM sqlstreams.messages_1 m "
+      "WHERE m.id = e.message_id AND m.id <= 5");
+  db_.sql("DELETE FROM sqlstreams.messages_1 WHERE id <= 5");
+  store::rewind_group(*s, charge_, 0, std::nullopt, "test");
+
+  auto again = claim(gs, 10);
+  ASSERT_EQ(again.low, 0);
+  ASSERT_EQ(again.messages.size(), 5u) << "only 6..10 are still in the log";
+  // 7 succeeds this time; 2 was not delivered at all.
+  ASSERT_EQ(gs.commit_ranges({store::RangeCommit{again.token, again.high, true, {}, {}}}),
+            std::vector<bool>{true});
+  EXPECT_EQ(row(2), "dead|1|old: dead") << "no re-delivery happened for 2: its dead letter stays";
+  EXPECT_EQ(row(7), "<none>") << "7 was delivered again and succeeded";
+}
+
 TEST_F(CommitOutcomeTest, RefusedRowIsIsolatedAndRecordedDeadTheRestCommits) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
