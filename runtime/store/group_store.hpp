@@ -185,9 +185,14 @@ class GroupStore {
   // under a fresh token whose row lease expires at database now + lease_ttl.
   // `pick` narrows it: kReady only due `ready` rows; kSuspects only `inflight` rows whose lease
   // expired (their host stopped while running them: maybe killed by that very message).
+  // Reclaiming an expired `inflight` row counts its unfinished attempt — unless the row's budget
+  // (`attempts - delays > max_retries`) was already spent: then the lost holder had only claimed
+  // it to record it dead, ran no handler, and the count stays.
   enum class RetryPick { kAll, kReady, kSuspects };
   std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
-                                            RetryPick pick = RetryPick::kAll);
+                                            RetryPick pick = RetryPick::kAll,
+                                            int32_t max_retries = kNoRetryBudget);
+  static constexpr int32_t kNoRetryBudget = 1 << 30;
 
   // Time from database now until the next exception row becomes claimable (a `ready` row's
   // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt

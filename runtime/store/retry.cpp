@@ -100,7 +100,7 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
 }  // namespace
 
 std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit,
-                                                      RetryPick pick) {
+                                                      RetryPick pick, int32_t max_retries) {
   const std::string ready_due = fmt::format("(status = 'ready' AND can_run_after <= {})", kDbNow);
   const std::string expired_inflight =
       fmt::format("(status = 'inflight' AND lease_expires_at < {})", kDbNow);
@@ -117,8 +117,10 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
             "ORDER BY can_run_after LIMIT $3 FOR UPDATE SKIP LOCKED) "
             "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
             "lease_expires_at = {2}, updated_at = now(), "
-            "attempts = e.attempts + CASE WHEN due.was = 'inflight' THEN 1 ELSE 0 END, "
-            "last_error = CASE WHEN due.was = 'inflight' THEN 'attempt ' || (e.attempts + 1) || "
+            "attempts = e.attempts + CASE WHEN due.was = 'inflight' AND e.attempts - e.delays "
+            "<= $4 THEN 1 ELSE 0 END, "
+            "last_error = CASE WHEN due.was = 'inflight' AND e.attempts - e.delays <= $4 THEN "
+            "'attempt ' || (e.attempts + 1) || "
             "' did not finish: its host stopped while running it' ELSE e.last_error END "
             "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
             "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
@@ -126,7 +128,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
             "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
             "* 1000)::bigint, 0), e.message_key",
             exceptions_, which, db_in("$2")),
-        group_id_, ms_param(lease_ttl), limit);
+        group_id_, ms_param(lease_ttl), limit, max_retries);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
     std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message

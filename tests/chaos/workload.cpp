@@ -163,7 +163,7 @@ struct ChaosRun::Impl {
   // Samples every group's cursor and oldest range lease in one statement, 10 times a second:
   // `committed` must never pass an open lease, and never move backward except across a rewind.
   void monitor_loop();
-  bool quiescent(std::string* why);
+  bool quiescent(std::string* why, std::string* state = nullptr);
 };
 
 void ChaosRun::Impl::monitor_loop() {
@@ -240,8 +240,9 @@ void ChaosRun::Impl::monitor_loop() {
 }
 
 // Quiescent: no range lease, no ready/inflight exception, every group committed = claimed
-// >= the stream's max(id).
-bool ChaosRun::Impl::quiescent(std::string* why) {
+// >= the stream's max(id). `state` gets every group's numbers: the caller's measure of progress.
+bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
+  bool quiet = true;
   try {
     pqxx::connection c(o.url);
     pqxx::work tx(c);
@@ -259,18 +260,23 @@ bool ChaosRun::Impl::quiescent(std::string* why) {
         const int64_t committed = cr[1].as<int64_t>(), claimed = cr[2].as<int64_t>(),
                       head = cr[3].as<int64_t>(), leases = cr[4].as<int64_t>(),
                       open = cr[5].as<int64_t>();
+        if (state) {
+          *state += stream + "/" + cr[0].as<std::string>() + " " + std::to_string(committed) + " " +
+                    std::to_string(claimed) + " " + std::to_string(leases) + " " +
+                    std::to_string(open) + ";";
+        }
         if (committed != claimed || claimed < head || leases != 0 || open != 0) {
-          if (why) {
+          if (why && quiet) {
             *why = stream + "/" + cr[0].as<std::string>() + ": committed " +
                    std::to_string(committed) + " claimed " + std::to_string(claimed) + " head " +
                    std::to_string(head) + " leases " + std::to_string(leases) + " ready/inflight " +
                    std::to_string(open);
           }
-          return false;
+          quiet = false;
         }
       }
     }
-    return true;
+    return quiet;
   } catch (const std::exception& e) {
     if (why) *why = e.what();
     return false;
@@ -309,11 +315,18 @@ bool ChaosRun::run() {
       host->start();
     }
   }
-  std::string why;
-  const auto deadline = Clock::now() + options_.quiesce_timeout;
+  // Liveness: "stuck" means no progress for quiesce_timeout, not "slower than a fixed budget"
+  // (a long run under load ends with a backlog it is still working through).
+  std::string why, last_state;
+  auto deadline = Clock::now() + options_.quiesce_timeout;
   bool quiet = false;
   while (Clock::now() < deadline) {
-    if ((quiet = m.quiescent(&why))) break;
+    std::string state;
+    if ((quiet = m.quiescent(&why, &state))) break;
+    if (state != last_state) {
+      last_state = state;
+      deadline = Clock::now() + options_.quiesce_timeout;
+    }
     std::this_thread::sleep_for(250ms);
   }
   m.event(quiet ? "quiescent" : "NOT quiescent: " + why);

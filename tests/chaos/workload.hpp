@@ -26,7 +26,7 @@ inline const std::set<std::string> kAllFaults = {
 struct ChaosOptions {
   uint64_t seed = 1;
   std::chrono::seconds duration{40};
-  std::chrono::seconds quiesce_timeout{90};
+  std::chrono::seconds quiesce_timeout{90};  // stuck: no progress for this long at the end
   int hosts = 3;
   std::set<std::string> faults = kAllFaults;
   std::chrono::milliseconds fault_every_min{1500}, fault_every_max{3500};

@@ -13,29 +13,10 @@ namespace {
 
 class RolesEndToEnd : public ::testing::Test {
  protected:
-  void TearDown() override {
-    for (const auto& role : roles_) {
-      try {
-        db_.sql("DROP OWNED BY " + role);
-        db_.sql("DROP ROLE " + role);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "cannot drop test role " << role << ": " << e.what();
-      }
-    }
-  }
-  std::string login_as(const std::string& granted) {
-    static int counter = 0;
-    const std::string role = "e" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
-                             "_" + granted.substr(granted.find('_') + 1);
-    db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
-    roles_.push_back(role);
-    const std::string& url = db_.url();
-    const size_t start = url.find("://") + 3;
-    return url.substr(0, start) + role + url.substr(url.find('@', start));
-  }
+  std::string login_as(const std::string& granted) { return logins_.login_as(granted); }
   testing::TestDatabase db_;
   ScratchDir dir_;
-  std::vector<std::string> roles_;
+  testing::TestLogins logins_{db_};
 };
 
 TEST_F(RolesEndToEnd, AHostRoleRunsAHostThatDrainsWhatAProducerRoleProduced) {

@@ -14,28 +14,7 @@ namespace {
 
 class RolesTest : public StoreTest {
  protected:
-  void TearDown() override {
-    for (const auto& role : roles_) {
-      try {
-        db_.sql("DROP OWNED BY " + role);
-        db_.sql("DROP ROLE " + role);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "cannot drop test role " << role << ": " << e.what();
-      }
-    }
-  }
-  // A new LOGIN role granted `granted`; returns a URL connecting as it.
-  std::string login_as(const std::string& granted) {
-    static int counter = 0;
-    const std::string role = "t" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
-                             "_" + granted.substr(granted.find('_') + 1);
-    db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
-    roles_.push_back(role);
-    const std::string& url = db_.url();
-    const size_t start = url.find("://") + 3;
-    const size_t at = url.find('@', start);
-    return url.substr(0, start) + role + url.substr(at);
-  }
+  std::string login_as(const std::string& granted) { return logins_.login_as(granted); }
   store::SessionOptions options_as(const std::string& url) const {
     store::SessionOptions o = options();
     o.url = url;
@@ -54,7 +33,7 @@ class RolesTest : public StoreTest {
       return e.sqlstate().empty() ? std::string("other: ") + e.what() : e.sqlstate();
     }
   }
-  std::vector<std::string> roles_;
+  TestLogins logins_{db_};
 };
 
 TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {

@@ -35,8 +35,8 @@ TestDatabase::TestDatabase() {
   for (auto& c : test) {
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   }
-  name_ = "t_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
-          test.substr(0, 30);
+  name_ =
+      "t_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + test.substr(0, 30);
   for (auto& c : name_) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   pqxx::connection admin(admin_url());
   pqxx::nontransaction tx(admin);
@@ -60,6 +60,28 @@ pqxx::result TestDatabase::sql(const std::string& statement) const {
   auto r = tx.exec(statement);
   tx.commit();
   return r;
+}
+
+TestLogins::~TestLogins() {
+  for (const auto& role : roles_) {
+    try {
+      db_.sql("DROP OWNED BY " + role);
+      db_.sql("DROP ROLE " + role);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "cannot drop test role " << role << ": " << e.what();
+    }
+  }
+}
+
+std::string TestLogins::login_as(const std::string& granted) {
+  static std::atomic<int> counter{0};
+  const std::string role = "t" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
+                           granted.substr(granted.find('_') + 1);
+  db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
+  roles_.push_back(role);
+  const std::string& url = db_.url();
+  const size_t start = url.find("://") + 3;
+  return url.substr(0, start) + role + url.substr(url.find('@', start));
 }
 
 }  // namespace sqlstreams::testing

@@ -8,6 +8,7 @@
 
 #include <pqxx/pqxx>
 #include <string>
+#include <vector>
 
 namespace sqlstreams::testing {
 
@@ -34,6 +35,24 @@ class TestDatabase {
  private:
   std::string name_;
   std::string url_;
+};
+
+// LOGIN roles for one test. Roles are cluster-wide, so each name carries the process id; each
+// role is dropped (with what it owns in `db`) when this object goes, which must be before `db`.
+class TestLogins {
+ public:
+  explicit TestLogins(const TestDatabase& db) : db_(db) {}
+  ~TestLogins();
+  TestLogins(const TestLogins&) = delete;
+  TestLogins& operator=(const TestLogins&) = delete;
+
+  // A new LOGIN role IN ROLE `granted` (e.g. "sqlstreams_producer"); returns a URL connecting
+  // to the test database as that role.
+  std::string login_as(const std::string& granted);
+
+ private:
+  const TestDatabase& db_;
+  std::vector<std::string> roles_;
 };
 
 // Replaces the database name of a postgresql:// URL.
