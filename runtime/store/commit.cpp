@@ -166,7 +166,8 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     if (!partial.empty()) {
       // Shrink to the unresolved rest and make it immediately reclaimable (not a crash).
       take(tx.exec_params(
-          fmt::format("WITH l AS (UPDATE {0} l SET low = p.low, expires_at = '-infinity' FROM "
+          fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
+                      "'-infinity' FROM "
                       "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
                       "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
                       "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "

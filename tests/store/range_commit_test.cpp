@@ -136,6 +136,23 @@ TEST_F(RangeCommitTest, PartialCommitKeepsTheUnresolvedRestReclaimable) {
   EXPECT_EQ(re.range->messages.size(), 4u);
 }
 
+// Found by the chaos checker's 30-minute run (monitor: committed 167000 > open lease low
+// 166983 on a stream with allow_drop_past_committed): retention had raised the cursor floor and
+// trimmed the lease's low to the floor; the holder's later partial commit set low back below
+// it. A lease's low only moves forward.
+TEST_F(RangeCommitTest, PartialCommitNeverMovesALeaseLowBackward) {
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  // What the janitor's cursor-floor raise does after dropping ids 1..5 (janitor_cleanup.cpp).
+  db_.sql("UPDATE sqlstreams.leases_1 SET low = 5 WHERE low < 5");
+  db_.sql("UPDATE sqlstreams.cursors_1 SET committed = 5 WHERE committed < 5");
+  ASSERT_EQ(gs.commit_ranges({store::RangeCommit{r.token, 3, false, {}, {}}}),
+            std::vector<bool>{true});
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT low FROM sqlstreams.leases_1"), 5)
+      << "the lease must not reach below the cursor's committed";
+}
+
 TEST_F(RangeCommitTest, AdvancerStopsAtTheLowestOpenLease) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
