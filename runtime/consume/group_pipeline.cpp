@@ -41,6 +41,8 @@ void GroupPipeline::start() {
 
 void GroupPipeline::spawn_worker() {
   auto state = std::make_shared<WorkerState>();
+  state->stream = options_.ref.stream;
+  state->group = options_.ref.name;
   ++running_workers_;
   state->thread = std::thread([this, state] { worker_loop(state); });
   workers_.push_back(std::move(state));
@@ -113,7 +115,7 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
       std::lock_guard mine(me->mu);
       me->finishing = false;
     }
-    plugin_host::MessageView view = view_of(task);
+    plugin_host::MessageView view = view_of(task, *me);
     plugin_host::Outcome outcome = handler->handle(view);
     {
       std::lock_guard mine(me->mu);
@@ -204,13 +206,13 @@ bool GroupPipeline::may_start(const Task& task) {
   return true;
 }
 
-plugin_host::MessageView GroupPipeline::view_of(const Task& task) const {
+plugin_host::MessageView GroupPipeline::view_of(const Task& task, const WorkerState& worker) {
   const store::StoredMessage& msg =
       task.range ? task.range->range().messages[task.index] : *task.retry->claim.message;
   plugin_host::MessageView view;
   view.id = msg.id;
-  view.stream = options_.ref.stream;
-  view.group = options_.ref.name;
+  view.stream = worker.stream;
+  view.group = worker.group;
   view.payload = msg.payload;
   view.schema_version = msg.schema_version;
   view.attempt = task.retry ? task.retry->claim.attempts + 1 : 1;

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -95,6 +96,9 @@ class GroupPipeline {
     bool busy = false;
     Task task;
     std::chrono::steady_clock::time_point started;
+    // What the handler's MessageView points at, owned here: a written-off handler may still
+    // read its view after the pipeline is gone (found by ThreadSanitizer).
+    std::string stream, group;
   };
 
   void claim_loop();
@@ -108,7 +112,7 @@ class GroupPipeline {
   void enqueue_retry(store::RetryClaim claim);
   // False when the task must not start (lease lost or too short); it was resolved already.
   bool may_start(const Task& task);
-  plugin_host::MessageView view_of(const Task& task) const;
+  static plugin_host::MessageView view_of(const Task& task, const WorkerState& worker);
   // Records an outcome; only the first resolver of a task wins.
   void complete(const Task& task, const plugin_host::Outcome& outcome);
   void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state);
