@@ -54,6 +54,9 @@ void register_plugin(CLI::App& app, Action& action) {
                   "apply the trust checks as if this were host.plugin_dir (default: the file's "
                   "folder)");
   chk->add_flag("--json", opts->json, "print the manifest as JSON");
+  chk->add_option("--timeout", opts->timeout_s,
+                  "seconds to wait for the plugin to load before killing it (default 60)")
+      ->check(CLI::Range(1, 3600));
   chk->callback([&action, opts] { action = [opts] { return check_plugin_file(*opts); }; });
 }
 

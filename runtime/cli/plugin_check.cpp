@@ -1,19 +1,23 @@
 // `sqlstreams plugin check FILE [--plugin-dir D] [--json]`. The child loads the plugin and
 // writes one JSON document to a pipe — the manifest, or the refusal's parts — then _exit()s;
 // the parent reads it, reaps the child and prints. A child that ends any other way (a signal,
-// an exit() from the plugin, no document) is a plugin that crashed while loading.
+// an exit() from the plugin, no document) is a plugin that crashed while loading; one that
+// has not answered after --timeout seconds is killed and reported as hung.
 #include "cli/plugin_check.hpp"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ops/crash_handler.hpp"
 #include "plugin_host/plugin_host.hpp"
@@ -79,16 +83,24 @@ json load_in_child(const PluginCheckOptions& o) {
   ::_exit(result.contains("refused") ? kChildRefused : 0);
 }
 
-std::string read_all(int fd) {
+// Everything the child writes until it closes the pipe; nullopt when `timeout` passes first.
+std::optional<std::string> read_all(int fd, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string out;
   char buf[4096];
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return ready == 0 ? std::nullopt : std::optional<std::string>(out);
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) return out;
     out.append(buf, static_cast<size_t>(n));
   }
-  return out;
 }
 
 [[noreturn]] void crashed(const std::string& file, const std::string& how) {
@@ -127,11 +139,20 @@ int check_plugin_file(const PluginCheckOptions& o) {
     run_child(o, fds[1]);
   }
   ::close(fds[1]);
-  const std::string text = read_all(fds[0]);
+  const std::optional<std::string> answer = read_all(fds[0], std::chrono::seconds(o.timeout_s));
   ::close(fds[0]);
+  if (!answer) ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (!answer) {
+    throw plugin_host::PluginLoadError(
+        o.file, "", "a plugin that loads",
+        fmt::format("no answer within {} s: the plugin hung while loading (killed)", o.timeout_s),
+        "its constructors (static initialisers) block; run the plugin's unit test, or load it "
+        "under gdb");
+  }
+  const std::string& text = *answer;
   if (WIFSIGNALED(status)) {
     crashed(o.file, fmt::format("signal {}, {}", WTERMSIG(status), strsignal(WTERMSIG(status))));
   }

@@ -16,6 +16,7 @@ struct PluginCheckOptions {
   std::string file;
   std::string plugin_dir;  // "" = the file's folder
   bool json = false;
+  int timeout_s = 60;  // a child with no answer by then is killed (a hung constructor)
 };
 
 // Exit 0 and the manifest on stdout; throws plugin_host::PluginLoadError (exit 3) when the
