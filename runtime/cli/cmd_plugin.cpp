@@ -14,7 +14,7 @@ namespace sqlstreams::cli {
 namespace {
 
 int new_plugin(const std::string& name, const std::string& lang, const std::string& dir_flag) {
-  const std::filesystem::path dir = dir_flag.empty() ? std::filesystem::path(name) : dir_flag;
+  const std::filesystem::path dir(dir_flag.empty() ? name : dir_flag);
   const std::vector<std::string> files = write_plugin_project(name, lang, dir);
   std::printf("created %s (a %s plugin):\n", dir.c_str(), lang == "c" ? "C" : "C++");
   for (const auto& f : files) std::printf("  %s\n", f.c_str());
