@@ -106,7 +106,7 @@ TEST(PluginCheck, AppliesTheTrustChecksToTheFilesFolder) {
 
 TEST(PluginNew, RefusesBadNamesLanguagesAndNonEmptyFolders) {
   ScratchDir dir;
-  for (const std::string bad : {"9lives", "my-plugin", "", "_x", "na me", "é"}) {
+  for (const std::string bad : {"9lives", "my-plugin", "_x", "na me", "é"}) {
     auto [code, out] = run_sqlstreams({"plugin", "new", bad, "--dir", dir.file("p")});
     EXPECT_EQ(code, 64) << bad << ": " << out;
     EXPECT_TRUE(has(out, "is not a valid plugin name")) << out;

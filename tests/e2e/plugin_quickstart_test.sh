@@ -48,7 +48,9 @@ run_block() {  # README, tag, folder
   (cd "$3" && bash -euo pipefail -c "$text") || fail "quickstart:$2 failed"
 }
 
-# What the reader has: a home, `sqlstreams` on PATH.
+# What the reader has: a home, `sqlstreams` on PATH, the usual umask (022: the host refuses
+# plugins in group-writable folders).
+umask 022
 export HOME="$work/home"
 mkdir -p "$HOME" "$work/bin"
 chmod 0755 "$work" "$HOME"
@@ -88,7 +90,7 @@ for lang in cpp c; do
   echo "$run_text"
   (cd "$project" && exec bash -c "exec $run_text") >"$work/$lang-host.log" 2>&1 &
   host_pid=$!
-  for _ in $(seq 600); do
+  for _ in $(seq 1800); do
     grep -q "host-ready" "$work/$lang-host.log" && break
     kill -0 "$host_pid" 2>/dev/null || { cat "$work/$lang-host.log"; fail "the host ended"; }
     sleep 0.1
@@ -96,7 +98,7 @@ for lang in cpp c; do
   grep -q "host-ready" "$work/$lang-host.log" || { tail -30 "$work/$lang-host.log"; fail "no host-ready"; }
 
   run_block "$readme" produce "$project"
-  for _ in $(seq 300); do
+  for _ in $(seq 600); do
     grep -q "handled message 1" "$work/$lang-host.log" && break
     sleep 0.1
   done
