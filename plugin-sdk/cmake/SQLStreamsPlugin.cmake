@@ -2,8 +2,8 @@
 # Builds a handler plugin: a MODULE library named <target>.so (OUTPUT_NAME may rename it; no
 # "lib" prefix), linked against the SDK only — sqlstreams::plugin_sdk (the C++ layer) when a
 # source is C++, else sqlstreams::plugin_sdk_c (plain C, no nlohmann_json) — compiled with
-# hidden visibility and linked with a version script so the ONLY dynamic symbol is the entry function
-# sqlstreams_plugin_manifest_v<N> (plus EXTRA_EXPORTS, for test hooks). Output goes to
+# hidden visibility and linked with a version script so the ONLY dynamic symbol is the entry
+# function sqlstreams_plugin_manifest_v<N> (plus EXTRA_EXPORTS, for test hooks). Output goes to
 # OUTPUT_DIRECTORY, else SQLSTREAMS_PLUGIN_OUTPUT_DIR, else ${CMAKE_BINARY_DIR}/plugins.
 function(sqlstreams_add_plugin target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT_DIRECTORY" "SOURCES;EXTRA_EXPORTS")
