@@ -9,6 +9,8 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev prometheus-cpp-dev libcivetweb-dev libsystemd-dev
   postgresql postgresql-client
+  # the C plugin example and `plugin new --lang c` read JSON with json-c (the SDK needs none)
+  libjson-c-dev
   # cpack -G DEB (dpkg-shlibdeps, file); the status page test renders in headless Chromium
   dpkg-dev file chromium
   # tests/e2e/clock_skew_test runs hosts with a shifted wall clock (libfaketime)

@@ -1,8 +1,9 @@
 # sqlstreams_add_plugin(<target> [SOURCES] src... [OUTPUT_DIRECTORY dir] [EXTRA_EXPORTS sym...])
 # Builds a handler plugin: a MODULE library named <target>.so (OUTPUT_NAME may rename it; no
-# "lib" prefix), linked against sqlstreams::plugin_sdk only, compiled with hidden visibility
-# and linked with a version script so the ONLY dynamic symbol is the entry function
-# sqlstreams_plugin_manifest_v<N> (plus EXTRA_EXPORTS, for test hooks). Output goes to
+# "lib" prefix), linked against the SDK only — sqlstreams::plugin_sdk (the C++ layer) when a
+# source is C++, else sqlstreams::plugin_sdk_c (plain C, no nlohmann_json) — compiled with
+# hidden visibility and linked with a version script so the ONLY dynamic symbol is the entry
+# function sqlstreams_plugin_manifest_v<N> (plus EXTRA_EXPORTS, for test hooks). Output goes to
 # OUTPUT_DIRECTORY, else SQLSTREAMS_PLUGIN_OUTPUT_DIR, else ${CMAKE_BINARY_DIR}/plugins.
 function(sqlstreams_add_plugin target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "OUTPUT_DIRECTORY" "SOURCES;EXTRA_EXPORTS")
@@ -27,8 +28,19 @@ function(sqlstreams_add_plugin target)
   set(map ${CMAKE_CURRENT_BINARY_DIR}/${target}.exports.map)
   file(CONFIGURE OUTPUT ${map} CONTENT "{\n  global: ${exports}\n  local: *;\n};\n")
 
+  set(sdk sqlstreams::plugin_sdk_c)
+  foreach(src ${sources})
+    if(src MATCHES "\\.(cpp|cc|cxx|C|c\\+\\+)$")
+      set(sdk sqlstreams::plugin_sdk)
+    endif()
+  endforeach()
+  if(NOT TARGET ${sdk})
+    message(FATAL_ERROR "sqlstreams_add_plugin(${target}): C++ sources need ${sdk}, the SDK's C++ "
+      "layer, which needs nlohmann_json 3 (Debian: apt install nlohmann-json3-dev; then ask for "
+      "it with find_package(SQLStreamsPluginSDK 1 REQUIRED COMPONENTS CXX))")
+  endif()
   add_library(${target} MODULE ${sources})
-  target_link_libraries(${target} PRIVATE sqlstreams::plugin_sdk)
+  target_link_libraries(${target} PRIVATE ${sdk})
   target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
   set_target_properties(${target} PROPERTIES
     PREFIX ""

@@ -52,5 +52,6 @@ void register_run(CLI::App& app, Action& action);
 void register_dead(CLI::App& app, Action& action);
 void register_group(CLI::App& app, Action& action);
 void register_status(CLI::App& app, Action& action);
+void register_plugin(CLI::App& app, Action& action);  // cmd_plugin.cpp
 
 }  // namespace sqlstreams::cli

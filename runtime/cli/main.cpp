@@ -36,6 +36,7 @@ int run_cli(int argc, char** argv) {
   cli::register_dead(app, action);
   cli::register_group(app, action);
   cli::register_status(app, action);
+  cli::register_plugin(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

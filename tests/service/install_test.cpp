@@ -3,10 +3,12 @@
 // example config under /etc/sqlstreams and the systemd unit; a plugin built out of tree from a
 // temp folder with find_package(SQLStreamsPluginSDK) against that tree loads in the installed
 // host (`config check`, then a real `run` handling messages); the unit passes
-// `systemd-analyze verify`; `cpack -G DEB` builds a .deb with the same layout.
+// `systemd-analyze verify`; `cpack -G DEB` builds a .deb with the same layout (SDK included);
+// `--component sdk` installs the SDK alone, without root and outside /etc and /lib/systemd.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -139,6 +141,30 @@ TEST(Install, TreeLayoutAndAnOutOfTreePluginLoadsInTheInstalledHost) {
   EXPECT_EQ(host.wait(30s), 0) << tail(host.log());
 }
 
+// The SDK alone (issue 12): no root, no DESTDIR, nothing but the SDK under the prefix.
+TEST(Install, SdkComponentInstallsOnlyTheSdk) {
+  ScratchDir dir;
+  const std::string prefix = dir.file("sdk");
+  auto [code, out] =
+      testing::run_command({SQLSTREAMS_CMAKE_COMMAND, "--install", SQLSTREAMS_BINARY_DIR,
+                            "--component", "sdk", "--prefix", prefix});
+  ASSERT_EQ(code, 0) << out;
+  for (const std::string f :
+       {"/include/sqlstreams/plugin.h", "/include/sqlstreams/testing/fake_host.h",
+        "/include/sqlstreams/testing/plugin_file.hpp", "/include/sqlstreams/json_c.h",
+        "/share/doc/sqlstreams-plugin-sdk/README.md", "/share/doc/sqlstreams-plugin-sdk/CHANGES.md",
+        "/share/doc/sqlstreams-plugin-sdk/ABI_SHA256",
+        "/share/doc/sqlstreams-plugin-sdk/examples/c_orders/orders.c"}) {
+    EXPECT_TRUE(fs::exists(prefix + f)) << f;
+  }
+  std::vector<std::string> top;
+  for (const auto& e : fs::directory_iterator(prefix)) top.push_back(e.path().filename());
+  std::sort(top.begin(), top.end());
+  EXPECT_EQ(top, (std::vector<std::string>{"include", "lib", "share"})) << out;
+  EXPECT_EQ(out.find("/etc/"), std::string::npos) << out;
+  EXPECT_EQ(out.find("systemd"), std::string::npos) << out;
+}
+
 TEST(Install, SystemdUnitPassesSystemdAnalyzeVerify) {
   const char* analyze = "/usr/bin/systemd-analyze";
   if (!fs::exists(analyze)) GTEST_SKIP() << "systemd-analyze is not installed (package systemd)";
@@ -193,6 +219,9 @@ TEST(Install, CpackBuildsADebWithTheLayout) {
   for (const std::string f :
        {"/usr/bin/sqlstreams", "/usr/lib/sqlstreams/plugins/payments.so",
         "/usr/lib/sqlstreams/plugins/noop.so", "/usr/include/sqlstreams/plugin.h",
+        "/usr/include/sqlstreams/testing/fake_host.h",
+        "/usr/share/doc/sqlstreams-plugin-sdk/README.md",
+        "/usr/share/doc/sqlstreams-plugin-sdk/examples/c_orders/orders.c",
         "/etc/sqlstreams/sqlstreams.toml", "/lib/systemd/system/sqlstreams.service",
         "/usr/share/sqlstreams/migrations/V001__control_plane.sql"}) {
     EXPECT_TRUE(fs::exists(root + f)) << f;

@@ -1,0 +1,211 @@
+/* sqlstreams/testing/fake_host.h — unit-test a C handler without the daemon or PostgreSQL.
+ * Header-only C11 (also valid C++), standard headers only: no JSON library, no runtime.
+ * Owns: sqlstreams_fake_host, which drives one handler of a manifest through the C ABI exactly
+ * as the host does (validate → create → handle → destroy), keeping copies of error texts and
+ * the last log line. Texts longer than SQLSTREAMS_FAKE_TEXT_MAX - 1 bytes are cut.
+ * THREADING: one sqlstreams_fake_host per thread; nothing here is thread-safe.
+ *
+ *   sqlstreams_fake_host host;
+ *   if (!sqlstreams_fake_host_create(&host, sqlstreams_plugin_manifest_v1(), "count-items",
+ *                                    "{\"max_items\": 10}")) {
+ *     fprintf(stderr, "create failed: %s\n", host.error);  return 1;
+ *   }
+ *   sqlstreams_fake_outcome out = sqlstreams_fake_host_handle(&host, "{\"items\": 3}");
+ *   // out.code == SQLSTREAMS_OUTCOME_OK; out.error holds RETRY/TERMINAL text
+ *   sqlstreams_fake_host_destroy(&host);
+ *
+ * Link the plugin's sources into the test executable (the manifest function is then an
+ * ordinary function), or load the built .so yourself with dlopen/dlsym.
+ */
+#ifndef SQLSTREAMS_TESTING_FAKE_HOST_H_
+#define SQLSTREAMS_TESTING_FAKE_HOST_H_
+
+#include <sqlstreams/plugin.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SQLSTREAMS_FAKE_TEXT_MAX 1024
+
+/* A host-side error slot with its own copy of the text. */
+typedef struct sqlstreams_fake_error {
+  sqlstreams_type_error slot;
+  bool set;
+  char text[SQLSTREAMS_FAKE_TEXT_MAX];
+} sqlstreams_fake_error;
+
+/* One message; fields left zero get defaults (id 1, attempt 1, schema_version 1,
+ * stream "test.stream", group "test-group"). payload is a NUL-terminated JSON text. */
+typedef struct sqlstreams_fake_message {
+  const char* payload;
+  int64_t id;
+  int32_t attempt;
+  int32_t schema_version;
+  const char* stream;
+  const char* group;
+  const char* message_key; /* NULL: no key */
+  int64_t created_at_unix_ms;
+} sqlstreams_fake_message;
+
+typedef struct sqlstreams_fake_outcome {
+  int32_t code; /* SQLSTREAMS_OUTCOME_* (UNSET when the handler set none) */
+  int64_t delay_ms;
+  char error[SQLSTREAMS_FAKE_TEXT_MAX]; /* "" when the handler set no text */
+} sqlstreams_fake_outcome;
+
+typedef struct sqlstreams_fake_host {
+  const sqlstreams_type_handler* handler; /* NULL until create succeeded */
+  void* instance;
+  sqlstreams_type_host_api api;
+  char error[SQLSTREAMS_FAKE_TEXT_MAX]; /* why create (or validate) failed */
+  int log_count;                        /* log lines written so far */
+  int32_t last_log_level;               /* SQLSTREAMS_LOG_* of the last line */
+  char last_log[SQLSTREAMS_FAKE_TEXT_MAX];
+} sqlstreams_fake_host;
+
+static inline void sqlstreams_fake_copy_text_(char* dst, const char* text, size_t len) {
+  if (text == NULL) len = 0;
+  if (len > SQLSTREAMS_FAKE_TEXT_MAX - 1) len = SQLSTREAMS_FAKE_TEXT_MAX - 1;
+  if (len > 0) memcpy(dst, text, len);
+  dst[len] = '\0';
+}
+
+static inline void sqlstreams_fake_set_error_(sqlstreams_type_error* slot, const char* text,
+                                              size_t len) {
+  sqlstreams_fake_error* e = (sqlstreams_fake_error*)slot->host_ctx;
+  e->set = true;
+  sqlstreams_fake_copy_text_(e->text, text, len);
+}
+
+static inline void sqlstreams_fake_error_init(sqlstreams_fake_error* e) {
+  memset(e, 0, sizeof *e);
+  e->slot.struct_size = (uint32_t)sizeof e->slot;
+  e->slot.host_ctx = e;
+  e->slot.set_error = sqlstreams_fake_set_error_;
+}
+
+static inline void sqlstreams_fake_log_(void* ctx, int32_t level, const char* text, size_t len) {
+  sqlstreams_fake_host* host = (sqlstreams_fake_host*)ctx;
+  host->log_count++;
+  host->last_log_level = level;
+  sqlstreams_fake_copy_text_(host->last_log, text, len);
+}
+
+/* The handler named `name` in `manifest`, or NULL. */
+static inline const sqlstreams_type_handler* sqlstreams_fake_find_handler(
+    const sqlstreams_type_manifest* manifest, const char* name) {
+  size_t i;
+  if (manifest == NULL || manifest->handlers == NULL || name == NULL) return NULL;
+  for (i = 0; i < manifest->handler_count; ++i) {
+    const sqlstreams_type_handler* h = manifest->handlers[i];
+    if (h != NULL && h->name != NULL && strcmp(h->name, name) == 0) return h;
+  }
+  return NULL;
+}
+
+/* Runs the handler's validate(config_json). Returns true when accepted; otherwise copies the
+ * plugin's text (or a note that it gave none) into error_out (SQLSTREAMS_FAKE_TEXT_MAX bytes,
+ * may be NULL). */
+static inline bool sqlstreams_fake_validate(const sqlstreams_type_handler* handler,
+                                            const char* config_json, char* error_out) {
+  sqlstreams_fake_error e;
+  const char* none = "(validate failed without an error message)";
+  sqlstreams_fake_error_init(&e);
+  if (handler->validate(config_json, strlen(config_json), &e.slot)) return true;
+  if (error_out != NULL) {
+    sqlstreams_fake_copy_text_(error_out, e.set ? e.text : none, strlen(e.set ? e.text : none));
+  }
+  return false;
+}
+
+/* Finds `handler_name` in `manifest`, validates `config_json` and creates an instance, as the
+ * host does once per group. Returns false with host->error set when any step fails. */
+static inline bool sqlstreams_fake_host_create(sqlstreams_fake_host* host,
+                                               const sqlstreams_type_manifest* manifest,
+                                               const char* handler_name, const char* config_json) {
+  sqlstreams_fake_error e;
+  const sqlstreams_type_handler* h = sqlstreams_fake_find_handler(manifest, handler_name);
+  memset(host, 0, sizeof *host);
+  host->api.struct_size = (uint32_t)sizeof host->api;
+  host->api.host_ctx = host;
+  host->api.log = sqlstreams_fake_log_;
+  if (h == NULL) {
+    const char* msg = "no handler of that name in the manifest";
+    sqlstreams_fake_copy_text_(host->error, msg, strlen(msg));
+    return false;
+  }
+  if (!sqlstreams_fake_validate(h, config_json, host->error)) return false;
+  sqlstreams_fake_error_init(&e);
+  if (!h->create(&host->api, config_json, strlen(config_json), &host->instance, &e.slot)) {
+    const char* text = e.set ? e.text : "(create failed without an error message)";
+    sqlstreams_fake_copy_text_(host->error, text, strlen(text));
+    return false;
+  }
+  host->handler = h;
+  return true;
+}
+
+/* Calls handle() once with the message `m`. */
+static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle_message(
+    sqlstreams_fake_host* host, const sqlstreams_fake_message* m) {
+  sqlstreams_fake_outcome result;
+  sqlstreams_fake_error e;
+  sqlstreams_type_message msg;
+  sqlstreams_type_outcome out;
+  const char* payload = m->payload != NULL ? m->payload : "{}";
+  const char* stream = m->stream != NULL ? m->stream : "test.stream";
+  const char* group = m->group != NULL ? m->group : "test-group";
+  memset(&result, 0, sizeof result);
+  memset(&msg, 0, sizeof msg);
+  memset(&out, 0, sizeof out);
+  sqlstreams_fake_error_init(&e);
+  msg.struct_size = (uint32_t)sizeof msg;
+  msg.schema_version = m->schema_version != 0 ? m->schema_version : 1;
+  msg.id = m->id != 0 ? m->id : 1;
+  msg.attempt = m->attempt != 0 ? m->attempt : 1;
+  msg.created_at_unix_ms = m->created_at_unix_ms;
+  msg.stream.data = stream;
+  msg.stream.len = strlen(stream);
+  msg.group.data = group;
+  msg.group.len = strlen(group);
+  msg.payload.data = (const uint8_t*)payload;
+  msg.payload.len = strlen(payload);
+  if (m->message_key != NULL) {
+    msg.message_key.data = m->message_key;
+    msg.message_key.len = strlen(m->message_key);
+  }
+  out.struct_size = (uint32_t)sizeof out;
+  out.error = &e.slot;
+  host->handler->handle(host->instance, &msg, &out);
+  result.code = out.code;
+  result.delay_ms = out.delay_ms;
+  if (e.set) memcpy(result.error, e.text, sizeof result.error);
+  return result;
+}
+
+/* Calls handle() once with `payload_json` (first attempt, message id 1). */
+static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle(sqlstreams_fake_host* host,
+                                                                  const char* payload_json) {
+  sqlstreams_fake_message m;
+  memset(&m, 0, sizeof m);
+  m.payload = payload_json;
+  return sqlstreams_fake_host_handle_message(host, &m);
+}
+
+/* Destroys the instance (once); safe after a failed create. */
+static inline void sqlstreams_fake_host_destroy(sqlstreams_fake_host* host) {
+  if (host->handler != NULL) host->handler->destroy(host->instance);
+  host->handler = NULL;
+  host->instance = NULL;
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SQLSTREAMS_TESTING_FAKE_HOST_H_ */
