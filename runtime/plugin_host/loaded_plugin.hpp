@@ -8,7 +8,9 @@
 #include <sqlstreams/plugin.h>
 
 #include <boost/dll/shared_library.hpp>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,9 +27,18 @@ struct HandlerEntry {
   bool concurrent() const { return (descriptor.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
 };
 
+// A sealed private copy of a plugin file (plugin_image.cpp); dlopen maps `load_path`.
+struct PluginImage {
+  int fd = -1;            // the memfd; kept open for the life of the process once dlopened
+  std::string load_path;  // /proc/<pid>/fd/<fd>
+  std::string sha256;     // of the bytes copied (hex)
+  uint64_t size = 0;
+};
+
 class LoadedPlugin {
  public:
   PluginInfo info;
+  PluginImage image;                   // what `library` maps; its fd is never closed
   boost::dll::shared_library library;  // loaded with RTLD_NODELETE: never unmapped
   std::vector<HandlerEntry> handlers;
 
@@ -63,7 +74,17 @@ std::filesystem::path check_plugin_file(const std::filesystem::path& plugin_dir,
 // directories above plugin_dir excepted). Returns the real path; throws PluginLoadError.
 std::filesystem::path check_plugin_trust(const std::filesystem::path& plugin_dir,
                                          const std::filesystem::path& path);
-boost::dll::shared_library open_plugin_library(const std::filesystem::path& path);
+// plugin_image.cpp: reads the checked file `real` (re-checking owner and mode on the opened
+// inode) into a sealed memfd and hashes it. Throws PluginLoadError.
+PluginImage copy_plugin_image(const std::filesystem::path& real);
+// Closes an image that was never dlopened (an unchanged file on refresh, a failed dlopen).
+void discard_plugin_image(PluginImage& image);
+// dlopens `image.load_path`; errors name `shown_path` (the file the operator configured).
+boost::dll::shared_library open_plugin_library(const PluginImage& image,
+                                               const std::filesystem::path& shown_path);
+// plugin_registry.cpp: copy → dlopen → manifest of the checked file `real`.
+std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& path,
+                                                 const std::filesystem::path& real);
 
 // manifest.cpp: calls the entry function and checks what it returns.
 void read_manifest(const std::string& path, LoadedPlugin& plugin);

@@ -93,7 +93,8 @@ fs::path check_plugin_file(const fs::path& plugin_dir, const fs::path& path) {
   return real;
 }
 
-boost::dll::shared_library open_plugin_library(const fs::path& path) {
+boost::dll::shared_library open_plugin_library(const PluginImage& image,
+                                               const fs::path& shown_path) {
   namespace dll = boost::dll;
   // RTLD_NODELETE: the library stays mapped even when the shared_library is destroyed, so no
   // function pointer or instance can ever outlive its code (plugins are never unloaded).
@@ -101,11 +102,17 @@ boost::dll::shared_library open_plugin_library(const fs::path& path) {
                     static_cast<dll::load_mode::type>(RTLD_NODELETE);
   dlerror();  // clear any stale message
   std::error_code ec;
-  dll::shared_library lib(path, mode, ec);
+  dll::shared_library lib(fs::path(image.load_path), mode, ec);
   if (ec || !lib.is_loaded()) {
     const char* why = dlerror();
-    throw PluginLoadError(path.string(), "", "a shared library that loads with RTLD_NOW",
-                          why != nullptr ? std::string(why) : ec.message(),
+    std::string found = why != nullptr ? std::string(why) : ec.message();
+    // dlerror names the private copy (/proc/<pid>/fd/<n>): name the operator's file instead.
+    for (size_t at = found.find(image.load_path); at != std::string::npos;
+         at = found.find(image.load_path, at + 1)) {
+      found.replace(at, image.load_path.size(), shown_path.string());
+    }
+    throw PluginLoadError(shown_path.string(), "", "a shared library that loads with RTLD_NOW",
+                          found,
                           "rebuild it with sqlstreams_add_plugin against plugin-sdk and check "
                           "its dependencies with `ldd`");
   }

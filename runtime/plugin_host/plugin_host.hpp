@@ -1,6 +1,9 @@
 // plugin_host — loads handler plugins (Boost.DLL, rtld_now | rtld_local), checks their
 // manifest against the C ABI in plugin-sdk/include/sqlstreams/plugin.h, and creates one
 // handler instance per consumer group. Libraries are never unloaded.
+// Private images (plugin_image.cpp): the host maps a sealed in-memory copy of each checked file,
+// never the file itself, so replacing or rewriting the file (cp, mv, install) cannot change the
+// code that runs; PluginRegistry::refresh loads a changed file beside the running version.
 // Trust before code runs (plugin_trust.cpp): nothing of a plugin is dlopened unless its real
 // path lies inside the real plugin_dir and the file and every directory up to `/` are owned by
 // root or the host's euid and not writable by group/others (sticky directories above plugin_dir
@@ -99,6 +102,13 @@ struct PluginInfo {
   std::vector<std::string> handlers;
   std::string sdk_build;                   // free text from the manifest
   std::vector<HandlerInfo> handler_infos;  // same order as `handlers`
+  std::string sha256;  // of the file's bytes when they were copied (the private image)
+};
+
+// A plugin file that changed on disk and was loaded beside the version already running.
+struct PluginUpgrade {
+  PluginInfo from;
+  PluginInfo to;
 };
 
 // Owns every loaded library for the life of the process (declare it before, so it is destroyed
@@ -112,6 +122,14 @@ class PluginRegistry {
 
   // Loads `file` (a name inside plugin_dir, or an absolute path) once; throws PluginLoadError.
   const PluginInfo& load(const std::string& file);
+
+  // SIGHUP (issue 13): when `file` is loaded and its bytes on disk differ from the loaded
+  // image (SHA-256), loads the new bytes beside the old version (checks, private copy, manifest)
+  // and makes them the version that load/validate/create use from now on. The old version
+  // stays mapped: instances created from it keep running until their group restarts. Returns
+  // nullopt when the file is unchanged or was never loaded; throws PluginLoadError when the new
+  // file is refused (the old version stays current).
+  std::optional<PluginUpgrade> refresh(const std::string& file);
 
   // Calls the handler's validate(config_json); throws PluginLoadError with the plugin's message.
   void validate(const std::string& file, const std::string& handler,
@@ -128,7 +146,8 @@ class PluginRegistry {
 
   std::filesystem::path plugin_dir_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // by resolved path
+  std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // current, by resolved path
+  std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced by refresh(), still mapped
 };
 
 // The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits

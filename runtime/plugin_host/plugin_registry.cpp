@@ -87,15 +87,45 @@ std::filesystem::path PluginRegistry::resolve(const std::string& file) const {
   return resolve_plugin_path(plugin_dir_, file);
 }
 
+std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& path,
+                                                 const std::filesystem::path& real) {
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->image = copy_plugin_image(real);
+  try {
+    plugin->library = open_plugin_library(plugin->image, path);
+  } catch (...) {
+    discard_plugin_image(plugin->image);  // never mapped: its number may be reused
+    throw;
+  }
+  // From here the image's fd stays open even if the manifest is refused (see plugin_image.cpp).
+  read_manifest(path.string(), *plugin);
+  plugin->info.sha256 = plugin->image.sha256;
+  return plugin;
+}
+
 const LoadedPlugin& PluginRegistry::load_internal(const std::string& file) {
   const std::filesystem::path path = resolve(file);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = loaded_.find(path.string()); it != loaded_.end()) return *it->second;
   const std::filesystem::path real = check_plugin_file(plugin_dir_, path);  // before dlopen
-  auto plugin = std::make_unique<LoadedPlugin>();
-  plugin->library = open_plugin_library(real);
-  read_manifest(path.string(), *plugin);
-  return *loaded_.emplace(path.string(), std::move(plugin)).first->second;
+  return *loaded_.emplace(path.string(), open_loaded_plugin(path, real)).first->second;
+}
+
+std::optional<PluginUpgrade> PluginRegistry::refresh(const std::string& file) {
+  const std::filesystem::path path = resolve(file);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = loaded_.find(path.string());
+  if (it == loaded_.end()) return std::nullopt;  // not loaded yet: its first load reads the file
+  const std::filesystem::path real = check_plugin_file(plugin_dir_, path);
+  PluginImage probe = copy_plugin_image(real);
+  const bool unchanged = probe.sha256 == it->second->info.sha256;
+  discard_plugin_image(probe);
+  if (unchanged) return std::nullopt;
+  std::unique_ptr<LoadedPlugin> fresh = open_loaded_plugin(path, real);
+  PluginUpgrade upgrade{it->second->info, fresh->info};
+  retired_.push_back(std::move(it->second));  // instances made from it keep running
+  it->second = std::move(fresh);
+  return upgrade;
 }
 
 const PluginInfo& PluginRegistry::load(const std::string& file) { return load_internal(file).info; }

@@ -114,6 +114,10 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   return registry_->create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name);
 }
 
+std::string Host::plugin_sha256(const config::GroupConfig& g) {
+  return registry_->load(g.plugin).sha256;
+}
+
 std::unique_ptr<consume::GroupPipeline> Host::make_pipeline(
     const config::Config& config, const config::GroupConfig& g, const store::GroupRef& ref,
     std::unique_ptr<plugin_host::HandlerInstance> handler) {
@@ -168,7 +172,7 @@ void Host::start() {
                                 fmt::format("group {}/{} is not declared", g.stream, g.name),
                                 "run `sqlstreams declare --config FILE`");
       }
-      Running r{g, *ref, make_pipeline(config, g, *ref, make_handler(g))};
+      Running r{g, *ref, make_pipeline(config, g, *ref, make_handler(g)), plugin_sha256(g)};
       refs.push_back(*ref);
       std::lock_guard lock(mu_);
       running_.emplace(group_key(g.stream, g.name), std::move(r));

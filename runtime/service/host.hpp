@@ -96,6 +96,7 @@ class Host {
     config::GroupConfig group;
     store::GroupRef ref;
     std::unique_ptr<consume::GroupPipeline> pipeline;
+    std::string plugin_sha256;  // the plugin image its handler was created from
   };
   struct Prepared;  // what a reload builds before anything stops (host_reload.cpp)
   bool prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
@@ -118,6 +119,12 @@ class Host {
                       std::chrono::steady_clock::time_point deadline,
                       const std::function<void()>& tick);
   void log_rejected(const std::vector<std::string>& problems);
+  // SIGHUP: loads every changed plugin file of `next` beside its running version (logged as
+  // plugin-upgraded); false with `problems` when a changed file is refused.
+  bool refresh_plugins(const config::Config& next, std::vector<std::string>& problems);
+  // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
+  void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
+  std::string plugin_sha256(const config::GroupConfig& group);
   ops::GroupSample sample_of(const std::string& key, const Running& r) const;  // mu_ held
 
   HostOptions options_;

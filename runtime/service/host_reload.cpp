@@ -3,10 +3,16 @@
 // looking up the maintenance workers) happens before anything stops; then new groups start,
 // removed and retuned groups drain in parallel, retuned groups restart, and the maintenance
 // runner restarts when its workers changed. Unchanged groups are never touched.
+// Plugin upgrades (issue 13): a plugin file whose bytes changed since it was loaded is loaded
+// beside the running version first (PluginRegistry::refresh); the groups whose handler runs the
+// old image are then retuned — drained and restarted on the new version — and the log line
+// plugin-upgraded names both versions, their SHA-256 prefixes and the groups. A refused new
+// file rejects the reload and the running version stays.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "service/host.hpp"
 #include "store/catalog.hpp"
@@ -67,8 +73,8 @@ bool Host::prepare(const config::Config& next, const ReloadPlan& plan, Prepared&
       }
       refs.push_back(*ref);
       if (auto h = handlers.find(key); h != handlers.end()) {
-        out.fresh.emplace(key,
-                          Running{g, *ref, make_pipeline(next, g, *ref, std::move(h->second))});
+        out.fresh.emplace(key, Running{g, *ref, make_pipeline(next, g, *ref, std::move(h->second)),
+                                       plugin_sha256(g)});
       }
     }
     if (plan.maintenance_changed && problems.empty()) {
@@ -153,6 +159,55 @@ void Host::restart_http(const std::string& old_listen, const std::string& new_li
   }
 }
 
+bool Host::refresh_plugins(const config::Config& next, std::vector<std::string>& problems) {
+  std::map<std::string, const config::GroupConfig*> files;  // plugin file → first group using it
+  for (const auto& g : next.groups) files.emplace(g.plugin, &g);
+  for (const auto& [file, g] : files) {
+    try {
+      auto upgrade = registry_->refresh(file);
+      if (!upgrade) continue;
+      std::vector<std::string> users;
+      for (const auto& other : next.groups) {
+        if (other.plugin == file) users.push_back(group_key(other.stream, other.name));
+      }
+      spdlog::info(
+          "plugin-upgraded file={} from=\"{} {}\" from_sha256={} to=\"{} {}\" to_sha256={} "
+          "groups={}: the groups restart on the new version",
+          upgrade->to.path, upgrade->from.name, upgrade->from.version,
+          upgrade->from.sha256.substr(0, 16), upgrade->to.name, upgrade->to.version,
+          upgrade->to.sha256.substr(0, 16), join(users));
+    } catch (const plugin_host::PluginLoadError& e) {
+      problems.push_back(fmt::format("{}:{}:{}: group {}: {}{} (the running version stays)",
+                                     g->pos.file, g->pos.line, g->pos.column,
+                                     group_key(g->stream, g->name), e.what(),
+                                     e.hint().empty() ? "" : " (" + e.hint() + ")"));
+    }
+  }
+  return problems.empty();
+}
+
+void Host::plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan) {
+  std::vector<std::string> still_unchanged;
+  for (const auto& key : plan.unchanged) {
+    const config::GroupConfig* g = nullptr;
+    for (const auto& candidate : next.groups) {
+      if (group_key(candidate.stream, candidate.name) == key) g = &candidate;
+    }
+    std::string running_sha;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = running_.find(key); it != running_.end())
+        running_sha = it->second.plugin_sha256;
+    }
+    if (g != nullptr && !running_sha.empty() && running_sha != plugin_sha256(*g)) {
+      plan.retuned.push_back(key);  // drains, then restarts on the new image
+    } else {
+      still_unchanged.push_back(key);
+    }
+  }
+  plan.unchanged = std::move(still_unchanged);
+}
+
 bool Host::reload() {
   state_ = HostState::kReloading;
   const config::Config running = config();
@@ -169,6 +224,14 @@ bool Host::reload() {
     state_ = HostState::kRunning;
     return false;
   }
+  // First the plugin files: a changed one is loaded beside the running version, so that what
+  // follows (schema versions, new handler instances) sees the new version.
+  std::vector<std::string> plugin_problems;
+  if (!refresh_plugins(next, plugin_problems)) {
+    log_rejected(plugin_problems);
+    state_ = HostState::kRunning;
+    return false;
+  }
   // Before planning: a group whose config omits schema_versions gets its handler's version,
   // exactly as at start-up, so an unchanged group compares equal.
   std::vector<std::string> version_problems;
@@ -177,8 +240,7 @@ bool Host::reload() {
       resolve_schema_versions(*registry_, g);
     } catch (const plugin_host::PluginLoadError& e) {
       version_problems.push_back(fmt::format("{}:{}:{}: group {}: {}", g.pos.file, g.pos.line,
-                                             g.pos.column, group_key(g.stream, g.name),
-                                             e.what()));
+                                             g.pos.column, group_key(g.stream, g.name), e.what()));
     }
   }
   if (!version_problems.empty()) {
@@ -187,6 +249,7 @@ bool Host::reload() {
     return false;
   }
   ReloadPlan plan = plan_reload(running, next);
+  plan_plugin_upgrades(next, plan);
   if (options_.plugin_dir_overridden) std::erase(plan.needs_restart, "host.plugin_dir");
   for (const auto& key : plan.needs_restart) {
     spdlog::warn("reload-needs-restart key={}: the running value stays until the host restarts",

@@ -3,7 +3,9 @@
 // non-concurrent handlers, and destroy() exactly once.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <link.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -16,13 +18,26 @@ using plugin_host_test::Message;
 using sqlstreams::plugin_host::OutcomeKind;
 using sqlstreams::plugin_host::PluginRegistry;
 
+// The fixture's instance counter in the c_ok.so loaded last. The host loads private copies
+// (/proc/<pid>/fd/<n>, one per registry), so the library is found among the loaded objects, not
+// by the fixture's file name.
 int live_c_instances() {
-  void* handle = ::dlopen((kFixtureDir + "/c_ok.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (handle == nullptr) return -1;
-  auto fn = reinterpret_cast<int (*)()>(::dlsym(handle, "fixture_live_instances"));
-  const int live = fn != nullptr ? fn() : -1;
-  ::dlclose(handle);
-  return live;
+  struct Found {
+    int (*fn)() = nullptr;
+  } found;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) {
+        if (info->dlpi_name == nullptr || std::strncmp(info->dlpi_name, "/proc/", 6) != 0) return 0;
+        void* handle = ::dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD);
+        if (handle == nullptr) return 0;
+        if (void* sym = ::dlsym(handle, "fixture_live_instances"); sym != nullptr) {
+          static_cast<Found*>(data)->fn = reinterpret_cast<int (*)()>(sym);  // the last wins
+        }
+        ::dlclose(handle);
+        return 0;
+      },
+      &found);
+  return found.fn != nullptr ? found.fn() : -1;
 }
 
 class CHandler : public ::testing::Test {
@@ -65,7 +80,8 @@ TEST_F(CHandler, TextAndDelayAreSanitizedAtTheBoundary) {
   EXPECT_EQ(huge.kind, OutcomeKind::kDelay);
   EXPECT_EQ(huge.delay, sqlstreams::plugin_host::kMaxDelay) << "clamped to the 30-day ceiling";
   EXPECT_EQ(echo_->handle(Message{.payload = "bad-bytes"}.view()).error,
-            "a\xEF\xBF\xBD" "b\xEF\xBF\xBD")
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD")
       << "NUL and invalid bytes become U+FFFD";
   EXPECT_EQ(echo_->handle(Message{.payload = "bogus-length"}.view()).error, "short")
       << "a length above the cap is not trusted: read up to the NUL";
