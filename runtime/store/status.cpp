@@ -69,10 +69,12 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
   }
 }
 
-// The lowest cursor below the oldest droppable partition's last id (never the newest one).
+// The lowest cursor below the last id of the oldest partition, when that partition could
+// otherwise go: never the newest one, nor one that can still receive ids.
 void find_retention_hold(StreamStatus& st) {
   if (!st.retention || st.allow_drop_past_committed || st.partitions < 2 || !st.first_id) return;
   const int64_t needs = *st.first_id + st.partition_size - 1;
+  if (st.last_drawn < needs) return;
   const GroupStatus* lowest = nullptr;
   for (const auto& g : st.groups) {
     if (!lowest || g.committed < lowest->committed) lowest = &g;

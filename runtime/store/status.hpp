@@ -46,7 +46,8 @@ struct GroupStatus {
 inline constexpr Millis kSeenRecently{60'000};
 
 // The group whose cursor keeps retention from dropping the stream's oldest partition (the
-// lowest committed, below that partition's last id). Age may keep the partition too.
+// lowest committed, below that partition's last id, once every id of it was drawn). Age may
+// keep the partition too.
 struct RetentionHold {
   std::string group;
   int64_t committed = 0;
