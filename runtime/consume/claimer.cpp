@@ -33,6 +33,20 @@ void GroupPipeline::claim_loop() {
   bool outage = false;
   auto next_reclaim_check = SteadyClock::now();
   auto next_state_check = SteadyClock::now();
+  // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
+  // otherwise the outage is logged once and the loop backs off.
+  auto failed = [&](const store::StoreError& e) {
+    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
+    metrics_.store_errors++;
+    if (!outage) {
+      spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
+                    options_.ref.name, store::kind_name(e.kind()), e.what());
+      outage = true;
+    }
+    sleep_idle(error_backoff);
+    error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+    return false;
+  };
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -46,7 +60,11 @@ void GroupPipeline::claim_loop() {
     }
     if (SteadyClock::now() >= next_state_check) {
       next_state_check = SteadyClock::now() + g.poll_interval;
-      if (!follow_group_state(session)) break;  // dropped
+      try {
+        if (!follow_group_state(store.state())) break;  // dropped
+      } catch (const store::StoreError& e) {
+        if (failed(e)) break;
+      }
       continue;
     }
     try {
@@ -100,16 +118,7 @@ void GroupPipeline::claim_loop() {
       sleep_idle(proof_wait);  // an unproven observation waits for older producers
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
-      // A dropped group's cursor row is gone: that is no outage.
-      if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) break;
-      metrics_.store_errors++;
-      if (!outage) {
-        spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
-                      options_.ref.name, store::kind_name(e.kind()), e.what());
-        outage = true;
-      }
-      sleep_idle(error_backoff);
-      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+      if (failed(e)) break;
     }
   }
 }
@@ -123,13 +132,7 @@ bool GroupPipeline::operator_paused() const {
   return operator_paused_;
 }
 
-bool GroupPipeline::follow_group_state(store::Session& session) {
-  store::GroupState st;
-  try {
-    st = store::read_group_state(session, options_.ref.id);
-  } catch (const store::StoreError&) {
-    return true;  // an outage: the claim path logs it; the state is read again next time
-  }
+bool GroupPipeline::follow_group_state(const store::GroupState& st) {
   if (st.kind == store::GroupState::Kind::kGone) {
     mark_dropped();
     return false;

@@ -134,8 +134,8 @@ class GroupPipeline {
   void check_timeouts();
   void update_pause();  // pauses or resumes on hung_handlers(); requires mu_
   bool claiming_paused() const { return paused_ || operator_paused_; }  // requires mu_
-  // Reads the group's row: pauses or resumes for the operator; false when it was dropped.
-  bool follow_group_state(store::Session& session);
+  // Follows the group's row: pauses or resumes for the operator; false when it was dropped.
+  bool follow_group_state(const store::GroupState& state);
   // True (after logging `group-dropped` once) when the group is gone; `store` asks the database
   // unless it is known already. Never throws.
   bool group_gone(store::GroupStore& store);
