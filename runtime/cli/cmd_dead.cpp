@@ -1,5 +1,6 @@
 // `sqlstreams dead list|show|retry|discard STREAM GROUP` and `sqlstreams group rewind`: the
-// operator's tools for what did not succeed (DESIGN §7). Every action is audited.
+// operator's tools for what did not succeed (DESIGN §7). Every action is audited. (`group
+// pause|resume|drop` live in cmd_group.cpp.)
 #include <fmt/format.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -36,16 +37,6 @@ int64_t id_arg(const char* flag, const std::optional<int64_t>& v) {
                             "leave the option out to mean every message");
   }
   return *v;
-}
-
-std::string actor() {
-  const char* user = std::getenv("USER");
-  if (!user) {
-    if (auto* pw = getpwuid(getuid())) user = pw->pw_name;
-  }
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return fmt::format("cli:{}@{}", user ? user : "unknown", host);
 }
 
 std::string iso(int64_t unix_ms) {
@@ -180,7 +171,7 @@ bool confirm(const std::string& question) {
 int retry(const DeadFlags& f) {
   auto filter = filter_of(f);
   auto t = open_group(f);
-  auto ids = store::retry_dead(*t.session, t.group, filter, actor());
+  auto ids = store::retry_dead(*t.session, t.group, filter, operator_actor());
   std::printf("sent %zu dead letter(s) of %s/%s back to ready with a fresh retry budget\n",
               ids.size(), f.stream.c_str(), f.group.c_str());
   return 0;
@@ -201,7 +192,7 @@ int discard(const DeadFlags& f) {
                               "confirm on a terminal, or pass --yes");
     }
   }
-  auto ids = store::discard_dead(*t.session, t.group, filter, actor());
+  auto ids = store::discard_dead(*t.session, t.group, filter, operator_actor());
   std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(),
               f.group.c_str());
   return 0;
@@ -231,7 +222,7 @@ int rewind(const DeadFlags& f) {
   if (f.id) to_id = id_arg("--to-id", f.id);
   if (f.to_time) to_time = parse_time(*f.to_time);
   auto t = open_group(f);
-  auto r = store::rewind_group(*t.session, t.group, to_id, to_time, actor());
+  auto r = store::rewind_group(*t.session, t.group, to_id, to_time, operator_actor());
   std::printf(
       "rewound %s/%s from claimed %lld (committed %lld) to %lld: messages after %lld "
       "will be delivered again\n",
@@ -260,6 +251,16 @@ void add_filters(CLI::App* cmd, DeadFlags& f) {
 }
 
 }  // namespace
+
+std::string operator_actor() {
+  const char* user = std::getenv("USER");
+  if (!user) {
+    if (auto* pw = getpwuid(getuid())) user = pw->pw_name;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return fmt::format("cli:{}@{}", user ? user : "unknown", host);
+}
 
 void register_dead(CLI::App& app, Action& action) {
   auto* dead = app.add_subcommand("dead", "Dead letters: list, show, retry, discard");
@@ -297,6 +298,7 @@ void register_group(CLI::App& app, Action& action) {
   rw->add_option("--to-time", f->to_time,
                  "deliver every message created at/after T (UTC ISO-8601, or a duration ago)");
   rw->callback([&action, f] { action = [f] { return rewind(*f); }; });
+  add_group_lifecycle(group, action);  // pause, resume, drop (cmd_group.cpp)
 }
 
 }  // namespace sqlstreams::cli

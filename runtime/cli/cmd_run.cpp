@@ -1,5 +1,6 @@
-// `sqlstreams run --config FILE`: migrate (or refuse, by setting), check Rule 2, declare
-// streams and groups, then hand over to service::Host (pipelines, maintenance, HTTP, systemd
+// `sqlstreams run --config FILE`: load every plugin and create the handlers, then migrate (or
+// refuse, by setting), declare streams and groups and check Rule 2 (service::Host::start runs
+// prepare_database after the plugins), then service::Host (pipelines, maintenance, HTTP, systemd
 // notify) and its control loop: SIGHUP reloads, SIGTERM/SIGINT drains within
 // host.shutdown_timeout, a second signal exits at once.
 #include <fmt/format.h>
@@ -57,11 +58,10 @@ int run(const RunFlags& f) {
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
                store::describe_conninfo(session_options.url), session_options.schema);
-  {
-    store::Session session(session_options);
-    prepare_database(session, config);
-  }
   service::HostOptions o;
+  // Only once every plugin loaded and every handler was created (Host::start): a start that
+  // fails on a plugin writes nothing to the database.
+  o.prepare_database = prepare_database;
   o.plugin_dir = f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);

@@ -1,7 +1,9 @@
 // `sqlstreams status [--json]`: the fleet as the database sees it (store/status): per stream
 // its head, partitions, oldest retained message and retention; per group its cursor, lag,
-// leases, exceptions by status, what retention took from it and skipped schema versions; the
-// live hosts and the maintenance workers each holds. Reads only; safe against a running fleet.
+// leases, exceptions by status, what retention took from it and skipped schema versions; which
+// groups are paused, which no running host has seen recently, and which group holds retention
+// back; the live hosts and the maintenance workers each holds. Reads only; safe against a
+// running fleet.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,16 @@ nlohmann::json opt(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+std::optional<int64_t> ms_of(const std::optional<SysTime>& t) {
+  if (!t) return std::nullopt;
+  return t->time_since_epoch().count();
+}
+
+// "3m ago" / "never", for a group's last_seen_at.
+std::string seen_text(SysTime now, const std::optional<SysTime>& seen) {
+  return seen ? approx(now - *seen) + " ago" : std::string("never");
+}
+
 nlohmann::json to_json(const store::FleetStatus& f) {
   auto ms = [](SysTime t) { return t.time_since_epoch().count(); };
   nlohmann::json out{{"now_ms", ms(f.now)},
@@ -55,7 +67,21 @@ nlohmann::json to_json(const store::FleetStatus& f) {
            {"lost_messages", g.lost_messages},
            {"lost_through", opt(g.lost_through)},
            {"skipped_versions", g.skipped_versions},
-           {"advancer", opt(g.advancer)}});
+           {"advancer", opt(g.advancer)},
+           {"paused", g.paused_at.has_value()},
+           {"paused_at_ms", opt(ms_of(g.paused_at))},
+           {"paused_by", g.paused_at ? nlohmann::json(g.paused_by) : nlohmann::json(nullptr)},
+           {"last_seen_at_ms", opt(ms_of(g.last_seen_at))},
+           {"seen_recently", g.seen_recently}});
+    }
+    nlohmann::json hold = nullptr;
+    if (const auto& h = s.retention_held_by) {
+      hold = {{"group", h->group},
+              {"committed", h->committed},
+              {"needs", h->needs},
+              {"last_seen_at_ms", opt(ms_of(h->last_seen_at))},
+              {"seen_recently", h->seen_recently},
+              {"paused", h->paused}};
     }
     std::optional<int64_t> age, retention;
     if (s.oldest_age) age = s.oldest_age->count();
@@ -73,6 +99,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
                               {"retention_ms", opt(retention)},
                               {"allow_drop_past_committed", s.allow_drop_past_committed},
                               {"janitor", opt(s.janitor)},
+                              {"retention_held_by", hold},
                               {"groups", groups}});
   }
   for (const auto& h : f.hosts) {
@@ -126,6 +153,26 @@ void print_text(const store::FleetStatus& f) {
           static_cast<long long>(g.inflight), static_cast<long long>(g.dead),
           static_cast<long long>(g.lost_messages), static_cast<long long>(g.skipped_versions),
           escape_for_text(g.advancer.value_or("not running")).c_str());
+    }
+    for (const auto& g : s.groups) {
+      if (g.paused_at) {
+        std::printf("  paused: %s (%s ago, by %s; `sqlstreams group resume` restarts it)\n",
+                    g.name.c_str(), approx(f.now - *g.paused_at).c_str(),
+                    escape_for_text(g.paused_by).c_str());
+      }
+      if (!g.seen_recently) {
+        std::printf(
+            "  not seen by a running host: %s (last seen %s; drop it with `sqlstreams group "
+            "drop` if no config runs it any more)\n",
+            g.name.c_str(), seen_text(f.now, g.last_seen_at).c_str());
+      }
+    }
+    if (const auto& h = s.retention_held_by) {
+      std::printf(
+          "  retention waits for group %s: committed %lld, the oldest partition needs %lld "
+          "(last seen %s%s)\n",
+          h->group.c_str(), static_cast<long long>(h->committed), static_cast<long long>(h->needs),
+          seen_text(f.now, h->last_seen_at).c_str(), h->paused ? ", paused" : "");
     }
   }
   int live = 0;

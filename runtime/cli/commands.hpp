@@ -50,7 +50,11 @@ void register_produce(CLI::App& app, Action& action);
 void register_config(CLI::App& app, Action& action);
 void register_run(CLI::App& app, Action& action);
 void register_dead(CLI::App& app, Action& action);
-void register_group(CLI::App& app, Action& action);
+void register_group(CLI::App& app, Action& action);  // rewind (cmd_dead.cpp), then:
+// `group pause|resume|drop GROUP --stream S` under the `group` subcommand (cmd_group.cpp).
+void add_group_lifecycle(CLI::App* group, Action& action);
+// "cli:<os user>@<machine>": who acts, as written into audit rows.
+std::string operator_actor();
 void register_status(CLI::App& app, Action& action);
 void register_plugin(CLI::App& app, Action& action);  // cmd_plugin.cpp
 

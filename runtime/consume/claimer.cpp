@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "consume/group_pipeline.hpp"
+#include "store/group_lifecycle.hpp"
 #include "store/group_store.hpp"
 
 namespace sqlstreams::consume {
@@ -31,14 +32,40 @@ void GroupPipeline::claim_loop() {
   auto error_backoff = g.poll_interval;
   bool outage = false;
   auto next_reclaim_check = SteadyClock::now();
+  auto next_state_check = SteadyClock::now();
+  // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
+  // otherwise the outage is logged once and the loop backs off.
+  auto failed = [&](const store::StoreError& e) {
+    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
+    metrics_.store_errors++;
+    if (!outage) {
+      spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
+                    options_.ref.name, store::kind_name(e.kind()), e.what());
+      outage = true;
+    }
+    sleep_idle(error_backoff);
+    error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+    return false;
+  };
   for (;;) {
     {
       std::unique_lock lock(mu_);
-      // Backpressure: at most queue_ranges claimed ranges in flight.
-      claim_cv_.wait(lock, [&] {
-        return stop_claiming_ || (!paused_ && active_.size() < static_cast<size_t>(g.queue_ranges));
+      // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
+      // pause/drop check at least every poll_interval.
+      claim_cv_.wait_until(lock, next_state_check, [&] {
+        return stop_claiming_ ||
+               (!claiming_paused() && active_.size() < static_cast<size_t>(g.queue_ranges));
       });
       if (stop_claiming_) break;
+    }
+    if (SteadyClock::now() >= next_state_check) {
+      next_state_check = SteadyClock::now() + g.poll_interval;
+      try {
+        if (!follow_group_state(store.state())) break;  // dropped
+      } catch (const store::StoreError& e) {
+        if (failed(e)) break;
+      }
+      continue;
     }
     try {
       if (SteadyClock::now() >= next_reclaim_check) {
@@ -91,16 +118,65 @@ void GroupPipeline::claim_loop() {
       sleep_idle(proof_wait);  // an unproven observation waits for older producers
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
-      metrics_.store_errors++;
-      if (!outage) {
-        spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
-                      options_.ref.name, store::kind_name(e.kind()), e.what());
-        outage = true;
-      }
-      sleep_idle(error_backoff);
-      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+      if (failed(e)) break;
     }
   }
+}
+
+}  // namespace sqlstreams::consume
+
+namespace sqlstreams::consume {
+
+bool GroupPipeline::operator_paused() const {
+  std::lock_guard lock(mu_);
+  return operator_paused_;
+}
+
+bool GroupPipeline::follow_group_state(const store::GroupState& st) {
+  if (st.kind == store::GroupState::Kind::kGone) {
+    mark_dropped();
+    return false;
+  }
+  const bool pause = st.kind == store::GroupState::Kind::kPaused;
+  std::lock_guard lock(mu_);
+  if (pause == operator_paused_) return true;
+  operator_paused_ = pause;
+  if (pause) {
+    hand_back_queued();
+    spdlog::warn(
+        "group-paused-by-operator stream={} group={} paused_by=\"{}\": claiming nothing; "
+        "in-flight work finishes and commits, queued work was handed back (`sqlstreams group "
+        "resume` restarts it)",
+        options_.ref.stream, options_.ref.name, st.paused_by);
+  } else {
+    spdlog::info("group-resumed-by-operator stream={} group={}", options_.ref.stream,
+                 options_.ref.name);
+  }
+  claim_cv_.notify_all();
+  return true;
+}
+
+bool GroupPipeline::group_gone(store::GroupStore& store) {
+  if (dropped_.load()) return true;
+  try {
+    if (store.state().kind != store::GroupState::Kind::kGone) return false;
+  } catch (const store::StoreError&) {
+    return false;
+  }
+  mark_dropped();
+  return true;
+}
+
+void GroupPipeline::mark_dropped() {
+  if (dropped_.exchange(true)) return;
+  spdlog::error(
+      "group-dropped stream={} group={} id={}: the group was dropped (`sqlstreams group drop`); "
+      "this host stops its pipeline and discards its unfinished work. It is not declared again "
+      "until the host restarts or reloads (SIGHUP) with the group still in its config",
+      options_.ref.stream, options_.ref.name, options_.ref.id);
+  std::lock_guard lock(mu_);
+  hand_back_queued();
+  claim_cv_.notify_all();
 }
 
 }  // namespace sqlstreams::consume

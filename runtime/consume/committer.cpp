@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "common/duration.hpp"
 #include "consume/group_pipeline.hpp"
@@ -183,8 +184,15 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
                                  SteadyClock::time_point give_up) {
   std::vector<std::shared_ptr<RangeWork>> to_commit;
   std::vector<store::RangeCommit> commits;
+  // Leases lost because the group was dropped are no news: `group-dropped` said it once.
+  std::optional<bool> gone;
+  auto dropped = [&] {
+    if (!gone) gone = group_gone(store);
+    return *gone;
+  };
   for (const auto& r : ranges) {
     if (r->lost.load()) {
+      if (dropped()) continue;
       metrics_.lease_lost++;
       // Not rate-limited: each lost range explains its re-deliveries (rare by construction).
       spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
@@ -197,6 +205,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
   auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
+        if (dropped()) continue;
         metrics_.lease_lost++;
         spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
                      options_.ref.stream, options_.ref.name, to_commit[i]->range().low,
@@ -259,9 +268,12 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
 void GroupPipeline::commit_retry_results(store::GroupStore& store,
                                          std::vector<store::RetryResult> results,
                                          SteadyClock::time_point give_up) {
+  std::optional<bool> gone;  // as in commit_batch
   auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
+        if (!gone) gone = group_gone(store);
+        if (*gone) continue;
         metrics_.retry_lease_lost++;
         if (auto n = warn_limiter_.admit("lease-lost-retry")) {
           spdlog::warn("lease-lost stream={} group={} message_id={}: retry outcome discarded{}",

@@ -11,6 +11,14 @@
 //                    paused: nothing is claimed, queued work is handed back (log
 //                    `group-paused`, gauge sqlstreams_group_paused, /readyz 503) until some
 //                    return (`group-resumed`);
+//   operator pause   the claimer reads the group's row (store/group_lifecycle) every
+//                    poll_interval: while an operator has paused it (`sqlstreams group pause`)
+//                    nothing is claimed (ranges or retries) and queued work is handed back;
+//                    in-flight handlers finish and commit (`group-paused-by-operator`, then
+//                    `group-resumed-by-operator`). Unlike the hung-handler pause, /readyz stays
+//                    200. A group found dropped (its row gone, or its leases gone on commit)
+//                    logs one `group-dropped` error, stops claiming and hands its work back;
+//                    dropped() turns true and the owner stops the pipeline (service/ reaps it).
 //   committer thread batches finished ranges and retry results into token-guarded
 //                    transactions, renews range and row leases, runs the cursor advancer about
 //                    once a second (when enabled) and the timeout watchdog.
@@ -78,6 +86,8 @@ class GroupPipeline {
   int live_workers() const;  // threads serving the pool now (abandoned ones excluded)
   int hung_handlers() const { return hung_->load(); }  // written off, still running
   bool paused() const;                                 // too many hung handlers: claiming nothing
+  bool operator_paused() const;                        // `sqlstreams group pause`
+  bool dropped() const { return dropped_.load(); }     // the group was dropped: stop() it
 
  private:
   struct Task {
@@ -122,7 +132,14 @@ class GroupPipeline {
                             std::chrono::steady_clock::time_point give_up);
   void renew_leases(store::GroupStore& store);
   void check_timeouts();
-  void update_pause();      // pauses or resumes on hung_handlers(); requires mu_
+  void update_pause();  // pauses or resumes on hung_handlers(); requires mu_
+  bool claiming_paused() const { return paused_ || operator_paused_; }  // requires mu_
+  // Follows the group's row: pauses or resumes for the operator; false when it was dropped.
+  bool follow_group_state(const store::GroupState& state);
+  // True (after logging `group-dropped` once) when the group is gone; `store` asks the database
+  // unless it is known already. Never throws.
+  bool group_gone(store::GroupStore& store);
+  void mark_dropped();
   void hand_back_queued();  // unstarted tasks go back (ranges: reclaimable; rows: ready); mu_
   void sleep_idle(std::chrono::milliseconds d);
   double random01();
@@ -145,7 +162,9 @@ class GroupPipeline {
   bool stop_claiming_ = false;
   bool stop_workers_ = false;
   bool final_flush_ = false;
-  bool paused_ = false;  // hung handlers reached max_hung_handlers
+  bool paused_ = false;               // hung handlers reached max_hung_handlers
+  bool operator_paused_ = false;      // groups.paused_at is set
+  std::atomic<bool> dropped_{false};  // the group row is gone (dropped by an operator)
   // Written-off handler threads still running: shared with them, since they may return after
   // the pipeline is gone.
   std::shared_ptr<std::atomic<int>> hung_ = std::make_shared<std::atomic<int>>(0);

@@ -46,23 +46,27 @@ void GroupPipeline::retry_loop() {
     bool suspects;
     {
       std::unique_lock lock(mu_);
-      claim_cv_.wait_until(lock, next_poll, [&] { return stop_claiming_ || retry_poke_; });
-      if (stop_claiming_) break;
+      claim_cv_.wait_until(lock, next_poll,
+                           [&] { return stop_claiming_ || dropped_.load() || retry_poke_; });
+      if (stop_claiming_ || dropped_.load()) break;
       retry_poke_ = false;
       suspects = isolating || SteadyClock::now() >= next_suspect_check;
       if (suspects) {
-        claim_cv_.wait(lock,
-                       [&] { return stop_claiming_ || (!paused_ && active_retries_.empty()); });
+        claim_cv_.wait(lock, [&] {
+          return stop_claiming_ || dropped_.load() ||
+                 (!claiming_paused() && active_retries_.empty());
+        });
         room = 1;
       } else {
         // In a backlog, claim in big batches: wait until half the capacity is free again.
         const size_t low_water = backlog ? capacity / 2 : capacity - 1;
         claim_cv_.wait(lock, [&] {
-          return stop_claiming_ || (!paused_ && active_retries_.size() <= low_water);
+          return stop_claiming_ || dropped_.load() ||
+                 (!claiming_paused() && active_retries_.size() <= low_water);
         });
         room = capacity - active_retries_.size();
       }
-      if (stop_claiming_) break;
+      if (stop_claiming_ || dropped_.load()) break;
     }
     try {
       using Pick = store::GroupStore::RetryPick;

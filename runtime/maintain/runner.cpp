@@ -229,7 +229,9 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
 void MaintenanceRunner::heartbeat(store::Session& session) {
   const std::string stats = options_.stats_json ? options_.stats_json() : std::string();
   if (host_id_ == 0) host_id_ = store::register_host(session, *options_.host, options_.ttl);
-  auto hb = store::heartbeat_host(session, host_id_, *options_.host, options_.ttl, stats);
+  const std::vector<int64_t> groups =
+      options_.seen_groups ? options_.seen_groups() : std::vector<int64_t>{};
+  auto hb = store::heartbeat_host(session, host_id_, *options_.host, options_.ttl, stats, groups);
   std::lock_guard lock(mu_);
   host_id_ = hb.host_id;
 }

@@ -1,5 +1,6 @@
 // maintain/runner — runs this host's share of the maintenance fleet (DESIGN §9).
-//   lease thread  registers the host and heartbeats its `hosts` row (every ttl/3); takes free
+//   lease thread  registers the host and heartbeats its `hosts` row (every ttl/3; the same
+//                 statement refreshes groups.last_seen_at of the groups it runs); takes free
 //                 worker leases (every ttl/4 but at least once a second, jittered): up to its fair
 //                 share, ceil(workers / live hosts), so hosts started together spread the work, and
 //                 any key left free for a whole TTL regardless (hosts may run different configs);
@@ -49,6 +50,8 @@ struct RunnerOptions {
   const Clock* clock = &SystemClock::instance();
   std::function<double()> random01;         // injected jitter; default: seeded splitmix64
   std::function<std::string()> stats_json;  // published with each heartbeat (a JSON object)
+  // The ids of the groups this host runs: their groups.last_seen_at rides on each heartbeat.
+  std::function<std::vector<int64_t>()> seen_groups;
 };
 
 class MaintenanceRunner {

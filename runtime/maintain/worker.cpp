@@ -42,8 +42,22 @@ std::string JanitorWorker::group_name(int64_t id) const {
   return it == options_.group_names.end() ? fmt::format("#{}", id) : it->second;
 }
 
-void JanitorWorker::log(const store::JanitorReport& r) const {
+void JanitorWorker::log(const store::JanitorReport& r) {
   const std::string& stream = options_.stream;
+  // Once per holder and partition, not every pass: who keeps retention waiting.
+  const std::string hold =
+      r.held_by ? fmt::format("{}/{}", r.held_by->group_id, r.held_by->needs) : std::string();
+  if (r.held_by && hold != last_hold_) {
+    const auto& h = *r.held_by;
+    spdlog::warn(
+        "retention-held stream={} group={} committed={} needs={} last_seen={}{}: the oldest "
+        "partition stays until this group commits through id {} (drop the group with `sqlstreams "
+        "group drop` if no running config uses it)",
+        stream, h.group, h.committed, h.needs,
+        h.last_seen ? format_duration(*h.last_seen) + " ago" : std::string("never"),
+        h.paused ? " paused=true" : "", h.needs);
+  }
+  if (r.errors.empty()) last_hold_ = hold;
   for (const auto& p : r.created) {
     spdlog::info("partition-created stream={} partition={} first_id={} last_id={}", stream, p.table,
                  p.first_id, p.last_id);

@@ -1,7 +1,9 @@
 // maintain/worker — maintenance workers (DESIGN §9): singleton background jobs that exactly one
 // live host runs at a time, under a lease row in `workers` (store/worker_leases).
 //   JanitorWorker   one per stream ("janitor", "stream:<id>"): store::StreamJanitor's pass,
-//                   logging `partition-created`, `partition-dropped`, `cursor-raised`
+//                   logging `partition-created`, `partition-dropped`, `cursor-raised`, and
+//                   `retention-held` (the group whose cursor keeps the oldest partition: its
+//                   position, when a running host last saw it) whenever that group changes
 //   AdvancerWorker  one per group ("advancer", "group:<id>"): the cursor advancer, reusing
 //                   store::GroupStore::advance_cursor() (read the target in one statement,
 //                   apply it with GREATEST in a second; DESIGN §6.5)
@@ -78,11 +80,12 @@ class JanitorWorker final : public MaintenanceWorker {
 
  private:
   std::string group_name(int64_t id) const;
-  void log(const store::JanitorReport& r) const;
+  void log(const store::JanitorReport& r);
 
   JanitorOptions options_;
   store::StreamJanitor janitor_;
   store::JanitorReport last_;
+  std::string last_hold_;  // "group/needs" last logged as `retention-held` ("" = none)
 };
 
 class AdvancerWorker final : public MaintenanceWorker {

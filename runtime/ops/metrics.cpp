@@ -144,6 +144,12 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
       family("sqlstreams_stream_partitions", "partition tables of the stream", MetricType::Gauge);
   auto oldest = family("sqlstreams_stream_oldest_message_age_seconds",
                        "age of the oldest retained message", MetricType::Gauge);
+  auto operator_paused = family("sqlstreams_group_operator_paused",
+                                "1 while an operator has paused the group (sqlstreams group pause)",
+                                MetricType::Gauge);
+  auto unseen = family("sqlstreams_group_unseen",
+                       "1 when no running host has seen the group recently (no config runs it?)",
+                       MetricType::Gauge);
   for (const auto& s : fleet.streams) {
     add_gauge(head, {{"stream", s.name}}, static_cast<double>(s.head));
     add_gauge(partitions, {{"stream", s.name}}, static_cast<double>(s.partitions));
@@ -166,13 +172,16 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
       expired.push_back({"state", "expired"});
       add_gauge(leases, std::move(expired), static_cast<double>(g.expired_leases));
       add_gauge(lost, group_labels(s.name, g.name), static_cast<double>(g.lost_messages));
+      add_gauge(operator_paused, group_labels(s.name, g.name), g.paused_at ? 1.0 : 0.0);
+      add_gauge(unseen, group_labels(s.name, g.name), g.seen_recently ? 0.0 : 1.0);
     }
   }
   int64_t live = 0;
   for (const auto& h : fleet.hosts) live += h.live ? 1 : 0;
   auto hosts = family("sqlstreams_hosts_live", "hosts with a live heartbeat", MetricType::Gauge);
   add_gauge(hosts, {}, static_cast<double>(live));
-  for (auto* f : {&lag, &exceptions, &leases, &lost, &head, &partitions, &oldest, &hosts}) {
+  for (auto* f : {&lag, &exceptions, &leases, &lost, &operator_paused, &unseen, &head, &partitions,
+                  &oldest, &hosts}) {
     out.push_back(std::move(*f));
   }
 }

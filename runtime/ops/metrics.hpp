@@ -18,6 +18,7 @@
 //   host.status_interval), labelled {stream, group} or {stream}:
 //     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
 //     sqlstreams_group_leases{state=open|expired}, sqlstreams_group_lost_messages,
+//     sqlstreams_group_operator_paused, sqlstreams_group_unseen (issue 13),
 //     sqlstreams_stream_head_id, sqlstreams_stream_partitions,
 //     sqlstreams_stream_oldest_message_age_seconds, sqlstreams_hosts_live
 //   The host: sqlstreams_host_info{name,version}, sqlstreams_host_ready,

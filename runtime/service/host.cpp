@@ -148,6 +148,12 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
                             started_at_};
   mo.ttl = config.host.maintenance_ttl;
   mo.stats_json = [this] { return stats_json(); };
+  mo.seen_groups = [this] {  // groups.last_seen_at of the groups this host runs
+    std::lock_guard lock(mu_);
+    std::vector<int64_t> ids;
+    for (const auto& [key, r] : running_) ids.push_back(r.ref.id);
+    return ids;
+  };
   return std::make_unique<maintain::MaintenanceRunner>(
       std::move(mo), maintain::fleet_workers(config, streams, groups, holder_));
 }
@@ -163,7 +169,12 @@ void Host::start() {
   started_at_ = SystemClock::instance().now();
   const config::Config config = config_;
   {
+    // Every plugin is loaded (constructor) and every handler created before the database is
+    // written: a start that fails on a plugin leaves no trace there (issue 13).
+    std::map<std::string, std::unique_ptr<plugin_host::HandlerInstance>> handlers;
+    for (const auto& g : config.groups) handlers[group_key(g.stream, g.name)] = make_handler(g);
     store::Session session(options_.session);
+    if (options_.prepare_database) options_.prepare_database(session, config);
     std::vector<store::GroupRef> refs;
     for (const auto& g : config.groups) {
       auto ref = store::find_group(session, g.stream, g.name);
@@ -172,7 +183,9 @@ void Host::start() {
                                 fmt::format("group {}/{} is not declared", g.stream, g.name),
                                 "run `sqlstreams declare --config FILE`");
       }
-      Running r{g, *ref, make_pipeline(config, g, *ref, make_handler(g)), plugin_sha256(g)};
+      Running r{g, *ref,
+                make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
+                 plugin_sha256(g)};
       refs.push_back(*ref);
       std::lock_guard lock(mu_);
       running_.emplace(group_key(g.stream, g.name), std::move(r));

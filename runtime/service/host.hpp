@@ -8,7 +8,8 @@
 // plugin that does not load or a database error rejects the whole reload (every problem is
 // logged, the running config stays); otherwise new groups start, removed groups drain,
 // retuned groups drain and restart with their new settings, and unchanged groups are not
-// touched. drain() stops everything within host.shutdown_timeout.
+// touched. drain() stops everything within host.shutdown_timeout. reap_dropped() stops the
+// pipelines of groups an operator dropped (`sqlstreams group drop`) while the host runs.
 // Counters of a retuned group carry over to its new pipeline, so /metrics counters only grow.
 // Threading: start(), reload() and drain() run on the control thread (service/run_host.cpp);
 // the read accessors (ready, samples, view, stats_json) are called from HTTP and maintenance
@@ -45,6 +46,9 @@ struct HostOptions {
   std::filesystem::path plugin_dir;    // where plugins load from for the life of the process
   bool plugin_dir_overridden = false;  // --plugin-dir: host.plugin_dir edits do not matter
   std::string version;
+  // Run once by start() after every plugin loaded and every handler was created, before any
+  // group is looked up: migrate, declare, check Rule 2 (cli/cmd_run.cpp). None = nothing.
+  std::function<void(store::Session&, const config::Config&)> prepare_database;
   // Declares the config's streams and groups (idempotent); run at reload time.
   std::function<void(store::Session&, const config::Config&)> declare;
   // Re-reads the config file on SIGHUP (default: config::load_config).
@@ -87,6 +91,12 @@ class Host {
   ops::HostView view() const;
   std::string stats_json() const;  // published with each heartbeat (`sqlstreams status`)
   const ops::StatusPoller* poller() const { return poller_.get(); }
+
+  // Stops the pipelines of groups an operator dropped (consume::GroupPipeline::dropped()) and
+  // forgets them: their advancers go with a maintenance restart, and the next reload (SIGHUP)
+  // with the group still in the file declares it again, as a new group. Control thread; cheap
+  // when nothing was dropped. Returns the number of pipelines stopped (service/host_groups.cpp).
+  size_t reap_dropped();
 
   // Hook for the reload drain (watchdog pings).
   void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }

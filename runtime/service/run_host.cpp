@@ -31,6 +31,7 @@ int run_host(Host& host) {
   for (;;) {
     auto s = ops::wait_for_signal(kTick);
     ping();
+    host.reap_dropped();  // groups an operator dropped while we ran them
     if (!s) continue;
     if (*s == SIGHUP) {
       notifier.reloading("reloading the configuration");

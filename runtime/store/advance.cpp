@@ -12,13 +12,15 @@ namespace sqlstreams::store {
 AdvanceTarget GroupStore::read_advance_target() {
   return guarded(session_, "advance cursor: read target", [&] {
     pqxx::nontransaction tx(connection_of(session_));
-    auto row = tx.exec_params1(
+    auto rows = tx.exec_params(
         fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
                     "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
                     "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
                     leases_, exceptions_, cursors_),
         group_id_);
     AdvanceTarget t;
+    if (rows.empty()) return t;  // a dropped group has no cursor: nothing to advance
+    const auto& row = rows[0];
     t.committed = row[0].as<int64_t>();
     t.target = row[1].as<int64_t>();
     t.generation = row[2].as<int64_t>();

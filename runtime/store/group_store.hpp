@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "store/group_lifecycle.hpp"
 #include "store/session.hpp"
 
 namespace sqlstreams::store {
@@ -214,12 +215,16 @@ class GroupStore {
   // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)):
   // read_advance_target() then apply_advance().
   AdvanceResult advance_cursor();
-  // Statement 1: the target, with the cursor generation it was computed under.
+  // Statement 1: the target, with the cursor generation it was computed under (all 0 when the
+  // group has no cursor row: it was dropped, and there is nothing to advance).
   AdvanceTarget read_advance_target();
   // Statement 2: moves committed up to the target only if the cursor generation is still the
   // one read (no rewind in between: a rewind plus a fresh claim keeps `claimed >= target` true,
   // so that alone cannot guard). Returns true when committed moved.
   bool apply_advance(const AdvanceTarget& target);
+
+  // The group's row (store/group_lifecycle read_group_state): paused by an operator, or gone.
+  GroupState state();
 
   // Blocks up to `timeout` for a NOTIFY on the stream's channel (LISTENs on first use).
   // Returns true when woken by a notification.

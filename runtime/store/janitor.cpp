@@ -44,14 +44,37 @@ PartitionRange range_of(int64_t stream_id, int64_t k, int64_t size) {
 pqxx::result lagging_groups(pqxx::transaction_base& tx, const std::string& s,
                             const std::string& part, const std::string& exceptions,
                             const std::string& cursors, int64_t last_id) {
+  // The most lagging first: it is the one that holds retention back.
   return tx.exec_params(
       fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
                   "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
-                  "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)) FROM {2} c "
+                  "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)), c.committed, "
+                  "{4}, g.paused_at IS NOT NULL FROM {2} c "
                   "JOIN {3}.groups g ON g.id = c.group_id WHERE c.committed < $1 ORDER BY "
-                  "c.group_id",
-                  part, exceptions, cursors, s),
+                  "c.committed, c.group_id",
+                  part, exceptions, cursors, s,
+                  to_epoch_ms(fmt::format("({} - g.last_seen_at)", kDbNow))),
       last_id);
+}
+
+RetentionHolder holder_of(const pqxx::row& row, int64_t needs) {
+  RetentionHolder h;
+  h.group_id = row[0].as<int64_t>();
+  h.group = row[1].as<std::string>();
+  h.committed = row[3].as<int64_t>();
+  h.needs = needs;
+  if (!row[4].is_null()) h.last_seen = Millis(row[4].as<int64_t>());
+  h.paused = row[5].as<bool>();
+  return h;
+}
+
+std::string hold_text(const RetentionHolder& h) {
+  return fmt::format("group '{}' has not committed through id {} (committed {}, {}{})", h.group,
+                     h.needs, h.committed,
+                     h.last_seen
+                         ? "last seen by a running host " + format_duration(*h.last_seen) + " ago"
+                         : std::string("never seen by a running host"),
+                     h.paused ? ", paused" : "");
 }
 
 void set_lock_timeout(pqxx::transaction_base& tx, Millis timeout) {
@@ -86,7 +109,7 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
   bool dropped_all = false;
   step("drop", [&] {
     for (int i = 0; i < settings.max_drops_per_pass; ++i) {
-      auto d = drop_oldest(settings, fence, &report.kept_because);
+      auto d = drop_oldest(settings, fence, &report.kept_because, &report.held_by);
       if (!d) return;
       report.dropped.push_back(std::move(*d));
     }
@@ -192,9 +215,10 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
   });
 }
 
-std::optional<DroppedPartition> StreamJanitor::drop_oldest(const JanitorSettings& settings,
-                                                           const WorkerFence* fence,
-                                                           std::string* kept_because) {
+std::optional<DroppedPartition> StreamJanitor::drop_oldest(
+    const JanitorSettings& settings, const WorkerFence* fence, std::string* kept_because,
+    std::optional<RetentionHolder>* held_by) {
+  if (held_by) held_by->reset();
   // Decide with reads only (no xid); then lock and write in a transaction of its own.
   const auto candidate =
       guarded(session_, "drop partition", [&]() -> std::optional<PartitionRange> {
@@ -239,8 +263,9 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(const JanitorSettings
         }
         auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
         if (!lagging.empty() && !st.allow_drop_past_committed) {
-          return keep(fmt::format("group '{}' has not committed through id {}",
-                                  lagging[0][1].as<std::string>(), p.last_id));
+          auto h = holder_of(lagging[0], p.last_id);
+          if (held_by) *held_by = h;
+          return keep(hold_text(h));
         }
         tx.commit();
         return p;
@@ -271,10 +296,9 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(const JanitorSettings
       // setting accepts.
       auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
       if (!lagging.empty() && !st.allow_drop_past_committed) {
-        if (kept_because) {
-          *kept_because = fmt::format("group '{}' has not committed through id {}",
-                                      lagging[0][1].as<std::string>(), p.last_id);
-        }
+        auto h = holder_of(lagging[0], p.last_id);
+        if (kept_because) *kept_because = hold_text(h);
+        if (held_by) *held_by = h;
         return std::optional<DroppedPartition>{};
       }
       DroppedPartition out;

@@ -7,6 +7,8 @@
 //                 message is older than `retention`, and every group's committed is at or past
 //                 its last id — or, with allow_drop_past_committed, on age alone (a lagging
 //                 group's loss is added to groups.lost_messages). Never the newest partition.
+//                 A partition kept by a cursor names the group (held_by: its position, when a
+//                 running host last saw it, whether it is paused).
 //                 Dead letters keep their payload (copied into the exception row if missing).
 //   raise floor   ids below the oldest partition are gone for good: cursors behind them move
 //                 up to it, leases below it go, ready/inflight exceptions without a payload go
@@ -76,10 +78,21 @@ struct CursorRaise {
   int64_t floor = 0;  // claimed, committed and settled_head are now at least this
 };
 
+// The group whose cursor kept the oldest partition (the lowest committed below its last id).
+struct RetentionHolder {
+  int64_t group_id = 0;
+  std::string group;
+  int64_t committed = 0;
+  int64_t needs = 0;                // the partition's last id
+  std::optional<Millis> last_seen;  // since a running host's heartbeat named it (none: never)
+  bool paused = false;
+};
+
 struct JanitorReport {
   std::vector<PartitionRange> created;
   std::vector<DroppedPartition> dropped;
   std::string kept_because;  // why the oldest partition stayed ("" when nothing to say)
+  std::optional<RetentionHolder> held_by;  // set when a group's cursor kept it
   std::vector<CursorRaise> raised;
   int64_t exceptions_removed = 0;
   int64_t swept = 0;
@@ -99,9 +112,11 @@ class StreamJanitor {
 
   std::vector<PartitionRange> create_ahead(SysTime now, const JanitorSettings& settings,
                                            const WorkerFence* fence = nullptr);
-  // Drops the oldest partition when the rule allows; otherwise says why in `kept_because`.
+  // Drops the oldest partition when the rule allows; otherwise says why in `kept_because` (and,
+  // when a group's cursor kept it, which group in `held_by`).
   std::optional<DroppedPartition> drop_oldest(const JanitorSettings& settings,
-                                              const WorkerFence* fence, std::string* kept_because);
+                                              const WorkerFence* fence, std::string* kept_because,
+                                              std::optional<RetentionHolder>* held_by = nullptr);
   std::vector<CursorRaise> raise_floor(const WorkerFence* fence, int64_t* exceptions_removed);
   // One bounded DELETE; returns the rows removed.
   int64_t sweep_batch(const JanitorSettings& settings, const WorkerFence* fence,

@@ -36,10 +36,14 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "(SELECT coalesce(sum((h.stats -> 'groups' -> (g.id::text) ->> 'skipped_version')::"
           "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}), "
           "(SELECT w.holder FROM {0}.workers w WHERE w.kind = 'advancer' AND w.owner = 'group:' "
-          "|| g.id AND w.expires_at > {2}) "
+          "|| g.id AND w.expires_at > {2}), "
+          "{3}, coalesce(g.paused_by, ''), {4}, coalesce(g.last_seen_at >= {2} - greatest("
+          "interval '{5} milliseconds', (SELECT max(h.expires_at - h.heartbeat_at) FROM {0}.hosts "
+          "h WHERE h.expires_at > {2})), false) "
           "FROM {0}.groups g JOIN {0}.cursors_{1} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
-          s, n, kDbNow),
+          s, n, kDbNow, to_epoch_ms("g.paused_at"), to_epoch_ms("g.last_seen_at"),
+          kSeenRecently.count()),
       n);
   for (const auto& row : rows) {
     GroupStatus g;
@@ -57,8 +61,28 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.dead = row[10].as<int64_t>();
     g.skipped_versions = row[11].as<int64_t>();
     g.advancer = opt_text(row[12]);
+    if (!row[13].is_null()) g.paused_at = time_of(row[13]);
+    g.paused_by = row[14].as<std::string>();
+    if (!row[15].is_null()) g.last_seen_at = time_of(row[15]);
+    g.seen_recently = row[16].as<bool>();
     st.groups.push_back(std::move(g));
   }
+}
+
+// The lowest cursor below the last id of the oldest partition, when that partition could
+// otherwise go: never the newest one, nor one that can still receive ids.
+void find_retention_hold(StreamStatus& st) {
+  if (!st.retention || st.allow_drop_past_committed || st.partitions < 2 || !st.first_id) return;
+  const int64_t needs = *st.first_id + st.partition_size - 1;
+  if (st.last_drawn < needs) return;
+  const GroupStatus* lowest = nullptr;
+  for (const auto& g : st.groups) {
+    if (!lowest || g.committed < lowest->committed) lowest = &g;
+  }
+  if (!lowest || lowest->committed >= needs) return;
+  st.retention_held_by =
+      RetentionHold{lowest->name,         lowest->committed,     needs,
+                    lowest->last_seen_at, lowest->seen_recently, lowest->paused_at.has_value()};
 }
 
 StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, const pqxx::row& row,
@@ -85,6 +109,7 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
   st.partitions = static_cast<int64_t>(ks.size());
   if (!ks.empty()) st.first_id = ks.front() * st.partition_size + 1;
   read_groups(tx, session, st);
+  find_retention_hold(st);
   return st;
 }
 

@@ -1,7 +1,8 @@
 // store/status — the figures behind `sqlstreams status` (DESIGN §9, §12), read in one
 // read-only transaction: per stream its head, partitions, oldest retained message and
-// retention; per group its cursor, lag, leases, exceptions by status, what retention took from
-// it and the skipped-version count its live hosts report; the hosts and which maintenance
+// retention and which group's cursor holds retention back; per group its cursor, lag, leases,
+// exceptions by status, what retention took from it, the skipped-version count its live hosts
+// report, whether it is paused and when a running host last saw it; the hosts and which maintenance
 // worker each holds. Liveness (leases, hosts, workers) is judged on the database's clock;
 // `now` (injected) is the time ages are shown against.
 // Threading: a free function on the caller's Session.
@@ -34,6 +35,26 @@ struct GroupStatus {
   std::optional<int64_t> lost_through;
   int64_t skipped_versions = 0;         // reported by live hosts, counted since each started
   std::optional<std::string> advancer;  // holder of the group's cursor advancer
+  std::optional<SysTime> paused_at;     // `sqlstreams group pause` (database clock)
+  std::string paused_by;
+  std::optional<SysTime> last_seen_at;  // the last heartbeat of a host running it (none: never)
+  // A running host's heartbeat named it within the fleet's longest host.maintenance_ttl (at
+  // least kSeenRecently): false for a group no running config mentions.
+  bool seen_recently = false;
+};
+
+inline constexpr Millis kSeenRecently{60'000};
+
+// The group whose cursor keeps retention from dropping the stream's oldest partition (the
+// lowest committed, below that partition's last id, once every id of it was drawn). Age may
+// keep the partition too.
+struct RetentionHold {
+  std::string group;
+  int64_t committed = 0;
+  int64_t needs = 0;  // the oldest partition's last id
+  std::optional<SysTime> last_seen_at;
+  bool seen_recently = false;
+  bool paused = false;
 };
 
 struct StreamStatus {
@@ -51,6 +72,9 @@ struct StreamStatus {
   bool allow_drop_past_committed = false;
   std::optional<std::string> janitor;  // holder of the stream's janitor
   std::vector<GroupStatus> groups;
+  // With a retention and without allow_drop_past_committed, when the stream has a partition
+  // retention could drop but for a group's cursor.
+  std::optional<RetentionHold> retention_held_by;
 };
 
 struct WorkerStatus {

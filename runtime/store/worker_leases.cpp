@@ -129,7 +129,7 @@ int64_t register_host(Session& session, const HostInfo& host, Millis ttl) {
 }
 
 Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, Millis ttl,
-                         const std::string& stats_json) {
+                         const std::string& stats_json, const std::vector<int64_t>& group_ids) {
   return guarded(session, "heartbeat", [&] {
     const std::string& s = session.schema_sql();
     std::optional<std::string> stats;
@@ -137,11 +137,13 @@ Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host
     Heartbeat hb;
     {
       pqxx::nontransaction tx(connection_of(session));
+      // The groups' last_seen_at rides on the heartbeat: one statement, nothing per message.
       auto r = tx.exec_params(
-          fmt::format("UPDATE {}.hosts SET heartbeat_at = {}, expires_at = {}, stats = "
-                      "$3::jsonb WHERE id = $1 RETURNING id",
+          fmt::format("WITH seen AS (UPDATE {0}.groups SET last_seen_at = {1} WHERE id = "
+                      "ANY($4::bigint[])) UPDATE {0}.hosts SET heartbeat_at = {1}, expires_at = "
+                      "{2}, stats = $3::jsonb WHERE id = $1 RETURNING id",
                       s, kDbNow, db_in("$2")),
-          host_id, ms_param(ttl), nullable(stats));
+          host_id, ms_param(ttl), nullable(stats), int_array(group_ids));
       hb.host_id = r.empty() ? 0 : r[0][0].as<int64_t>();
     }
     if (hb.host_id == 0) hb.host_id = register_host(session, host, ttl);

@@ -84,9 +84,11 @@ struct Heartbeat {
 };
 
 // Renews the row (re-inserting it if someone removed it) and records `stats_json` (a JSON
-// object, or "" for none). Also removes rows of hosts silent for more than a day.
+// object, or "" for none); in the same statement, sets groups.last_seen_at (database now) of
+// `group_ids`, the groups this host runs (store/group_lifecycle). Also removes rows of hosts
+// silent for more than a day.
 Heartbeat heartbeat_host(Session& session, int64_t host_id, const HostInfo& host, Millis ttl,
-                         const std::string& stats_json);
+                         const std::string& stats_json, const std::vector<int64_t>& group_ids = {});
 
 void unregister_host(Session& session, int64_t host_id);
 

@@ -97,8 +97,10 @@ std::string host_config(const HostOptions& o) {
     << "name = \"" << o.name << "\"\n"
     << "shutdown_timeout = \"" << o.shutdown_timeout << "\"\n"
     << "log_format = \"json\"\n"
-    << "http_listen = \"\"\n\n"
-    << "[[streams]]\nname = \"" << kStream << "\"\npartition_size = 100000\n";
+    << "http_listen = \"\"\n";
+  if (!o.janitor_period.empty()) t << "janitor_period = \"" << o.janitor_period << "\"\n";
+  t << "\n[[streams]]\nname = \"" << kStream << "\"\npartition_size = " << o.partition_size << "\n";
+  if (!o.retention.empty()) t << "retention = \"" << o.retention << "\"\n";
   auto group = [&](const char* name, const std::string& extra) {
     t << "\n[[groups]]\n"
       << "name = \"" << name << "\"\n"

@@ -83,6 +83,9 @@ struct HostOptions {
   int noop_groups = 0;  // extra groups idle-1..N on the same stream running noop.so
   std::map<std::string, std::string> env;  // extra environment of the host process
   std::string migrate = "auto";            // database.migrate
+  int64_t partition_size = 100000;         // the stream's
+  std::string retention;                   // the stream's ("" = forever)
+  std::string janitor_period;              // host.janitor_period ("" = default)
 };
 std::string host_config(const HostOptions& o);
 

@@ -69,6 +69,7 @@ TEST(Metrics, DatabaseFiguresFromTheStatus) {
   g.dead = 5;
   g.open_leases = 1;
   g.lost_messages = 4;
+  g.paused_at = SysTime(Millis(1));  // paused by an operator, and no running host saw it
   s.groups.push_back(g);
   fleet.streams.push_back(s);
   store::HostStatus h;
@@ -82,6 +83,8 @@ TEST(Metrics, DatabaseFiguresFromTheStatus) {
   EXPECT_TRUE(has_line(text, "sqlstreams_group_exceptions" + l + ",status=\"dead\"} 5"));
   EXPECT_TRUE(has_line(text, "sqlstreams_group_leases" + l + ",state=\"open\"} 1"));
   EXPECT_TRUE(has_line(text, "sqlstreams_group_lost_messages" + l + "} 4"));
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_operator_paused" + l + "} 1")) << text;
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_unseen" + l + "} 1")) << text;
   EXPECT_TRUE(has_line(text, R"(sqlstreams_stream_head_id{stream="payments.requested"} 120)"));
   EXPECT_TRUE(has_line(text, R"(sqlstreams_stream_partitions{stream="payments.requested"} 3)"));
   EXPECT_TRUE(has_line(

@@ -4,9 +4,11 @@
 // sqlstreams_host (so any host can drop them) and that the producer role can produce into.
 #include <unistd.h>
 
+#include "store/group_lifecycle.hpp"
 #include "store/janitor.hpp"
 #include "store/operator_actions.hpp"
 #include "store/status.hpp"
+#include "store/worker_leases.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -103,6 +105,48 @@ TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
   EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.produce('payments.requested', '{}')"), "42501");
   EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.ensure_partitions(1, 100000)"), "42501");
   EXPECT_EQ(sqlstate_of(url, "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')"), "42501");
+}
+
+// V005 (issue 13): `group pause|resume|drop` as sqlstreams_operator, on a stream declared before
+// V005's grants (SetUp) and on one declared after (grant_family covers new families too); the
+// host role refreshes last_seen_at with its heartbeat; a producer can do none of it.
+TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksThemSeen) {
+  store::Producer(*session_).produce_batch("payments.requested", {{R"({"a":1})"}});
+  auto gs = group_store(*session_, charge_.id);
+  ASSERT_TRUE(poll(gs, 10).range);  // a lease and a cursor to remove
+  store::StreamSpec later;
+  later.name = "orders.created";
+  auto orders = store::declare_stream(*session_, later).stream;
+  auto shipping =
+      store::declare_group(*session_, orders, "shipping", store::StartAt::kBeginning).group;
+
+  const std::string url = login_as("sqlstreams_operator");
+  store::Session op(options_as(url));
+  EXPECT_TRUE(store::pause_group(op, charge_, "op@test").changed);
+  EXPECT_TRUE(store::resume_group(op, charge_, "op@test").changed);
+  auto dropped = store::drop_group(op, charge_, "op@test");
+  EXPECT_EQ(dropped.removed.leases, 1);
+  EXPECT_NE(dropped.db_user.find("_operator"), std::string::npos) << dropped.db_user;
+  EXPECT_EQ(store::drop_group(op, shipping, "op@test").removed.claimed, 0);
+  EXPECT_FALSE(store::find_group(op, "orders.created", "shipping"));
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.group_actions"), 4);
+  // An operator changes no other column of groups, and runs no DDL.
+  EXPECT_EQ(sqlstate_of(url, "UPDATE sqlstreams.groups SET name = 'x'"), "42501");
+  EXPECT_EQ(sqlstate_of(url, "DELETE FROM sqlstreams.streams"), "42501");
+
+  const std::string host_url = login_as("sqlstreams_host");
+  store::Session host(options_as(host_url));
+  store::HostInfo info{"h", 1, "test", now_};
+  const int64_t id = store::register_host(host, info, Millis(15'000));
+  store::heartbeat_host(host, id, info, Millis(15'000), "", {audit_.id});
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT last_seen_at IS NOT NULL FROM sqlstreams.groups WHERE id = " +
+                       std::to_string(audit_.id)));
+
+  const std::string producer_url = login_as("sqlstreams_producer");
+  EXPECT_EQ(sqlstate_of(producer_url, "UPDATE sqlstreams.groups SET paused_at = now()"), "42501");
+  EXPECT_EQ(sqlstate_of(producer_url, "DELETE FROM sqlstreams.cursors_1"), "42501");
+  EXPECT_EQ(sqlstate_of(producer_url, "SELECT * FROM sqlstreams.group_actions"), "42501");
 }
 
 TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTakesProducts) {

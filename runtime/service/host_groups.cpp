@@ -1,0 +1,56 @@
+// Host::reap_dropped — a group dropped by an operator while this host runs it (issue 13). Its
+// pipeline noticed (consume/ logs `group-dropped` once and stops claiming); here it is stopped
+// and forgotten: removed from the running config, so that the next reload (SIGHUP) with the
+// group still in the file plans it as added and declares it again (a new group, at its start
+// position), and the maintenance runner restarts without its advancer.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "service/host.hpp"
+
+namespace sqlstreams::service {
+
+size_t Host::reap_dropped() {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, r] : running_) {
+      if (r.pipeline->dropped()) keys.push_back(key);
+    }
+  }
+  if (keys.empty()) return 0;
+  const auto deadline = std::chrono::steady_clock::now() + config().host.shutdown_timeout;
+  stop_pipelines(keys, {}, deadline, tick_);
+  config::Config remaining;
+  std::vector<store::GroupRef> refs;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(config_.groups, [&](const config::GroupConfig& g) {
+      return std::find(keys.begin(), keys.end(), group_key(g.stream, g.name)) != keys.end();
+    });
+    remaining = config_;
+    for (const auto& [key, r] : running_) refs.push_back(r.ref);
+  }
+  for (const auto& key : keys) {
+    spdlog::info(
+        "group-forgotten group={}: its pipeline stopped; reload (SIGHUP) or restart with it in "
+        "the config to declare it again",
+        key);
+  }
+  try {
+    store::Session session(options_.session);
+    auto next = make_maintenance(remaining, session, refs);
+    if (maintenance_) maintenance_->stop();  // releases its leases: the new runner takes them
+    maintenance_ = std::move(next);
+    maintenance_->start();
+  } catch (const std::exception& e) {
+    spdlog::warn(
+        "maintenance-restart-failed: {} (a dropped group's advancer finds nothing to do until "
+        "the next reload)",
+        e.what());
+  }
+  return keys.size();
+}
+
+}  // namespace sqlstreams::service

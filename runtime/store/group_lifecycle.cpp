@@ -1,0 +1,185 @@
+#include "store/group_lifecycle.hpp"
+
+#include <fmt/format.h>
+
+#include "store/group_store.hpp"
+#include "store/pq.hpp"
+#include "store/sql_time.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+[[noreturn]] void gone(const GroupRef& g, const char* doing) {
+  throw StoreError(StoreError::Kind::kRejected,
+                   fmt::format("cannot {} group '{}' of stream '{}': it no longer exists (dropped "
+                               "meanwhile)",
+                               doing, g.name, g.stream));
+}
+
+// The group_actions row; returns (id, database role, application, client address).
+pqxx::row audit(pqxx::transaction_base& tx, const Session& s, const char* action, const GroupRef& g,
+                const std::string& actor, const std::optional<std::string>& detail) {
+  return tx.exec_params1(
+      fmt::format("INSERT INTO {}.group_actions (action, stream, group_name, group_id, actor, "
+                  "detail) VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id, db_user, "
+                  "coalesce(application_name, ''), coalesce(client_addr, 'local')",
+                  s.schema_sql()),
+      action, g.stream, g.name, g.id, actor, nullable(detail));
+}
+
+GroupFootprint footprint(pqxx::transaction_base& tx, const Session& session, const GroupRef& g) {
+  const std::string& s = session.schema_sql();
+  auto r = tx.exec_params1(
+      fmt::format("SELECT coalesce((SELECT claimed FROM {0}.cursors_{1} WHERE group_id = $1), 0), "
+                  "coalesce((SELECT committed FROM {0}.cursors_{1} WHERE group_id = $1), 0), "
+                  "(SELECT count(*) FROM {0}.leases_{1} WHERE group_id = $1), "
+                  "(SELECT count(*) FROM {0}.exceptions_{1} WHERE group_id = $1 AND status <> "
+                  "'dead'), "
+                  "(SELECT count(*) FROM {0}.exceptions_{1} WHERE group_id = $1 AND status = "
+                  "'dead')",
+                  s, g.stream_id),
+      g.id);
+  return GroupFootprint{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
+                        r[3].as<int64_t>(), r[4].as<int64_t>()};
+}
+
+}  // namespace
+
+GroupState read_group_state(Session& session, int64_t group_id) {
+  return guarded(session, "read group state", [&] {
+    pqxx::nontransaction tx(connection_of(session));
+    auto r = tx.exec_params(
+        fmt::format("SELECT paused_at IS NOT NULL, coalesce(paused_by, '') FROM {}.groups "
+                    "WHERE id = $1",
+                    session.schema_sql()),
+        group_id);
+    GroupState st;
+    if (r.empty()) {
+      st.kind = GroupState::Kind::kGone;
+    } else if (r[0][0].as<bool>()) {
+      st.kind = GroupState::Kind::kPaused;
+      st.paused_by = r[0][1].as<std::string>();
+    }
+    return st;
+  });
+}
+
+PauseResult pause_group(Session& session, const GroupRef& group, const std::string& actor) {
+  return guarded(session, "pause group", [&] {
+    const std::string& s = session.schema_sql();
+    pqxx::work tx(connection_of(session));
+    auto row = tx.exec_params(
+        fmt::format("SELECT paused_at IS NOT NULL, {}, coalesce(paused_by, '') FROM {}.groups "
+                    "WHERE id = $1 FOR UPDATE",
+                    to_epoch_ms("paused_at"), s),
+        group.id);
+    if (row.empty()) gone(group, "pause");
+    PauseResult out;
+    if (row[0][0].as<bool>()) {
+      out.paused_at = SysTime(Millis(row[0][1].as<int64_t>()));
+      out.paused_by = row[0][2].as<std::string>();
+      tx.commit();
+      return out;
+    }
+    auto set = tx.exec_params1(
+        fmt::format("UPDATE {}.groups SET paused_at = {}, paused_by = $2, updated_at = now() "
+                    "WHERE id = $1 RETURNING {}",
+                    s, kDbNow, to_epoch_ms("paused_at")),
+        group.id, actor);
+    out.changed = true;
+    out.paused_at = SysTime(Millis(set[0].as<int64_t>()));
+    out.paused_by = actor;
+    audit(tx, session, "pause", group, actor, std::nullopt);
+    tx.commit();
+    return out;
+  });
+}
+
+PauseResult resume_group(Session& session, const GroupRef& group, const std::string& actor) {
+  return guarded(session, "resume group", [&] {
+    const std::string& s = session.schema_sql();
+    pqxx::work tx(connection_of(session));
+    auto row = tx.exec_params(
+        fmt::format("SELECT paused_at IS NOT NULL FROM {}.groups WHERE id = $1 FOR UPDATE", s),
+        group.id);
+    if (row.empty()) gone(group, "resume");
+    PauseResult out;
+    if (!row[0][0].as<bool>()) {
+      tx.commit();
+      return out;
+    }
+    tx.exec_params(fmt::format("UPDATE {}.groups SET paused_at = NULL, paused_by = NULL, "
+                               "updated_at = now() WHERE id = $1",
+                               s),
+                   group.id);
+    out.changed = true;
+    audit(tx, session, "resume", group, actor, std::nullopt);
+    tx.commit();
+    return out;
+  });
+}
+
+GroupFootprint group_footprint(Session& session, const GroupRef& group) {
+  return guarded(session, "read group footprint", [&] {
+    pqxx::read_transaction tx(connection_of(session));
+    return footprint(tx, session, group);
+  });
+}
+
+DropResult drop_group(Session& session, const GroupRef& group, const std::string& actor) {
+  return guarded(session, "drop group", [&] {
+    const std::string& s = session.schema_sql();
+    const int64_t n = group.stream_id;
+    pqxx::work tx(connection_of(session));
+    // The group row first (by id: a group dropped and declared again has a new id), then the
+    // cursor row, which every claim locks: a claim in flight commits its lease before the
+    // leases are deleted below (each statement sees what committed before it).
+    if (tx.exec_params(fmt::format("SELECT 1 FROM {}.groups WHERE id = $1 FOR UPDATE", s), group.id)
+            .empty()) {
+      gone(group, "drop");
+    }
+    DropResult out;
+    auto cur = tx.exec_params(
+        fmt::format("DELETE FROM {}.cursors_{} WHERE group_id = $1 RETURNING claimed, committed", s,
+                    n),
+        group.id);
+    if (!cur.empty()) {
+      out.removed.claimed = cur[0][0].as<int64_t>();
+      out.removed.committed = cur[0][1].as<int64_t>();
+    }
+    out.removed.leases =
+        tx.exec_params(fmt::format("DELETE FROM {}.leases_{} WHERE group_id = $1", s, n), group.id)
+            .affected_rows();
+    auto ex = tx.exec_params1(
+        fmt::format("WITH d AS (DELETE FROM {}.exceptions_{} WHERE group_id = $1 RETURNING "
+                    "status) SELECT count(*) FILTER (WHERE status <> 'dead'), count(*) FILTER "
+                    "(WHERE status = 'dead') FROM d",
+                    s, n),
+        group.id);
+    out.removed.ready = ex[0].as<int64_t>();
+    out.removed.dead = ex[1].as<int64_t>();
+    tx.exec_params(
+        fmt::format("DELETE FROM {}.workers WHERE kind = 'advancer' AND owner = 'group:' || $1", s),
+        group.id);
+    const auto& r = out.removed;
+    auto who = audit(tx, session, "drop", group, actor,
+                     fmt::format(R"({{"claimed": {}, "committed": {}, "leases_removed": {}, )"
+                                 R"("retries_removed": {}, "dead_letters_removed": {}}})",
+                                 r.claimed, r.committed, r.leases, r.ready, r.dead));
+    out.audit_id = who[0].as<int64_t>();
+    out.db_user = who[1].as<std::string>();
+    out.application_name = who[2].as<std::string>();
+    out.client_addr = who[3].as<std::string>();
+    tx.exec_params(fmt::format("DELETE FROM {}.groups WHERE id = $1", s), group.id);
+    tx.commit();
+    return out;
+  });
+}
+
+}  // namespace sqlstreams::store
+
+namespace sqlstreams::store {
+
+GroupState GroupStore::state() { return read_group_state(session_, group_id_); }
+
+}  // namespace sqlstreams::store

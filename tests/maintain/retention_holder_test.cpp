@@ -1,0 +1,81 @@
+// Who holds retention back (issue 13), against a real PostgreSQL: a group no running config
+// mentions (a once-declared typo) keeps every partition; the janitor's report and `status` name
+// it with its position and "never seen", a heartbeat marks the groups a host runs as seen, and
+// once the group is dropped the janitor's run_once drops the partitions it held.
+#include "maintain_fixture.hpp"
+#include "store/group_lifecycle.hpp"
+#include "store/status.hpp"
+#include "store/worker_leases.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+class RetentionHolderTest : public MaintainTest {
+ protected:
+  store::JanitorReport pass() {
+    store::StreamJanitor janitor(*session_, stream_.id);
+    auto report = janitor.run_once(now_, store::JanitorSettings{});
+    EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+    return report;
+  }
+};
+
+TEST_F(RetentionHolderTest, AnUnseenGroupIsNamedAndDroppingItReleasesRetention) {
+  // Partitions of 2 ids; messages 1..8 are past the 30-day retention; charge-cards (run by a
+  // host) committed everything, audit-payments plays the typo group nobody runs.
+  store::ensure_partitions(*session_, stream_.id, 40);  // ids 1..8 in one batch, no heal
+  ASSERT_EQ(produce(8), 8);
+  age(1, 8, 31);
+  set_committed(charge_, 8);
+  store::HostInfo host{"h", 1, "test", now_};
+  const int64_t host_id = store::register_host(*session_, host, Millis(15'000));
+  store::heartbeat_host(*session_, host_id, host, Millis(15'000), "", {charge_.id});
+
+  auto kept = pass();
+  EXPECT_TRUE(kept.dropped.empty());
+  ASSERT_TRUE(kept.held_by.has_value()) << kept.kept_because;
+  EXPECT_EQ(kept.held_by->group, "audit-payments");
+  EXPECT_EQ(kept.held_by->committed, 0);
+  EXPECT_EQ(kept.held_by->needs, 2);
+  EXPECT_FALSE(kept.held_by->last_seen.has_value());
+  EXPECT_NE(kept.kept_because.find("group 'audit-payments' has not committed through id 2 "
+                                   "(committed 0, never seen by a running host)"),
+            std::string::npos)
+      << kept.kept_because;
+
+  auto fleet = store::read_status(*session_, now_);
+  ASSERT_EQ(fleet.streams.size(), 1u);
+  const auto& st = fleet.streams[0];
+  ASSERT_TRUE(st.retention_held_by.has_value());
+  EXPECT_EQ(st.retention_held_by->group, "audit-payments");
+  EXPECT_EQ(st.retention_held_by->committed, 0);
+  EXPECT_EQ(st.retention_held_by->needs, 2);
+  EXPECT_FALSE(st.retention_held_by->seen_recently);
+  for (const auto& g : st.groups) {
+    EXPECT_EQ(g.seen_recently, g.name == "charge-cards") << g.name;
+    EXPECT_EQ(g.last_seen_at.has_value(), g.name == "charge-cards") << g.name;
+  }
+
+  store::pause_group(*session_, audit_, "cli:op@box");
+  auto paused = store::read_status(*session_, now_).streams[0];
+  ASSERT_TRUE(paused.retention_held_by.has_value());
+  EXPECT_TRUE(paused.retention_held_by->paused);
+  for (const auto& g : paused.groups) {
+    EXPECT_EQ(g.paused_at.has_value(), g.name == "audit-payments") << g.name;
+    if (g.paused_at) {
+      EXPECT_EQ(g.paused_by, "cli:op@box");
+    }
+  }
+
+  store::drop_group(*session_, audit_, "cli:op@box");
+  auto released = pass();
+  EXPECT_FALSE(released.held_by.has_value()) << released.kept_because;
+  ASSERT_GE(released.dropped.size(), 3u) << released.kept_because;
+  EXPECT_EQ(released.dropped[0].partition.table, "messages_1_p0");
+  EXPECT_FALSE(table_exists("messages_1_p0"));
+  EXPECT_FALSE(table_exists("messages_1_p2"));
+  EXPECT_FALSE(store::read_status(*session_, now_).streams[0].retention_held_by.has_value());
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing
