@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
@@ -53,6 +54,10 @@ void prepare_database(store::Session& session, const config::Config& config) {
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
+  const std::filesystem::path plugin_dir =
+      f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
+  // Every group's plugin, config and versions, all reported at once, before the database.
+  check_group_plugins(*service::process_registry(plugin_dir), config);
   ops::block_signals();  // before any thread exists
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
@@ -62,7 +67,7 @@ int run(const RunFlags& f) {
     prepare_database(session, config);
   }
   service::HostOptions o;
-  o.plugin_dir = f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
+  o.plugin_dir = plugin_dir;
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);
   o.session = session_options;

@@ -10,11 +10,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <typeinfo>
 #if __has_include(<cxxabi.h>)
@@ -37,6 +39,58 @@ inline void set_error(sqlstreams_type_error* slot, std::string_view text) noexce
   const sqlstreams_type_error s = read_sized(slot);
   if (s.set_error != nullptr) s.set_error(slot, text.data(), text.size());
 }
+
+// Names the config key too when the host offers set_error_key (ABI 1.1), else set_error.
+inline void set_error_key(sqlstreams_type_error* slot, std::string_view key,
+                          std::string_view text) noexcept {
+  const sqlstreams_type_error s = read_sized(slot);
+  if (!key.empty() && s.set_error_key != nullptr) {
+    s.set_error_key(slot, key.data(), key.size(), text.data(), text.size());
+  } else {
+    set_error(slot, text);
+  }
+}
+
+// The payload types a handler understands: H::Payloads when it declares one, else its one
+// payload_type at H::kSchemaVersion.
+template <class H>
+struct PayloadsOf {
+  using type = Versions<typename H::payload_type>;
+  static constexpr bool kListed = false;
+};
+template <class H>
+requires requires { typename H::Payloads; }
+struct PayloadsOf<H> {
+  using type = typename H::Payloads;
+  static constexpr bool kListed = true;
+};
+
+template <class T, class... Ts>
+constexpr size_t index_of() {
+  constexpr bool same[] = {std::is_same_v<T, Ts>...};
+  for (size_t i = 0; i < sizeof...(Ts); ++i) {
+    if (same[i]) return i;
+  }
+  return sizeof...(Ts);
+}
+
+template <class Listed>
+struct VersionTable;
+template <class... Ts>
+struct VersionTable<Versions<Ts...>> {
+  using Newest = std::tuple_element_t<sizeof...(Ts) - 1, std::tuple<Ts...>>;
+  static constexpr int32_t kVersions[] = {static_cast<int32_t>(Ts::kSchemaVersion)...};
+  static constexpr bool increasing() {
+    for (size_t i = 0; i < sizeof...(Ts); ++i) {
+      if (kVersions[i] < 1 || (i > 0 && kVersions[i] <= kVersions[i - 1])) return false;
+    }
+    return true;
+  }
+  static_assert(sizeof...(Ts) <= SQLSTREAMS_MAX_SCHEMA_VERSIONS, "too many payload versions");
+  static_assert(increasing(),
+                "Versions<...>: each type's kSchemaVersion must be >= 1 and larger than the one "
+                "before it (list the oldest first)");
+};
 
 template <class T>
 std::string type_name() {
@@ -102,7 +156,8 @@ struct Adapter {
   static_assert(
       requires { H::kName; }, "a handler declares static constexpr const char* kName");
   static_assert(
-      requires { H::kSchemaVersion; }, "a handler declares static constexpr int kSchemaVersion");
+      requires { H::kSchemaVersion; } || PayloadsOf<H>::kListed,
+      "a handler declares static constexpr int kSchemaVersion (or using Payloads = Versions<...>)");
 
   struct Instance {
     Instance(const sqlstreams_type_host_api* api, const nlohmann::json& config)
@@ -121,13 +176,16 @@ struct Adapter {
     }
   }
 
-  // Runs `fn`; any exception becomes the call's error text and `false`.
+  // Runs `fn`; any exception becomes the call's error text and `false` (a ConfigError that
+  // names a key also names it to the host).
   template <class Fn>
   static bool fenced(sqlstreams_type_error* error, Fn&& fn) noexcept {
     try {
       try {
         fn();
         return true;
+      } catch (const ConfigError& e) {
+        set_error_key(error, e.key(), what_of(e));
       } catch (const std::exception& e) {
         set_error(error, what_of(e));
       } catch (...) {
@@ -151,14 +209,81 @@ struct Adapter {
     });
   }
 
+  using Listed = typename PayloadsOf<H>::type;
+  static constexpr bool kListed = PayloadsOf<H>::kListed;
+
+  // Upcasts `value` (a type of the list) until it is the newest: Payload.
+  template <class... Ts, class T>
+  static Payload to_newest(H& handler, T&& value, Versions<Ts...>*) {
+    using V = std::remove_cvref_t<T>;
+    if constexpr (std::is_same_v<V, Payload>) {
+      return std::forward<T>(value);
+    } else {
+      static_assert(
+          requires { handler.upcast(value); },
+          "a handler with Payloads declares upcast(const Old&) for every type but the newest");
+      using Next = std::remove_cvref_t<decltype(handler.upcast(value))>;
+      static_assert(
+          index_of<Next, Ts...>() < sizeof...(Ts) && index_of<Next, Ts...>() > index_of<V, Ts...>(),
+          "upcast(const Old&) must return a later type of the handler's Payloads");
+      return to_newest(handler, handler.upcast(value), static_cast<Versions<Ts...>*>(nullptr));
+    }
+  }
+
+  // Decodes the payload at `version` into its type of the list and upcasts it; nullopt when
+  // the list has no such version. Throws what decode or upcast throw.
+  template <size_t I = 0, class... Ts>
+  static std::optional<Payload> decode_version(H& handler, int32_t version, std::string_view text,
+                                               Versions<Ts...>* list, std::string& stage) {
+    if constexpr (I == sizeof...(Ts)) {
+      return std::nullopt;
+    } else {
+      using T = std::tuple_element_t<I, std::tuple<Ts...>>;
+      if (T::kSchemaVersion != version) {
+        return decode_version<I + 1>(handler, version, text, list, stage);
+      }
+      stage = "payload does not decode into " + type_name<T>() + " (schema version " +
+              std::to_string(version) + ")";
+      T decoded = decode<T>(text);
+      stage = "payload of schema version " + std::to_string(version) + " does not upcast to " +
+              type_name<Payload>();
+      return to_newest(handler, std::move(decoded), list);
+    }
+  }
+
+  static std::string declared_versions() {
+    std::string out;
+    for (int32_t v : VersionTable<Listed>::kVersions) {
+      out += (out.empty() ? "" : ", ") + std::to_string(v);
+    }
+    return out;
+  }
+
   static Result run(H& handler, const MessageContext& context) {
     std::optional<Payload> payload;
+    std::string stage = "payload does not decode into " + type_name<Payload>();
     try {
-      payload.emplace(decode<Payload>(context.payload));
+      if constexpr (kListed) {
+        static_assert(std::is_same_v<Payload, typename VersionTable<Listed>::Newest>,
+                      "the last type of Payloads is the handler's payload type "
+                      "(TypedHandler<Newest>)");
+        if (auto decoded = decode_version(handler, context.schema_version, context.payload,
+                                          static_cast<Listed*>(nullptr), stage)) {
+          payload.emplace(std::move(*decoded));
+        } else {
+          return {Code::kTerminal,
+                  {},
+                  "payload schema version " + std::to_string(context.schema_version) +
+                      " is not one handler '" + H::kName + "' declares (" + declared_versions() +
+                      ")"};
+        }
+      } else {
+        payload.emplace(decode<Payload>(context.payload));
+      }
     } catch (const std::exception& e) {
-      return {Code::kTerminal,
-              {},
-              "payload does not decode into " + type_name<Payload>() + ": " + what_of(e)};
+      return {Code::kTerminal, {}, stage + ": " + what_of(e)};
+    } catch (...) {
+      return {Code::kTerminal, {}, stage + ": unknown exception"};
     }
     try {
       return handler.handle(*payload, context);
@@ -184,16 +309,47 @@ struct Adapter {
 
   static void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
 
+  static constexpr const int32_t* version_list() {
+    if constexpr (kListed) {
+      return VersionTable<Listed>::kVersions;
+    } else {
+      return nullptr;
+    }
+  }
+  static constexpr uint32_t version_count() {
+    if constexpr (kListed) {
+      return static_cast<uint32_t>(std::size(VersionTable<Listed>::kVersions));
+    } else {
+      return 0;
+    }
+  }
+
+  static constexpr int32_t newest_version() {
+    if constexpr (kListed) {
+      constexpr auto& v = VersionTable<Listed>::kVersions;
+      return v[std::size(v) - 1];
+    } else {
+      return static_cast<int32_t>(H::kSchemaVersion);
+    }
+  }
+
   static constexpr sqlstreams_type_handler descriptor() noexcept {
+    if constexpr (kListed && requires { H::kSchemaVersion; }) {
+      static_assert(H::kSchemaVersion == newest_version(),
+                    "with Payloads, kSchemaVersion (optional) must be the newest version");
+    }
     return {sizeof(sqlstreams_type_handler),
             H::kConcurrent ? SQLSTREAMS_HANDLER_CONCURRENT : 0u,
             H::kName,
-            static_cast<int32_t>(H::kSchemaVersion),
+            newest_version(),
             0,
             &validate,
             &create,
             &handle,
-            &destroy};
+            &destroy,
+            version_list(),
+            version_count(),
+            0};
   }
 };
 
