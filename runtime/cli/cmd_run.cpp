@@ -54,11 +54,11 @@ void prepare_database(store::Session& session, const config::Config& config) {
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
+  ops::block_signals();  // before any thread exists (a plugin's constructor may start one)
   const std::filesystem::path plugin_dir =
       f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
   // Every group's plugin, config and versions, all reported at once, before the database.
   check_group_plugins(*service::process_registry(plugin_dir), config);
-  ops::block_signals();  // before any thread exists
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
                store::describe_conninfo(session_options.url), session_options.schema);
