@@ -19,6 +19,8 @@
 #include <tuple>
 #include <type_traits>
 #include <typeinfo>
+
+#include "sqlstreams/detail/versions.hpp"
 #if __has_include(<cxxabi.h>)
 #include <cxxabi.h>
 #endif
@@ -50,47 +52,6 @@ inline void set_error_key(sqlstreams_type_error* slot, std::string_view key,
     set_error(slot, text);
   }
 }
-
-// The payload types a handler understands: H::Payloads when it declares one, else its one
-// payload_type at H::kSchemaVersion.
-template <class H>
-struct PayloadsOf {
-  using type = Versions<typename H::payload_type>;
-  static constexpr bool kListed = false;
-};
-template <class H>
-requires requires { typename H::Payloads; }
-struct PayloadsOf<H> {
-  using type = typename H::Payloads;
-  static constexpr bool kListed = true;
-};
-
-template <class T, class... Ts>
-constexpr size_t index_of() {
-  constexpr bool same[] = {std::is_same_v<T, Ts>...};
-  for (size_t i = 0; i < sizeof...(Ts); ++i) {
-    if (same[i]) return i;
-  }
-  return sizeof...(Ts);
-}
-
-template <class Listed>
-struct VersionTable;
-template <class... Ts>
-struct VersionTable<Versions<Ts...>> {
-  using Newest = std::tuple_element_t<sizeof...(Ts) - 1, std::tuple<Ts...>>;
-  static constexpr int32_t kVersions[] = {static_cast<int32_t>(Ts::kSchemaVersion)...};
-  static constexpr bool increasing() {
-    for (size_t i = 0; i < sizeof...(Ts); ++i) {
-      if (kVersions[i] < 1 || (i > 0 && kVersions[i] <= kVersions[i - 1])) return false;
-    }
-    return true;
-  }
-  static_assert(sizeof...(Ts) <= SQLSTREAMS_MAX_SCHEMA_VERSIONS, "too many payload versions");
-  static_assert(increasing(),
-                "Versions<...>: each type's kSchemaVersion must be >= 1 and larger than the one "
-                "before it (list the oldest first)");
-};
 
 template <class T>
 std::string type_name() {
@@ -212,24 +173,6 @@ struct Adapter {
   using Listed = typename PayloadsOf<H>::type;
   static constexpr bool kListed = PayloadsOf<H>::kListed;
 
-  // Upcasts `value` (a type of the list) until it is the newest: Payload.
-  template <class... Ts, class T>
-  static Payload to_newest(H& handler, T&& value, Versions<Ts...>*) {
-    using V = std::remove_cvref_t<T>;
-    if constexpr (std::is_same_v<V, Payload>) {
-      return std::forward<T>(value);
-    } else {
-      static_assert(
-          requires { handler.upcast(value); },
-          "a handler with Payloads declares upcast(const Old&) for every type but the newest");
-      using Next = std::remove_cvref_t<decltype(handler.upcast(value))>;
-      static_assert(
-          index_of<Next, Ts...>() < sizeof...(Ts) && index_of<Next, Ts...>() > index_of<V, Ts...>(),
-          "upcast(const Old&) must return a later type of the handler's Payloads");
-      return to_newest(handler, handler.upcast(value), static_cast<Versions<Ts...>*>(nullptr));
-    }
-  }
-
   // Decodes the payload at `version` into its type of the list and upcasts it; nullopt when
   // the list has no such version. Throws what decode or upcast throw.
   template <size_t I = 0, class... Ts>
@@ -247,16 +190,8 @@ struct Adapter {
       T decoded = decode<T>(text);
       stage = "payload of schema version " + std::to_string(version) + " does not upcast to " +
               type_name<Payload>();
-      return to_newest(handler, std::move(decoded), list);
+      return to_newest<Payload>(handler, std::move(decoded), list);
     }
-  }
-
-  static std::string declared_versions() {
-    std::string out;
-    for (int32_t v : VersionTable<Listed>::kVersions) {
-      out += (out.empty() ? "" : ", ") + std::to_string(v);
-    }
-    return out;
   }
 
   static Result run(H& handler, const MessageContext& context) {
@@ -274,8 +209,8 @@ struct Adapter {
           return {Code::kTerminal,
                   {},
                   "payload schema version " + std::to_string(context.schema_version) +
-                      " is not one handler '" + H::kName + "' declares (" + declared_versions() +
-                      ")"};
+                      " is not one handler '" + H::kName + "' declares (" +
+                      declared_versions<Listed>() + ")"};
         }
       } else {
         payload.emplace(decode<Payload>(context.payload));
