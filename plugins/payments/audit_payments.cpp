@@ -8,8 +8,8 @@ AuditPaymentsConfig AuditPaymentsConfig::parse(const nlohmann::json& config) {
   c.record_file = r.get<std::string>("record_file", "");
   c.sleep_ms = r.get<int64_t>("sleep_ms", 0);
   if (c.sleep_ms < 0) {
-    throw sqlstreams::ConfigError("config key 'sleep_ms': must be >= 0 (got " +
-                                  std::to_string(c.sleep_ms) + ")");
+    throw sqlstreams::ConfigError::at(
+        "sleep_ms", "config key 'sleep_ms': must be >= 0 (got " + std::to_string(c.sleep_ms) + ")");
   }
   r.reject_unknown_keys();
   return c;

@@ -19,8 +19,9 @@ struct AuditPaymentsConfig {
 class AuditPayments : public sqlstreams::TypedHandler<Payment> {
  public:
   static constexpr const char* kName = "audit-payments";
-  static constexpr int kSchemaVersion = 1;
+  using Payloads = PaymentVersions;  // v1 and v2; handle() gets v2 (Payment)
   static constexpr bool kConcurrent = true;
+  static Payment upcast(const PaymentV1& v1) { return payments::upcast(v1); }
 
   static void validate(const nlohmann::json& config) { AuditPaymentsConfig::parse(config); }
   explicit AuditPayments(const nlohmann::json& config);

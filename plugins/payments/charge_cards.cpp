@@ -9,8 +9,8 @@ namespace {
 int64_t non_negative(sqlstreams::ConfigReader& r, const std::string& key, int64_t fallback) {
   const auto v = r.get<int64_t>(key, fallback);
   if (v < 0) {
-    throw sqlstreams::ConfigError("config key '" + key + "': must be >= 0 (got " +
-                                  std::to_string(v) + ")");
+    throw sqlstreams::ConfigError::at(
+        key, "config key '" + key + "': must be >= 0 (got " + std::to_string(v) + ")");
   }
   return v;
 }
@@ -41,7 +41,8 @@ ChargeCardsConfig ChargeCardsConfig::parse(const nlohmann::json& config) {
   ChargeCardsConfig c;
   const auto provider = r.get<std::string>("provider", "ok");
   if (provider != "ok" && provider != "unreachable") {
-    throw sqlstreams::ConfigError(
+    throw sqlstreams::ConfigError::at(
+        "provider",
         "config key 'provider': expected \"ok\" or \"unreachable\" (got \"" + provider + "\")");
   }
   c.provider_unreachable = provider == "unreachable";
@@ -55,7 +56,7 @@ ChargeCardsConfig ChargeCardsConfig::parse(const nlohmann::json& config) {
   c.sleep_ms = non_negative(r, "sleep_ms", c.sleep_ms);
   c.record_file = r.get<std::string>("record_file", "");
   if (r.has("record_file") && c.record_file.empty()) {
-    throw sqlstreams::ConfigError("config key 'record_file': must not be empty");
+    throw sqlstreams::ConfigError::at("record_file", "config key 'record_file': must not be empty");
   }
   r.reject_unknown_keys();
   return c;

@@ -37,8 +37,9 @@ struct ChargeCardsConfig {
 class ChargeCards : public sqlstreams::TypedHandler<Payment> {
  public:
   static constexpr const char* kName = "charge-cards";
-  static constexpr int kSchemaVersion = 1;
+  using Payloads = PaymentVersions;  // v1 and v2; handle() gets v2 (Payment)
   static constexpr bool kConcurrent = true;
+  static Payment upcast(const PaymentV1& v1) { return payments::upcast(v1); }
 
   static void validate(const nlohmann::json& config) { ChargeCardsConfig::parse(config); }
   ChargeCards(const nlohmann::json& config, const sqlstreams::Host& host);

@@ -1,15 +1,16 @@
 // `sqlstreams config check FILE`: parse and validate, load every plugin, call each handler's
 // validate() with its [groups.config] and check its schema_versions against the version the
 // handler declares; parse (never print, never connect to) the database URL it would use; start
-// nothing, write nothing. Exit 0, 2 (config) or 3 (plugin).
+// nothing, write nothing. Every group's problem is reported at once (cli/group_plugins). Exit
+// 0, 2 (config, including a [groups.config] a handler rejects) or 3 (plugin).
 #include <fmt/format.h>
 
 #include <cstdlib>
 
 #include "cli/commands.hpp"
+#include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "service/host.hpp"
 
 namespace sqlstreams::cli {
 namespace {
@@ -38,23 +39,7 @@ int check(const std::string& file, const std::string& plugin_dir_override) {
                                          ? config.plugin_dir()
                                          : std::filesystem::path(plugin_dir_override);
   plugin_host::PluginRegistry registry(plugin_dir);
-  std::vector<std::string> problems;
-  for (size_t i = 0; i < config.groups.size(); ++i) {
-    const auto& g = config.groups[i];
-    try {
-      registry.load(g.plugin);
-      registry.validate(g.plugin, g.handler, g.plugin_config_json);
-      config::GroupConfig resolved = g;
-      service::resolve_schema_versions(registry, resolved);
-    } catch (const plugin_host::PluginLoadError& e) {
-      problems.push_back(fmt::format("{}:{}:{}: groups[{}] ({}): {}", g.pos.file, g.pos.line,
-                                     g.pos.column, i, g.name, e.what()));
-    }
-  }
-  if (!problems.empty()) {
-    for (const auto& p : problems) std::fprintf(stderr, "%s\n", p.c_str());
-    return static_cast<int>(ExitCode::kPlugin);
-  }
+  check_group_plugins(registry, config);  // throws GroupProblems (exit 2 or 3) naming each
   std::printf("OK: %s: %zu stream(s), %zu group(s), plugins from %s\n", file.c_str(),
               config.streams.size(), config.groups.size(), plugin_dir.c_str());
   return 0;

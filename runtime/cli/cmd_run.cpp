@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
@@ -54,7 +55,11 @@ void prepare_database(store::Session& session, const config::Config& config) {
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
-  ops::block_signals();  // before any thread exists
+  ops::block_signals();  // before any thread exists (a plugin's constructor may start one)
+  const std::filesystem::path plugin_dir =
+      f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
+  // Every group's plugin, config and versions, all reported at once, before the database.
+  check_group_plugins(*service::process_registry(plugin_dir), config);
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
                store::describe_conninfo(session_options.url), session_options.schema);
@@ -62,7 +67,7 @@ int run(const RunFlags& f) {
   // Only once every plugin loaded and every handler was created (Host::start): a start that
   // fails on a plugin writes nothing to the database.
   o.prepare_database = prepare_database;
-  o.plugin_dir = f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
+  o.plugin_dir = plugin_dir;
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);
   o.session = session_options;

@@ -1,9 +1,9 @@
 // `sqlstreams status [--json]`: the fleet as the database sees it (store/status): per stream
-// its head, partitions, oldest retained message and retention; per group its cursor, lag,
-// leases, exceptions by status, what retention took from it and skipped schema versions; which
-// groups are paused, which no running host has seen recently, and which group holds retention
-// back; the live hosts and the maintenance workers each holds. Reads only; safe against a
-// running fleet.
+// its id (the N of its tables messages_N, cursors_N, ...), head, partitions, oldest retained
+// message and retention; per group its cursor, lag, leases, exceptions by status, what retention
+// took from it and skipped schema versions; which groups are paused, which no running host has
+// seen recently, and which group holds retention back; the live hosts and the maintenance
+// workers each holds. Reads only; safe against a running fleet.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -136,9 +136,11 @@ void print_text(const store::FleetStatus& f) {
       oldest = fmt::format("oldest id {} ({} old)", *s.oldest_id, approx(*s.oldest_age));
     std::string retention = s.retention ? approx(*s.retention) : std::string("forever");
     if (s.retention && s.allow_drop_past_committed) retention += ", may drop uncommitted";
-    std::printf("stream %s: head %lld, %s, %s, retention %s; janitor: %s\n", s.name.c_str(),
-                static_cast<long long>(s.head), parts.c_str(), oldest.c_str(), retention.c_str(),
-                escape_for_text(s.janitor.value_or("not running")).c_str());
+    std::printf(
+        "stream %s (id %lld: messages_%lld): head %lld, %s, %s, retention %s; janitor: %s\n",
+        s.name.c_str(), static_cast<long long>(s.id), static_cast<long long>(s.id),
+        static_cast<long long>(s.head), parts.c_str(), oldest.c_str(), retention.c_str(),
+        escape_for_text(s.janitor.value_or("not running")).c_str());
     if (s.groups.empty()) continue;
     std::printf("  %-24s %10s %10s %8s %7s %6s %8s %6s %6s %7s  %s\n", "group", "claimed",
                 "committed", "lag", "leases", "ready", "inflight", "dead", "lost", "skipped",

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
 #include "config/config.hpp"
 #include "ops/crash_handler.hpp"
@@ -48,6 +49,12 @@ int run_cli(int argc, char** argv) {
     for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
     return report(ExitCode::kConfig,
                   std::to_string(e.problems().size()) + " configuration problem(s)",
+                  "fix the lines above; `sqlstreams config check FILE` re-checks without "
+                  "starting anything");
+  } catch (const cli::GroupProblems& e) {
+    for (const auto& line : e.lines()) std::fprintf(stderr, "%s\n", line.c_str());
+    for (const auto& hint : e.hints()) std::fprintf(stderr, "  hint: %s\n", hint.c_str());
+    return report(e.code(), e.what(),
                   "fix the lines above; `sqlstreams config check FILE` re-checks without "
                   "starting anything");
   } catch (const plugin_host::PluginLoadError& e) {

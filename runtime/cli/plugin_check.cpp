@@ -6,6 +6,7 @@
 #include "cli/plugin_check.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -38,8 +39,10 @@ json load_in_child(const PluginCheckOptions& o) {
     const plugin_host::PluginInfo& info = registry.load(file.string());
     json handlers = json::array();
     for (const auto& h : info.handler_infos) {
-      handlers.push_back(
-          {{"name", h.name}, {"schema_version", h.schema_version}, {"concurrent", h.concurrent}});
+      handlers.push_back({{"name", h.name},
+                          {"schema_version", h.schema_version},
+                          {"schema_versions", h.schema_versions},
+                          {"concurrent", h.concurrent}});
     }
     return {{"path", info.path},
             {"plugin_dir", dir.string()},
@@ -118,8 +121,9 @@ void print_text(const json& m) {
   std::printf("SDK:      %s\n", m["sdk_build"].get<std::string>().c_str());
   std::printf("handlers:\n");
   for (const auto& h : m["handlers"]) {
-    std::printf("  %-24s schema version %d, %s\n", h["name"].get<std::string>().c_str(),
-                h["schema_version"].get<int>(),
+    const auto versions = h["schema_versions"].get<std::vector<int32_t>>();
+    std::printf("  %-24s schema version%s %s, %s\n", h["name"].get<std::string>().c_str(),
+                versions.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(versions, ", ")).c_str(),
                 h["concurrent"].get<bool>() ? "concurrent" : "one call at a time");
   }
   std::printf("OK: loads as `run` would load it (trust checks against %s)\n",

@@ -29,6 +29,16 @@ std::string trim(std::string s) {
 ConfigError::ConfigError(std::vector<std::string> problems)
     : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}
 
+std::optional<SourcePosition> KeyPositions::locate(std::string_view key_path) const {
+  std::string path(key_path);
+  for (;;) {
+    if (auto it = at.find(path); it != at.end()) return it->second;
+    if (path.empty()) return std::nullopt;
+    const size_t cut = path.find_last_of(".[");
+    path = cut == std::string::npos ? std::string() : path.substr(0, cut);
+  }
+}
+
 const StreamConfig* Config::find_stream(std::string_view name) const {
   for (const StreamConfig& stream : streams) {
     if (stream.name == name) return &stream;

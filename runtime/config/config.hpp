@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,18 @@ struct SourcePosition {
   int line = 0;
   int column = 0;
   bool operator==(const SourcePosition&) const = default;
+};
+
+// Where each key of a [groups.config] table is written, by its path inside the config object
+// ("" = the table itself, "mode", "limits.mode", "orders[2]"), so a handler's complaint about a
+// key (set_error_key) points at file:line:col. Positions never make two configs differ (a reload
+// compares what a group is, not where it is written).
+struct KeyPositions {
+  std::map<std::string, SourcePosition> at;
+  bool operator==(const KeyPositions&) const { return true; }
+  // The position of `key_path`, else of its nearest written parent, else of the table; nullopt
+  // when the group has no config table.
+  std::optional<SourcePosition> locate(std::string_view key_path) const;
 };
 
 enum class MigrateMode { kAuto, kCheck };
@@ -95,6 +108,7 @@ struct GroupConfig {
   std::string plugin;                     // file name inside host.plugin_dir
   std::string handler;                    // handler name inside the plugin
   std::string plugin_config_json = "{}";  // [groups.config] as a JSON object
+  KeyPositions config_keys;               // where each key of [groups.config] is written
   int32_t concurrency = 4;                // 1..1024 worker threads
   int32_t batch_size = 500;               // 1..100000 ids per range claim
   int32_t queue_ranges = 4;               // 1..1024 claimed ranges buffered per group

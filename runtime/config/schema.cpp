@@ -322,7 +322,7 @@ const Table<GroupConfig>& group_table() {
            .type = Type::kFreeTable,
            .doc = "[groups.config]: handed to the plugin as JSON",
            .absent = "{}",
-           .nested = json_object(&G::plugin_config_json)},
+           .nested = json_object(&G::plugin_config_json, &G::config_keys)},
       },
       {
           {"max_poll_interval", Relation::kAtLeast, "poll_interval"},

@@ -111,6 +111,9 @@ void report_unknown_key(std::string_view key, std::span<const std::string_view> 
                         const toml::source_position& where, const std::string& path,
                         Problems& problems);
 // [groups.config] as JSON object text; dates and times become strings.
-std::string toml_to_json_text(const toml::node& node, const std::string& path, Problems& problems);
+// `positions` (may be null) receives where each key and array element is written, by its path
+// relative to `node` ("" = node itself).
+std::string toml_to_json_text(const toml::node& node, const std::string& path, Problems& problems,
+                              KeyPositions* positions = nullptr);
 
 }  // namespace sqlstreams::config::schema

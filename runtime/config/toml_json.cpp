@@ -16,12 +16,28 @@ std::string printed(const T& value) {
   return os.str();
 }
 
-nlohmann::json convert_node(const toml::node& node, const std::string& path, Problems& problems) {
+struct Walk {
+  Problems& problems;
+  KeyPositions* positions;
+  void note(const std::string& rel, const toml::source_position& at) {
+    if (positions) {
+      positions->at[rel] = {problems.file(), static_cast<int>(at.line),
+                            static_cast<int>(at.column)};
+    }
+  }
+};
+
+nlohmann::json convert_node(const toml::node& node, const std::string& path, const std::string& rel,
+                            Walk& walk) {
+  Problems& problems = walk.problems;
   switch (node.type()) {
     case toml::node_type::table: {
       nlohmann::json object = nlohmann::json::object();
       for (auto&& [key, child] : *node.as_table()) {
-        object[std::string(key.str())] = convert_node(child, join_path(path, key.str()), problems);
+        const std::string child_rel = join_path(rel, key.str());
+        walk.note(child_rel, key.source().begin);
+        object[std::string(key.str())] =
+            convert_node(child, join_path(path, key.str()), child_rel, walk);
       }
       return object;
     }
@@ -29,7 +45,9 @@ nlohmann::json convert_node(const toml::node& node, const std::string& path, Pro
       nlohmann::json array = nlohmann::json::array();
       const toml::array& items = *node.as_array();
       for (size_t i = 0; i < items.size(); ++i) {
-        array.push_back(convert_node(*items.get(i), index_path(path, i), problems));
+        const std::string child_rel = index_path(rel, i);
+        walk.note(child_rel, items.get(i)->source().begin);
+        array.push_back(convert_node(*items.get(i), index_path(path, i), child_rel, walk));
       }
       return array;
     }
@@ -61,8 +79,11 @@ nlohmann::json convert_node(const toml::node& node, const std::string& path, Pro
 
 }  // namespace
 
-std::string toml_to_json_text(const toml::node& node, const std::string& path, Problems& problems) {
-  return convert_node(node, path, problems).dump();
+std::string toml_to_json_text(const toml::node& node, const std::string& path, Problems& problems,
+                              KeyPositions* positions) {
+  Walk walk{problems, positions};
+  walk.note("", node.source().begin);
+  return convert_node(node, path, "", walk).dump();
 }
 
 }  // namespace sqlstreams::config::schema

@@ -139,11 +139,13 @@ Nested<S> table_array(std::vector<Item> S::*member, const Table<Item>& (*declara
   };
 }
 
+// The TOML table as JSON text in `member`; where each of its keys is written in `positions`.
 template <typename S>
-Nested<S> json_object(std::string S::*member) {
-  return
-      [member](S& s, const toml::node& node, const std::string& path, const toml::source_position&,
-               Problems& problems) { s.*member = toml_to_json_text(node, path, problems); };
+Nested<S> json_object(std::string S::*member, KeyPositions S::*positions) {
+  return [member, positions](S& s, const toml::node& node, const std::string& path,
+                             const toml::source_position&, Problems& problems) {
+    s.*member = toml_to_json_text(node, path, problems, &(s.*positions));
+  };
 }
 
 }  // namespace sqlstreams::config::schema

@@ -25,6 +25,20 @@ std::string_view readable_text(const char* text, size_t len) {
   return {text, strnlen(text, kMaxLogBytes)};
 }
 
+// A value for a `key=value` log field (ops/logging): bare when it is a plain name, else in
+// double quotes with any double quote inside turned into a single one (the log parser ends a
+// quoted value at a quote followed by a space or colon).
+std::string field_value(std::string_view v) {
+  const bool bare = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == '/';
+  });
+  if (bare) return std::string(v);
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? '\'' : c;
+  return out + "\"";
+}
+
 spdlog::level::level_enum to_spdlog(int32_t level) {
   switch (level) {
     case SQLSTREAMS_LOG_TRACE:
@@ -51,6 +65,10 @@ class PluginHandlerInstance final : public HandlerInstance {
         handler_(handler),
         label_(fmt::format("plugin {} handler {} group {}/{}", plugin.info.name, handler.name,
                            stream, group)),
+        log_prefix_(fmt::format("plugin-log plugin={} handler={} stream={} group={}",
+                                field_value(sanitize_utf8(plugin.info.name, 256)),
+                                field_value(sanitize_utf8(handler.name, 256)), field_value(stream),
+                                field_value(group))),
         crash_label_(fmt::format("group {}/{} handler {} (plugin {}, {})", stream, group,
                                  handler.name, plugin.info.name, plugin.info.path)) {
     api_.struct_size = sizeof api_;
@@ -153,7 +171,7 @@ class PluginHandlerInstance final : public HandlerInstance {
     try {
       const auto* self = static_cast<const PluginHandlerInstance*>(ctx);
       spdlog::log(
-          to_spdlog(level), "{}: {}", self->label_,
+          to_spdlog(level), "{}: {}", self->log_prefix_,
           text == nullptr ? std::string() : sanitize_utf8(readable_text(text, len), kMaxLogBytes));
     } catch (...) {  // logging must never throw into the plugin
     }
@@ -163,6 +181,9 @@ class PluginHandlerInstance final : public HandlerInstance {
   const std::string plugin_path_;
   const HandlerEntry handler_;  // a copy: name, flags and function pointers
   const std::string label_;
+  // "plugin-log plugin=P handler=H stream=S group=G": the plugin's own lines as fields
+  // (ops/logging turns them into JSON fields; text lines keep key=value, escaped).
+  const std::string log_prefix_;
   const std::string crash_label_;  // what the crash handler names (in_flight.hpp)
   sqlstreams_type_host_api api_{};
   void* instance_ = nullptr;

@@ -24,6 +24,7 @@ inline constexpr const char* kEntrySymbol = SQLSTREAMS_PLUGIN_ENTRY;
 struct HandlerEntry {
   std::string name;
   sqlstreams_type_handler descriptor{};  // copied at most struct_size bytes, zero-filled
+  std::vector<int32_t> schema_versions;  // checked (manifest_check.hpp)
   bool concurrent() const { return (descriptor.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
 };
 
@@ -46,7 +47,8 @@ class LoadedPlugin {
   const HandlerEntry& handler(const std::string& name) const;
 };
 
-// The host's sqlstreams_type_error: keeps a copy of the last text the plugin set.
+// The host's sqlstreams_type_error: keeps a copy of the last text the plugin set, and the
+// config key it named (set_error_key, ABI 1.1; set_error clears it).
 class ErrorSlot {
  public:
   ErrorSlot() noexcept;
@@ -54,11 +56,15 @@ class ErrorSlot {
   ErrorSlot& operator=(const ErrorSlot&) = delete;
   sqlstreams_type_error* get() noexcept { return &slot_; }
   const std::optional<std::string>& text() const { return text_; }
+  const std::string& key() const { return key_; }  // "" when none was named
 
  private:
   static void set(sqlstreams_type_error* slot, const char* text, size_t len) noexcept;
+  static void set_key(sqlstreams_type_error* slot, const char* key, size_t key_len,
+                      const char* text, size_t len) noexcept;
   sqlstreams_type_error slot_{};
   std::optional<std::string> text_;
+  std::string key_;
 };
 
 // plugin_file.cpp

@@ -14,7 +14,8 @@ void read_manifest(const std::string& path, LoadedPlugin& plugin) {
   namespace mc = sqlstreams::manifest_check;
   mc::Manifest m;
   try {
-    mc::check_entry_exported([&](const std::string& s) { return plugin.library.has(s); });
+    mc::check_entry_exported([&](const std::string& s) { return plugin.library.has(s); },
+                             path);  // the ELF file's symbol tables explain a missing entry
     m = mc::check_manifest(plugin.library.get<const sqlstreams_type_manifest*()>(kEntrySymbol)());
   } catch (const mc::Refused& e) {
     const mc::Refusal& r = e.refusal();
@@ -28,9 +29,10 @@ void read_manifest(const std::string& path, LoadedPlugin& plugin) {
   info.abi_major = m.abi_major;
   info.abi_minor = m.abi_minor;
   for (mc::Handler& h : m.handlers) {
-    HandlerEntry entry{std::move(h.name), h.descriptor};
+    HandlerEntry entry{std::move(h.name), h.descriptor, std::move(h.schema_versions)};
     info.handlers.push_back(entry.name);
-    info.handler_infos.push_back({entry.name, entry.descriptor.schema_version, entry.concurrent()});
+    info.handler_infos.push_back(
+        {entry.name, entry.descriptor.schema_version, entry.schema_versions, entry.concurrent()});
     plugin.handlers.push_back(std::move(entry));
   }
 }

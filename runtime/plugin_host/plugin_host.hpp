@@ -69,9 +69,23 @@ class PluginLoadError : public std::runtime_error {
   const std::string& expected() const { return expected_; }
   const std::string& found() const { return found_; }
   const std::string& hint() const { return hint_; }
+  std::string without_hint() const;  // what() minus ". Hint: ..." (to print each hint once)
 
  private:
   std::string path_, symbol_, expected_, found_, hint_;
+};
+
+// A handler's validate() rejected a group's [groups.config]: a config error (exit 2), not a
+// load failure. key_path is the key inside the config object the plugin named through
+// set_error_key (ABI 1.1; "a.b", "list[2]"), or "" when it named none.
+class HandlerConfigError : public PluginLoadError {
+ public:
+  HandlerConfigError(PluginLoadError error, std::string key_path)
+      : PluginLoadError(std::move(error)), key_path_(std::move(key_path)) {}
+  const std::string& key_path() const { return key_path_; }
+
+ private:
+  std::string key_path_;
 };
 
 class LoadedPlugin;  // defined in plugin_registry.cpp
@@ -90,8 +104,9 @@ class HandlerInstance {
 // What a handler declares in its descriptor.
 struct HandlerInfo {
   std::string name;
-  int32_t schema_version = 0;  // the payload schema version it understands (DESIGN §8)
-  bool concurrent = false;     // handle() may run concurrently on one instance
+  int32_t schema_version = 0;  // the descriptor's single version (the newest, with a list)
+  std::vector<int32_t> schema_versions;  // every payload version it understands (DESIGN §8)
+  bool concurrent = false;               // handle() may run concurrently on one instance
 };
 
 struct PluginInfo {
@@ -131,7 +146,8 @@ class PluginRegistry {
   // file is refused (the old version stays current).
   std::optional<PluginUpgrade> refresh(const std::string& file);
 
-  // Calls the handler's validate(config_json); throws PluginLoadError with the plugin's message.
+  // Calls the handler's validate(config_json); throws HandlerConfigError with the plugin's
+  // message and the key it named when it rejects the config, PluginLoadError when loading fails.
   void validate(const std::string& file, const std::string& handler,
                 const std::string& config_json);
 
@@ -151,7 +167,7 @@ class PluginRegistry {
 };
 
 // The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits
-// schema_versions) = the version the handler declares. Throws PluginLoadError (exit 3) naming
+// schema_versions) = every version the handler declares. Throws PluginLoadError (exit 3) naming
 // the plugin file, handler, group and the versions when the group asks for a version the
 // handler does not declare, or the handler declares none (< 1).
 std::vector<int32_t> group_schema_versions(PluginRegistry& registry, const std::string& file,

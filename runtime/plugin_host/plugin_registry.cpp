@@ -33,10 +33,15 @@ PluginLoadError::PluginLoadError(std::string path, std::string symbol, std::stri
       found_(std::move(found)),
       hint_(std::move(hint)) {}
 
+std::string PluginLoadError::without_hint() const {
+  return format_error(path_, symbol_, expected_, found_, "");
+}
+
 ErrorSlot::ErrorSlot() noexcept {
   slot_.struct_size = sizeof slot_;
   slot_.host_ctx = this;
   slot_.set_error = &ErrorSlot::set;
+  slot_.set_error_key = &ErrorSlot::set_key;
 }
 
 // What the ABI promises (plugin.h): `text` points to `len` readable bytes of UTF-8, not
@@ -63,7 +68,22 @@ void ErrorSlot::set(sqlstreams_type_error* slot, const char* text, size_t len) n
       copy = sanitize_utf8(std::string_view(text, kMaxErrorBytes), kMaxErrorBytes - 1);
     }
     self->text_ = std::move(copy);
+    self->key_.clear();
   } catch (...) {  // out of memory: keep whatever was there
+  }
+}
+
+// As set(); the key path is read like the text but kept to kMaxKeyBytes (a config path).
+void ErrorSlot::set_key(sqlstreams_type_error* slot, const char* key, size_t key_len,
+                        const char* text, size_t len) noexcept {
+  constexpr size_t kMaxKeyBytes = 1024;
+  set(slot, text, len);
+  if (slot == nullptr || slot->host_ctx == nullptr || key == nullptr) return;
+  try {
+    const size_t n = key_len <= kMaxKeyBytes ? key_len : strnlen(key, kMaxKeyBytes);
+    static_cast<ErrorSlot*>(slot->host_ctx)->key_ =
+        sanitize_utf8(std::string_view(key, n), kMaxKeyBytes);
+  } catch (...) {
   }
 }
 
@@ -136,10 +156,13 @@ void PluginRegistry::validate(const std::string& file, const std::string& handle
   const HandlerEntry& entry = plugin.handler(handler);
   ErrorSlot error;
   if (!entry.descriptor.validate(config_json.data(), config_json.size(), error.get())) {
-    throw PluginLoadError(
-        plugin.info.path, "handler '" + handler + "' validate()", "a config the handler accepts",
-        error.text() ? *error.text() : "plugin bug: validate failed without an error message",
-        "fix the group's [groups.config] table");
+    throw HandlerConfigError(
+        PluginLoadError(
+            plugin.info.path, "handler '" + handler + "' validate()",
+            "a config the handler accepts",
+            error.text() ? *error.text() : "plugin bug: validate failed without an error message",
+            "fix the group's [groups.config] table"),
+        error.key());
   }
 }
 

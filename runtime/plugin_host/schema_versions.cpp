@@ -1,5 +1,6 @@
 // group_schema_versions: a group's payload versions against what its handler declares
-// (DESIGN §8): defaulted from the handler, refused at load when the group asks for more.
+// (DESIGN §8): defaulted to every version the handler declares, refused at load when the group
+// asks for one it does not declare.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -21,30 +22,30 @@ std::vector<int32_t> group_schema_versions(PluginRegistry& registry, const std::
                           fmt::format("only: {}", fmt::join(info.handlers, ", ")),
                           "set the group's `handler` to one of those names");
   }
-  const int32_t declared = it->schema_version;
-  if (declared < 1) {
+  const std::vector<int32_t>& declared = it->schema_versions;
+  if (declared.size() == 1 && declared[0] < 1) {  // a 1.0 descriptor (a 1.1 list is checked)
     throw PluginLoadError(
         info.path, "handler '" + handler + "' schema_version",
         fmt::format("a payload schema version >= 1 for group '{}'", group),
-        fmt::format("{}", declared),
+        fmt::format("{}", declared[0]),
         "declare the version the handler understands (kSchemaVersion in the C++ SDK, "
         "schema_version in the C descriptor) and rebuild the plugin");
   }
-  if (!requested) return {declared};
+  if (!requested) return declared;
   std::vector<int32_t> undeclared;
   for (int32_t v : *requested) {
-    if (v != declared) undeclared.push_back(v);
+    if (std::find(declared.begin(), declared.end(), v) == declared.end()) undeclared.push_back(v);
   }
   if (!undeclared.empty()) {
     throw PluginLoadError(
         info.path, "handler '" + handler + "' schema_version",
         fmt::format("group '{}' to ask only for versions handler '{}' declares ({})", group,
-                    handler, declared),
+                    handler, fmt::join(declared, ", ")),
         fmt::format("schema_versions = [{}] (version(s) {} not declared)",
                     fmt::join(*requested, ", "), fmt::join(undeclared, ", ")),
         fmt::format("set the group's schema_versions to [{}] (or omit it), or run a handler "
                     "built for version(s) {} in a second group",
-                    declared, fmt::join(undeclared, ", ")));
+                    fmt::join(declared, ", "), fmt::join(undeclared, ", ")));
   }
   return *requested;
 }

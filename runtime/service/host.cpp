@@ -25,12 +25,6 @@ std::string machine_name(const config::Config& config) {
   return buf;
 }
 
-// Plugins are never unloaded (R10): one registry for the process, never destroyed.
-plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir) {
-  static plugin_host::PluginRegistry* registry = new plugin_host::PluginRegistry(dir);
-  return registry;
-}
-
 void add_into(ops::GroupSample& into, const ops::GroupSample& from) {
   for (size_t i = 0; i < ops::kGroupCounters; ++i) into.counters[i] += from.counters[i];
   auto& a = into.handler_seconds;
@@ -73,6 +67,12 @@ ops::GroupSample sample_of_metrics(const consume::GroupMetrics& m) {
 }
 
 }  // namespace
+
+// Plugins are never unloaded (R10): one registry for the process, never destroyed.
+plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir) {
+  static plugin_host::PluginRegistry* registry = new plugin_host::PluginRegistry(dir);
+  return registry;
+}
 
 const char* state_name(HostState s) {
   switch (s) {

@@ -60,6 +60,11 @@ struct HostOptions {
 // handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
 void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group);
 
+// The process's one PluginRegistry (plugins are never unloaded, R10), made on the first call
+// with `dir`; later calls return the same one. `run` checks every group's plugin through it
+// before the Host starts, so each plugin is loaded once.
+plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir);
+
 enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };
 const char* state_name(HostState s);
 

@@ -201,6 +201,29 @@ TEST(ValidConfig, PluginConfigBecomesJson) {
   EXPECT_TRUE(actual["attempts"].is_number_integer());
 }
 
+// Where each key of [groups.config] is written, so a handler's complaint about a key (ABI 1.1
+// set_error_key) points at its line and column.
+TEST(ValidConfig, PluginConfigKeysKnowWhereTheyAreWritten) {
+  const Config c = load_valid("plugin_config.toml");
+  const KeyPositions& keys = c.groups[0].config_keys;
+  auto at = [&](const std::string& path) {
+    auto pos = keys.locate(path);
+    return pos ? std::to_string(pos->line) + ":" + std::to_string(pos->column) : "none";
+  };
+  EXPECT_EQ(at("provider"), "11:1");
+  EXPECT_EQ(at("unreachable_orders"), "15:1");
+  EXPECT_EQ(at("unreachable_orders[1]"), "15:36");
+  EXPECT_EQ(at("nested.deeper.key"), "22:15");
+  EXPECT_EQ(at("nested.deeper.missing"), "22:8") << "the nearest written parent";
+  EXPECT_EQ(at("rules[1].match"), "29:1");
+  EXPECT_EQ(at("no_such_key"), "10:1") << "the config table itself";
+  EXPECT_EQ(at(""), "10:1");
+  EXPECT_NE(keys.locate("provider")->file.find("plugin_config.toml"), std::string::npos);
+  ASSERT_EQ(load_valid("minimal.toml").groups.size(), 1u);
+  EXPECT_FALSE(load_valid("minimal.toml").groups[0].config_keys.locate("x").has_value())
+      << "no config table: nothing to point at (the group's position is used)";
+}
+
 TEST(ValidConfig, GroupNameIsUniquePerStreamOnly) {
   const Config c = load_valid("same_group_name_on_two_streams.toml");
   ASSERT_EQ(c.groups.size(), 2u);

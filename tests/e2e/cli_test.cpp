@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "e2e_support.hpp"
 
@@ -53,6 +54,22 @@ class CliProduce : public ::testing::Test {
   ScratchDir dir_;
   std::string config_;
 };
+
+// `status` names each stream's id: the N of its tables (messages_N, cursors_N, ...).
+TEST_F(CliProduce, StatusShowsEachStreamsId) {
+  const std::string id = std::to_string(stream_id(db_.url()));
+  auto [code, out] = testing::run_command({SQLSTREAMS_BINARY, "status", "--config", config_},
+                                          {{"SQLSTREAMS_DATABASE_URL", db_.url()}});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("stream payments.requested (id " + id + ": messages_" + id + "): head 0"),
+            std::string::npos)
+      << out;
+  auto [json_code, json_out] =
+      testing::run_command({SQLSTREAMS_BINARY, "status", "--json", "--config", config_},
+                           {{"SQLSTREAMS_DATABASE_URL", db_.url()}});
+  ASSERT_EQ(json_code, 0) << json_out;
+  EXPECT_EQ(nlohmann::json::parse(json_out)["streams"][0]["id"], std::stoll(id)) << json_out;
+}
 
 TEST_F(CliProduce, WritesEveryNdjsonLineFromStdin) {
   std::string ndjson;

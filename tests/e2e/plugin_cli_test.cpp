@@ -32,7 +32,7 @@ bool has(const std::string& text, const std::string& needle) {
 TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   auto [code, out] = run_sqlstreams({"plugin", "check", kFixtures + "/c_ok.so"});
   EXPECT_EQ(code, 0) << out;
-  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.0", "c-echo", "schema version 1",
+  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.1", "c-echo", "schema version 1",
                         "one call at a time", "c-second", "schema version 2, concurrent", "OK"}) {
     EXPECT_TRUE(has(out, s)) << "missing '" << s << "' in:\n" << out;
   }
@@ -41,10 +41,26 @@ TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   ASSERT_EQ(json_code, 0) << json_out;
   const auto doc = nlohmann::json::parse(json_out);
   EXPECT_EQ(doc["name"], "c-fixture");
-  EXPECT_EQ(doc["abi"], "1.0");
+  EXPECT_EQ(doc["abi"], "1.1");
   ASSERT_EQ(doc["handlers"].size(), 2u);
   EXPECT_EQ(doc["handlers"][1]["schema_version"], 2);
+  EXPECT_EQ(doc["handlers"][1]["schema_versions"], nlohmann::json::array({2}));
   EXPECT_EQ(doc["handlers"][1]["concurrent"], true);
+}
+
+TEST(PluginCheck, PrintsEachHandlersVersionList) {
+  auto [code, out] = run_sqlstreams({"plugin", "check", kFixtures + "/frozen_abi_1_1.so"});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_TRUE(has(out, "ABI:      1.1")) << out;
+  EXPECT_TRUE(has(out, "schema versions 1, 2, 3, concurrent")) << out;
+  auto [old_code, old_out] = run_sqlstreams({"plugin", "check", kFixtures + "/frozen_abi_1_0.so"});
+  EXPECT_EQ(old_code, 0) << old_out;
+  EXPECT_TRUE(has(old_out, "ABI:      1.0")) << old_out;
+  EXPECT_TRUE(has(old_out, "schema version 2, concurrent")) << old_out;
+  auto [bad_code, bad_out] =
+      run_sqlstreams({"plugin", "check", kFixtures + "/versions_duplicate.so"});
+  EXPECT_EQ(bad_code, 3) << bad_out;
+  EXPECT_TRUE(has(bad_out, "schema_versions[2]): expected each version listed once")) << bad_out;
 }
 
 TEST(PluginCheck, RefusesLikeRunWithExit3) {
@@ -60,6 +76,24 @@ TEST(PluginCheck, RefusesLikeRunWithExit3) {
   auto [none_code, none_out] = run_sqlstreams({"plugin", "check", kFixtures + "/nope.so"});
   EXPECT_EQ(none_code, 3) << none_out;
   EXPECT_TRUE(has(none_out, "no file at this path")) << none_out;
+}
+
+TEST(PluginCheck, AMissingExternCAndAHiddenEntryGetTheirOwnHints) {
+  auto [code, out] = run_sqlstreams({"plugin", "check", kFixtures + "/entry_mangled.so"});
+  EXPECT_EQ(code, 3) << out;
+  EXPECT_TRUE(has(out,
+                  "found only the C++ symbol _ZN7fixture29sqlstreams_plugin_manifest_v1Ev "
+                  "(fixture::sqlstreams_plugin_manifest_v1())"))
+      << out;
+  EXPECT_TRUE(has(out, "hint: declare it extern \"C\"")) << out;
+  auto [hidden_code, hidden_out] =
+      run_sqlstreams({"plugin", "check", kFixtures + "/hidden_entry.so"});
+  EXPECT_EQ(hidden_code, 3) << hidden_out;
+  EXPECT_TRUE(has(hidden_out, "found the function in the file, but not exported")) << hidden_out;
+  EXPECT_TRUE(has(hidden_out, "hint: give it default visibility")) << hidden_out;
+  auto [none_code, none_out] = run_sqlstreams({"plugin", "check", kFixtures + "/no_entry.so"});
+  EXPECT_EQ(none_code, 3) << none_out;
+  EXPECT_TRUE(has(none_out, "hint: not a SQLStreams plugin")) << none_out;
 }
 
 TEST(PluginCheck, AConstructorThatCrashesOrExitsCannotHurtTheCaller) {

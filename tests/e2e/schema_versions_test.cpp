@@ -10,8 +10,8 @@
 namespace sqlstreams::e2e {
 namespace {
 
-// The standard host config with charge-cards (payments.so, declares version 1) asking for
-// versions 1 and 2.
+// The standard host config with charge-cards (payments.so, declares versions 1 and 2) asking
+// for versions 1 and 3.
 std::string config_asking_for_v2(const ScratchDir& dir) {
   HostOptions o;
   o.audit_group = false;
@@ -19,7 +19,7 @@ std::string config_asking_for_v2(const ScratchDir& dir) {
   const std::string handler = "handler = \"charge-cards\"\n";
   auto pos = text.find(handler);
   EXPECT_NE(pos, std::string::npos) << text;
-  text.insert(pos + handler.size(), "schema_versions = [1, 2]\n");
+  text.insert(pos + handler.size(), "schema_versions = [1, 3]\n");
   auto file = dir.file("v2.toml");
   std::ofstream(file) << text;
   return file;
@@ -29,9 +29,9 @@ void expect_names_everything(const std::string& out) {
   EXPECT_NE(out.find("payments.so"), std::string::npos) << out;
   EXPECT_NE(out.find("handler 'charge-cards'"), std::string::npos) << out;
   EXPECT_NE(out.find("group 'charge-cards'"), std::string::npos) << out;
-  EXPECT_NE(out.find("schema_versions = [1, 2] (version(s) 2 not declared)"), std::string::npos)
+  EXPECT_NE(out.find("schema_versions = [1, 3] (version(s) 3 not declared)"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("set the group's schema_versions to [1] (or omit it)"), std::string::npos)
+  EXPECT_NE(out.find("set the group's schema_versions to [1, 2] (or omit it)"), std::string::npos)
       << out;
 }
 

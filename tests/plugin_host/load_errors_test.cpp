@@ -9,6 +9,7 @@
 namespace {
 
 using plugin_host_test::kFixtureDir;
+using sqlstreams::plugin_host::HandlerConfigError;
 using sqlstreams::plugin_host::PluginLoadError;
 using sqlstreams::plugin_host::PluginRegistry;
 
@@ -59,6 +60,22 @@ const std::vector<Case> kCases = {
      "{}",
      {"only sqlstreams_plugin_manifest_v2 (a plugin for ABI v2)",
       "rebuild the plugin against plugin-sdk 1.x"}},
+    {"entry_without_extern_c",
+     "entry_mangled.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"expected an exported entry function with C linkage",
+      "found only the C++ symbol _ZN7fixture29sqlstreams_plugin_manifest_v1Ev "
+      "(fixture::sqlstreams_plugin_manifest_v1())",
+      "Hint: declare it extern \"C\""}},
+    {"entry_not_exported",
+     "hidden_entry.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"found the function in the file, but not exported (hidden visibility",
+      "Hint: give it default visibility (SQLSTREAMS_EXPORT"}},
     {"bad_magic",
      "bad_magic.so",
      Step::kLoad,
@@ -71,14 +88,14 @@ const std::vector<Case> kCases = {
      Step::kLoad,
      "",
      "{}",
-     {"expected plugin ABI v1.0 to v1.0", "found a plugin built for ABI v2.0",
+     {"expected plugin ABI v1.0 to v1.1", "found a plugin built for ABI v2.0",
       "rebuild the plugin against plugin-sdk 1.x"}},
     {"newer_minor",
      "newer_minor.so",
      Step::kLoad,
      "",
      "{}",
-     {"found ABI v1.1, newer than this runtime", "upgrade the SQLStreams runtime"}},
+     {"found ABI v1.2, newer than this runtime", "upgrade the SQLStreams runtime"}},
     {"oversized_manifest",
      "oversized_manifest.so",
      Step::kLoad,
@@ -90,7 +107,34 @@ const std::vector<Case> kCases = {
      Step::kLoad,
      "",
      "{}",
-     {"handlers[0]", "expected handler struct_size 56 bytes", "found struct_size 72 bytes"}},
+     {"handlers[0]", "expected handler struct_size 72 bytes", "found struct_size 88 bytes"}},
+    {"versions_duplicate",
+     "versions_duplicate.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"handlers[1] ('c-second') schema_versions[2]", "expected each version listed once",
+      "found version 1 again", "list each payload schema version"}},
+    {"versions_zero",
+     "versions_zero.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"handlers[1] ('c-second') schema_versions[1]", "expected a payload schema version >= 1",
+      "found 0"}},
+    {"versions_null",
+     "versions_null.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"('c-second') schema_versions", "expected a list of 2 versions",
+      "found a NULL schema_versions pointer"}},
+    {"versions_too_many",
+     "versions_too_many.so",
+     Step::kLoad,
+     "",
+     "{}",
+     {"('c-second') schema_versions", "expected at most 64 versions", "found 65 versions"}},
     {"duplicate_handler",
      "duplicate_handler.so",
      Step::kLoad,
@@ -197,8 +241,38 @@ TEST(LoadErrorFields, CarryPathSymbolExpectedFound) {
   } catch (const PluginLoadError& e) {
     EXPECT_EQ(e.path(), kFixtureDir + "/abi_major_2.so");
     EXPECT_EQ(e.symbol(), "sqlstreams_plugin_manifest_v1");
-    EXPECT_EQ(e.expected(), "plugin ABI v1.0 to v1.0");
+    EXPECT_EQ(e.expected(), "plugin ABI v1.0 to v1.1");
     EXPECT_EQ(e.found(), "a plugin built for ABI v2.0");
+  }
+}
+
+TEST(LoadErrorFields, AValidateRejectionIsAConfigErrorNamingTheKey) {
+  PluginRegistry registry(kFixtureDir);
+  try {  // set_error_key (ABI 1.1)
+    registry.validate("c_ok.so", "c-echo", R"({"reject_key": 1})");
+    FAIL();
+  } catch (const HandlerConfigError& e) {
+    EXPECT_EQ(e.key_path(), "limits.mode");
+    EXPECT_EQ(e.found(), "c-echo rejects this mode");
+  }
+  try {  // set_error: no key
+    registry.validate("c_ok.so", "c-echo", R"({"reject": 1})");
+    FAIL();
+  } catch (const HandlerConfigError& e) {
+    EXPECT_EQ(e.key_path(), "");
+  }
+  try {  // a 1.0 plugin cannot name a key: the same config is rejected without one
+    registry.validate("frozen_abi_1_0.so", "c-echo", R"({"reject_key": 1})");
+    FAIL();
+  } catch (const HandlerConfigError& e) {
+    EXPECT_EQ(e.key_path(), "");
+    EXPECT_EQ(e.found(), "c-echo rejects this config: 'reject' is set");
+  }
+  try {  // the C++ layer's ConfigReader names the key it rejects
+    registry.validate("sdk_fixture.so", "validate-rejects", R"({"limit": "x"})");
+    FAIL();
+  } catch (const HandlerConfigError& e) {
+    EXPECT_EQ(e.key_path(), "limit");
   }
 }
 

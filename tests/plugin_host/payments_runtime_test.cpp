@@ -42,9 +42,31 @@ TEST_F(Payments, ManifestListsBothHandlers) {
   EXPECT_EQ(info.version, "1.0.0");
   EXPECT_EQ(info.handlers, (std::vector<std::string>{"charge-cards", "audit-payments"}));
   for (const auto& h : info.handler_infos) {
-    EXPECT_EQ(h.schema_version, 1);
+    EXPECT_EQ(h.schema_version, 2);  // the newest
+    EXPECT_EQ(h.schema_versions, (std::vector<int32_t>{1, 2}));
     EXPECT_TRUE(h.concurrent);
   }
+}
+
+// Schema version 2 moved the amount into an object; v1 payloads are upcast to it.
+TEST_F(Payments, HandlesBothPayloadVersionsAndRefusesAnUndeclaredOne) {
+  auto h = charge(R"({"unreachable_orders": ["order-7"]})");
+  const std::string v2 = R"({"order_id":"order-7","amount":{"cents":5,"currency":"EUR"}})";
+  auto out = h->handle(Message{.payload = v2, .schema_version = 2}.view());
+  EXPECT_EQ(out.kind, OutcomeKind::kRetry) << "the v2 payload reached handle(): " << out.error;
+  out = h->handle(Message{.payload = payment("order-7"), .schema_version = 1}.view());
+  EXPECT_EQ(out.kind, OutcomeKind::kRetry) << "the upcast v1 payload reached handle()";
+  EXPECT_EQ(h->handle(Message{.payload = payment("order-8"), .schema_version = 1}.view()).kind,
+            OutcomeKind::kOk);
+  out = h->handle(Message{.payload = payment("order-7"), .schema_version = 2}.view());
+  EXPECT_EQ(out.kind, OutcomeKind::kTerminal) << "a v1 shape at version 2 does not decode";
+  EXPECT_EQ(
+      out.error.rfind("payload does not decode into payments::Payment (schema version 2): ", 0), 0u)
+      << out.error;
+  out = h->handle(Message{.payload = v2, .schema_version = 3}.view());
+  EXPECT_EQ(out.kind, OutcomeKind::kTerminal);
+  EXPECT_EQ(out.error,
+            "payload schema version 3 is not one handler 'charge-cards' declares (1, 2)");
 }
 
 TEST_F(Payments, ChargesAnOrder) {
@@ -74,7 +96,9 @@ TEST_F(Payments, UndecodablePayloadIsTerminal) {
   for (const std::string p : {"not json", R"({"order_id": "o"})", R"({"order_id": 5})"}) {
     const auto out = h->handle(Message{.payload = p}.view());
     EXPECT_EQ(out.kind, OutcomeKind::kTerminal) << p;
-    EXPECT_EQ(out.error.rfind("payload does not decode into payments::Payment: ", 0), 0u)
+    EXPECT_EQ(
+        out.error.rfind("payload does not decode into payments::PaymentV1 (schema version 1): ", 0),
+        0u)
         << out.error;
   }
 }

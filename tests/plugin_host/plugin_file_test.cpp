@@ -38,7 +38,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SameRefusal,
                          ::testing::Values("bad_magic.so", "abi_major_2.so", "newer_minor.so",
                                            "oversized_manifest.so", "oversized_handler.so",
                                            "duplicate_handler.so", "unknown_flags.so",
-                                           "no_entry.so", "entry_v2_only.so"),
+                                           "no_entry.so", "entry_v2_only.so", "entry_mangled.so",
+                                           "hidden_entry.so", "versions_duplicate.so",
+                                           "versions_zero.so", "versions_null.so",
+                                           "versions_too_many.so"),
                          [](const auto& info) {
                            std::string n = info.param;
                            return n.substr(0, n.size() - 3);

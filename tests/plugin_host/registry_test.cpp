@@ -60,7 +60,7 @@ TEST(Registry, LoadsOnceAndDescribesThePlugin) {
   EXPECT_EQ(info.version, "0.1.0");
   EXPECT_EQ(info.sdk_build, "hand-written C");
   EXPECT_EQ(info.abi_major, 1u);
-  EXPECT_EQ(info.abi_minor, 0u);
+  EXPECT_EQ(info.abi_minor, 1u);
   EXPECT_EQ(info.handlers, (std::vector<std::string>{"c-echo", "c-second"}));
   ASSERT_EQ(info.handler_infos.size(), 2u);
   EXPECT_EQ(info.handler_infos[0].schema_version, 1);
@@ -74,9 +74,17 @@ TEST(Registry, PluginsBuiltAgainstOlderFrozenHeadersStillLoad) {
   const auto& info = registry.load("frozen_abi_1_0.so");
   EXPECT_EQ(info.abi_major, 1u);
   EXPECT_EQ(info.abi_minor, 0u);
+  EXPECT_EQ(info.handler_infos[1].schema_versions, std::vector<int32_t>{2});
   auto echo = registry.create("frozen_abi_1_0.so", "c-echo", "{}", "s", "g");
   plugin_host_test::Message m{.payload = "anything"};
   EXPECT_EQ(echo->handle(m.view()).kind, sqlstreams::plugin_host::OutcomeKind::kOk);
+
+  const auto& v11 = registry.load("frozen_abi_1_1.so");
+  EXPECT_EQ(v11.abi_minor, 1u);
+  EXPECT_EQ(v11.handler_infos[0].schema_versions, std::vector<int32_t>{1});  // no list
+  EXPECT_EQ(v11.handler_infos[1].schema_versions, (std::vector<int32_t>{1, 2, 3}));
+  auto second = registry.create("frozen_abi_1_1.so", "c-second", "{}", "s", "g");
+  EXPECT_EQ(second->handle(m.view()).kind, sqlstreams::plugin_host::OutcomeKind::kOk);
 }
 
 TEST(Registry, RelativePluginDirAndDotDotInsideItAreFine) {

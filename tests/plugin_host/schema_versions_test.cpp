@@ -26,6 +26,24 @@ TEST(SchemaVersionsTest, OmittedDefaultsToTheVersionTheHandlerDeclares) {
             std::vector<int32_t>{2});
 }
 
+TEST(SchemaVersionsTest, AVersionListDefaultsToAllAndMayBeNarrowed) {  // ABI 1.1
+  PluginRegistry fixtures(kFixtureDir);
+  EXPECT_EQ(group_schema_versions(fixtures, "frozen_abi_1_1.so", "c-second", "g", std::nullopt),
+            (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(group_schema_versions(fixtures, "frozen_abi_1_1.so", "c-second", "g",
+                                  std::vector<int32_t>{3, 1}),
+            (std::vector<int32_t>{3, 1}));
+  try {
+    group_schema_versions(fixtures, "frozen_abi_1_1.so", "c-second", "g",
+                          std::vector<int32_t>{2, 4});
+    FAIL() << "accepted version 4";
+  } catch (const PluginLoadError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("handler 'c-second' declares (1, 2, 3)"), std::string::npos) << what;
+    EXPECT_NE(what.find("(version(s) 4 not declared)"), std::string::npos) << what;
+  }
+}
+
 TEST(SchemaVersionsTest, AGroupAskingForAVersionItsHandlerDoesNotDeclareIsRefused) {
   PluginRegistry plugins(kPluginDir);
   try {

@@ -6,59 +6,63 @@
 
 #include <sqlstreams/plugin.h>
 
-#define SQLSTREAMS_ABI_PINS(SIZE, OFFSET)                 \
-  SIZE(sqlstreams_type_str, 16)                           \
-  OFFSET(sqlstreams_type_str, data, 0)                    \
-  OFFSET(sqlstreams_type_str, len, 8)                     \
-  SIZE(sqlstreams_type_bytes, 16)                         \
-  OFFSET(sqlstreams_type_bytes, data, 0)                  \
-  OFFSET(sqlstreams_type_bytes, len, 8)                   \
-  SIZE(sqlstreams_type_error, 24)                         \
-  OFFSET(sqlstreams_type_error, struct_size, 0)           \
-  OFFSET(sqlstreams_type_error, reserved, 4)              \
-  OFFSET(sqlstreams_type_error, host_ctx, 8)              \
-  OFFSET(sqlstreams_type_error, set_error, 16)            \
-  SIZE(sqlstreams_type_host_api, 24)                      \
-  OFFSET(sqlstreams_type_host_api, struct_size, 0)        \
-  OFFSET(sqlstreams_type_host_api, reserved, 4)           \
-  OFFSET(sqlstreams_type_host_api, host_ctx, 8)           \
-  OFFSET(sqlstreams_type_host_api, log, 16)               \
-  SIZE(sqlstreams_type_message, 96)                       \
-  OFFSET(sqlstreams_type_message, struct_size, 0)         \
-  OFFSET(sqlstreams_type_message, schema_version, 4)      \
-  OFFSET(sqlstreams_type_message, id, 8)                  \
-  OFFSET(sqlstreams_type_message, attempt, 16)            \
-  OFFSET(sqlstreams_type_message, reserved, 20)           \
-  OFFSET(sqlstreams_type_message, created_at_unix_ms, 24) \
-  OFFSET(sqlstreams_type_message, stream, 32)             \
-  OFFSET(sqlstreams_type_message, group, 48)              \
-  OFFSET(sqlstreams_type_message, payload, 64)            \
-  OFFSET(sqlstreams_type_message, message_key, 80)        \
-  SIZE(sqlstreams_type_outcome, 24)                       \
-  OFFSET(sqlstreams_type_outcome, struct_size, 0)         \
-  OFFSET(sqlstreams_type_outcome, code, 4)                \
-  OFFSET(sqlstreams_type_outcome, delay_ms, 8)            \
-  OFFSET(sqlstreams_type_outcome, error, 16)              \
-  SIZE(sqlstreams_type_handler, 56)                       \
-  OFFSET(sqlstreams_type_handler, struct_size, 0)         \
-  OFFSET(sqlstreams_type_handler, flags, 4)               \
-  OFFSET(sqlstreams_type_handler, name, 8)                \
-  OFFSET(sqlstreams_type_handler, schema_version, 16)     \
-  OFFSET(sqlstreams_type_handler, reserved, 20)           \
-  OFFSET(sqlstreams_type_handler, validate, 24)           \
-  OFFSET(sqlstreams_type_handler, create, 32)             \
-  OFFSET(sqlstreams_type_handler, handle, 40)             \
-  OFFSET(sqlstreams_type_handler, destroy, 48)            \
-  SIZE(sqlstreams_type_manifest, 64)                      \
-  OFFSET(sqlstreams_type_manifest, magic, 0)              \
-  OFFSET(sqlstreams_type_manifest, struct_size, 8)        \
-  OFFSET(sqlstreams_type_manifest, abi_major, 12)         \
-  OFFSET(sqlstreams_type_manifest, abi_minor, 16)         \
-  OFFSET(sqlstreams_type_manifest, reserved, 20)          \
-  OFFSET(sqlstreams_type_manifest, plugin_name, 24)       \
-  OFFSET(sqlstreams_type_manifest, plugin_version, 32)    \
-  OFFSET(sqlstreams_type_manifest, sdk_build, 40)         \
-  OFFSET(sqlstreams_type_manifest, handlers, 48)          \
+#define SQLSTREAMS_ABI_PINS(SIZE, OFFSET)                   \
+  SIZE(sqlstreams_type_str, 16)                             \
+  OFFSET(sqlstreams_type_str, data, 0)                      \
+  OFFSET(sqlstreams_type_str, len, 8)                       \
+  SIZE(sqlstreams_type_bytes, 16)                           \
+  OFFSET(sqlstreams_type_bytes, data, 0)                    \
+  OFFSET(sqlstreams_type_bytes, len, 8)                     \
+  SIZE(sqlstreams_type_error, 32)                           \
+  OFFSET(sqlstreams_type_error, struct_size, 0)             \
+  OFFSET(sqlstreams_type_error, reserved, 4)                \
+  OFFSET(sqlstreams_type_error, host_ctx, 8)                \
+  OFFSET(sqlstreams_type_error, set_error, 16)              \
+  OFFSET(sqlstreams_type_error, set_error_key, 24)          \
+  SIZE(sqlstreams_type_host_api, 24)                        \
+  OFFSET(sqlstreams_type_host_api, struct_size, 0)          \
+  OFFSET(sqlstreams_type_host_api, reserved, 4)             \
+  OFFSET(sqlstreams_type_host_api, host_ctx, 8)             \
+  OFFSET(sqlstreams_type_host_api, log, 16)                 \
+  SIZE(sqlstreams_type_message, 96)                         \
+  OFFSET(sqlstreams_type_message, struct_size, 0)           \
+  OFFSET(sqlstreams_type_message, schema_version, 4)        \
+  OFFSET(sqlstreams_type_message, id, 8)                    \
+  OFFSET(sqlstreams_type_message, attempt, 16)              \
+  OFFSET(sqlstreams_type_message, reserved, 20)             \
+  OFFSET(sqlstreams_type_message, created_at_unix_ms, 24)   \
+  OFFSET(sqlstreams_type_message, stream, 32)               \
+  OFFSET(sqlstreams_type_message, group, 48)                \
+  OFFSET(sqlstreams_type_message, payload, 64)              \
+  OFFSET(sqlstreams_type_message, message_key, 80)          \
+  SIZE(sqlstreams_type_outcome, 24)                         \
+  OFFSET(sqlstreams_type_outcome, struct_size, 0)           \
+  OFFSET(sqlstreams_type_outcome, code, 4)                  \
+  OFFSET(sqlstreams_type_outcome, delay_ms, 8)              \
+  OFFSET(sqlstreams_type_outcome, error, 16)                \
+  SIZE(sqlstreams_type_handler, 72)                         \
+  OFFSET(sqlstreams_type_handler, struct_size, 0)           \
+  OFFSET(sqlstreams_type_handler, flags, 4)                 \
+  OFFSET(sqlstreams_type_handler, name, 8)                  \
+  OFFSET(sqlstreams_type_handler, schema_version, 16)       \
+  OFFSET(sqlstreams_type_handler, reserved, 20)             \
+  OFFSET(sqlstreams_type_handler, validate, 24)             \
+  OFFSET(sqlstreams_type_handler, create, 32)               \
+  OFFSET(sqlstreams_type_handler, handle, 40)               \
+  OFFSET(sqlstreams_type_handler, destroy, 48)              \
+  OFFSET(sqlstreams_type_handler, schema_versions, 56)      \
+  OFFSET(sqlstreams_type_handler, schema_version_count, 64) \
+  OFFSET(sqlstreams_type_handler, reserved2, 68)            \
+  SIZE(sqlstreams_type_manifest, 64)                        \
+  OFFSET(sqlstreams_type_manifest, magic, 0)                \
+  OFFSET(sqlstreams_type_manifest, struct_size, 8)          \
+  OFFSET(sqlstreams_type_manifest, abi_major, 12)           \
+  OFFSET(sqlstreams_type_manifest, abi_minor, 16)           \
+  OFFSET(sqlstreams_type_manifest, reserved, 20)            \
+  OFFSET(sqlstreams_type_manifest, plugin_name, 24)         \
+  OFFSET(sqlstreams_type_manifest, plugin_version, 32)      \
+  OFFSET(sqlstreams_type_manifest, sdk_build, 40)           \
+  OFFSET(sqlstreams_type_manifest, handlers, 48)            \
   OFFSET(sqlstreams_type_manifest, handler_count, 56)
 
 /* One measured pin, as the C compiler saw it (filled by abi_layout.c). */

@@ -60,6 +60,25 @@ TEST(ConfigReader, UnknownKeysAreListedWithTheKnownOnes) {
             "unknown config key(s) 'yy', 'zz' (known: a, b)");
 }
 
+TEST(ConfigReader, ErrorsNameTheirKey) {
+  try {
+    ConfigReader r(json::parse(R"({"n": "5", "zz": 1})"));
+    r.get<int64_t>("n", 0);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "n");
+  }
+  try {
+    ConfigReader r(json::parse(R"({"zz": 1, "yy": 2})"));
+    r.reject_unknown_keys();
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "yy");  // the first unknown key (in key order)
+  }
+  EXPECT_EQ(ConfigError("plain").key(), "");
+  EXPECT_EQ(ConfigError::at("a.b[2]", "bad").key(), "a.b[2]");
+}
+
 TEST(ConfigReader, NonObjectsAreRejected) {
   EXPECT_THROW(ConfigReader(json::parse("[1, 2]")), ConfigError);
   EXPECT_THROW(ConfigReader(json("text")), ConfigError);

@@ -22,9 +22,15 @@ int main(void) {
   const sqlstreams_type_handler* h = sqlstreams_fake_find_handler(m, "count-items");
   CHECK(h != NULL);
   CHECK(sqlstreams_fake_validate(h, "{}", why));
-  CHECK(!sqlstreams_fake_validate(h, "{\"max_item\": 3}", why));
+  char key[SQLSTREAMS_FAKE_TEXT_MAX];
+  CHECK(!sqlstreams_fake_validate_key(h, "{\"max_item\": 3}", why, key));
   CHECK(strstr(why, "unknown key 'max_item'") != NULL);
-  CHECK(!sqlstreams_fake_validate(h, "{\"max_items\": 0}", why));
+  CHECK(strcmp(key, "max_item") == 0); /* named with set_error_key: the host shows its line */
+  CHECK(!sqlstreams_fake_validate_key(h, "{\"max_items\": 0}", why, key));
+  CHECK(strcmp(key, "max_items") == 0);
+
+  /* Two payload versions, listed in the descriptor. */
+  CHECK(h->schema_version_count == 2 && h->schema_versions[0] == 1 && h->schema_versions[1] == 2);
 
   sqlstreams_fake_host host;
   CHECK(!sqlstreams_fake_host_create(&host, m, "count-items", "{\"max_items\": \"x\"}"));
@@ -46,6 +52,16 @@ int main(void) {
   out = sqlstreams_fake_host_handle(&host, "{\"order_id\":\"o-3\"}");
   CHECK(out.code == SQLSTREAMS_OUTCOME_TERMINAL);
   CHECK(strstr(out.error, "items: a whole number is required") != NULL);
+
+  sqlstreams_fake_message v2;
+  memset(&v2, 0, sizeof v2);
+  v2.payload = "{\"order_id\":\"o-4\",\"item_count\":6}";
+  v2.schema_version = 2;
+  out = sqlstreams_fake_host_handle_message(&host, &v2);
+  CHECK(out.code == SQLSTREAMS_OUTCOME_TERMINAL && strstr(out.error, "over max_items 5") != NULL);
+  v2.payload = "{\"order_id\":\"o-5\",\"items\":2}"; /* a v1 shape at version 2 */
+  out = sqlstreams_fake_host_handle_message(&host, &v2);
+  CHECK(out.code == SQLSTREAMS_OUTCOME_TERMINAL && strstr(out.error, "item_count") != NULL);
 
   out = sqlstreams_fake_host_handle(&host, "{\"order_id\":");
   CHECK(out.code == SQLSTREAMS_OUTCOME_TERMINAL);

@@ -7,6 +7,7 @@
 //   auto delay_ms = r.get<int64_t>("delay_ms", 1000);    // throws on a wrong type
 //   auto orders = r.get<std::vector<std::string>>("delay_orders", {});
 //   r.reject_unknown_keys();                             // throws naming the unknown keys
+//   throw sqlstreams::ConfigError::at("delay_ms", "delay_ms: must be >= 0");  // names the key
 #pragma once
 
 #include <cstdint>
@@ -19,10 +20,21 @@
 
 namespace sqlstreams {
 
-// A config the handler cannot accept; the message reaches the operator verbatim.
+// A config the handler cannot accept; the message reaches the operator verbatim. Built with
+// at(key, message) it also names the config key (ABI 1.1 set_error_key): the host then points
+// at that key's file:line:col. Key paths: keys joined by '.', array elements as [N].
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  static ConfigError at(std::string key, const std::string& message) {
+    ConfigError e(message);
+    e.key_ = std::move(key);
+    return e;
+  }
+  const std::string& key() const { return key_; }  // "" when none was named
+
+ private:
+  std::string key_;
 };
 
 class ConfigReader {
@@ -43,24 +55,26 @@ class ConfigReader {
     if (!has(key)) return fallback;
     const nlohmann::json& v = config_.at(key);
     if (!matches<T>(v)) {
-      throw ConfigError("config key '" + key + "': expected " + describe<T>() + ", got " +
-                        (v.is_number_float() ? "a number with a fraction" : v.type_name()));
+      throw ConfigError::at(key,
+                            "config key '" + key + "': expected " + describe<T>() + ", got " +
+                                (v.is_number_float() ? "a number with a fraction" : v.type_name()));
     }
     return v.get<T>();
   }
 
-  // Throws ConfigError naming every key never asked for with get().
+  // Throws ConfigError naming every key never asked for with get() (its key(): the first).
   void reject_unknown_keys() const {
     if (!config_.is_object()) return;
-    std::string unknown, known;
+    std::string unknown, known, first;
     for (const auto& item : config_.items()) {
       if (known_.count(item.key()) == 0) {
+        if (first.empty()) first = item.key();
         unknown += (unknown.empty() ? "'" : ", '") + item.key() + "'";
       }
     }
     if (unknown.empty()) return;
     for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
-    throw ConfigError("unknown config key(s) " + unknown + " (known: " + known + ")");
+    throw ConfigError::at(first, "unknown config key(s) " + unknown + " (known: " + known + ")");
   }
 
  private:

@@ -98,19 +98,25 @@ static inline bool sqlstreams_json_int64(json_object* obj, const char* key, int6
   return true;
 }
 
-/* Closed-world: every key of obj is one of `known` (a NULL-terminated list). */
-static inline bool sqlstreams_json_only_keys(json_object* obj, const char* const* known, char* why,
-                                             size_t why_len) {
+/* The first key of obj that is not in `known` (a NULL-terminated list), or NULL. The string
+ * lives as long as obj. */
+static inline const char* sqlstreams_json_unknown_key(json_object* obj, const char* const* known) {
   json_object_object_foreach(obj, key, value) {
     const char* const* k = known;
     (void)value;
     while (*k != NULL && strcmp(*k, key) != 0) ++k;
-    if (*k == NULL) {
-      snprintf(why, why_len, "unknown key '%.64s'", key);
-      return false;
-    }
+    if (*k == NULL) return key;
   }
-  return true;
+  return NULL;
+}
+
+/* Closed-world: every key of obj is one of `known` (a NULL-terminated list). */
+static inline bool sqlstreams_json_only_keys(json_object* obj, const char* const* known, char* why,
+                                             size_t why_len) {
+  const char* unknown = sqlstreams_json_unknown_key(obj, known);
+  if (unknown == NULL) return true;
+  snprintf(why, why_len, "unknown key '%.64s'", unknown);
+  return false;
 }
 
 #ifdef __cplusplus

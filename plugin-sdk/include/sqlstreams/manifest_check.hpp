@@ -1,11 +1,11 @@
 // sqlstreams/manifest_check.hpp — the host's manifest checks (STYLE R2/R3/R5) as header-only
 // C++20 with no dependency but plugin.h: the entry symbol exists, then magic, ABI major, ABI
-// minor, struct sizes, strings, handler descriptors and their names — refusing, never warning,
-// on any mismatch. Structs are copied at most struct_size bytes into zeroed ones.
-// Used by the host (runtime/plugin_host/manifest.cpp, which adds the file path and throws its
-// PluginLoadError) and by sqlstreams/testing/plugin_file.hpp, so a plugin's own unit test
-// refuses exactly what `sqlstreams run` refuses.
-// Threading: pure functions; call from any thread.
+// minor, struct sizes, strings, handler descriptors, their names and payload schema version
+// lists (ABI 1.1) — refusing, never warning, on any mismatch. Structs are copied at most
+// struct_size bytes into zeroed ones. Used by the host (runtime/plugin_host/manifest.cpp, which
+// adds the file path and throws its PluginLoadError) and by sqlstreams/testing/plugin_file.hpp, so
+// a plugin's own unit test refuses exactly what `sqlstreams run` refuses. Threading: pure
+// functions; call from any thread.
 #pragma once
 
 #include <sqlstreams/plugin.h>
@@ -20,13 +20,16 @@
 #include <utility>
 #include <vector>
 
+#include "sqlstreams/elf_symbols.hpp"
+
 namespace sqlstreams::manifest_check {
 
 inline constexpr const char* kEntrySymbol = SQLSTREAMS_PLUGIN_ENTRY;
 inline constexpr size_t kMaxHandlers = 1024;
 // Sizes of ABI v1.0, the oldest layout a 1.x host accepts; a newer minor may only append.
 inline constexpr size_t kManifestSizeV10 = sizeof(sqlstreams_type_manifest);
-inline constexpr size_t kHandlerSizeV10 = sizeof(sqlstreams_type_handler);
+inline constexpr size_t kHandlerSizeV10 = offsetof(sqlstreams_type_handler, schema_versions);
+inline constexpr size_t kMaxSchemaVersions = SQLSTREAMS_MAX_SCHEMA_VERSIONS;
 
 // Why a plugin is refused: the symbol, what was expected and found, and what to do.
 struct Refusal {
@@ -48,6 +51,10 @@ class Refused : public std::runtime_error {
 struct Handler {
   std::string name;
   sqlstreams_type_handler descriptor{};  // copied at most struct_size bytes, zero-filled
+  // Every payload schema version it understands: the 1.1 list, else {schema_version}. The
+  // list is checked (each >= 1, no duplicates, at most kMaxSchemaVersions); the single 1.0
+  // field is not (the host names a version < 1 per group: plugin_host::group_schema_versions).
+  std::vector<int32_t> schema_versions;
   bool concurrent() const { return (descriptor.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
 };
 
@@ -122,6 +129,35 @@ inline void check_prefix(const ManifestPrefix& p) {
   }
 }
 
+// The handler's payload schema versions (ABI 1.1 list, else the 1.0 field); refuses a bad list.
+inline std::vector<int32_t> read_schema_versions(const std::string& named,
+                                                 const sqlstreams_type_handler& d) {
+  if (d.schema_version_count == 0) return {d.schema_version};
+  const std::string hint =
+      "plugin bug: list each payload schema version the handler understands once, each >= 1 "
+      "(sqlstreams::Versions<...> in the C++ SDK, schema_versions in the C descriptor)";
+  if (d.schema_version_count > kMaxSchemaVersions) {
+    refuse(named + " schema_versions",
+           "at most " + std::to_string(kMaxSchemaVersions) + " versions",
+           std::to_string(d.schema_version_count) + " versions", hint);
+  }
+  if (d.schema_versions == nullptr) {
+    refuse(named + " schema_versions",
+           "a list of " + std::to_string(d.schema_version_count) + " versions",
+           "a NULL schema_versions pointer", hint);
+  }
+  std::vector<int32_t> out(d.schema_versions, d.schema_versions + d.schema_version_count);
+  std::set<int32_t> seen;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string at = named + " schema_versions[" + std::to_string(i) + "]";
+    if (out[i] < 1) refuse(at, "a payload schema version >= 1", std::to_string(out[i]), hint);
+    if (!seen.insert(out[i]).second) {
+      refuse(at, "each version listed once", "version " + std::to_string(out[i]) + " again", hint);
+    }
+  }
+  return out;
+}
+
 inline Handler read_handler(const sqlstreams_type_handler* raw, size_t index) {
   const std::string symbol = std::string(kEntrySymbol) + " handlers[" + std::to_string(index) + "]";
   if (raw == nullptr) {
@@ -149,15 +185,18 @@ inline Handler read_handler(const sqlstreams_type_handler* raw, size_t index) {
     refuse(named, "validate, create, handle and destroy functions", "a NULL function pointer",
            "plugin bug: fill every descriptor function");
   }
+  entry.schema_versions = read_schema_versions(named, d);
   return entry;
 }
 
 }  // namespace detail
 
 // Is the entry function exported? `has(symbol)` answers for the loaded library. Throws Refused
-// naming another major's entry when that is what the library exports.
+// naming another major's entry when that is what the library exports; otherwise, when `file`
+// (the plugin's ELF file) is given, its symbol tables say whether the entry is there but
+// C++-mangled (a missing extern "C") or not exported (visibility), each with its own hint.
 template <class HasSymbol>
-void check_entry_exported(const HasSymbol& has) {
+void check_entry_exported(const HasSymbol& has, const std::string& file = {}) {
   if (has(std::string(kEntrySymbol))) return;
   for (int major = 0; major <= 9; ++major) {
     const std::string other = "sqlstreams_plugin_manifest_v" + std::to_string(major);
@@ -168,6 +207,23 @@ void check_entry_exported(const HasSymbol& has) {
                          std::to_string(SQLSTREAMS_ABI_MAJOR) +
                          ".x, or run a runtime that loads ABI v" + std::to_string(major));
     }
+  }
+  const elf_symbols::EntryClues clues =
+      file.empty() ? elf_symbols::EntryClues{} : elf_symbols::find_entry_clues(file, kEntrySymbol);
+  if (!clues.mangled.empty()) {
+    detail::refuse(kEntrySymbol, "an exported entry function with C linkage",
+                   "only the C++ symbol " + clues.mangled + " (" + clues.demangled + ")",
+                   "declare it extern \"C\" (and outside any namespace), or let "
+                   "SQLSTREAMS_PLUGIN(...) write it: a C++ name is mangled, so the host cannot "
+                   "find it");
+  }
+  if (clues.present_not_exported) {
+    detail::refuse(kEntrySymbol, "an exported entry function",
+                   "the function in the file, but not exported (hidden visibility or a local "
+                   "symbol)",
+                   "give it default visibility (SQLSTREAMS_EXPORT, as plugin.h declares it) and "
+                   "keep it out of any version script's local: list; sqlstreams_add_plugin "
+                   "exports it for you");
   }
   detail::refuse(kEntrySymbol, "an exported entry function (a SQLStreams plugin)",
                  "no such exported symbol",

@@ -3,7 +3,7 @@
  * crosses it. A plugin exports ONE function, sqlstreams_plugin_manifest_v1, returning a static
  * manifest that describes its handlers.
  *
- * Versioning (ABI 1.0):
+ * Versioning (ABI 1.1; 1.0 plugins load unchanged):
  *   - The host loads a plugin only when abi_major == SQLSTREAMS_ABI_MAJOR and
  *     abi_minor <= the host's SQLSTREAMS_ABI_MINOR, and refuses it otherwise.
  *   - Every struct but the two plain views (str, bytes) starts with uint32_t struct_size (the
@@ -46,11 +46,20 @@ extern "C" {
 #endif
 
 #define SQLSTREAMS_ABI_MAJOR 1
-#define SQLSTREAMS_ABI_MINOR 0
+#define SQLSTREAMS_ABI_MINOR 1
 /* "SQLSTRM1" read as a big-endian 64-bit number. */
 #define SQLSTREAMS_PLUGIN_MAGIC UINT64_C(0x53514C5354524D31)
 /* The name of the one exported entry function (see sqlstreams_on_manifest_fn). */
 #define SQLSTREAMS_PLUGIN_ENTRY "sqlstreams_plugin_manifest_v1"
+
+/* True when the sized struct at `ptr` (of type `type`, with a struct_size) carries `field`:
+ * a field appended by a later minor is present only when the writer was built with it.
+ * Example: SQLSTREAMS_HAS_FIELD(slot, sqlstreams_type_error, set_error_key). */
+#define SQLSTREAMS_HAS_FIELD(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* At most this many schema versions in one handler's list (the host refuses more). */
+#define SQLSTREAMS_MAX_SCHEMA_VERSIONS 64
 
 #if defined(_WIN32)
 #define SQLSTREAMS_EXPORT __declspec(dllexport)
@@ -97,17 +106,27 @@ typedef struct sqlstreams_type_bytes {
  * `slot->set_error(slot, text, len)`; the host copies the text before set_error returns, and a
  * second call replaces the first. Text is UTF-8, not NUL-terminated; the host reads at most
  * 8192 bytes and sanitizes the copy (see "What the host does" at the top of this file).
+ * ABI 1.1: `set_error_key(slot, key_path, key_len, text, len)` does the same and also names
+ * the config key the error is about, so the host can point at its file:line:col. key_path is
+ * a path inside the handler's config object: keys joined by '.', array elements as [N]
+ * (e.g. "max_items", "limits.per_order", "orders[2]"); empty or unknown paths point at the
+ * group's config table. Present only when SQLSTREAMS_HAS_FIELD(slot, sqlstreams_type_error,
+ * set_error_key) and non-NULL (a 1.0 host has no such field): fall back to set_error.
+ * Meant for validate(); a host may ignore the key elsewhere (create(), outcomes).
  * OWNERSHIP: host-owned; valid only during the call it was passed to. The plugin must not
- *   keep the pointer. `text` stays the plugin's.
+ *   keep the pointer. `text` and `key_path` stay the plugin's.
  * THREADING: one slot per call; use it only from the thread that received it. */
 typedef struct sqlstreams_type_error sqlstreams_type_error;
 typedef void (*sqlstreams_host_set_error_fn)(sqlstreams_type_error* slot, const char* text,
                                              size_t len);
+typedef void (*sqlstreams_host_set_error_key_fn)(sqlstreams_type_error* slot, const char* key_path,
+                                                 size_t key_len, const char* text, size_t len);
 struct sqlstreams_type_error {
   uint32_t struct_size;
   uint32_t reserved; /* zero */
   void* host_ctx;    /* opaque to the plugin */
   sqlstreams_host_set_error_fn set_error;
+  sqlstreams_host_set_error_key_fn set_error_key; /* ABI 1.1 */
 };
 
 /* Writes one log line through the host's logger (never put payloads in logs). The text is read
@@ -186,8 +205,14 @@ typedef void (*sqlstreams_on_handle_fn)(void* instance, const sqlstreams_type_me
 typedef void (*sqlstreams_on_destroy_fn)(void* instance);
 
 /* Describes one handler of a plugin.
+ * Payload schema versions: ABI 1.1 appends a list, schema_versions[0 .. schema_version_count),
+ * of every version handle() understands (each >= 1, no duplicates, at most
+ * SQLSTREAMS_MAX_SCHEMA_VERSIONS; the host refuses the plugin otherwise). With
+ * schema_version_count == 0 (and in every 1.0 plugin) the list is the one schema_version.
+ * With a list, set schema_version to its newest entry (what a single-version reader shows).
  * OWNERSHIP: plugin-owned static data, valid while the library is loaded (forever: the host
- *   never unloads plugins). name is NUL-terminated, unique within the plugin.
+ *   never unloads plugins). name is NUL-terminated, unique within the plugin; schema_versions
+ *   points to static data too.
  * THREADING: immutable. */
 typedef struct sqlstreams_type_handler {
   uint32_t struct_size;
@@ -199,6 +224,9 @@ typedef struct sqlstreams_type_handler {
   sqlstreams_on_create_fn create;
   sqlstreams_on_handle_fn handle;
   sqlstreams_on_destroy_fn destroy;
+  const int32_t* schema_versions; /* ABI 1.1: every version understood; NULL when count 0 */
+  uint32_t schema_version_count;  /* ABI 1.1: 0 = just schema_version */
+  uint32_t reserved2;             /* zero */
 } sqlstreams_type_handler;
 
 /* What a plugin is. Checked by the host before anything else runs.

@@ -14,6 +14,18 @@
 //     sqlstreams::Result handle(const Payment& p, const sqlstreams::MessageContext& m) override;
 //   };
 //   SQLSTREAMS_PLUGIN("payments", "1.0.0", Charge)
+//
+// Several payload versions (ABI 1.1): list them oldest first, each type declaring its
+// kSchemaVersion; each version gets its own typed decode, and upcast() (yours) turns an older
+// payload into a newer one until handle() receives the newest:
+//   struct PaymentV1 { static constexpr int kSchemaVersion = 1; ... };
+//   struct PaymentV2 { static constexpr int kSchemaVersion = 2; ... };
+//   class Charge : public sqlstreams::TypedHandler<PaymentV2> {
+//    public:
+//     using Payloads = sqlstreams::Versions<PaymentV1, PaymentV2>;
+//     static PaymentV2 upcast(const PaymentV1& v1);
+//     ...
+//   };
 #pragma once
 
 #include <sqlstreams/plugin.h>
@@ -30,7 +42,7 @@
 
 #include "sqlstreams/config_reader.hpp"
 
-#define SQLSTREAMS_SDK_VERSION "1.0.0"
+#define SQLSTREAMS_SDK_VERSION "1.1.0"
 
 namespace sqlstreams {
 
@@ -104,14 +116,29 @@ class Host {
   sqlstreams_type_host_api api_{};
 };
 
+// The payload versions one handler understands, oldest first: each type declares
+// `static constexpr int kSchemaVersion` (>= 1, strictly increasing along the list), and the last
+// one is the handler's Payload. A handler lists them as `using Payloads = Versions<...>;` and
+// declares `upcast(const Older&)` returning a later type of the list for every type but the
+// last (a static or a non-static member). An upcast that throws dead-letters the message
+// (TERMINAL), as a payload that does not decode does: no retry can change its result.
+template <class... Payloads>
+struct Versions {
+  static_assert(sizeof...(Payloads) > 0, "Versions<> needs at least one payload type");
+};
+
 // Base of a typed handler. The author derives from it and declares:
 //   static constexpr const char* kName;      the handler name operators put in `handler =`
 //   static constexpr int kSchemaVersion;     the payload schema version it understands
+//                                            (or `using Payloads = Versions<...>`, above)
 //   static constexpr bool kConcurrent;       optional (default false)
 //   static void validate(const nlohmann::json& config);  optional: throw ConfigError to reject
 //   a constructor taking (const nlohmann::json& config, const Host&), (config) or nothing
 // Payload is decoded with nlohmann/json (from_json); `std::string_view` skips decoding and
 // `nlohmann::json` hands over the parsed document. A payload that does not decode is TERMINAL.
+// With Payloads, a message at a version the list does not hold is TERMINAL too (the host passes
+// such messages over before they reach the handler; DESIGN §8). A single-version handler gets
+// every message the host hands it.
 template <class Payload>
 class TypedHandler {
  public:

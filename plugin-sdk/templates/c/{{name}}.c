@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <sqlstreams/json_c.h>
 #include <sqlstreams/plugin.h>
+#include <sqlstreams/set_error.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,10 +19,6 @@ typedef struct instance {
   int64_t max_amount;
   const sqlstreams_type_host_api* host; /* valid until destroy() */
 } instance;
-
-static void set_error(sqlstreams_type_error* slot, const char* text) {
-  slot->set_error(slot, text, strlen(text));
-}
 
 /* The typed decode: false with `why` filled when the payload is not a struct payload. */
 static bool decode(const sqlstreams_type_bytes* bytes, payload* out, char* why, size_t why_len) {
@@ -39,13 +36,17 @@ static bool decode(const sqlstreams_type_bytes* bytes, payload* out, char* why, 
   return ok;
 }
 
-/* Closed-world config: max_amount (>= 1, default 1000) and nothing else. */
+/* Closed-world config: max_amount (>= 1, default 1000) and nothing else. On a problem `key`
+ * names the config key at fault ("" = the whole config), for sqlstreams_set_error_key. */
 static bool read_config(const char* json, size_t len, int64_t* max_amount, char* why,
-                        size_t why_len) {
+                        size_t why_len, char key[64]) {
   static const char* const kKnown[] = {"max_amount", NULL};
+  key[0] = '\0';
   json_object* doc = sqlstreams_json_parse(json, len, why, why_len);
   if (doc == NULL) return false;
   *max_amount = 1000;
+  const char* unknown = sqlstreams_json_unknown_key(doc, kKnown);
+  snprintf(key, 64, "%s", unknown != NULL ? unknown : "max_amount");
   bool ok = sqlstreams_json_only_keys(doc, kKnown, why, why_len);
   if (ok && json_object_object_get_ex(doc, "max_amount", NULL)) {
     ok = sqlstreams_json_int64(doc, "max_amount", max_amount, why, why_len);
@@ -59,24 +60,24 @@ static bool read_config(const char* json, size_t len, int64_t* max_amount, char*
 }
 
 static bool on_validate(const char* config, size_t len, sqlstreams_type_error* error) {
-  char why[256];
+  char why[256], key[64];
   int64_t max_amount;
-  if (read_config(config, len, &max_amount, why, sizeof why)) return true;
-  set_error(error, why);
+  if (read_config(config, len, &max_amount, why, sizeof why, key)) return true;
+  sqlstreams_set_error_key(error, key, why); /* the host points at that key's line */
   return false;
 }
 
 static bool on_create(const sqlstreams_type_host_api* host, const char* config, size_t len,
                       void** instance_out, sqlstreams_type_error* error) {
-  char why[256];
+  char why[256], key[64];
   instance* self = malloc(sizeof *self);
   if (self == NULL) {
-    set_error(error, "out of memory");
+    sqlstreams_set_error(error, "out of memory");
     return false;
   }
-  if (!read_config(config, len, &self->max_amount, why, sizeof why)) {
+  if (!read_config(config, len, &self->max_amount, why, sizeof why, key)) {
     free(self);
-    set_error(error, why);
+    sqlstreams_set_error_key(error, key, why);
     return false;
   }
   self->host = host;
@@ -90,17 +91,17 @@ static void on_handle(void* inst, const sqlstreams_type_message* m, sqlstreams_t
   payload p;
   if (!decode(&m->payload, &p, why, sizeof why)) {  /* no retry can fix it: dead-letter now */
     snprintf(text, sizeof text, "payload does not decode: %s", why);
-    set_error(out->error, text);
+    sqlstreams_set_error(out->error, text);
     out->code = SQLSTREAMS_OUTCOME_TERMINAL;
     return;
   }
   if (p.amount < 0) {
-    set_error(out->error, "amount is negative");
+    sqlstreams_set_error(out->error, "amount is negative");
     out->code = SQLSTREAMS_OUTCOME_TERMINAL;
     return;
   }
   if (p.amount > self->max_amount) { /* transient: the runtime retries after backoff */
-    set_error(out->error, "amount over max_amount");
+    sqlstreams_set_error(out->error, "amount over max_amount");
     out->code = SQLSTREAMS_OUTCOME_RETRY;
     return;
   }
@@ -111,11 +112,17 @@ static void on_handle(void* inst, const sqlstreams_type_message* m, sqlstreams_t
 
 static void on_destroy(void* inst) { free(inst); }
 
+/* Every payload schema version handle() understands (a v2 rollout: add 2 here, and decode by
+ * m->schema_version); the host passes messages at other versions over. */
+static const int32_t versions[] = {1};
+
 static const sqlstreams_type_handler handler = {
     .struct_size = sizeof(sqlstreams_type_handler),
     .flags = SQLSTREAMS_HANDLER_CONCURRENT,
     .name = "{{handler}}", /* the group's `handler =` */
-    .schema_version = 1,   /* the payload version understood */
+    .schema_version = 1,   /* the newest version of the list */
+    .schema_versions = versions,
+    .schema_version_count = sizeof versions / sizeof versions[0],
     .validate = on_validate,
     .create = on_create,
     .handle = on_handle,

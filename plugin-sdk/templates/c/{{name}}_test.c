@@ -16,10 +16,12 @@ static int failures = 0;
 int main(void) {
   const sqlstreams_type_manifest* m = sqlstreams_plugin_manifest_v1();
   const sqlstreams_type_handler* h = sqlstreams_fake_find_handler(m, "{{handler}}");
-  char why[SQLSTREAMS_FAKE_TEXT_MAX];
+  char why[SQLSTREAMS_FAKE_TEXT_MAX], key[SQLSTREAMS_FAKE_TEXT_MAX];
   CHECK(h != NULL);
-  CHECK(!sqlstreams_fake_validate(h, "{\"max_amont\": 3}", why));
+  CHECK(!sqlstreams_fake_validate_key(h, "{\"max_amont\": 3}", why, key));
   CHECK(strstr(why, "unknown key 'max_amont'") != NULL);
+  CHECK(strcmp(key, "max_amont") == 0); /* `sqlstreams config check` shows this key's line */
+  CHECK(h->schema_version_count == 1 && h->schema_versions[0] == 1);
 
   sqlstreams_fake_host host;
   if (!sqlstreams_fake_host_create(&host, m, "{{handler}}", "{\"max_amount\": 10}")) {

@@ -23,6 +23,8 @@ class Handler : public sqlstreams::TypedHandler<Payload> {
  public:
   static constexpr const char* kName = "{{handler}}";  // the group's `handler =`
   static constexpr int kSchemaVersion = 1;             // the payload version understood
+  // A v2 payload later: `using Payloads = sqlstreams::Versions<PayloadV1, Payload>;` in place
+  // of kSchemaVersion, plus `static Payload upcast(const PayloadV1&)` (SDK README).
   static constexpr bool kConcurrent = true;            // handle() is thread-safe
 
   // The group's [groups.config]; also run by `sqlstreams config check`. Pure.
@@ -44,7 +46,9 @@ class Handler : public sqlstreams::TypedHandler<Payload> {
     sqlstreams::ConfigReader r(config);
     const int64_t v = r.get<int64_t>("max_amount", 1000);
     r.reject_unknown_keys();
-    if (v < 1) throw sqlstreams::ConfigError("config key 'max_amount': must be >= 1");
+    if (v < 1) {  // at(): names the key, so `config check` points at its line
+      throw sqlstreams::ConfigError::at("max_amount", "config key 'max_amount': must be >= 1");
+    }
     return v;
   }
 

@@ -10,13 +10,17 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <typeinfo>
+
+#include "sqlstreams/detail/versions.hpp"
 #if __has_include(<cxxabi.h>)
 #include <cxxabi.h>
 #endif
@@ -36,6 +40,17 @@ T read_sized(const T* p) noexcept {
 inline void set_error(sqlstreams_type_error* slot, std::string_view text) noexcept {
   const sqlstreams_type_error s = read_sized(slot);
   if (s.set_error != nullptr) s.set_error(slot, text.data(), text.size());
+}
+
+// Names the config key too when the host offers set_error_key (ABI 1.1), else set_error.
+inline void set_error_key(sqlstreams_type_error* slot, std::string_view key,
+                          std::string_view text) noexcept {
+  const sqlstreams_type_error s = read_sized(slot);
+  if (!key.empty() && s.set_error_key != nullptr) {
+    s.set_error_key(slot, key.data(), key.size(), text.data(), text.size());
+  } else {
+    set_error(slot, text);
+  }
 }
 
 template <class T>
@@ -102,7 +117,8 @@ struct Adapter {
   static_assert(
       requires { H::kName; }, "a handler declares static constexpr const char* kName");
   static_assert(
-      requires { H::kSchemaVersion; }, "a handler declares static constexpr int kSchemaVersion");
+      requires { H::kSchemaVersion; } || PayloadsOf<H>::kListed,
+      "a handler declares static constexpr int kSchemaVersion (or using Payloads = Versions<...>)");
 
   struct Instance {
     Instance(const sqlstreams_type_host_api* api, const nlohmann::json& config)
@@ -121,13 +137,16 @@ struct Adapter {
     }
   }
 
-  // Runs `fn`; any exception becomes the call's error text and `false`.
+  // Runs `fn`; any exception becomes the call's error text and `false` (a ConfigError that
+  // names a key also names it to the host).
   template <class Fn>
   static bool fenced(sqlstreams_type_error* error, Fn&& fn) noexcept {
     try {
       try {
         fn();
         return true;
+      } catch (const ConfigError& e) {
+        set_error_key(error, e.key(), what_of(e));
       } catch (const std::exception& e) {
         set_error(error, what_of(e));
       } catch (...) {
@@ -151,14 +170,55 @@ struct Adapter {
     });
   }
 
+  using Listed = typename PayloadsOf<H>::type;
+  static constexpr bool kListed = PayloadsOf<H>::kListed;
+
+  // Decodes the payload at `version` into its type of the list and upcasts it; nullopt when
+  // the list has no such version. Throws what decode or upcast throw.
+  template <size_t I = 0, class... Ts>
+  static std::optional<Payload> decode_version(H& handler, int32_t version, std::string_view text,
+                                               Versions<Ts...>* list, std::string& stage) {
+    if constexpr (I == sizeof...(Ts)) {
+      return std::nullopt;
+    } else {
+      using T = std::tuple_element_t<I, std::tuple<Ts...>>;
+      if (T::kSchemaVersion != version) {
+        return decode_version<I + 1>(handler, version, text, list, stage);
+      }
+      stage = "payload does not decode into " + type_name<T>() + " (schema version " +
+              std::to_string(version) + ")";
+      T decoded = decode<T>(text);
+      stage = "payload of schema version " + std::to_string(version) + " does not upcast to " +
+              type_name<Payload>();
+      return to_newest<Payload>(handler, std::move(decoded), list);
+    }
+  }
+
   static Result run(H& handler, const MessageContext& context) {
     std::optional<Payload> payload;
+    std::string stage = "payload does not decode into " + type_name<Payload>();
     try {
-      payload.emplace(decode<Payload>(context.payload));
+      if constexpr (kListed) {
+        static_assert(std::is_same_v<Payload, typename VersionTable<Listed>::Newest>,
+                      "the last type of Payloads is the handler's payload type "
+                      "(TypedHandler<Newest>)");
+        if (auto decoded = decode_version(handler, context.schema_version, context.payload,
+                                          static_cast<Listed*>(nullptr), stage)) {
+          payload.emplace(std::move(*decoded));
+        } else {
+          return {Code::kTerminal,
+                  {},
+                  "payload schema version " + std::to_string(context.schema_version) +
+                      " is not one handler '" + H::kName + "' declares (" +
+                      declared_versions<Listed>() + ")"};
+        }
+      } else {
+        payload.emplace(decode<Payload>(context.payload));
+      }
     } catch (const std::exception& e) {
-      return {Code::kTerminal,
-              {},
-              "payload does not decode into " + type_name<Payload>() + ": " + what_of(e)};
+      return {Code::kTerminal, {}, stage + ": " + what_of(e)};
+    } catch (...) {
+      return {Code::kTerminal, {}, stage + ": unknown exception"};
     }
     try {
       return handler.handle(*payload, context);
@@ -184,16 +244,47 @@ struct Adapter {
 
   static void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
 
+  static constexpr const int32_t* version_list() {
+    if constexpr (kListed) {
+      return VersionTable<Listed>::kVersions;
+    } else {
+      return nullptr;
+    }
+  }
+  static constexpr uint32_t version_count() {
+    if constexpr (kListed) {
+      return static_cast<uint32_t>(std::size(VersionTable<Listed>::kVersions));
+    } else {
+      return 0;
+    }
+  }
+
+  static constexpr int32_t newest_version() {
+    if constexpr (kListed) {
+      constexpr auto& v = VersionTable<Listed>::kVersions;
+      return v[std::size(v) - 1];
+    } else {
+      return static_cast<int32_t>(H::kSchemaVersion);
+    }
+  }
+
   static constexpr sqlstreams_type_handler descriptor() noexcept {
+    if constexpr (kListed && requires { H::kSchemaVersion; }) {
+      static_assert(H::kSchemaVersion == newest_version(),
+                    "with Payloads, kSchemaVersion (optional) must be the newest version");
+    }
     return {sizeof(sqlstreams_type_handler),
             H::kConcurrent ? SQLSTREAMS_HANDLER_CONCURRENT : 0u,
             H::kName,
-            static_cast<int32_t>(H::kSchemaVersion),
+            newest_version(),
             0,
             &validate,
             &create,
             &handle,
-            &destroy};
+            &destroy,
+            version_list(),
+            version_count(),
+            0};
   }
 };
 

@@ -13,6 +13,8 @@
  *   sqlstreams_fake_outcome out = sqlstreams_fake_host_handle(&host, "{\"items\": 3}");
  *   // out.code == SQLSTREAMS_OUTCOME_OK; out.error holds RETRY/TERMINAL text
  *   sqlstreams_fake_host_destroy(&host);
+ *   char why[SQLSTREAMS_FAKE_TEXT_MAX], key[SQLSTREAMS_FAKE_TEXT_MAX];
+ *   sqlstreams_fake_validate_key(h, "{\"max_items\": 0}", why, key);  // key: "max_items"
  *
  * Link the plugin's sources into the test executable (the manifest function is then an
  * ordinary function), or load the built .so yourself with dlopen/dlsym.
@@ -32,11 +34,13 @@ extern "C" {
 
 #define SQLSTREAMS_FAKE_TEXT_MAX 1024
 
-/* A host-side error slot with its own copy of the text. */
+/* A host-side error slot with its own copy of the text, and of the config key the plugin named
+ * through set_error_key (ABI 1.1; "" when none). */
 typedef struct sqlstreams_fake_error {
   sqlstreams_type_error slot;
   bool set;
   char text[SQLSTREAMS_FAKE_TEXT_MAX];
+  char key[SQLSTREAMS_FAKE_TEXT_MAX];
 } sqlstreams_fake_error;
 
 /* One message; fields left zero get defaults (id 1, attempt 1, schema_version 1,
@@ -62,9 +66,10 @@ typedef struct sqlstreams_fake_host {
   const sqlstreams_type_handler* handler; /* NULL until create succeeded */
   void* instance;
   sqlstreams_type_host_api api;
-  char error[SQLSTREAMS_FAKE_TEXT_MAX]; /* why create (or validate) failed */
-  int log_count;                        /* log lines written so far */
-  int32_t last_log_level;               /* SQLSTREAMS_LOG_* of the last line */
+  char error[SQLSTREAMS_FAKE_TEXT_MAX];     /* why create (or validate) failed */
+  char error_key[SQLSTREAMS_FAKE_TEXT_MAX]; /* the config key it named ("" when none) */
+  int log_count;                            /* log lines written so far */
+  int32_t last_log_level;                   /* SQLSTREAMS_LOG_* of the last line */
   char last_log[SQLSTREAMS_FAKE_TEXT_MAX];
 } sqlstreams_fake_host;
 
@@ -80,6 +85,14 @@ static inline void sqlstreams_fake_set_error_(sqlstreams_type_error* slot, const
   sqlstreams_fake_error* e = (sqlstreams_fake_error*)slot->host_ctx;
   e->set = true;
   sqlstreams_fake_copy_text_(e->text, text, len);
+  e->key[0] = '\0';
+}
+
+static inline void sqlstreams_fake_set_error_key_(sqlstreams_type_error* slot, const char* key,
+                                                  size_t key_len, const char* text, size_t len) {
+  sqlstreams_fake_error* e = (sqlstreams_fake_error*)slot->host_ctx;
+  sqlstreams_fake_set_error_(slot, text, len);
+  sqlstreams_fake_copy_text_(e->key, key, key_len);
 }
 
 static inline void sqlstreams_fake_error_init(sqlstreams_fake_error* e) {
@@ -87,6 +100,7 @@ static inline void sqlstreams_fake_error_init(sqlstreams_fake_error* e) {
   e->slot.struct_size = (uint32_t)sizeof e->slot;
   e->slot.host_ctx = e;
   e->slot.set_error = sqlstreams_fake_set_error_;
+  e->slot.set_error_key = sqlstreams_fake_set_error_key_;
 }
 
 static inline void sqlstreams_fake_log_(void* ctx, int32_t level, const char* text, size_t len) {
@@ -109,10 +123,12 @@ static inline const sqlstreams_type_handler* sqlstreams_fake_find_handler(
 }
 
 /* Runs the handler's validate(config_json). Returns true when accepted; otherwise copies the
- * plugin's text (or a note that it gave none) into error_out (SQLSTREAMS_FAKE_TEXT_MAX bytes,
- * may be NULL). */
-static inline bool sqlstreams_fake_validate(const sqlstreams_type_handler* handler,
-                                            const char* config_json, char* error_out) {
+ * plugin's text (or a note that it gave none) into error_out and the config key it named with
+ * set_error_key ("" when none) into key_out (each SQLSTREAMS_FAKE_TEXT_MAX bytes, may be
+ * NULL). */
+static inline bool sqlstreams_fake_validate_key(const sqlstreams_type_handler* handler,
+                                                const char* config_json, char* error_out,
+                                                char* key_out) {
   sqlstreams_fake_error e;
   const char* none = "(validate failed without an error message)";
   sqlstreams_fake_error_init(&e);
@@ -120,7 +136,14 @@ static inline bool sqlstreams_fake_validate(const sqlstreams_type_handler* handl
   if (error_out != NULL) {
     sqlstreams_fake_copy_text_(error_out, e.set ? e.text : none, strlen(e.set ? e.text : none));
   }
+  if (key_out != NULL) sqlstreams_fake_copy_text_(key_out, e.key, strlen(e.key));
   return false;
+}
+
+/* sqlstreams_fake_validate_key without the key. */
+static inline bool sqlstreams_fake_validate(const sqlstreams_type_handler* handler,
+                                            const char* config_json, char* error_out) {
+  return sqlstreams_fake_validate_key(handler, config_json, error_out, NULL);
 }
 
 /* Finds `handler_name` in `manifest`, validates `config_json` and creates an instance, as the
@@ -139,11 +162,12 @@ static inline bool sqlstreams_fake_host_create(sqlstreams_fake_host* host,
     sqlstreams_fake_copy_text_(host->error, msg, strlen(msg));
     return false;
   }
-  if (!sqlstreams_fake_validate(h, config_json, host->error)) return false;
+  if (!sqlstreams_fake_validate_key(h, config_json, host->error, host->error_key)) return false;
   sqlstreams_fake_error_init(&e);
   if (!h->create(&host->api, config_json, strlen(config_json), &host->instance, &e.slot)) {
     const char* text = e.set ? e.text : "(create failed without an error message)";
     sqlstreams_fake_copy_text_(host->error, text, strlen(text));
+    sqlstreams_fake_copy_text_(host->error_key, e.key, strlen(e.key));
     return false;
   }
   host->handler = h;

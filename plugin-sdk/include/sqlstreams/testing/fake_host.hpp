@@ -9,10 +9,13 @@
 //   auto out = host.handle({.payload = R"({"order_id":"o-1","amount_cents":5,"currency":"EUR"})"});
 //   EXPECT_EQ(out.code, SQLSTREAMS_OUTCOME_RETRY);
 //   EXPECT_EQ(out.error, "payment provider unreachable");
+//   auto no = sqlstreams::testing::validate_config(d, R"({"provider": "x"})");
+//   EXPECT_EQ(no->key, "provider");   // named with ConfigError::at / set_error_key
 #pragma once
 
 #include <sqlstreams/plugin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -24,21 +27,40 @@
 
 namespace sqlstreams::testing {
 
-// A host-side error slot: owns the copy of whatever text the plugin sets.
+// A host-side error slot: owns the copy of whatever text (and config key, set_error_key) the
+// plugin sets. `abi_minor` 0 hands out a 1.0-sized slot (no set_error_key), as an old host does.
 class FakeErrorSlot {
  public:
-  FakeErrorSlot() : slot_{sizeof(sqlstreams_type_error), 0, this, &FakeErrorSlot::set} {}
+  explicit FakeErrorSlot(uint32_t abi_minor = SQLSTREAMS_ABI_MINOR)
+      : slot_{abi_minor == 0 ? static_cast<uint32_t>(offsetof(sqlstreams_type_error, set_error_key))
+                             : static_cast<uint32_t>(sizeof(sqlstreams_type_error)),
+              0, this, &FakeErrorSlot::set, abi_minor == 0 ? nullptr : &FakeErrorSlot::set_key} {}
   FakeErrorSlot(const FakeErrorSlot&) = delete;
   FakeErrorSlot& operator=(const FakeErrorSlot&) = delete;
   sqlstreams_type_error* get() { return &slot_; }
   const std::optional<std::string>& text() const { return text_; }
+  const std::string& key() const { return key_; }  // "" when none was named
 
  private:
   static void set(sqlstreams_type_error* slot, const char* text, size_t len) {
-    static_cast<FakeErrorSlot*>(slot->host_ctx)->text_.emplace(text, len);
+    auto* self = static_cast<FakeErrorSlot*>(slot->host_ctx);
+    self->text_.emplace(text, len);
+    self->key_.clear();
+  }
+  static void set_key(sqlstreams_type_error* slot, const char* key, size_t key_len,
+                      const char* text, size_t len) {
+    set(slot, text, len);
+    static_cast<FakeErrorSlot*>(slot->host_ctx)->key_.assign(key, key_len);
   }
   sqlstreams_type_error slot_;
   std::optional<std::string> text_;
+  std::string key_;
+};
+
+// Why validate() refused a config: its text and the config key it named ("" when none).
+struct FakeRejection {
+  std::string text;
+  std::string key;
 };
 
 struct FakeMessage {
@@ -76,6 +98,17 @@ inline std::optional<std::string> validate(const sqlstreams_type_handler& d,
   FakeErrorSlot error;
   if (d.validate(config.data(), config.size(), error.get())) return std::nullopt;
   return error.text().value_or("(validate failed without an error message)");
+}
+
+// Runs the handler's validate(); returns its text and the key it named, or nullopt when
+// accepted. `abi_minor` 0 plays a 1.0 host (no set_error_key in the slot).
+inline std::optional<FakeRejection> validate_config(const sqlstreams_type_handler& d,
+                                                    std::string_view config,
+                                                    uint32_t abi_minor = SQLSTREAMS_ABI_MINOR) {
+  FakeErrorSlot error(abi_minor);
+  if (d.validate(config.data(), config.size(), error.get())) return std::nullopt;
+  return FakeRejection{error.text().value_or("(validate failed without an error message)"),
+                       error.key()};
 }
 
 class FakeHost {

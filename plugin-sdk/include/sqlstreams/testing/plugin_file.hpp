@@ -40,7 +40,7 @@ class PluginFile {
     }
     try {
       manifest_check::check_entry_exported(
-          [this](const std::string& s) { return ::dlsym(handle_, s.c_str()) != nullptr; });
+          [this](const std::string& s) { return ::dlsym(handle_, s.c_str()) != nullptr; }, path);
       auto entry = reinterpret_cast<sqlstreams_on_manifest_fn>(
           ::dlsym(handle_, manifest_check::kEntrySymbol));
       manifest_ = manifest_check::check_manifest(entry());

@@ -1,0 +1,66 @@
+// Several payload versions per handler, end to end (issue 12): payments.so's charge-cards
+// declares versions 1 and 2 (sqlstreams::Versions<PaymentV1, Payment>) and a real host runs it.
+// A v1 and a v2 message are both handled (the v1 one upcast); a payload that does not decode
+// into its version's type is dead at once naming that type; a message at version 3, which the
+// handler does not declare, is passed over by the host (DESIGN §8: counted and logged
+// `version-skipped`, never handled, never dead-lettered).
+#include <gtest/gtest.h>
+
+#include "e2e_support.hpp"
+
+namespace sqlstreams::e2e {
+namespace {
+
+void produce(const std::string& url, const std::string& payload, int version) {
+  query(url, "SELECT sqlstreams.produce('payments.requested', '" + payload + "'::jsonb, " +
+                 std::to_string(version) + ")");
+}
+
+TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsPassedOver) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  HostOptions o;
+  o.name = "versions";
+  o.audit_group = false;
+  o.record_file = dir.file("calls.records");
+  o.charge_config = "unreachable_orders = [\"v2-retry\"]\n";
+  Host host(dir, o, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
+
+  produce(db.url(), R"({"order_id":"v1-ok","amount_cents":5,"currency":"EUR"})", 1);      // 1
+  produce(db.url(), R"({"order_id":"v2-ok","amount":{"cents":5,"currency":"EUR"}})", 2);  // 2
+  produce(db.url(), R"({"order_id":"v2-as-v1","amount":{"cents":5,"currency":"EUR"}})",
+          1);                                                                          // 3
+  produce(db.url(), R"({"order_id":"v3","amount":{"cents":5,"currency":"EUR"}})", 3);  // 4
+  produce(db.url(),
+          R"({"order_id":"v2-cancelled","amount":{"cents":5,"currency":"EUR"},"cancelled":true})",
+          2);  // 5: reached handle() as a v2 Payment
+  wait_drained(db.url(), 60s);
+
+  const auto records = read_records({o.record_file});
+  const auto& charge = records.at(kCharge);
+  EXPECT_EQ(charge.count(1), 1u) << "the v1 message was handled (upcast to v2)";
+  EXPECT_EQ(charge.count(2), 1u) << "the v2 message was handled";
+  EXPECT_EQ(charge.count(3), 0u) << "does not decode: never reaches handle()";
+  EXPECT_EQ(charge.count(4), 0u) << "version 3 is not declared: passed over";
+  EXPECT_EQ(charge.count(5), 1u);
+
+  const std::string exceptions = "sqlstreams.exceptions_" + std::to_string(stream_id(db.url()));
+  EXPECT_EQ(scalar<std::string>(db.url(), "SELECT status || ' ' || last_error FROM " + exceptions +
+                                              " WHERE message_id = 3"),
+            "dead payload does not decode into payments::PaymentV1 (schema version 1): "
+            "[json.exception.out_of_range.403] key 'amount_cents' not found");
+  EXPECT_EQ(scalar<std::string>(db.url(), "SELECT status || ' ' || last_error FROM " + exceptions +
+                                              " WHERE message_id = 5"),
+            "dead order v2-cancelled was cancelled");
+  EXPECT_EQ(scalar<int64_t>(
+                db.url(), "SELECT count(*) FROM " + exceptions + " WHERE message_id IN (1, 2, 4)"),
+            0)
+      << "handled messages and a passed-over one leave no exception row";
+  EXPECT_NE(host.log().find("schema_version=3 message_id=4"), std::string::npos)
+      << tail(host.log());
+  EXPECT_EQ(host.stop(15s), std::optional<int>(0)) << tail(host.log());
+}
+
+}  // namespace
+}  // namespace sqlstreams::e2e
