@@ -282,24 +282,39 @@ TEST_F(GroupLifecycle, AStartThatFailsOnAPluginWritesNoStreamAndNoGroup) {
                            "SELECT (SELECT count(*) FROM sqlstreams.streams) + (SELECT "
                            "count(*) FROM sqlstreams.groups)") == 0;
   };
-  // A handler the plugin does not export (fails while loading plugins) and a handler whose
-  // create() refuses its config (fails while creating handler instances).
-  for (const auto& [name, broken] : std::vector<std::pair<std::string, std::string>>{
-           {"unknown-handler", "handler = \"no-such-handler\""}, {"bad-config", "sleep_ms = -1"}}) {
+  // A handler the plugin does not export (fails while loading plugins, exit 3), a config the
+  // handler's validate() rejects (a config error at the key, exit 2, issue 12) and a handler
+  // whose create() throws (fails while creating handler instances, after every check passed:
+  // the case the handler-first start order is for, exit 3).
+  struct Case {
+    std::string name, broken;
+    int exit_code;
+  };
+  for (const auto& c : std::vector<Case>{{"unknown-handler", "handler = \"no-such-handler\"", 3},
+                                         {"bad-config", "sleep_ms = -1", 2},
+                                         {"create-throws", "handler = \"create-throws\"", 3}}) {
+    const std::string& name = c.name;
     HostOptions o;
     o.name = name;
     o.audit_group = false;
     std::string text = host_config(o);
-    if (name == "unknown-handler") {
-      text.replace(text.find("handler = \"charge-cards\""), 24, broken);
+    std::string plugin_dir = SQLSTREAMS_PLUGIN_DIR;
+    if (name == "bad-config") {
+      text += c.broken + "\n";
     } else {
-      text += broken + "\n";
+      text.replace(text.find("handler = \"charge-cards\""), 24, c.broken);
+    }
+    if (name == "create-throws") {
+      text.replace(text.find("plugin = \"payments.so\""), 22, "plugin = \"sdk_fixture.so\"");
+      plugin_dir = SQLSTREAMS_FIXTURE_DIR;
     }
     const std::string config = dir_.file(name + ".toml");
     std::ofstream(config) << text;
-    auto [code, out] =
-        cli({"run", "--config", config, "--plugin-dir", SQLSTREAMS_PLUGIN_DIR}, url());
-    EXPECT_EQ(code, 3) << name << "\n" << out;
+    auto [code, out] = cli({"run", "--config", config, "--plugin-dir", plugin_dir}, url());
+    EXPECT_EQ(code, c.exit_code) << name << "\n" << out;
+    if (name == "create-throws") {
+      EXPECT_NE(out.find("cannot open ledger file"), std::string::npos) << out;
+    }
     EXPECT_TRUE(nothing_declared()) << name << ": a failed start declared:\n" << out;
   }
 }
