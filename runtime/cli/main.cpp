@@ -9,7 +9,9 @@
 #include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
 #include "config/config.hpp"
+#include "isolation/isolation.hpp"
 #include "ops/crash_handler.hpp"
+#include "ops/logging.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/errors.hpp"
 
@@ -19,6 +21,32 @@ int report(sqlstreams::ExitCode code, const std::string& message, const std::str
   std::fprintf(stderr, "sqlstreams: %s\n", message.c_str());
   if (!hint.empty()) std::fprintf(stderr, "  hint: %s\n", hint.c_str());
   return static_cast<int>(code);
+}
+
+// Hidden: the child process of an `isolation = "process"` group (runtime/isolation/).
+void register_handler_child(CLI::App& app, sqlstreams::cli::Action& action) {
+  struct Flags {
+    int fd = -1;
+    int parent = 0;
+    std::string label, log_level = "info", log_format = "auto";
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("__handler-child", "")->group("");
+  cmd->add_option("--fd", flags->fd)->required();
+  cmd->add_option("--parent-pid", flags->parent)->required();
+  cmd->add_option("--label", flags->label);  // names the group in `ps`
+  cmd->add_option("--log-level", flags->log_level);
+  cmd->add_option("--log-format", flags->log_format);
+  cmd->callback([flags, &action] {
+    action = [flags] {
+      using sqlstreams::config::LogFormat;
+      const LogFormat format = flags->log_format == "json"   ? LogFormat::kJson
+                               : flags->log_format == "text" ? LogFormat::kText
+                                                             : LogFormat::kAuto;
+      sqlstreams::ops::setup_logging(flags->log_level, format);
+      return sqlstreams::isolation::run_handler_child(flags->fd, flags->parent);
+    };
+  });
 }
 
 int run_cli(int argc, char** argv) {
@@ -38,6 +66,7 @@ int run_cli(int argc, char** argv) {
   cli::register_group(app, action);
   cli::register_status(app, action);
   cli::register_plugin(app, action);
+  register_handler_child(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -57,6 +57,8 @@ enum class MigrateMode { kAuto, kCheck };
 enum class LogFormat { kAuto, kText, kJson };
 enum class GroupStart { kBeginning, kHead };
 enum class AuditMode { kOff, kFailures, kAll };
+// Where a group's handler runs: in the host process, or in supervised child processes (issue 13).
+enum class Isolation { kInProcess, kProcess };
 
 struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
@@ -126,6 +128,7 @@ struct GroupConfig {
   std::vector<int32_t> schema_versions{1};
   bool schema_versions_given = false;
   AuditMode audit = AuditMode::kFailures;
+  Isolation isolation = Isolation::kInProcess;
   RetryPolicy retry;
   bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared
 };

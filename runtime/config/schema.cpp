@@ -29,6 +29,7 @@ constexpr std::array<std::string_view, 5> kLogLevels{"trace", "debug", "info", "
 constexpr std::array<std::string_view, 3> kLogFormats{"auto", "text", "json"};
 constexpr std::array<std::string_view, 2> kStarts{"beginning", "head"};
 constexpr std::array<std::string_view, 3> kAuditModes{"off", "failures", "all"};
+constexpr std::array<std::string_view, 2> kIsolations{"inprocess", "process"};
 
 Value str(const char* s) { return std::string(s); }
 
@@ -314,6 +315,12 @@ const Table<GroupConfig>& group_table() {
            .constraint = one_of(kAuditModes),
            .doc = "which outcomes the audit trail records",
            .apply = set_enum(&G::audit, kAuditModes)},
+          {.name = "isolation",
+           .type = Type::kString,
+           .def = str("inprocess"),
+           .constraint = one_of(kIsolations),
+           .doc = "where the handler runs: in the host, or in supervised child processes",
+           .apply = set_enum(&G::isolation, kIsolations)},
           {.name = "retry",
            .type = Type::kTable,
            .doc = "[groups.retry]: the retry policy",

@@ -10,6 +10,7 @@
 
 #include "common/duration.hpp"
 #include "common/errors.hpp"
+#include "isolation/isolation.hpp"
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
 #include "service/reload_plan.hpp"
@@ -111,7 +112,22 @@ Host::~Host() {
 }
 
 std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::GroupConfig& g) {
-  return registry_->create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name);
+  if (g.isolation == config::Isolation::kInProcess) {
+    return registry_->create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name);
+  }
+  static constexpr const char* kFormats[] = {"auto", "text", "json"};  // config::LogFormat order
+  isolation::IsolationOptions o;
+  o.plugin_dir = options_.plugin_dir;
+  o.plugin = g.plugin;
+  o.handler = g.handler;
+  o.stream = g.stream;
+  o.group = g.name;
+  o.config_json = g.plugin_config_json;
+  o.children = g.concurrency;
+  o.handler_timeout = g.handler_timeout;
+  o.log_level = config_.host.log_level;
+  o.log_format = kFormats[static_cast<int>(config_.host.log_format)];
+  return isolation::make_isolated_handler(std::move(o));
 }
 
 std::string Host::plugin_sha256(const config::GroupConfig& g) {

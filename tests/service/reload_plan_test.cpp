@@ -63,6 +63,7 @@ TEST(ReloadPlan, EverySettingOfAGroupRetunesIt) {
         g.schema_versions = {1, 2};
       },
       [](auto& g) { g.audit = config::AuditMode::kAll; },
+      [](auto& g) { g.isolation = config::Isolation::kProcess; },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     auto next = base();

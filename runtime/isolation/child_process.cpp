@@ -1,0 +1,114 @@
+// posix_spawn of a handler child, its reaping, and the restart backoff.
+#include "isolation/child_process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace sqlstreams::isolation {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, int err) {
+  throw std::runtime_error("cannot start a handler process: " + what + ": " + std::strerror(err));
+}
+
+struct FileActions {
+  posix_spawn_file_actions_t actions;
+  FileActions() { posix_spawn_file_actions_init(&actions); }
+  ~FileActions() { posix_spawn_file_actions_destroy(&actions); }
+};
+
+// Waits up to `timeout` for `pid` to become reapable; true when it was reaped into *status.
+bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    int ready;
+    do {
+      ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    } while (ready < 0 && errno == EINTR);
+    ::close(pidfd);
+  }
+  pid_t r;
+  do {
+    r = ::waitpid(pid, status, pidfd >= 0 ? WNOHANG : 0);
+  } while (r < 0 && errno == EINTR);
+  return r == pid;
+}
+
+}  // namespace
+
+SpawnedChild spawn_child(const std::string& executable, const std::string& label,
+                         const std::string& log_level, const std::string& log_format) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair", errno);
+  int child_end = fds[1];
+  if (child_end == 3) {  // dup2(3, 3) would keep close-on-exec: move it out of the way first
+    child_end = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 4);
+    ::close(fds[1]);
+  }
+  auto host_end = std::make_unique<Channel>(fds[0]);
+  const std::string parent = std::to_string(::getpid());
+  std::vector<std::string> args{
+      "sqlstreams",   "__handler-child", "--fd", "3",           "--parent-pid",
+      parent,         "--label",         label,  "--log-level", log_level,
+      "--log-format", log_format};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  FileActions fa;
+  posix_spawn_file_actions_adddup2(&fa.actions, child_end, 3);  // clears close-on-exec
+  pid_t pid = -1;
+  const int err =
+      ::posix_spawn(&pid, executable.c_str(), &fa.actions, nullptr, argv.data(), environ);
+  ::close(child_end);
+  if (err != 0) fail("posix_spawn " + executable, err);
+  return {pid, std::move(host_end)};
+}
+
+int reap(pid_t pid, std::chrono::milliseconds grace) {
+  int status = 0;
+  if (wait_for(pid, grace, &status)) return status;
+  ::kill(pid, SIGKILL);
+  pid_t r;
+  do {
+    r = ::waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  return status;
+}
+
+std::string describe_exit(int wait_status) {
+  if (WIFSIGNALED(wait_status)) {
+    return "handler process crashed (signal " + std::to_string(WTERMSIG(wait_status)) + ")";
+  }
+  if (WIFEXITED(wait_status)) {
+    return "handler process exited (status " + std::to_string(WEXITSTATUS(wait_status)) + ")";
+  }
+  return "handler process ended (wait status " + std::to_string(wait_status) + ")";
+}
+
+std::chrono::milliseconds restart_delay(const RestartPolicy& policy, int crashes, double random01) {
+  const int n = std::clamp(crashes, 1, 62);
+  const double raw = static_cast<double>(policy.initial.count()) * std::pow(2.0, n - 1);
+  const double capped = std::min(raw, static_cast<double>(policy.max.count()));
+  const double r = std::clamp(random01, 0.0, 1.0);
+  const double factor = 1.0 - std::clamp(policy.jitter, 0.0, 1.0) * r;
+  return std::chrono::milliseconds(static_cast<int64_t>(capped * factor));
+}
+
+}  // namespace sqlstreams::isolation

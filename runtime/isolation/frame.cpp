@@ -1,0 +1,243 @@
+// Frame encoding and the blocking, deadline-aware socket I/O of a Channel.
+#include "isolation/frame.hpp"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace sqlstreams::isolation {
+namespace {
+
+enum class Type : uint8_t { kInit = 1, kReady, kFailed, kRequest, kReply };
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) { fixed(v, 4); }
+  void u64(uint64_t v) { fixed(v, 8); }
+  void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void str(std::string_view s) {
+    if (s.size() > kMaxFrameBytes) throw FrameError("a frame field is larger than 1 GiB");
+    u32(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string finish() {
+    if (out_.size() - 4 > kMaxFrameBytes) throw FrameError("a frame is larger than 1 GiB");
+    const auto len = static_cast<uint32_t>(out_.size() - 4);
+    for (int i = 0; i < 4; ++i) out_[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+    return std::move(out_);
+  }
+
+ private:
+  void fixed(uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string out_ = std::string(4, '\0');  // the length prefix, filled in by finish()
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  uint8_t u8() { return static_cast<uint8_t>(fixed(1)); }
+  uint32_t u32() { return static_cast<uint32_t>(fixed(4)); }
+  uint64_t u64() { return fixed(8); }
+  int32_t i32() { return static_cast<int32_t>(u32()); }
+  int64_t i64() { return static_cast<int64_t>(u64()); }
+  bool boolean() {
+    const uint8_t v = u8();
+    if (v > 1) throw FrameError("a boolean field holds " + std::to_string(v));
+    return v == 1;
+  }
+  std::string str() {
+    const uint32_t len = u32();
+    need(len);
+    std::string s(in_.substr(at_, len));
+    at_ += len;
+    return s;
+  }
+  void end() {
+    if (at_ != in_.size()) {
+      throw FrameError(std::to_string(in_.size() - at_) + " unexpected bytes after a frame");
+    }
+  }
+
+ private:
+  void need(size_t n) {
+    if (in_.size() - at_ < n) throw FrameError("truncated frame");
+  }
+  uint64_t fixed(int bytes) {
+    need(bytes);
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i) {
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[at_ + i])) << (8 * i);
+    }
+    at_ += bytes;
+    return v;
+  }
+  std::string_view in_;
+  size_t at_ = 0;
+};
+
+struct Encode {
+  Writer& w;
+  void operator()(const InitFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kInit));
+    for (const auto* s :
+         {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json}) {
+      w.str(*s);
+    }
+  }
+  void operator()(const ReadyFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kReady));
+    w.str(f.plugin_name);
+    w.u8(f.concurrent ? 1 : 0);
+  }
+  void operator()(const FailedFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kFailed));
+    for (const auto* s : {&f.path, &f.symbol, &f.expected, &f.found, &f.hint}) w.str(*s);
+  }
+  void operator()(const RequestFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kRequest));
+    w.u64(f.seq);
+    w.i64(f.id);
+    w.i32(f.schema_version);
+    w.i32(f.attempt);
+    w.i64(f.created_at_unix_ms);
+    w.str(f.stream);
+    w.str(f.group);
+    w.str(f.payload);
+    w.u8(f.message_key ? 1 : 0);
+    if (f.message_key) w.str(*f.message_key);
+  }
+  void operator()(const ReplyFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kReply));
+    w.u64(f.seq);
+    w.u8(f.kind);
+    w.i64(f.delay_ms);
+    w.str(f.error);
+  }
+};
+
+}  // namespace
+
+std::string encode(const Frame& frame) {
+  Writer w;
+  std::visit(Encode{w}, frame);
+  return w.finish();
+}
+
+Frame decode_body(std::string_view body) {
+  Reader r(body);
+  const uint8_t type = r.u8();
+  Frame out;
+  switch (static_cast<Type>(type)) {
+    case Type::kInit: {
+      InitFrame f;
+      for (auto* s : {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json}) {
+        *s = r.str();
+      }
+      out = std::move(f);
+      break;
+    }
+    case Type::kReady: {
+      ReadyFrame f;
+      f.plugin_name = r.str();
+      f.concurrent = r.boolean();
+      out = std::move(f);
+      break;
+    }
+    case Type::kFailed: {
+      FailedFrame f;
+      for (auto* s : {&f.path, &f.symbol, &f.expected, &f.found, &f.hint}) *s = r.str();
+      out = std::move(f);
+      break;
+    }
+    case Type::kRequest: {
+      RequestFrame f;
+      f.seq = r.u64();
+      f.id = r.i64();
+      f.schema_version = r.i32();
+      f.attempt = r.i32();
+      f.created_at_unix_ms = r.i64();
+      f.stream = r.str();
+      f.group = r.str();
+      f.payload = r.str();
+      if (r.boolean()) f.message_key = r.str();
+      out = std::move(f);
+      break;
+    }
+    case Type::kReply: {
+      ReplyFrame f;
+      f.seq = r.u64();
+      f.kind = r.u8();
+      f.delay_ms = r.i64();
+      f.error = r.str();
+      out = std::move(f);
+      break;
+    }
+    default:
+      throw FrameError("unknown frame type " + std::to_string(type));
+  }
+  r.end();
+  return out;
+}
+
+Channel::~Channel() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool Channel::send(const Frame& frame) {
+  const std::string bytes = encode(frame);
+  size_t at = 0;
+  while (at < bytes.size()) {
+    const ssize_t n = ::send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool Channel::read_exact(char* out, size_t len,
+                         std::optional<std::chrono::steady_clock::time_point> deadline,
+                         bool* timed_out) {
+  size_t at = 0;
+  while (at < len) {
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (timed_out) *timed_out = true;
+        return false;
+      }
+    }
+    const ssize_t n = ::recv(fd_, out + at, len - at, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;  // closed (0) or reset
+    at += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::optional<Frame> Channel::receive(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                      bool* timed_out) {
+  unsigned char prefix[4];
+  if (!read_exact(reinterpret_cast<char*>(prefix), 4, deadline, timed_out)) return std::nullopt;
+  const uint32_t len =
+      prefix[0] | (prefix[1] << 8) | (prefix[2] << 16) | (static_cast<uint32_t>(prefix[3]) << 24);
+  if (len == 0 || len > kMaxFrameBytes) {
+    throw FrameError("a frame announces " + std::to_string(len) + " bytes");
+  }
+  std::string body(len, '\0');
+  if (!read_exact(body.data(), len, deadline, timed_out)) return std::nullopt;
+  return decode_body(body);
+}
+
+}  // namespace sqlstreams::isolation

@@ -1,0 +1,94 @@
+// isolation/frame — the wire format between the host and a handler child process (issue 13).
+// A frame is a 4-byte little-endian body length, then the body: a 1-byte type and its fields
+// (integers little-endian, strings as a 4-byte length and the bytes). The channel is a
+// SOCK_STREAM socketpair: length-prefixed frames keep message boundaries at any payload size
+// (a SOCK_SEQPACKET datagram is capped by the socket buffer). Decoding never trusts the peer:
+// a truncated body, an unknown type, a length past the end or past kMaxFrameBytes is a
+// FrameError, never a crash.
+// Threading: pure functions; a Channel is used by one thread at a time (its owner).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace sqlstreams::isolation {
+
+inline constexpr uint32_t kMaxFrameBytes = 1u << 30;  // 1 GiB: jsonb's own ceiling
+
+class FrameError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Host → child, first frame: what to load and create.
+struct InitFrame {
+  std::string plugin_dir, plugin, handler, stream, group, config_json;
+  bool operator==(const InitFrame&) const = default;
+};
+// Child → host: the instance is created and serves requests.
+struct ReadyFrame {
+  std::string plugin_name;
+  bool concurrent = false;
+  bool operator==(const ReadyFrame&) const = default;
+};
+// Child → host: loading or creating failed (the fields of plugin_host::PluginLoadError).
+struct FailedFrame {
+  std::string path, symbol, expected, found, hint;
+  bool operator==(const FailedFrame&) const = default;
+};
+// Host → child: one message to handle.
+struct RequestFrame {
+  uint64_t seq = 0;
+  int64_t id = 0;
+  int32_t schema_version = 1;
+  int32_t attempt = 1;
+  int64_t created_at_unix_ms = 0;
+  std::string stream, group, payload;
+  std::optional<std::string> message_key;
+  bool operator==(const RequestFrame&) const = default;
+};
+// Child → host: the outcome of request `seq`. kind is plugin_host::OutcomeKind as a number.
+struct ReplyFrame {
+  uint64_t seq = 0;
+  uint8_t kind = 0;
+  int64_t delay_ms = 0;
+  std::string error;
+  bool operator==(const ReplyFrame&) const = default;
+};
+
+using Frame = std::variant<InitFrame, ReadyFrame, FailedFrame, RequestFrame, ReplyFrame>;
+
+// The whole frame, length prefix included.
+std::string encode(const Frame& frame);
+// Decodes one body (without its length prefix); throws FrameError.
+Frame decode_body(std::string_view body);
+
+// One end of the channel (owns the fd; closes it when dropped).
+class Channel {
+ public:
+  explicit Channel(int fd) : fd_(fd) {}
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  int fd() const { return fd_; }
+  // Sends a whole frame; false when the peer is gone (EPIPE, ECONNRESET). Never raises SIGPIPE.
+  [[nodiscard]] bool send(const Frame& frame);
+  // Receives one frame. nullopt: the peer closed the channel (or `deadline` passed: then
+  // *timed_out is set). Throws FrameError on a malformed frame.
+  std::optional<Frame> receive(
+      std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt,
+      bool* timed_out = nullptr);
+
+ private:
+  bool read_exact(char* out, size_t len,
+                  std::optional<std::chrono::steady_clock::time_point> deadline, bool* timed_out);
+  int fd_;
+};
+
+}  // namespace sqlstreams::isolation

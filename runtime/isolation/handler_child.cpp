@@ -1,0 +1,73 @@
+// The child's side of process isolation: load, create, then answer one request at a time.
+#include <linux/close_range.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "isolation/isolation.hpp"
+
+namespace sqlstreams::isolation {
+namespace {
+
+int protocol_error(const std::string& what) {
+  std::fprintf(stderr, "sqlstreams __handler-child: %s\n", what.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int run_handler_child(int fd, pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) return 1;  // the host is already gone
+  // Nothing of the host but the channel and stdio: close inherited fds (database sockets...).
+  ::syscall(SYS_close_range, static_cast<unsigned>(fd) + 1, ~0U, 0);
+  Channel channel(fd);
+  std::unique_ptr<plugin_host::PluginRegistry> registry;  // outlives the instance
+  std::unique_ptr<plugin_host::HandlerInstance> instance;
+  try {
+    auto first = channel.receive();
+    if (!first) return 0;  // the host went away before asking anything
+    const auto* init = std::get_if<InitFrame>(&*first);
+    if (init == nullptr) return protocol_error("the first frame is not an init frame");
+    try {
+      registry = std::make_unique<plugin_host::PluginRegistry>(init->plugin_dir);
+      instance = registry->create(init->plugin, init->handler, init->config_json, init->stream,
+                                  init->group);
+    } catch (const plugin_host::PluginLoadError& e) {
+      (void)channel.send(FailedFrame{e.path(), e.symbol(), e.expected(), e.found(), e.hint()});
+      return 3;
+    } catch (const std::exception& e) {
+      (void)channel.send(
+          FailedFrame{init->plugin, "handler process", "a created handler", e.what(), ""});
+      return 3;
+    }
+    if (!channel.send(ReadyFrame{instance->plugin_name(), instance->concurrent()})) return 0;
+    for (;;) {
+      auto frame = channel.receive();
+      if (!frame) break;  // the host closed the channel: stop
+      const auto* request = std::get_if<RequestFrame>(&*frame);
+      if (request == nullptr) return protocol_error("expected a request frame");
+      plugin_host::MessageView view;
+      view.id = request->id;
+      view.stream = request->stream;
+      view.group = request->group;
+      view.payload = request->payload;
+      view.schema_version = request->schema_version;
+      view.attempt = request->attempt;
+      view.created_at_unix_ms = request->created_at_unix_ms;
+      if (request->message_key) view.message_key = *request->message_key;
+      const plugin_host::Outcome out = instance->handle(view);
+      ReplyFrame reply{request->seq, static_cast<uint8_t>(out.kind), out.delay.count(), out.error};
+      if (!channel.send(reply)) break;
+    }
+  } catch (const FrameError& e) {
+    return protocol_error(e.what());
+  }
+  instance.reset();
+  return 0;
+}
+
+}  // namespace sqlstreams::isolation

@@ -1,0 +1,64 @@
+// isolation — `isolation = "process"` groups (issue 13): the group's handler runs in supervised
+// child processes, so a plugin that segfaults, aborts, calls exit() or hangs costs one failed
+// attempt of the message it was running, never the host or another group.
+//
+//   [[groups]]
+//   name = "charge-cards"   plugin = "payments.so"   handler = "charge"
+//   isolation = "process"   # default "inprocess"
+//
+// The host side is a plugin_host::HandlerInstance backed by a POOL of `concurrency` children,
+// each running one request at a time (not one multiplexed child): a crash fails exactly the
+// message its child was running, a hung handler is killed without touching its neighbours, and
+// each child's handler instance keeps the plugin's own threading contract (a non-concurrent
+// handler is never called concurrently). The price: `concurrency` processes and handler
+// instances per group (as if the group ran on that many hosts).
+// A child is `/proc/self/exe __handler-child` (cli/main.cpp → run_handler_child): it loads the
+// plugin through its own PluginRegistry on the same plugin_dir (same trust checks, private
+// image), validates and creates the instance with the group's config, answers Ready (or Failed:
+// the host rethrows the PluginLoadError, exit 3 at start-up), then serves frames (frame.hpp)
+// until the channel closes. It dies with the host (PR_SET_PDEATHSIG) and on EOF.
+// Faults: a child that dies mid-request, or does not answer within handler_timeout + 1s (then
+// SIGKILLed), yields OutcomeKind::kRetry "handler process crashed (signal N)" / "handler process
+// exited (status N)"; the runtime's retry policy counts the attempt (max_retries → dead). The
+// child is reaped at once and restarted by the next caller after restart_delay() (capped
+// exponential, jittered). While no child of the group is up, handle() returns kRetry "handler
+// process restarting" at once. Log events: handler-process-started, handler-process-crashed
+// (stream, group, pid, signal/status, message id).
+// Threading: handle() from any number of threads (each takes a free child, waiting while all
+// are busy); the destructor closes every channel and reaps every child. Children are spawned
+// from one launcher thread per instance, which outlives them (PR_SET_PDEATHSIG follows the
+// spawning thread, not the process).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "isolation/child_process.hpp"
+#include "plugin_host/plugin_host.hpp"
+
+namespace sqlstreams::isolation {
+
+inline constexpr std::chrono::milliseconds kAnswerGrace{1000};  // past handler_timeout
+
+struct IsolationOptions {
+  std::filesystem::path plugin_dir;
+  std::string plugin, handler, stream, group, config_json;
+  int children = 4;  // the group's concurrency
+  std::chrono::milliseconds handler_timeout{30'000};
+  RestartPolicy restart;
+  std::string log_level = "info";
+  std::string log_format = "auto";            // auto | text | json, as host.log_format
+  std::string executable = "/proc/self/exe";  // tests name the sqlstreams binary
+};
+
+// Starts every child and waits until each created its handler instance. Throws
+// plugin_host::PluginLoadError when a child refuses the plugin (its own message) or dies first.
+std::unique_ptr<plugin_host::HandlerInstance> make_isolated_handler(IsolationOptions options);
+
+// The child's side: serves the channel on `fd` until it closes; returns the exit status.
+// `parent` is the host's pid (a child orphaned before PR_SET_PDEATHSIG took effect exits).
+int run_handler_child(int fd, pid_t parent);
+
+}  // namespace sqlstreams::isolation

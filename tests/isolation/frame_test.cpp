@@ -1,0 +1,93 @@
+// The host ↔ handler-child frames: every frame type round-trips, and a malformed frame from a
+// (possibly corrupted) child is a FrameError, never a crash or a silent default.
+#include "isolation/frame.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace sqlstreams::isolation {
+namespace {
+
+std::string body_of(const Frame& f) { return encode(f).substr(4); }
+
+TEST(Frame, EveryFrameTypeRoundTrips) {
+  RequestFrame with_key{7,
+                        -42,
+                        3,
+                        2,
+                        1700000000000,
+                        "s",
+                        "g",
+                        std::string("{\"a\":\0}", 7),
+                        std::string("k\xc3\xa9y")};
+  RequestFrame without_key{8, 1, 1, 1, 0, "s", "g", "", std::nullopt};
+  const std::vector<Frame> frames{
+      InitFrame{"/plugins", "p.so", "h", "s", "g", "{\"x\":1}"},
+      ReadyFrame{"crash-fixture", true},
+      FailedFrame{"p.so", "sym", "exp", "found", "hint"},
+      with_key,
+      without_key,
+      ReplyFrame{7, 2, 1500, "later"},
+  };
+  for (const auto& f : frames) {
+    const std::string bytes = encode(f);
+    ASSERT_GE(bytes.size(), 5u);
+    const uint32_t len = static_cast<uint8_t>(bytes[0]) | static_cast<uint8_t>(bytes[1]) << 8 |
+                         static_cast<uint8_t>(bytes[2]) << 16 |
+                         static_cast<uint32_t>(static_cast<uint8_t>(bytes[3])) << 24;
+    EXPECT_EQ(len, bytes.size() - 4);
+    EXPECT_EQ(decode_body(bytes.substr(4)), f) << "frame index " << f.index();
+  }
+}
+
+TEST(Frame, MalformedBodiesAreFrameErrors) {
+  const std::string request = body_of(RequestFrame{1, 2, 1, 1, 0, "s", "g", "{}", "key"});
+  for (size_t cut = 0; cut < request.size(); ++cut) {
+    EXPECT_THROW(decode_body(request.substr(0, cut)), FrameError) << "cut at " << cut;
+  }
+  EXPECT_THROW(decode_body(request + "x"), FrameError);           // trailing bytes
+  EXPECT_THROW(decode_body(std::string(1, '\x63')), FrameError);  // unknown type
+  std::string bad_bool = body_of(ReadyFrame{"p", true});
+  bad_bool.back() = '\x02';
+  EXPECT_THROW(decode_body(bad_bool), FrameError);
+  // A string length past the end of the body.
+  std::string long_string = body_of(ReplyFrame{1, 0, 0, "abc"});
+  long_string[long_string.size() - 7] = '\x7f';
+  EXPECT_THROW(decode_body(long_string), FrameError);
+}
+
+TEST(Channel, CarriesFramesLargerThanTheSocketBufferAndReportsClose) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto a = std::make_unique<Channel>(fds[0]);
+  Channel b(fds[1]);
+  RequestFrame big{1, 9, 1, 1, 0, "s", "g", std::string(3 << 20, 'x'), std::nullopt};
+  std::thread writer([&] {
+    EXPECT_TRUE(a->send(big));
+    a.reset();  // closes: the reader sees the end after the frame
+  });
+  auto got = b.receive();
+  writer.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::get<RequestFrame>(*got), big);
+  EXPECT_FALSE(b.receive().has_value());
+}
+
+TEST(Channel, AbsurdLengthPrefixIsRefusedAndADeadlineTimesOut) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  Channel a(fds[0]), b(fds[1]);
+  bool timed_out = false;
+  EXPECT_FALSE(
+      b.receive(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), &timed_out));
+  EXPECT_TRUE(timed_out);
+  const char huge[4] = {'\xff', '\xff', '\xff', '\x7f'};
+  ASSERT_EQ(::write(a.fd(), huge, 4), 4);
+  EXPECT_THROW(b.receive(), FrameError);
+}
+
+}  // namespace
+}  // namespace sqlstreams::isolation
