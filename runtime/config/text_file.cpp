@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/unique_fd.hpp"
 #include "config/config.hpp"
 
 namespace sqlstreams::config {
@@ -24,27 +25,13 @@ std::string kind_of(mode_t mode) {
   return "not a regular file";
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 std::string read_text_file(const std::filesystem::path& file, size_t max_bytes,
                            std::string_view what) {
   const std::string prefix = file.string() + ": cannot read " + std::string(what) + ": ";
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat refuses it right after.
-  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) throw ConfigError({prefix + std::strerror(errno)});
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw ConfigError({prefix + std::strerror(errno)});

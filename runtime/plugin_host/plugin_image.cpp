@@ -21,6 +21,7 @@
 #include <memory>
 #include <utility>
 
+#include "common/unique_fd.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
 namespace sqlstreams::plugin_host {
@@ -37,21 +38,6 @@ constexpr off_t kMaxPluginBytes = off_t{1} << 30;
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 std::string to_hex(const unsigned char* bytes, size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -78,7 +64,7 @@ bool write_all(int fd, const char* data, size_t len) {
 }  // namespace
 
 PluginImage copy_plugin_image(const fs::path& real) {
-  Fd file(::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd file(::open(real.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (file.get() < 0) {
     const int err = errno;
     fail(real, "a readable plugin file", errno_text(err), "check the file's permissions");
@@ -100,7 +86,7 @@ PluginImage copy_plugin_image(const fs::path& real) {
          fmt::format("{} bytes", st.st_size), "point the group's `plugin` at the plugin's .so");
   }
   const std::string memfd_name = "sqlstreams-plugin:" + real.filename().string();
-  Fd image(::memfd_create(memfd_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd image(::memfd_create(memfd_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (image.get() < 0) {
     const int err = errno;
     fail(real, "a private in-memory copy of the plugin (memfd_create)", errno_text(err),
