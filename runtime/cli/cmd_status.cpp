@@ -20,16 +20,6 @@ struct StatusFlags {
   bool json = false;
 };
 
-// "31d", "5h", "12m", "40s", "250ms": the largest whole unit.
-std::string approx(Millis d) {
-  const int64_t ms = d.count();
-  if (ms >= 86'400'000) return fmt::format("{}d", ms / 86'400'000);
-  if (ms >= 3'600'000) return fmt::format("{}h", ms / 3'600'000);
-  if (ms >= 60'000) return fmt::format("{}m", ms / 60'000);
-  if (ms >= 1000) return fmt::format("{}s", ms / 1000);
-  return fmt::format("{}ms", ms);
-}
-
 template <class T>
 nlohmann::json opt(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -38,11 +28,6 @@ nlohmann::json opt(const std::optional<T>& v) {
 std::optional<int64_t> ms_of(const std::optional<SysTime>& t) {
   if (!t) return std::nullopt;
   return t->time_since_epoch().count();
-}
-
-// "3m ago" / "never", for a group's last_seen_at.
-std::string seen_text(SysTime now, const std::optional<SysTime>& seen) {
-  return seen ? approx(now - *seen) + " ago" : std::string("never");
 }
 
 nlohmann::json to_json(const store::FleetStatus& f) {
@@ -133,8 +118,10 @@ void print_text(const store::FleetStatus& f) {
     }
     std::string oldest = "no messages";
     if (s.oldest_id)
-      oldest = fmt::format("oldest id {} ({} old)", *s.oldest_id, approx(*s.oldest_age));
-    std::string retention = s.retention ? approx(*s.retention) : std::string("forever");
+      oldest =
+          fmt::format("oldest id {} ({} old)", *s.oldest_id, format_approx_duration(*s.oldest_age));
+    std::string retention =
+        s.retention ? format_approx_duration(*s.retention) : std::string("forever");
     if (s.retention && s.allow_drop_past_committed) retention += ", may drop uncommitted";
     std::printf(
         "stream %s (id %lld: messages_%lld): head %lld, %s, %s, retention %s; janitor: %s\n",
@@ -159,14 +146,14 @@ void print_text(const store::FleetStatus& f) {
     for (const auto& g : s.groups) {
       if (g.paused_at) {
         std::printf("  paused: %s (%s ago, by %s; `sqlstreams group resume` restarts it)\n",
-                    g.name.c_str(), approx(f.now - *g.paused_at).c_str(),
+                    g.name.c_str(), format_approx_duration(f.now - *g.paused_at).c_str(),
                     escape_for_text(g.paused_by).c_str());
       }
       if (!g.seen_recently) {
         std::printf(
             "  not seen by a running host: %s (last seen %s; drop it with `sqlstreams group "
             "drop` if no config runs it any more)\n",
-            g.name.c_str(), seen_text(f.now, g.last_seen_at).c_str());
+            g.name.c_str(), format_ago(f.now, g.last_seen_at).c_str());
       }
     }
     if (const auto& h = s.retention_held_by) {
@@ -174,7 +161,7 @@ void print_text(const store::FleetStatus& f) {
           "  retention waits for group %s: committed %lld, the oldest partition needs %lld "
           "(last seen %s%s)\n",
           h->group.c_str(), static_cast<long long>(h->committed), static_cast<long long>(h->needs),
-          seen_text(f.now, h->last_seen_at).c_str(), h->paused ? ", paused" : "");
+          format_ago(f.now, h->last_seen_at).c_str(), h->paused ? ", paused" : "");
     }
   }
   int live = 0;
@@ -186,7 +173,8 @@ void print_text(const store::FleetStatus& f) {
     for (const auto& w : h.workers) holds += (holds.empty() ? "" : ", ") + w;
     std::printf("  %s pid %d version %s, up %s, last seen %s ago; holds: %s\n",
                 escape_for_text(h.name).c_str(), h.pid, escape_for_text(h.version).c_str(),
-                approx(f.now - h.started_at).c_str(), approx(f.now - h.heartbeat_at).c_str(),
+                format_approx_duration(f.now - h.started_at).c_str(),
+                format_approx_duration(f.now - h.heartbeat_at).c_str(),
                 holds.empty() ? "-" : escape_for_text(holds).c_str());
   }
 }

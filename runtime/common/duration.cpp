@@ -1,5 +1,6 @@
 #include "common/duration.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <limits>
@@ -48,9 +49,10 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* error) 
     while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     auto unit = unit_millis(text.substr(unit_start, i - unit_start));
     if (!unit) {
-      fail(error, unit_start == i ? "missing unit; use one of ms, s, m, h, d"
-                                  : "unknown unit '" + std::string(text.substr(unit_start, i - unit_start)) +
-                                        "'; use one of ms, s, m, h, d");
+      fail(error, unit_start == i
+                      ? "missing unit; use one of ms, s, m, h, d"
+                      : "unknown unit '" + std::string(text.substr(unit_start, i - unit_start)) +
+                            "'; use one of ms, s, m, h, d");
       return std::nullopt;
     }
     if (value > std::numeric_limits<int64_t>::max() / *unit ||
@@ -74,6 +76,23 @@ std::string format_duration(Millis d) {
     if (ms % u.millis == 0) return std::to_string(ms / u.millis) + u.name;
   }
   return std::to_string(ms) + "ms";
+}
+
+std::string format_approx_duration(Millis d) {
+  const int64_t ms = std::max<int64_t>(d.count(), 0);
+  struct Unit {
+    int64_t millis;
+    const char* name;
+  };
+  for (Unit u : {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "m"}, Unit{1000, "s"}}) {
+    if (ms >= u.millis) return std::to_string(ms / u.millis) + u.name;
+  }
+  return std::to_string(ms) + "ms";
+}
+
+std::string format_ago(SysTime now, const std::optional<SysTime>& then) {
+  if (!then) return "never";
+  return format_approx_duration(std::chrono::duration_cast<Millis>(now - *then)) + " ago";
 }
 
 }  // namespace sqlstreams

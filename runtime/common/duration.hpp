@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.hpp"
+
 namespace sqlstreams {
 
 using Millis = std::chrono::milliseconds;
@@ -19,5 +21,12 @@ std::optional<Millis> parse_duration(std::string_view text, std::string* error =
 
 // Shortest exact rendering: 1500 ms -> "1500ms", 300000 ms -> "5m", 0 -> "0s".
 std::string format_duration(Millis d);
+
+// The largest whole unit, for "how long ago" figures: 90 s -> "1m", 250 ms -> "250ms"; a
+// negative duration (clock skew) prints as "0ms".
+std::string format_approx_duration(Millis d);
+
+// "3m ago", or "never" without a time: when a running host last named a group, and the like.
+std::string format_ago(SysTime now, const std::optional<SysTime>& then);
 
 }  // namespace sqlstreams

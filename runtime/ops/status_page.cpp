@@ -44,20 +44,51 @@ std::string page(const std::string& title, const std::string& body) {
       html_escape(title), kStyle, body);
 }
 
+// Which group keeps retention from dropping the oldest partition, and why it does not move.
+std::string retention_hold_cell(SysTime now, const std::optional<store::RetentionHold>& hold) {
+  if (!hold) return "<td class=\"held-by\">-</td>";
+  std::string why = hold->paused           ? "paused"
+                    : !hold->seen_recently ? "not seen by a running host, last seen " +
+                                                 format_ago(now, hold->last_seen_at)
+                                           : "running";
+  return fmt::format(
+      "<td class=\"held-by bad\" data-group=\"{0}\">{0} (committed {1}, needs {2}; {3})</td>",
+      html_escape(hold->group), hold->committed, hold->needs, html_escape(why));
+}
+
+// running / paused by whom since when / not seen by any running host: what an operator acts on
+// (`sqlstreams group resume|drop`).
+std::string group_state_cell(SysTime now, const store::GroupStatus& g) {
+  if (g.paused_at) {
+    return fmt::format(
+        "<td class=\"state bad\" data-state=\"paused\">paused {} ago by {}</td>",
+        format_approx_duration(std::chrono::duration_cast<Millis>(now - *g.paused_at)),
+        html_escape(g.paused_by.empty() ? "-" : g.paused_by));
+  }
+  if (!g.seen_recently) {
+    return fmt::format(
+        "<td class=\"state bad\" data-state=\"unseen\">not seen by a running host (last seen "
+        "{})</td>",
+        html_escape(format_ago(now, g.last_seen_at)));
+  }
+  return "<td class=\"state ok\" data-state=\"running\">running</td>";
+}
+
 void streams_table(std::string& out, const store::FleetStatus& fleet) {
   out +=
       "<h2>Streams</h2>\n<table id=\"streams\"><tr><th>stream</th><th>head</th>"
       "<th>partitions</th><th>oldest retained</th><th>oldest age</th><th>retention</th>"
-      "<th>janitor</th></tr>\n";
+      "<th>janitor</th><th>retention held by</th></tr>\n";
   for (const auto& s : fleet.streams) {
     out += fmt::format(
         "<tr data-stream=\"{0}\"><td class=\"stream\">{0}</td>{1}{2}<td class=\"n oldest\">{3}"
         "</td><td class=\"age\">{4}</td><td class=\"retention\">{5}</td><td class=\"janitor\">"
-        "{6}</td></tr>\n",
+        "{6}</td>{7}</tr>\n",
         html_escape(s.name), num_cell("head", s.head), num_cell("partitions", s.partitions),
         s.oldest_id ? std::to_string(*s.oldest_id) : "-",
         s.oldest_age ? format_duration(*s.oldest_age) : "-",
-        s.retention ? format_duration(*s.retention) : "forever", opt(s.janitor));
+        s.retention ? format_duration(*s.retention) : "forever", opt(s.janitor),
+        retention_hold_cell(fleet.now, s.retention_held_by));
   }
   out += "</table>\n";
 }
@@ -67,7 +98,7 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
       "<h2>Groups</h2>\n<table id=\"groups\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>committed</th><th>lag</th><th>commits/s</th><th>ready</th>"
       "<th>in flight</th><th>dead letters</th><th>open leases</th><th>expired leases</th>"
-      "<th>lost</th><th>skipped versions</th><th>advancer</th></tr>\n";
+      "<th>lost</th><th>skipped versions</th><th>advancer</th><th>state</th></tr>\n";
   for (const auto& s : status.fleet.streams) {
     for (const auto& g : s.groups) {
       auto rate = status.commit_rate.find(g.id);
@@ -75,7 +106,7 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
           "<tr data-stream=\"{0}\" data-group=\"{1}\"><td class=\"stream\">{0}</td>"
           "<td class=\"group\">{1}</td>{2}{3}{4}<td class=\"n rate\">{5}</td>{6}{7}"
           "<td class=\"n dead{8}\"><a href=\"/groups/{0}/{1}/dead\">{9}</a></td>{10}{11}{12}{13}"
-          "<td class=\"advancer\">{14}</td></tr>\n",
+          "<td class=\"advancer\">{14}</td>{15}</tr>\n",
           html_escape(s.name), html_escape(g.name), num_cell("claimed", g.claimed),
           num_cell("committed", g.committed), num_cell("lag", g.lag),
           rate == status.commit_rate.end() ? "-" : fmt::format("{:.1f}", rate->second),
@@ -83,7 +114,7 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
           g.dead, num_cell("open-leases", g.open_leases),
           num_cell("expired-leases", g.expired_leases, true),
           num_cell("lost", g.lost_messages, true), num_cell("skipped", g.skipped_versions, true),
-          opt(g.advancer));
+          opt(g.advancer), group_state_cell(status.fleet.now, g));
     }
   }
   out += "</table>\n";

@@ -1,8 +1,9 @@
 // ops/status_page — the HTML of the host's status page (GET /) and of a group's dead-letter
 // view (GET /groups/<stream>/<group>/dead): plain server-rendered HTML with inline CSS, no
 // scripts and no build step. The page shows every stream (head, partitions, oldest message,
-// retention, janitor), every group (cursor, lag, commit rate, exceptions by status, dead
-// letters, leases, retention losses, advancer), the live hosts and maintenance workers — the
+// retention, janitor, which group holds retention back), every group (cursor, lag, commit rate,
+// exceptions by status, dead letters, leases, retention losses, advancer, and whether it runs,
+// is paused or is seen by no running host), the live hosts and maintenance workers — the
 // figures of `sqlstreams status` from the StatusPoller — and what this host runs, with its own
 // counts. The dead-letter view lists each dead letter with its payload and attempt history.
 // Every value is HTML-escaped; rows carry data-* attributes and cells class names so tools
@@ -49,7 +50,7 @@ std::string render_status_page(const StatusPageInput& input);
 struct DeadLetterPage {
   std::string stream;
   std::string group;
-  std::vector<store::DeadLetter> dead;                            // newest first
+  std::vector<store::DeadLetter> dead;                            // by message id, oldest first
   std::map<int64_t, std::vector<store::DeliveryRecord>> history;  // by message id
   size_t limit = 0;                                               // the list was cut at this many
 };

@@ -23,6 +23,7 @@ StatusPageInput input() {
   g.lag = 17;
   g.ready = 2;
   g.dead = 5;
+  g.seen_recently = true;
   s.groups.push_back(g);
   snapshot->fleet.streams.push_back(s);
   snapshot->commit_rate[3] = 12.5;
@@ -60,6 +61,55 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
   EXPECT_NE(html.find("janitor payments.requested"), std::string::npos);
   EXPECT_EQ(html.find("<script>"), std::string::npos) << "escaped";
   EXPECT_NE(html.find("h1&lt;script&gt;"), std::string::npos);
+}
+
+// Issue 13: an operator sees on the page which group is paused (by whom, since when), which no
+// running host has seen, and which holds retention back — not only in `sqlstreams status`.
+TEST(StatusPage, ShowsPausedUnseenGroupsAndWhoHoldsRetention) {
+  StatusPageInput in = input();
+  auto snapshot = std::make_shared<StatusSnapshot>(*in.status);
+  snapshot->fleet.now = SysTime(Millis(10'000'000));
+  auto& s = snapshot->fleet.streams[0];
+  store::GroupStatus paused;
+  paused.id = 4;
+  paused.name = "refunds";
+  paused.paused_at = snapshot->fleet.now - Millis(120'000);
+  paused.paused_by = "ops<b>@host";
+  paused.seen_recently = true;
+  store::GroupStatus unseen;
+  unseen.id = 5;
+  unseen.name = "typo-group";
+  unseen.last_seen_at = snapshot->fleet.now - Millis(3 * 86'400'000);
+  store::GroupStatus never;
+  never.id = 6;
+  never.name = "never-run";
+  s.groups.insert(s.groups.end(), {paused, unseen, never});
+  s.retention_held_by =
+      store::RetentionHold{"typo-group", 40, 100, unseen.last_seen_at, false, false};
+  in.status = snapshot;
+  std::string html = render_status_page(in);
+  EXPECT_NE(html.find("<td class=\"state ok\" data-state=\"running\">running</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("data-state=\"paused\">paused 2m ago by ops&lt;b&gt;@host</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("data-state=\"unseen\">not seen by a running host (last seen 3d ago)"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("data-state=\"unseen\">not seen by a running host (last seen never)"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<td class=\"held-by bad\" data-group=\"typo-group\">typo-group (committed "
+                      "40, needs 100; not seen by a running host, last seen 3d ago)</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_EQ(html.find("<b>@host"), std::string::npos) << "escaped";
+}
+
+TEST(StatusPage, NoRetentionHoldIsADash) {
+  std::string html = render_status_page(input());
+  EXPECT_NE(html.find("<td class=\"held-by\">-</td>"), std::string::npos) << html;
 }
 
 TEST(StatusPage, SaysWhenTheDatabaseDidNotAnswer) {

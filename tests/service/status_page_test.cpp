@@ -67,6 +67,7 @@ TEST(StatusPageInChromium, ShowsGroupsNumbersHostsAndDeadLetters) {
         return m.find("sqlstreams_group_exceptions" + charge + ",status=\"dead\"} 2") !=
                    std::string::npos &&
                m.find("sqlstreams_group_lag" + charge + "} 0") != std::string::npos &&
+               m.find("sqlstreams_group_unseen" + charge + "} 0") != std::string::npos &&
                m.find(
                    R"(sqlstreams_group_lag{stream="payments.requested",group="audit-payments"} 0)") !=
                    std::string::npos;
@@ -87,6 +88,8 @@ TEST(StatusPageInChromium, ShowsGroupsNumbersHostsAndDeadLetters) {
   EXPECT_NE(charge_row.find("<td class=\"n lag\">0</td>"), std::string::npos) << charge_row;
   EXPECT_NE(charge_row.find("href=\"/groups/payments.requested/charge-cards/dead\">2</a>"),
             std::string::npos)
+      << charge_row;
+  EXPECT_NE(charge_row.find("data-state=\"running\">running</td>"), std::string::npos)
       << charge_row;
   std::string audit_row =
       row(dom,

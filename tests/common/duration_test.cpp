@@ -1,4 +1,5 @@
-// parse_duration / format_duration (common/duration) as tables.
+// parse_duration / format_duration / format_approx_duration / format_ago (common/duration) as
+// tables.
 #include "common/duration.hpp"
 
 #include <gtest/gtest.h>
@@ -80,6 +81,27 @@ TEST(FormatDuration, RoundTrips) {
   for (int64_t ms : {0LL, 1LL, 250LL, 1000LL, 61'000LL, 3'600'000LL, 90'061'001LL}) {
     EXPECT_EQ(parse_duration(format_duration(milliseconds(ms))), milliseconds(ms)) << ms;
   }
+}
+
+TEST(FormatApproxDuration, LargestWholeUnit) {
+  struct Case {
+    int64_t millis;
+    const char* text;
+  };
+  const Case cases[] = {
+      {-5, "0ms"},    {0, "0ms"},        {250, "250ms"},     {1000, "1s"},           {1500, "1s"},
+      {90'000, "1m"}, {7'199'999, "1h"}, {86'400'000, "1d"}, {2'592'000'000, "30d"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(format_approx_duration(milliseconds(c.millis)), c.text) << c.millis;
+  }
+}
+
+TEST(FormatAgo, NeverWithoutATime) {
+  const SysTime now{milliseconds(1'000'000'000)};
+  EXPECT_EQ(format_ago(now, std::nullopt), "never");
+  EXPECT_EQ(format_ago(now, now - milliseconds(180'500)), "3m ago");
+  EXPECT_EQ(format_ago(now, now + milliseconds(2000)), "0ms ago") << "clock skew never negative";
 }
 
 }  // namespace
