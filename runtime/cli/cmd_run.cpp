@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
+#include "common/version.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
 #include "service/host.hpp"
@@ -71,7 +72,7 @@ int run(const RunFlags& f) {
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);
   o.session = session_options;
-  o.version = SQLSTREAMS_VERSION;
+  o.version = kVersion;
   o.declare = [](store::Session& session, const config::Config& c) { declare_all(session, c); };
   service::Host host(std::move(o));  // pipelines, maintenance, HTTP, reload (service/host.hpp)
   return service::run_host(host);

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/group_plugins.hpp"
 #include "common/errors.hpp"
+#include "common/version.hpp"
 #include "config/config.hpp"
 #include "isolation/isolation.hpp"
 #include "ops/crash_handler.hpp"
@@ -54,7 +55,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{
       "SQLStreams worker runtime: streams, consumer groups and handler plugins on "
       "PostgreSQL"};
-  app.set_version_flag("--version", "sqlstreams 0.1.0");
+  app.set_version_flag("--version", std::string("sqlstreams ") + kVersion);
   app.require_subcommand(1);
   cli::Action action;
   cli::register_run(app, action);

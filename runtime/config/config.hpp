@@ -15,7 +15,7 @@
 //   [[groups]]
 //   name = "charge-cards"
 //   stream = "payments.requested"
-//   plugin = "libsqlstreams_payments.so"
+//   plugin = "payments.so"
 //   handler = "charge-cards"
 //   [groups.config]                # handed to the plugin as JSON
 //   provider = "ok"

@@ -88,7 +88,7 @@ class HandlerConfigError : public PluginLoadError {
   std::string key_path_;
 };
 
-class LoadedPlugin;  // defined in plugin_registry.cpp
+class LoadedPlugin;  // plugin_host/loaded_plugin.hpp
 
 // A created handler for one group; destroys the plugin instance when dropped.
 class HandlerInstance {

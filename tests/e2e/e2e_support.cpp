@@ -14,40 +14,7 @@
 
 namespace sqlstreams::e2e {
 
-ScratchDir::ScratchDir() {
-  std::string tmpl = "/tmp/sqlstreams-e2e-XXXXXX";
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-  std::filesystem::permissions(path_, std::filesystem::perms(0755));
-}
-
-ScratchDir::~ScratchDir() {
-  const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
-  if (::testing::Test::HasFailure() || (keep && *keep && std::string(keep) != "0")) {
-    std::fprintf(stderr, "e2e: keeping %s (host configs, logs and record files)\n", path_.c_str());
-    return;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 namespace {
-
-int free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    throw std::runtime_error("no free TCP port");
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::pair<int, std::string> pg_script(std::vector<std::string> args) {
   std::vector<std::string> argv{"/bin/bash", std::string(SQLSTREAMS_SOURCE_DIR) + "/scripts/pg.sh"};
@@ -79,15 +46,6 @@ std::pair<int, std::string> OwnCluster::restart_immediate() {
 std::pair<int, std::string> OwnCluster::stop() { return pg_script({"stop", dir_}); }
 std::pair<int, std::string> OwnCluster::start() {
   return pg_script({"start", dir_, std::to_string(port_)});
-}
-
-bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(every);
-  }
 }
 
 std::string host_config(const HostOptions& o) {

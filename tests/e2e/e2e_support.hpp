@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "process.hpp"
+#include "scratch.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::e2e {
@@ -29,23 +30,14 @@ inline constexpr const char* kStream = "payments.requested";
 inline constexpr const char* kCharge = "charge-cards";
 inline constexpr const char* kAudit = "audit-payments";
 
-// A scratch folder under /tmp; removed afterwards unless the test failed or
-// SQLSTREAMS_E2E_KEEP=1 (then kept, and its path printed, so the host logs can be read).
-class ScratchDir {
+// A scratch folder /tmp/sqlstreams-e2e-XXXXXX, kept when the test failed or
+// SQLSTREAMS_E2E_KEEP=1 (tests/support/scratch.hpp); polling waits with a deadline.
+class ScratchDir : public testing::ScratchDir {
  public:
-  ScratchDir();
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  ScratchDir() : testing::ScratchDir("sqlstreams-e2e") {}
 };
-
-// Polls `pred` every `every` until it holds (true) or `timeout` passed (false).
-bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every = 50ms);
+using testing::free_tcp_port;
+using testing::wait_until;
 
 // A throwaway PostgreSQL cluster of the test's own (scripts/pg.sh), stopped and removed after:
 // for tests that stop or crash the database without disturbing the shared test cluster.

@@ -2,6 +2,8 @@
 // config validation, logging and the manifest written by SQLSTREAMS_PLUGIN.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <sqlstreams/testing/fake_host.hpp>
 
 #include "test_handlers.hpp"
@@ -152,10 +154,26 @@ TEST(Host, LogLinesGoThroughTheHostApi) {
   EXPECT_EQ(host.logs()[1].text, "careful with log");
 }
 
-TEST(Host, DefaultHostLogsNowhere) {
-  sqlstreams::Host host;
-  host.error("nobody hears this");  // must not crash
-  SUCCEED();
+// The ABI rule for host structs: the plugin copies at most the size the host declared, so a
+// host whose struct ends before `log` (an older or a stripped-down host) is never called
+// through bytes it did not write; a default Host logs nowhere.
+TEST(Host, CopiesOnlyWhatTheHostDeclared) {
+  static int calls = 0;
+  sqlstreams_type_host_api api{};
+  api.log = [](void*, int32_t, const char*, size_t) { ++calls; };
+  api.struct_size = static_cast<uint32_t>(offsetof(sqlstreams_type_host_api, log));
+  sqlstreams::Host short_host(&api);
+  short_host.error("the host did not declare log()");
+  EXPECT_EQ(calls, 0);
+  api.struct_size = sizeof(api);
+  sqlstreams::Host full_host(&api);
+  full_host.error("heard");
+  EXPECT_EQ(calls, 1);
+  sqlstreams::Host default_host;
+  default_host.error("nobody hears this");
+  sqlstreams::Host null_host(nullptr);
+  null_host.error("nobody hears this either");
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ std::string dotted(int parts) {
 TEST(HostileInput, RunningHostNeverShowsTheDatabasePassword) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   HostProcess host(dir, spec, with_password(db.url()));
@@ -62,7 +62,7 @@ TEST(HostileInput, RunningHostNeverShowsTheDatabasePassword) {
 TEST(HostileInput, DeepDottedKeysOnSighupAreRejectedAndTheHostKeepsRunning) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   HostProcess host(dir, spec, db.url());

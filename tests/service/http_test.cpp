@@ -36,7 +36,7 @@ HostSpec payments_host(int port) {
 TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostProcess host(dir, payments_host(port), db.url());
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
 
@@ -87,7 +87,7 @@ TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
 TEST(HttpEndpoints, ReadinessFollowsTheDatabase) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostProcess host(dir, payments_host(port), db.url(), {{"LSAN_OPTIONS", lsan_options()}});
   ASSERT_TRUE(wait_until([&] { return http_get(port, "/readyz").status == 200; }, 60s))
       << tail(host.log());

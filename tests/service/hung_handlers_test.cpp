@@ -24,7 +24,7 @@ std::string lsan_options() {
 TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   // order-1 and order-2 hang for 4 s, far past handler_timeout: two written-off threads.

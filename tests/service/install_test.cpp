@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/version.hpp"
 #include "service_support.hpp"
 #include "test_database.hpp"
 
@@ -231,6 +232,8 @@ TEST(Install, CpackBuildsADebWithTheLayout) {
             std::string::npos);
   auto [v_code, version] = testing::run_command({root + "/usr/bin/sqlstreams", "--version"});
   EXPECT_EQ(v_code, 0) << version;
+  EXPECT_EQ(version, std::string("sqlstreams ") + sqlstreams::kVersion + "\n")
+      << "the version comes from project(VERSION), one place";
   auto [check_code, check] = testing::run_command(
       {root + "/usr/bin/sqlstreams", "config", "check", root + "/etc/sqlstreams/sqlstreams.toml",
        "--plugin-dir", root + "/usr/lib/sqlstreams/plugins"});

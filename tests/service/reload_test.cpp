@@ -43,7 +43,7 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   ASSERT_TRUE(wait_until([&] { return committed(db.url(), "audit-payments") > 20; }, 30s));
 
   // 1. Retune charge-cards, add fraud-check, keep audit-payments; turn HTTP on.
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostSpec next = spec;
   next.http_listen = "127.0.0.1:" + std::to_string(port);
   next.groups[0].concurrency = 4;

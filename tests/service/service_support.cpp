@@ -17,44 +17,6 @@
 
 namespace sqlstreams::service_test {
 
-bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(every);
-  }
-}
-
-ScratchDir::ScratchDir() {
-  std::string tmpl = "/tmp/sqlstreams-svc-XXXXXX";
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-  std::filesystem::permissions(path_, std::filesystem::perms(0755));
-}
-
-ScratchDir::~ScratchDir() {
-  if (::testing::Test::HasFailure()) {
-    std::fprintf(stderr, "service test: keeping %s\n", path_.c_str());
-    return;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 HttpResult http_get(int port, const std::string& path) {
   HttpResult r;
   char error[256] = {};

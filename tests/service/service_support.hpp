@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "process.hpp"
+#include "scratch.hpp"
 
 namespace sqlstreams::service_test {
 
@@ -25,22 +26,14 @@ using Millis = std::chrono::milliseconds;
 
 inline constexpr const char* kStream = "payments.requested";
 
-bool wait_until(const std::function<bool()>& pred, Millis timeout, Millis every = 50ms);
-
-// A folder under /tmp, removed afterwards unless the test failed (then its path is printed).
-class ScratchDir {
+// A scratch folder /tmp/sqlstreams-svc-XXXXXX kept when the test failed, a free loopback port,
+// polling waits with a deadline (tests/support/scratch.hpp).
+class ScratchDir : public testing::ScratchDir {
  public:
-  ScratchDir();
-  ~ScratchDir();
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  ScratchDir() : testing::ScratchDir("sqlstreams-svc") {}
 };
-
-// A free TCP port on 127.0.0.1 (bound to port 0, then released).
-int free_port();
+using testing::free_tcp_port;
+using testing::wait_until;
 
 struct HttpResult {
   int status = 0;  // 0: no answer (error says why)

@@ -51,7 +51,7 @@ TEST(StatusPageInChromium, ShowsGroupsNumbersHostsAndDeadLetters) {
       << kChromium << " is missing: run scripts/install-deps.sh (package chromium)";
   testing::TestDatabase db;
   ScratchDir dir;
-  const int port = free_port();
+  const int port = free_tcp_port();
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   spec.groups = {GroupSpec{.config = "unreachable_orders = [\"order-3\", \"order-7\"]\n"},

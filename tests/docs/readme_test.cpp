@@ -1,0 +1,61 @@
+// The README is checked against the code it describes (issue 15): the option table under
+// "Configuration" is exactly what `sqlstreams config schema` prints (config_schema_markdown),
+// and the "Repository layout" block names every folder under runtime/ and nothing that is gone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "config/config.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string readme() {
+  std::ifstream in(fs::path(SQLSTREAMS_SOURCE_DIR) / "README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The lines of `text` from the one starting with `first` while they start with "|".
+std::string table_at(const std::string& text, const std::string& first) {
+  size_t at = text.find("\n" + first);
+  if (at == std::string::npos) return "";
+  std::istringstream lines(text.substr(at + 1));
+  std::string line, out;
+  while (std::getline(lines, line) && line.rfind('|', 0) == 0) out += line + "\n";
+  return out;
+}
+
+TEST(Readme, OptionTableIsTheConfigSchema) {
+  const std::string schema = sqlstreams::config::config_schema_markdown();
+  const std::string header = schema.substr(0, schema.find('\n'));
+  const std::string in_readme = table_at(readme(), header);
+  ASSERT_FALSE(in_readme.empty()) << "README has no table starting with: " << header;
+  EXPECT_EQ(in_readme, schema)
+      << "regenerate the README table with `sqlstreams config schema` (README: Configuration)";
+}
+
+TEST(Readme, LayoutNamesEveryRuntimeFolder) {
+  const std::string text = readme();
+  const size_t section = text.find("## Repository layout");
+  ASSERT_NE(section, std::string::npos);
+  const size_t end = text.find("```", text.find("```", section) + 3);
+  std::istringstream block(text.substr(section, end - section));
+  std::set<std::string> described;
+  for (std::string line; std::getline(block, line);) {
+    if (line.rfind("runtime/", 0) == 0) described.insert(line.substr(0, line.find(' ')));
+  }
+  std::set<std::string> folders;
+  for (const auto& entry : fs::directory_iterator(fs::path(SQLSTREAMS_SOURCE_DIR) / "runtime")) {
+    if (entry.is_directory()) folders.insert("runtime/" + entry.path().filename().string());
+  }
+  EXPECT_EQ(described, folders) << "README \"Repository layout\" and runtime/ disagree";
+}
+
+}  // namespace
