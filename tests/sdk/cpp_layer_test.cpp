@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-
 #include <sqlstreams/testing/fake_host.hpp>
 
 #include "test_handlers.hpp"
