@@ -7,7 +7,8 @@
 //   4. pickup latency (producer commit → handler call), poll-only and with NOTIFY;
 //   5. retention: produce + consume concurrently on a stream with small partitions and a short
 //      retention while the janitor drops partitions; the table size must stay flat;
-//   6. idle: CPU of a real `sqlstreams run` host with four idle groups.
+//   6. idle: CPU of a real `sqlstreams run` host with four idle groups;
+//   7. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -54,7 +56,8 @@ struct Options {
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
-  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention, idle
+  std::vector<std::string> phases;  // produce, drain, e2e, latency, retention, idle, peers
+  std::string peers_file;           // bench/peers/run.sh's JSON; empty: no peer rows
 };
 
 // One line of the final table.
@@ -163,5 +166,12 @@ std::vector<Row> run_e2e(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
+
+// Figures a phase records for the peer rows: "produce_100b", "drain_cursor" (msgs/s),
+// "pickup_notify_p50", "pickup_notify_p99" (ms). Thread-safe.
+void record(const std::string& key, double value);
+std::optional<double> recorded(const std::string& key);
+// Phase 7: the peers' rows beside the recorded figures (peers_bench.cpp).
+std::vector<Row> peer_rows(const Options& o);
 
 }  // namespace bench

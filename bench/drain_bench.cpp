@@ -102,6 +102,7 @@ std::vector<Row> run_drain(Db& db, const Options& o) {
   pipeline->stop(Clock::now() + std::chrono::seconds(30));
   const double rt_cursor = static_cast<double>(o.backlog) / t_cursor;
   const double rt_handled = static_cast<double>(o.backlog) / t_handled;
+  record("drain_cursor", rt_cursor);
   fmt::print(stderr, "  drain runtime: cursor {} handled {} ({} ranges, {} store errors)\n",
              rate(rt_cursor), rate(rt_handled), m.ranges_claimed.load(), m.store_errors.load());
 

@@ -71,6 +71,10 @@ Row measure(Db& db, const Options& o, bool notify) {
       ms.empty() ? 0.0 : 100.0 * static_cast<double>(fast) / static_cast<double>(ms.size()),
       missing ? fmt::format(", {} not delivered", missing) : "");
   fmt::print(stderr, "  latency {}: {}\n", notify ? "notify" : "poll", result);
+  if (notify && !ms.empty()) {
+    record("pickup_notify_p50", pct(0.5));
+    record("pickup_notify_p99", pct(0.99));
+  }
   return Row{"4 latency",
              fmt::format("{} msgs/s, 1 msg/txn, {}", o.latency_rate,
                          notify ? "stream notify = true" : "poll-only"),

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
                  "phase 5 stream partition_size (default 200,000; --quick 20,000)");
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle")
+  app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
+    if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
     fmt::print("\n{}", text);

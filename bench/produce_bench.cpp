@@ -78,6 +78,7 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
     }
     const double rt = rt_n / rt_s, rw = raw_n / raw_s;
     fmt::print(stderr, "  produce {} B: runtime {} raw {}\n", bytes, rate(rt), rate(rw));
+    if (bytes == 100) record("produce_100b", rt);
     rows.push_back(
         Row{"1 produce",
             fmt::format("{} payload, batches of {}", bytes == 100 ? "100 B" : "1 KB", kBatch),

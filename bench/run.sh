@@ -3,6 +3,9 @@
 # builds the release preset (build/release), starts a throwaway PostgreSQL with fsync on in its
 # own directory and port (stopped and removed on exit), and runs sqlstreams_bench, which
 # measures the runtime and the raw PostgreSQL references in the same run (see bench/README.md).
+# Before the driver, bench/peers/run.sh measures graphile-worker and pg-boss (pinned, installed
+# with npm into a temporary folder) on the same server; the driver adds their rows (phase 7).
+# `--no-peers` skips them; so does a `--phases` list without "peers".
 # The result table is printed and written to build/release/bench-results.md.
 set -euo pipefail
 
@@ -30,5 +33,25 @@ trap 'exit 130' INT TERM
 echo "== starting PostgreSQL (fsync on) in $PGDIR on port $PORT" >&2
 URL=$(SQLSTREAMS_PG_FSYNC=on SQLSTREAMS_PG_DB=sqlstreams_bench scripts/pg.sh start "$PGDIR" "$PORT")
 
-echo "== running sqlstreams_bench $*" >&2
-build/release/bin/sqlstreams_bench --url "$URL" --out build/release/bench-results.md "$@"
+# The peers: same server, just before; their shapes follow the driver's flags.
+ARGS=() PEER_ARGS=(--backlog 100000 --enqueue-seconds 5 --latency-seconds 10) PEERS=1
+while (($#)); do
+  case $1 in
+    --no-peers) PEERS=0 ;;
+    --quick) PEER_ARGS=(--backlog 20000 --enqueue-seconds 1 --latency-seconds 2) ARGS+=("$1") ;;
+    --phases) [[ ,$2, == *,peers,* ]] || PEERS=0; ARGS+=("$1" "$2"); shift ;;
+    --phases=*) [[ ,${1#--phases=}, == *,peers,* ]] || PEERS=0; ARGS+=("$1") ;;
+    --latency-rate) PEER_ARGS+=(--latency-rate "$2"); ARGS+=("$1" "$2"); shift ;;
+    *) ARGS+=("$1") ;;
+  esac
+  shift
+done
+if ((PEERS)); then
+  PEERS_JSON="$PGDIR/peers.json"
+  bench/peers/run.sh "$URL" "$PEERS_JSON" "${PEER_ARGS[@]}" ||
+    echo "   the peers were not measured; their rows say why" >&2
+  ARGS+=(--peers "$PEERS_JSON")
+fi
+
+echo "== running sqlstreams_bench ${ARGS[*]}" >&2
+build/release/bin/sqlstreams_bench --url "$URL" --out build/release/bench-results.md "${ARGS[@]}"
