@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
                  "phase 5 stream partition_size (default 200,000; --quick 20,000)");
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle")
+  app.add_option("--isolation-backlog", o.isolation_backlog, "phase 7 backlog (--quick 20,000)");
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle,isolation")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
     if (!app.count("--retention-messages")) o.retention_messages = 300'000;
     if (!app.count("--retention-partition-size")) o.retention_partition_size = 20'000;
     if (!app.count("--retention-seconds")) o.retention_seconds = 1;
+    if (!app.count("--isolation-backlog")) o.isolation_backlog = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
+    if (wanted(o, "isolation")) add(bench::run_isolation(db, o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
     fmt::print("\n{}", text);
