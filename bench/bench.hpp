@@ -55,7 +55,7 @@ struct Options {
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
-  int64_t isolation_backlog = 200'000;         // phase 7 backlog (drained twice)
+  int64_t isolation_backlog = 1'000'000;       // phase 7 backlog (drained twice)
   std::vector<std::string> phases;  // produce, drain, e2e, latency, retention, idle, isolation
 };
 
