@@ -8,7 +8,8 @@
 //   5. retention: produce + consume concurrently on a stream with small partitions and a short
 //      retention while the janitor drops partitions; the table size must stay flat;
 //   6. idle: CPU of a real `sqlstreams run` host with four idle groups;
-//   7. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server).
+//   7. isolation: noop.so in-process vs `isolation = "process"` on the same backlog;
+//   8. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -56,8 +57,10 @@ struct Options {
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
-  std::vector<std::string> phases;  // produce, drain, e2e, latency, retention, idle, peers
-  std::string peers_file;           // bench/peers/run.sh's JSON; empty: no peer rows
+  int64_t isolation_backlog = 1'000'000;       // phase 7 backlog (drained twice)
+  // produce, drain, e2e, latency, retention, idle, isolation, peers
+  std::vector<std::string> phases;
+  std::string peers_file;  // bench/peers/run.sh's JSON; empty: no peer rows
 };
 
 // One line of the final table.
@@ -163,6 +166,8 @@ std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::St
 // Phase 6: one real `sqlstreams run` host with four idle groups; CPU over a window.
 std::vector<Row> run_idle(Db& db, const Options& o);
 std::vector<Row> run_e2e(Db& db, const Options& o);
+// Phase 7: the same backlog drained by noop.so in-process and with isolation = "process".
+std::vector<Row> run_isolation(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);

@@ -65,8 +65,10 @@ int main(int argc, char** argv) {
                  "phase 5 stream partition_size (default 200,000; --quick 20,000)");
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
+  app.add_option("--isolation-backlog", o.isolation_backlog, "phase 7 backlog (--quick 20,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle,peers")
+  app.add_option("--phases", o.phases,
+                 "subset: produce,drain,e2e,latency,retention,idle,isolation,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
     if (!app.count("--retention-messages")) o.retention_messages = 300'000;
     if (!app.count("--retention-partition-size")) o.retention_partition_size = 20'000;
     if (!app.count("--retention-seconds")) o.retention_seconds = 1;
+    if (!app.count("--isolation-backlog")) o.isolation_backlog = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
+    if (wanted(o, "isolation")) add(bench::run_isolation(db, o));
     if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());

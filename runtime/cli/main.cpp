@@ -45,6 +45,7 @@ void register_handler_child(CLI::App& app, sqlstreams::cli::Action& action) {
                                : flags->log_format == "text" ? LogFormat::kText
                                                              : LogFormat::kAuto;
       sqlstreams::ops::setup_logging(flags->log_level, format);
+      sqlstreams::ops::mark_handler_process();  // its fault line names the child, not the host
       return sqlstreams::isolation::run_handler_child(flags->fd, flags->parent);
     };
   });

@@ -403,6 +403,12 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
     }
   }
   if (!drained) {
+    std::lock_guard lock(mu_);
+    for (auto& w : workers) {  // the rest of a written-off batch never started: hand it back
+      if (w->abandoned.load() && w->at + 1 < w->batch.size()) {
+        requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1), w->batch.end());
+      }
+    }
     spdlog::warn(
         "drain-timeout stream={} group={}: handler(s) still running; their ranges are "
         "handed back",

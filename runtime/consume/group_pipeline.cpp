@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 
 #include "consume/lease_timing.hpp"
@@ -14,6 +15,7 @@ namespace sqlstreams::consume {
 GroupPipeline::GroupPipeline(PipelineOptions options,
                              std::unique_ptr<plugin_host::HandlerInstance> handler)
     : options_(std::move(options)), handler_(std::move(handler)) {
+  max_batch_ = std::max<size_t>(handler_->max_batch(), 1);
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
 }
@@ -96,44 +98,152 @@ void GroupPipeline::finish_slot(const std::shared_ptr<RangeWork>& range, size_t 
   }
 }
 
+// Receives a batch's outcomes on the worker's thread: records each (unless the watchdog wrote
+// the worker off meanwhile), moves the worker's `task` on to the next message, and stops the
+// batch when that one's lease no longer covers a handler run (it goes back through may_start).
+class GroupPipeline::WorkerSink final : public plugin_host::BatchSink {
+ public:
+  WorkerSink(GroupPipeline* pipeline, WorkerState* me, const std::vector<Task>& batch)
+      : pipeline_(pipeline), me_(me), batch_(batch) {}
+
+  bool on_outcome(size_t index, const plugin_host::Outcome& outcome) noexcept override {
+    {
+      std::lock_guard mine(me_->mu);
+      if (me_->abandoned.load()) {  // the pipeline may be gone: touch nothing of it
+        abandoned_ = true;
+        return false;
+      }
+      me_->finishing = true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    pipeline_->metrics_.handler_seconds.observe(now - me_->started);
+    pipeline_->observe_handler_time(now - me_->started);
+    pipeline_->complete(batch_[index], outcome);
+    if (index + 1 >= batch_.size()) return true;
+    std::lock_guard lock(pipeline_->mu_);
+    if (!pipeline_->may_continue(batch_[index + 1])) return false;  // stays `finishing`
+    me_->at = index + 1;
+    me_->task = batch_[index + 1];
+    me_->started = now;
+    std::lock_guard mine(me_->mu);
+    me_->finishing = false;
+    return true;
+  }
+  bool abandoned() const { return abandoned_; }
+
+ private:
+  GroupPipeline* pipeline_;
+  WorkerState* me_;
+  const std::vector<Task>& batch_;
+  bool abandoned_ = false;
+};
+
 void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
   std::shared_ptr<plugin_host::HandlerInstance> handler = handler_;  // outlives a write-off
   std::shared_ptr<std::atomic<int>> hung = hung_;                    // so does this count
   ops::ensure_alternate_signal_stack();  // a stack overflow in the plugin still gets its line
+  std::vector<Task> batch;
+  std::vector<plugin_host::MessageView> views;
   for (;;) {
-    Task task;
+    batch.clear();
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return !tasks_.empty() || stop_workers_; });
       if (tasks_.empty()) break;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
-      if (!may_start(task)) continue;
+      take_batch(batch);
+      if (batch.empty()) continue;
       me->busy = true;
-      me->task = task;
+      me->task = batch.front();
+      me->batch = batch;
+      me->at = 0;
       me->started = std::chrono::steady_clock::now();
       std::lock_guard mine(me->mu);
       me->finishing = false;
     }
-    plugin_host::MessageView view = view_of(task, *me);
-    plugin_host::Outcome outcome = handler->handle(view);
+    views.clear();
+    for (const Task& task : batch) views.push_back(view_of(task, *me));
+    WorkerSink sink(this, me.get(), batch);
+    // Outcomes are recorded by the sink as they come (one call per message in-process).
+    const size_t reached = handler->handle_batch(views, sink);
     {
       std::lock_guard mine(me->mu);
-      if (me->abandoned.load()) {  // written off: the pipeline may be gone
+      if (sink.abandoned() || me->abandoned.load()) {  // written off: the pipeline may be gone
         hung->fetch_sub(1);
         return;
       }
       me->finishing = true;
     }
-    metrics_.handler_seconds.observe(std::chrono::steady_clock::now() - me->started);
-    complete(task, outcome);
     std::lock_guard lock(mu_);
+    // What never reached the handler (its child died before it, or the batch was stopped).
+    if (reached < batch.size()) requeue_front(batch.begin() + reached, batch.end());
     me->busy = false;
     me->task = Task{};
+    me->batch.clear();
   }
   std::lock_guard lock(mu_);
   --running_workers_;
   claim_cv_.notify_all();
+}
+
+size_t GroupPipeline::batch_limit() const {
+  if (max_batch_ <= 1) return 1;
+  // About kBatchBudget of handler time per batch (a slow handler gets one message at a time,
+  // so lease checks and hand-backs stay per message), the queue shared among the workers.
+  constexpr int64_t kBatchBudgetNs = 20'000'000;
+  const int64_t mean = mean_handler_ns_.load(std::memory_order_relaxed);
+  const size_t by_time = mean <= 0 ? 1 : static_cast<size_t>(kBatchBudgetNs / mean);
+  const size_t workers = static_cast<size_t>(std::max(options_.group.concurrency, 1));
+  const size_t fair = (tasks_.size() + workers - 1) / workers;
+  return std::clamp(std::min({max_batch_, by_time, fair}), size_t{1}, max_batch_);
+}
+
+void GroupPipeline::take_batch(std::vector<Task>& batch) {
+  constexpr size_t kMaxBatchBytes = 1 << 20;  // payload bytes per batch (at least one message)
+  const size_t limit = batch_limit();
+  size_t bytes = 0;
+  while (!tasks_.empty() && batch.size() < limit) {
+    const Task& next = tasks_.front();
+    const size_t size = next.range ? next.range->range().messages[next.index].payload.size()
+                                   : next.retry->claim.message->payload.size();
+    if (!batch.empty() && bytes + size > kMaxBatchBytes) break;
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    if (!may_start(task)) continue;
+    bytes += size;
+    batch.push_back(std::move(task));
+  }
+}
+
+void GroupPipeline::requeue_front(std::vector<Task>::const_iterator first,
+                                  std::vector<Task>::const_iterator last) {
+  for (auto it = last; it != first;) {
+    --it;
+    if (it->range) {
+      it->range->slot(it->index).state.store(SlotState::kPending, std::memory_order_release);
+    }
+    tasks_.push_front(*it);
+  }
+  if (stop_workers_ || claiming_paused() || dropped_.load()) {
+    hand_back_queued();
+  } else {
+    work_cv_.notify_all();
+  }
+}
+
+bool GroupPipeline::may_continue(const Task& task) const {
+  const auto& g = options_.group;
+  const int64_t left =
+      (task.range ? task.range->deadline_ms.load() : task.retry->deadline_ms.load()) -
+      steady_ms(std::chrono::steady_clock::now());
+  const bool lost = task.range ? task.range->lost.load() : task.retry->lost.load();
+  return !lost && left >= lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
+}
+
+void GroupPipeline::observe_handler_time(std::chrono::steady_clock::duration took) {
+  const int64_t ns = std::max<int64_t>(1, std::chrono::nanoseconds(took).count());
+  const int64_t mean = mean_handler_ns_.load(std::memory_order_relaxed);
+  // An exponential moving average (1/8 per call); racing updates lose a sample, no more.
+  mean_handler_ns_.store(mean == 0 ? ns : mean + (ns - mean) / 8, std::memory_order_relaxed);
 }
 
 // Called with mu_ held. Leaves a task for reclaim when its lease is lost or too short to cover

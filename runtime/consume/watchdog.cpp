@@ -12,7 +12,8 @@ namespace sqlstreams::consume {
 using SteadyClock = std::chrono::steady_clock;
 
 // A handler still running at handler_timeout is a failed attempt; its thread is written off
-// (C++ cannot kill a thread) and replaced so the pool keeps its size.
+// (C++ cannot kill a thread) and replaced so the pool keeps its size. The messages of its batch
+// after the hung one never started: they go back to the queue, not charged.
 void GroupPipeline::check_timeouts() {
   std::vector<Task> timed_out;
   {
@@ -31,6 +32,11 @@ void GroupPipeline::check_timeouts() {
       }
       w->thread.detach();
       timed_out.push_back(w->task);
+      // The rest of its batch never started: back to the queue, for the other workers.
+      if (w->at + 1 < w->batch.size()) {
+        requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1), w->batch.end());
+      }
+      w->batch.clear();
       --running_workers_;
     }
     for (size_t i = 0; i < timed_out.size(); ++i) spawn_worker();  // not while iterating

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.hpp"
+
 extern char** environ;
 
 namespace sqlstreams::isolation {
@@ -35,18 +37,17 @@ struct FileActions {
 
 // Waits up to `timeout` for `pid` to become reapable; true when it was reaped into *status.
 bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
+  const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd.get() >= 0) {
+    pollfd p{pidfd.get(), POLLIN, 0};
     int ready;
     do {
       ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
     } while (ready < 0 && errno == EINTR);
-    ::close(pidfd);
   }
   pid_t r;
   do {
-    r = ::waitpid(pid, status, pidfd >= 0 ? WNOHANG : 0);
+    r = ::waitpid(pid, status, pidfd.get() >= 0 ? WNOHANG : 0);
   } while (r < 0 && errno == EINTR);
   return r == pid;
 }
@@ -57,12 +58,12 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
                          const std::string& log_level, const std::string& log_format) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair", errno);
-  int child_end = fds[1];
-  if (child_end == 3) {  // dup2(3, 3) would keep close-on-exec: move it out of the way first
-    child_end = ::fcntl(fds[1], F_DUPFD_CLOEXEC, 4);
-    ::close(fds[1]);
-  }
   auto host_end = std::make_unique<Channel>(fds[0]);
+  UniqueFd child_end(fds[1]);
+  if (child_end.get() == 3) {  // dup2(3, 3) would keep close-on-exec: move it out of the way
+    child_end.reset(::fcntl(fds[1], F_DUPFD_CLOEXEC, 4));  // then closes fd 3
+    if (child_end.get() < 0) fail("fcntl F_DUPFD_CLOEXEC", errno);
+  }
   const std::string parent = std::to_string(::getpid());
   std::vector<std::string> args{
       "sqlstreams",   "__handler-child", "--fd", "3",           "--parent-pid",
@@ -72,11 +73,11 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   FileActions fa;
-  posix_spawn_file_actions_adddup2(&fa.actions, child_end, 3);  // clears close-on-exec
+  posix_spawn_file_actions_adddup2(&fa.actions, child_end.get(), 3);  // clears close-on-exec
   pid_t pid = -1;
   const int err =
       ::posix_spawn(&pid, executable.c_str(), &fa.actions, nullptr, argv.data(), environ);
-  ::close(child_end);
+  child_end.reset();  // the child has its copy
   if (err != 0) fail("posix_spawn " + executable, err);
   return {pid, std::move(host_end)};
 }

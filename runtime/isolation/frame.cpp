@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace sqlstreams::isolation {
@@ -186,15 +187,11 @@ Frame decode_body(std::string_view body) {
   return out;
 }
 
-Channel::~Channel() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 bool Channel::send(const Frame& frame) {
   const std::string bytes = encode(frame);
   size_t at = 0;
   while (at < bytes.size()) {
-    const ssize_t n = ::send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd(), bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     at += static_cast<size_t>(n);
@@ -202,42 +199,72 @@ bool Channel::send(const Frame& frame) {
   return true;
 }
 
-bool Channel::read_exact(char* out, size_t len,
-                         std::optional<std::chrono::steady_clock::time_point> deadline,
-                         bool* timed_out) {
-  size_t at = 0;
-  while (at < len) {
-    if (deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          *deadline - std::chrono::steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) {
-        if (timed_out) *timed_out = true;
-        return false;
-      }
-    }
-    const ssize_t n = ::recv(fd_, out + at, len - at, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // closed (0) or reset
-    at += static_cast<size_t>(n);
+ssize_t Channel::send_some(const char* bytes, size_t len) {
+  for (;;) {
+    const ssize_t n = ::send(fd(), bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
   }
-  return true;
+}
+
+bool Channel::read_available() {
+  if (in_at_ > 0 && in_at_ == in_.size()) {
+    in_.clear();
+    in_at_ = 0;
+  } else if (in_at_ > (1u << 20)) {  // keep the buffer from growing with a long stream
+    in_.erase(0, in_at_);
+    in_at_ = 0;
+  }
+  char chunk[64 * 1024];
+  ssize_t n;
+  do {
+    n = ::recv(fd(), chunk, sizeof chunk, MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    in_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // 0: closed; else broken
+}
+
+std::optional<Frame> Channel::next_buffered() {
+  const size_t have = in_.size() - in_at_;
+  if (have < 4) return std::nullopt;
+  const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + in_at_);
+  const uint32_t len = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+  if (len == 0 || len > kMaxFrameBytes) {
+    throw FrameError("a frame announces " + std::to_string(len) + " bytes");
+  }
+  if (have - 4 < len) {
+    in_.reserve(in_at_ + 4 + len);  // one allocation for a large frame
+    return std::nullopt;
+  }
+  Frame frame = decode_body(std::string_view(in_).substr(in_at_ + 4, len));
+  in_at_ += 4 + len;
+  return frame;
 }
 
 std::optional<Frame> Channel::receive(std::optional<std::chrono::steady_clock::time_point> deadline,
                                       bool* timed_out) {
-  unsigned char prefix[4];
-  if (!read_exact(reinterpret_cast<char*>(prefix), 4, deadline, timed_out)) return std::nullopt;
-  const uint32_t len =
-      prefix[0] | (prefix[1] << 8) | (prefix[2] << 16) | (static_cast<uint32_t>(prefix[3]) << 24);
-  if (len == 0 || len > kMaxFrameBytes) {
-    throw FrameError("a frame announces " + std::to_string(len) + " bytes");
+  for (;;) {
+    if (auto frame = next_buffered()) return frame;
+    int wait_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
+    pollfd p{fd(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (timed_out) *timed_out = true;
+      return std::nullopt;
+    }
+    if (!read_available()) return std::nullopt;  // closed (0) or reset
   }
-  std::string body(len, '\0');
-  if (!read_exact(body.data(), len, deadline, timed_out)) return std::nullopt;
-  return decode_body(body);
 }
 
 }  // namespace sqlstreams::isolation

@@ -8,6 +8,8 @@
 // Threading: pure functions; a Channel is used by one thread at a time (its owner).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -15,6 +17,8 @@
 #include <string>
 #include <string_view>
 #include <variant>
+
+#include "common/unique_fd.hpp"
 
 namespace sqlstreams::isolation {
 
@@ -68,15 +72,15 @@ std::string encode(const Frame& frame);
 // Decodes one body (without its length prefix); throws FrameError.
 Frame decode_body(std::string_view body);
 
-// One end of the channel (owns the fd; closes it when dropped).
+// One end of the channel (owns the fd; closes it when dropped). Reads are buffered: one recv
+// takes whatever the peer has written (several frames of a batch at once).
 class Channel {
  public:
   explicit Channel(int fd) : fd_(fd) {}
-  ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   // Sends a whole frame; false when the peer is gone (EPIPE, ECONNRESET). Never raises SIGPIPE.
   [[nodiscard]] bool send(const Frame& frame);
   // Receives one frame. nullopt: the peer closed the channel (or `deadline` passed: then
@@ -85,10 +89,21 @@ class Channel {
       std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt,
       bool* timed_out = nullptr);
 
+  // Non-blocking pieces for a caller that writes and reads at once (a batch, without waiting
+  // on the child's replies to finish writing, nor on a full socket to read them):
+  // Writes what the socket takes now of bytes[0, len): the count written (0: it is full), or
+  // -1 when the peer is gone.
+  ssize_t send_some(const char* bytes, size_t len);
+  // One recv of what is there into the buffer: false when the peer closed the channel (or it
+  // broke); true when it read something or nothing was there yet.
+  bool read_available();
+  // The next whole frame already read, nullopt if none; throws FrameError on a malformed one.
+  std::optional<Frame> next_buffered();
+
  private:
-  bool read_exact(char* out, size_t len,
-                  std::optional<std::chrono::steady_clock::time_point> deadline, bool* timed_out);
-  int fd_;
+  UniqueFd fd_;
+  std::string in_;    // read, not yet decoded
+  size_t in_at_ = 0;  // decoded up to here
 };
 
 }  // namespace sqlstreams::isolation

@@ -1,5 +1,6 @@
 // The host side of process isolation: a pool of handler children, one request each at a time.
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -7,6 +8,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::chrono::milliseconds kStartTimeout{60'000};  // spawn → Ready
 constexpr std::chrono::milliseconds kExitGrace{5'000};      // EOF/stop → reaped, then SIGKILL
+constexpr size_t kMaxBatch = 64;  // messages per round trip to a child (max_batch())
 
 // Spawns children from one long-lived thread: PR_SET_PDEATHSIG fires when the spawning THREAD
 // ends, and worker threads come and go (written off, replaced, reloaded).
@@ -97,20 +100,45 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   Outcome handle(const plugin_host::MessageView& m) noexcept override {
+    struct One final : plugin_host::BatchSink {
+      Outcome out{OutcomeKind::kRetry, {}, "host error: no outcome"};
+      bool on_outcome(size_t, const Outcome& o) noexcept override {
+        out = o;
+        return true;
+      }
+    } one;
+    (void)handle_batch(std::span<const plugin_host::MessageView>(&m, 1), one);
+    return std::move(one.out);
+  }
+
+  size_t max_batch() const override { return kMaxBatch; }
+
+  size_t handle_batch(std::span<const plugin_host::MessageView> messages,
+                      plugin_host::BatchSink& sink) noexcept override {
+    if (messages.empty()) return 0;
+    size_t answered = 0;
     try {
       Outcome unavailable;
       Slot* slot = acquire(unavailable);
-      if (slot == nullptr) return unavailable;
+      if (slot == nullptr) {  // the same answer for the whole batch: none of it can run now
+        for (answered = 0; answered < messages.size();) {
+          if (!sink.on_outcome(answered++, unavailable)) break;
+        }
+        return answered;
+      }
       struct Release {
         IsolatedHandler* self;
         Slot* slot;
         ~Release() { self->release(*slot); }
       } release_when_done{this, slot};
-      return run(*slot, m);
+      return run(*slot, messages, sink, answered);
     } catch (const std::exception& e) {
-      return {OutcomeKind::kRetry,
-              {},
-              sanitize_utf8(std::string("host error while handling: ") + e.what(), 8192)};
+      if (answered >= messages.size()) return answered;
+      (void)sink.on_outcome(
+          answered, {OutcomeKind::kRetry,
+                     {},
+                     sanitize_utf8(std::string("host error while handling: ") + e.what(), 8192)});
+      return answered + 1;
     }
   }
 
@@ -119,7 +147,8 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
 
  private:
   // A free child (or a down one due for restart), waiting while every child is busy; nullptr
-  // with `unavailable` set when none is up and none is due.
+  // with `unavailable` set when none is up and none is due (kDelay until the first restart is
+  // due), or when every child stayed busy past a whole handler timeout (kRetry).
   Slot* acquire(Outcome& unavailable) {
     std::unique_lock lock(mu_);
     const auto give_up = Clock::now() + o_.handler_timeout + 2 * kAnswerGrace;
@@ -144,10 +173,16 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         due->busy = true;
         return due;
       }
-      if (!any_busy || now >= give_up) {
-        unavailable = {OutcomeKind::kRetry,
-                       {},
-                       any_busy ? "handler process busy" : "handler process restarting"};
+      if (!any_busy) {
+        // Every child is down and none is due: the message never ran, so it is not charged an
+        // attempt (a DELAY spends no retry budget); it comes back when a child may be up.
+        const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_restart - now);
+        unavailable = {OutcomeKind::kDelay, std::max(wait, std::chrono::milliseconds(1)),
+                       "handler process restarting"};
+        return nullptr;
+      }
+      if (now >= give_up) {
+        unavailable = {OutcomeKind::kRetry, {}, "handler process busy"};
         return nullptr;
       }
       cv_.wait_until(lock, std::min(next_restart, give_up));
@@ -162,20 +197,91 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     cv_.notify_all();
   }
 
-  Outcome run(Slot& slot, const plugin_host::MessageView& m) {
+  // Writes every request of the batch while reading the replies as they come (a full socket
+  // in either direction never blocks the other), handing each outcome to `sink` in order.
+  // `answered` counts the outcomes handed over. Returns the messages that got an outcome.
+  size_t run(Slot& slot, std::span<const plugin_host::MessageView> messages,
+             plugin_host::BatchSink& sink, size_t& answered) {
     if (!slot.channel) {
       try {
         start(slot);
       } catch (const std::exception& e) {
         ++slot.crashes;
         went_down(slot, Clock::now());
-        return {OutcomeKind::kRetry,
+        (void)sink.on_outcome(
+            0, {OutcomeKind::kRetry,
                 {},
-                sanitize_utf8(std::string("handler process restarting: ") + e.what(), 8192)};
+                sanitize_utf8(std::string("handler process restarting: ") + e.what(), 8192)});
+        return 1;
       }
     }
+    const uint64_t first_seq = seq_.fetch_add(messages.size()) + 1;
+    std::string out;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      out += encode(request_of(messages[i], first_seq + i));
+    }
+    Channel& channel = *slot.channel;
+    size_t sent = 0;
+    bool timed_out = false;
+    std::string broke;
+    auto deadline = Clock::now() + o_.handler_timeout + kAnswerGrace;
+    try {
+      while (answered < messages.size()) {
+        while (auto frame = channel.next_buffered()) {
+          const auto* r = std::get_if<ReplyFrame>(&*frame);
+          if (r == nullptr || r->seq != first_seq + answered) {
+            throw FrameError("an unexpected frame");
+          }
+          const bool go_on = sink.on_outcome(answered, to_outcome(*r));
+          ++answered;
+          if (answered == messages.size()) return answered;
+          if (!go_on) {
+            stopped(slot, messages[answered - 1]);
+            return answered;
+          }
+          deadline = Clock::now() + o_.handler_timeout + kAnswerGrace;
+        }
+        pollfd p{channel.fd(), static_cast<short>(POLLIN | (sent < out.size() ? POLLOUT : 0)), 0};
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready == 0) {
+          timed_out = true;
+          break;
+        }
+        if ((p.revents & POLLOUT) != 0 && sent < out.size()) {
+          const ssize_t n = channel.send_some(out.data() + sent, out.size() - sent);
+          // A child gone mid-write: what it answered is still to be read, then EOF.
+          sent = n < 0 ? out.size() : sent + static_cast<size_t>(n);
+        }
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !channel.read_available()) {
+          while (auto frame = channel.next_buffered()) {  // answers written before it died
+            const auto* r = std::get_if<ReplyFrame>(&*frame);
+            if (r == nullptr || r->seq != first_seq + answered) {
+              throw FrameError("an unexpected frame");
+            }
+            (void)sink.on_outcome(answered, to_outcome(*r));
+            if (++answered == messages.size()) break;
+          }
+          break;
+        }
+      }
+    } catch (const FrameError& e) {
+      broke = std::string("handler process broke the protocol: ") + e.what();
+    }
+    if (answered == messages.size()) {  // every answer arrived, then the channel closed
+      (void)crashed(slot, nullptr, false, broke);
+      return answered;
+    }
+    // The child ran the batch in order: the first unanswered message is the one it was running.
+    (void)sink.on_outcome(answered, crashed(slot, &messages[answered], timed_out, broke));
+    return answered + 1;
+  }
+
+  static RequestFrame request_of(const plugin_host::MessageView& m, uint64_t seq) {
     RequestFrame request;
-    request.seq = ++seq_;
+    request.seq = seq;
     request.id = m.id;
     request.schema_version = m.schema_version;
     request.attempt = m.attempt;
@@ -184,25 +290,25 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     request.group = m.group;
     request.payload = m.payload;
     if (m.message_key) request.message_key = std::string(*m.message_key);
-    std::string broke;
-    bool timed_out = false;
-    try {
-      if (slot.channel->send(request)) {
-        const auto reply =
-            slot.channel->receive(Clock::now() + o_.handler_timeout + kAnswerGrace, &timed_out);
-        if (reply) {
-          const auto* r = std::get_if<ReplyFrame>(&*reply);
-          if (r != nullptr && r->seq == request.seq) return to_outcome(*r);
-          broke = "handler process broke the protocol: an unexpected frame";
-        }
-      }
-    } catch (const FrameError& e) {
-      broke = std::string("handler process broke the protocol: ") + e.what();
-    }
-    return crashed(slot, m, timed_out, broke);
+    return request;
   }
 
-  Outcome crashed(Slot& slot, const plugin_host::MessageView& m, bool timed_out,
+  // The caller stopped the batch after `last`: the child may be running the next message
+  // already (it never waits for the host between messages), which nobody wants any more. It is
+  // killed and restarted after the shortest backoff, without counting a crash.
+  void stopped(Slot& slot, const plugin_host::MessageView& last) {
+    ::kill(slot.pid, SIGKILL);
+    (void)reap(slot.pid, kExitGrace);
+    spdlog::warn(
+        "handler-process-stopped stream={} group={} pid={} after_message_id={}: the batch was "
+        "stopped (handler timeout or lease); the child is restarted",
+        o_.stream, o_.group, slot.pid, last.id);
+    slot.crashes = 0;
+    went_down(slot, Clock::now());
+  }
+
+  // `m` is the message the child was running (null: it died between batches).
+  Outcome crashed(Slot& slot, const plugin_host::MessageView* m, bool timed_out,
                   const std::string& broke) {
     if (timed_out || !broke.empty()) ::kill(slot.pid, SIGKILL);
     const int status = reap(slot.pid, kExitGrace);
@@ -222,7 +328,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         o_.stream, o_.group, slot.pid,
         WIFSIGNALED(status) ? fmt::format("signal={}", WTERMSIG(status))
                             : fmt::format("status={}", WEXITSTATUS(status)),
-        m.id, m.attempt, delay.count(), error);
+        m ? m->id : 0, m ? m->attempt : 0, delay.count(), error);
     return {OutcomeKind::kRetry, {}, sanitize_utf8(error, 8192)};
   }
 

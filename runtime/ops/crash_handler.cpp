@@ -20,7 +20,8 @@ namespace {
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction g_previous[NSIG];
 std::atomic<bool> g_deciding{false};
-std::atomic<bool> g_reported{false};  // one line per process, even if threads fault together
+std::atomic<bool> g_reported{false};         // one line per process, even if threads fault together
+std::atomic<bool> g_handler_process{false};  // a `__handler-child`, not the host
 
 // A tiny async-signal-safe line builder over a fixed buffer.
 class Line {
@@ -93,9 +94,15 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
     line.add(signal_name(sig));
     line.add(" ");
     add_in_flight(line);
-    line.add(
-        "; the host dies by this signal (its leases expire; the message's range is "
-        "reclaimed and, if it crashes hosts again, quarantined and dead-lettered)");
+    if (g_handler_process.load()) {
+      line.add(
+          "; this handler process dies by this signal (isolation = \"process\": the host "
+          "keeps running, records a failed attempt of the message and restarts the process)");
+    } else {
+      line.add(
+          "; the host dies by this signal (its leases expire; the message's range is "
+          "reclaimed and, if it crashes hosts again, quarantined and dead-lettered)");
+    }
     line.write_to_stderr();
   }
   // Hand the signal on: the earlier handler (e.g. ASan's report) or the default action.
@@ -160,6 +167,8 @@ void install_crash_handlers() {
 }
 
 void mark_deciding_to_exit() noexcept { g_deciding.store(true); }
+
+void mark_handler_process() noexcept { g_handler_process.store(true); }
 
 void ensure_alternate_signal_stack() noexcept {
   stack_t current{};

@@ -10,10 +10,12 @@
 //     process with status 70 (EX_SOFTWARE) and a line naming the call in flight, never 0.
 //     main() calls mark_deciding_to_exit() before it returns. (_exit()/_Exit() called by a
 //     plugin cannot be intercepted.)
+// In a handler child of an `isolation = "process"` group (mark_handler_process()), the fault
+// line says that this handler process dies, not the host.
 // Worker threads get an alternate signal stack (ensure_alternate_signal_stack) so a stack
 // overflow in a plugin still gets its line.
 // Threading: install_crash_handlers() once, early in main, before threads start;
-// mark_deciding_to_exit() from any thread.
+// mark_deciding_to_exit() and mark_handler_process() from any thread.
 #pragma once
 
 namespace sqlstreams::ops {
@@ -22,6 +24,8 @@ inline constexpr int kUndecidedExitStatus = 70;  // EX_SOFTWARE
 
 void install_crash_handlers();
 void mark_deciding_to_exit() noexcept;
+// This process is a `__handler-child` (runtime/isolation): its fault line says so.
+void mark_handler_process() noexcept;
 // Gives the calling thread an alternate signal stack unless it has one (freed at thread exit).
 void ensure_alternate_signal_stack() noexcept;
 

@@ -195,6 +195,14 @@ class PluginHandlerInstance final : public HandlerInstance {
 
 }  // namespace
 
+size_t HandlerInstance::handle_batch(std::span<const MessageView> messages,
+                                     BatchSink& sink) noexcept {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!sink.on_outcome(i, handle(messages[i]))) return i + 1;
+  }
+  return messages.size();
+}
+
 std::unique_ptr<HandlerInstance> make_instance(const LoadedPlugin& plugin,
                                                const HandlerEntry& handler,
                                                const std::string& config_json,

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -90,6 +91,17 @@ class HandlerConfigError : public PluginLoadError {
 
 class LoadedPlugin;  // plugin_host/loaded_plugin.hpp
 
+// Receives the outcomes of one HandlerInstance::handle_batch() call, in message order, on the
+// calling thread, each as soon as it is known.
+class BatchSink {
+ public:
+  virtual ~BatchSink() = default;
+  // The outcome of messages[index]. Returning false stops the batch: no message after `index`
+  // is handed to the handler from now on (an isolated handler stops its child, which may have
+  // started the next one already: see isolation.hpp).
+  virtual bool on_outcome(size_t index, const Outcome& outcome) noexcept = 0;
+};
+
 // A created handler for one group; destroys the plugin instance when dropped.
 class HandlerInstance {
  public:
@@ -99,6 +111,17 @@ class HandlerInstance {
   virtual Outcome handle(const MessageView& message) noexcept = 0;
   virtual bool concurrent() const = 0;
   virtual const std::string& plugin_name() const = 0;
+
+  // The most messages one handle_batch() call is worth giving at once: 1 (the default) means
+  // batching buys nothing (an in-process call costs no round trip); an isolated handler takes
+  // more, to pay its round trip to the child once per batch instead of once per message.
+  virtual size_t max_batch() const { return 1; }
+  // Runs messages in order, passing each outcome to `sink` as it is known (before the next
+  // message starts, for the default), and returns how many got an outcome: the messages from
+  // the returned index on never reached the handler (the sink stopped the batch, or an isolated
+  // handler's child died while running the message before them) and stay the caller's to run.
+  // The default calls handle() for each message. Never throws.
+  virtual size_t handle_batch(std::span<const MessageView> messages, BatchSink& sink) noexcept;
 };
 
 // What a handler declares in its descriptor.

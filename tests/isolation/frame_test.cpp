@@ -1,5 +1,6 @@
 // The host ↔ handler-child frames: every frame type round-trips, and a malformed frame from a
-// (possibly corrupted) child is a FrameError, never a crash or a silent default.
+// (possibly corrupted) child is a FrameError, never a crash or a silent default; a Channel's
+// buffered reads split a stream of frames back into frames whatever the write boundaries.
 #include "isolation/frame.hpp"
 
 #include <gtest/gtest.h>
@@ -87,6 +88,28 @@ TEST(Channel, AbsurdLengthPrefixIsRefusedAndADeadlineTimesOut) {
   const char huge[4] = {'\xff', '\xff', '\xff', '\x7f'};
   ASSERT_EQ(::write(a.fd(), huge, 4), 4);
   EXPECT_THROW(b.receive(), FrameError);
+}
+
+TEST(Channel, SeveralFramesInOneWriteAndAFrameSplitAcrossWritesAreEachDecodedOnce) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  Channel a(fds[0]), b(fds[1]);
+  const ReplyFrame r1{1, 0, 0, ""}, r2{2, 1, 0, "boom"}, r3{3, 2, 500, "later"};
+  const std::string third = encode(r3);
+  const std::string bytes = encode(r1) + encode(r2) + third.substr(0, 7);
+  ASSERT_EQ(a.send_some(bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  EXPECT_TRUE(b.read_available());
+  EXPECT_EQ(std::get<ReplyFrame>(*b.next_buffered()), r1);
+  EXPECT_EQ(std::get<ReplyFrame>(*b.next_buffered()), r2);
+  EXPECT_FALSE(b.next_buffered().has_value());  // the third is not whole yet
+  EXPECT_TRUE(b.read_available());              // nothing more there: not a close
+  ASSERT_EQ(a.send_some(third.data() + 7, third.size() - 7),
+            static_cast<ssize_t>(third.size() - 7));
+  auto got = b.receive(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::get<ReplyFrame>(*got), r3);
+  ::shutdown(a.fd(), SHUT_WR);
+  EXPECT_FALSE(b.read_available());  // closed
 }
 
 }  // namespace

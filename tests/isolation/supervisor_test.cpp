@@ -3,13 +3,18 @@
 // segfault, abort(), exit(0) and a hang each cost exactly the message that caused them a kRetry
 // naming the signal or status; the other children keep answering; a crashed child comes back;
 // a plugin the child refuses is the child's PluginLoadError; no child outlives its handler.
+// Batches (handle_batch): outcomes come back in order; a crash mid-batch charges the message
+// the child was running, keeps the answers before it and leaves the rest unrun; a stopped
+// batch runs nothing past the stop; large payloads flow both ways without a deadlock.
 // The children run with ASan's own fault handlers off, so a fault ends them BY the signal.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "isolation/isolation.hpp"
@@ -147,7 +152,7 @@ TEST_F(Supervisor, AHungChildIsKilledAfterTheTimeoutPlusGrace) {
   EXPECT_LT(took, 300ms + kAnswerGrace + 5s);
 }
 
-TEST_F(Supervisor, WhileTheOnlyChildIsDownHandleReturnsRestartingAtOnce) {
+TEST_F(Supervisor, WhileTheOnlyChildIsDownHandleReturnsADelayUntilItsRestartAtOnce) {
   auto o = options("segv", 1);
   o.restart.initial = 30s;  // it stays down for the whole test
   o.restart.max = 30s;
@@ -155,7 +160,10 @@ TEST_F(Supervisor, WhileTheOnlyChildIsDownHandleReturnsRestartingAtOnce) {
   EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").error, "handler process crashed (signal 11)");
   const auto start = Clock::now();
   auto out = handle(*h, "{\"order_id\":\"fine\"}");
-  EXPECT_EQ(out.kind, OutcomeKind::kRetry);
+  // It never ran: a DELAY (no retry budget spent) until the restart is due, not an attempt.
+  EXPECT_EQ(out.kind, OutcomeKind::kDelay);
+  EXPECT_GT(out.delay, 20s);
+  EXPECT_LE(out.delay, 30s);
   EXPECT_EQ(out.error, "handler process restarting");
   EXPECT_LT(Clock::now() - start, 1s);
   EXPECT_EQ(child_count(), 0);  // reaped at once, not restarted yet
@@ -183,6 +191,120 @@ TEST_F(Supervisor, AChildWhosePluginCrashesWhileLoadingIsALoadErrorNamingTheSign
         << e.found();
   }
   EXPECT_EQ(child_count(), 0);
+}
+
+// Records a batch's outcomes; stops after `stop_after` outcomes when set.
+struct Collect final : plugin_host::BatchSink {
+  std::vector<plugin_host::Outcome> outcomes;
+  std::vector<size_t> indexes;
+  size_t stop_after = 0;
+  bool on_outcome(size_t index, const plugin_host::Outcome& o) noexcept override {
+    indexes.push_back(index);
+    outcomes.push_back(o);
+    return stop_after == 0 || outcomes.size() < stop_after;
+  }
+};
+
+struct Batch {
+  std::vector<std::string> payloads;
+  std::vector<plugin_host::MessageView> views;
+  explicit Batch(std::vector<std::string> p) : payloads(std::move(p)) {
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      plugin_host::MessageView m;
+      m.id = static_cast<int64_t>(i + 1);
+      m.stream = "payments.requested";
+      m.group = "isolated";
+      m.payload = payloads[i];
+      views.push_back(m);
+    }
+  }
+};
+
+std::vector<std::string> orders(int n, int boom_at = -1) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(i == boom_at ? "{\"order_id\":\"boom\"}"
+                               : "{\"order_id\":\"order-" + std::to_string(i) + "\"}");
+  }
+  return out;
+}
+
+TEST_F(Supervisor, ABatchComesBackInOrderInOneCall) {
+  auto h = make_isolated_handler(options("segv", 1));
+  EXPECT_GT(h->max_batch(), 1u);
+  Batch b(orders(static_cast<int>(h->max_batch())));
+  Collect sink;
+  EXPECT_EQ(h->handle_batch(b.views, sink), b.views.size());
+  ASSERT_EQ(sink.outcomes.size(), b.views.size());
+  for (size_t i = 0; i < sink.outcomes.size(); ++i) {
+    EXPECT_EQ(sink.indexes[i], i);
+    EXPECT_EQ(sink.outcomes[i].kind, OutcomeKind::kOk) << i << ": " << sink.outcomes[i].error;
+  }
+}
+
+TEST_F(Supervisor, ACrashMidBatchChargesTheRunningMessageKeepsEarlierAnswersAndRunsNoMore) {
+  auto h = make_isolated_handler(options("segv", 2));
+  Batch b(orders(10, 4));
+  Collect sink;
+  EXPECT_EQ(h->handle_batch(b.views, sink), 5u);  // 0..3 answered, 4 crashed, 5..9 never ran
+  ASSERT_EQ(sink.outcomes.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(sink.outcomes[i].kind, OutcomeKind::kOk) << i;
+  EXPECT_EQ(sink.outcomes[4].kind, OutcomeKind::kRetry);
+  EXPECT_EQ(sink.outcomes[4].error, "handler process crashed (signal 11)");
+  // The rest runs on the other child, which never saw them.
+  Batch rest(std::vector<std::string>(b.payloads.begin() + 5, b.payloads.end()));
+  Collect again;
+  EXPECT_EQ(h->handle_batch(rest.views, again), 5u);
+  for (const auto& o : again.outcomes) EXPECT_EQ(o.kind, OutcomeKind::kOk) << o.error;
+}
+
+TEST_F(Supervisor, AStoppedBatchReportsNothingPastTheStopAndTheChildComesBack) {
+  auto h = make_isolated_handler(options("segv", 1));
+  Batch b(orders(4));
+  Collect sink;
+  sink.stop_after = 1;
+  const size_t reached = h->handle_batch(b.views, sink);
+  EXPECT_EQ(reached, 1u);
+  ASSERT_EQ(sink.outcomes.size(), 1u);
+  EXPECT_EQ(sink.outcomes[0].kind, OutcomeKind::kOk);
+  auto fine = handle_when_up(*h, "{\"order_id\":\"fine\"}");
+  EXPECT_EQ(fine.kind, OutcomeKind::kOk) << fine.error;
+  h.reset();
+  EXPECT_EQ(child_count(), 0);
+}
+
+TEST_F(Supervisor, LargePayloadsFlowBothWaysInOneBatch) {
+  auto h = make_isolated_handler(options("segv", 1));
+  const std::string big = "{\"order_id\":\"big\",\"pad\":\"" + std::string(2 << 20, 'x') + "\"}";
+  Batch b(std::vector<std::string>(8, big));  // 16 MiB: far past any socket buffer
+  Collect sink;
+  EXPECT_EQ(h->handle_batch(b.views, sink), 8u);
+  for (const auto& out : sink.outcomes) EXPECT_EQ(out.kind, OutcomeKind::kOk) << out.error;
+}
+
+// The child's own crash handler line (ops/crash_handler) names the handler process, not the
+// host: the host keeps running.
+TEST_F(Supervisor, AFaultingChildSaysTheHandlerProcessDiesNotTheHost) {
+  char path[] = "/tmp/sqlstreams-child-stderr-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(file, STDERR_FILENO);  // inherited by the children spawned now
+  auto h = make_isolated_handler(options("segv", 1));
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::close(file);
+  EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}", 42).error, "handler process crashed (signal 11)");
+  h.reset();
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  const auto at = text.find("sqlstreams: fatal-signal SIGSEGV");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string line = text.substr(at, text.find('\n', at) - at);
+  EXPECT_NE(line.find("message_id=42 "), std::string::npos) << line;
+  EXPECT_NE(line.find("this handler process dies by this signal"), std::string::npos) << line;
+  EXPECT_EQ(line.find("the host dies"), std::string::npos) << line;
 }
 
 }  // namespace

@@ -1,0 +1,165 @@
+// A GroupPipeline whose handler is isolated (runtime/isolation), against a real PostgreSQL with
+// real `sqlstreams __handler-child` processes running the real crash_fixture plugin: the worker
+// hands the child batches of its claimed range, and a crash in the middle of a batch costs
+// exactly the message the child was running. The messages of the batch answered before it
+// keep their outcomes; those after it never ran and are not charged an attempt (they run again
+// on the next child, or wait for its restart with a DELAY, which spends no retry budget).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <thread>
+
+#include "consume/group_pipeline.hpp"
+#include "isolation/isolation.hpp"
+#include "store/catalog.hpp"
+#include "store/migrate.hpp"
+#include "store/producer.hpp"
+#include "test_database.hpp"
+
+namespace sqlstreams::isolation {
+namespace {
+
+using namespace std::chrono_literals;
+
+class IsolatedPipeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* inherited = std::getenv("ASAN_OPTIONS");
+    std::string options = inherited && *inherited ? std::string(inherited) + ":" : "";
+    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_abort=0";
+    ::setenv("ASAN_OPTIONS", options.c_str(), 1);  // before any thread: read by the children
+  }
+
+  void SetUp() override {
+    opts_.url = db_.url();
+    store::Session s(opts_);
+    store::migrate(s);
+    store::StreamSpec spec;
+    spec.name = "payments.requested";
+    spec.partition_size = 1000;
+    stream_ = store::declare_stream(s, spec).stream;
+    group_ = store::declare_group(s, stream_, "isolated", store::StartAt::kBeginning).group;
+  }
+
+  void produce(int n) {
+    store::Session s(opts_);
+    store::Producer p(s);
+    std::vector<store::NewMessage> batch;
+    for (int i = 1; i <= n; ++i)
+      batch.push_back({"{\"order_id\":\"order-" + std::to_string(i) + "\"}"});
+    p.produce_batch("payments.requested", batch);
+  }
+
+  std::unique_ptr<consume::GroupPipeline> pipeline(int children, const std::string& crash_on) {
+    config::GroupConfig g;
+    g.name = "isolated";
+    g.stream = "payments.requested";
+    g.plugin = "crash_fixture.so";
+    g.handler = "crash";
+    g.concurrency = children;
+    g.batch_size = 200;
+    g.poll_interval = 10ms;
+    g.max_poll_interval = 50ms;
+    g.lease_ttl = 10s;
+    g.handler_timeout = 2s;
+    g.audit = config::AuditMode::kAll;
+    g.retry.max_retries = 1;
+    g.retry.initial_backoff = 100ms;
+    g.retry.base_delay = 100ms;
+    g.retry.max_delay = 1s;
+    IsolationOptions o;
+    o.plugin_dir = SQLSTREAMS_FIXTURE_DIR;
+    o.plugin = g.plugin;
+    o.handler = g.handler;
+    o.stream = g.stream;
+    o.group = g.name;
+    o.config_json = "{\"crash_on\": \"\\\"" + crash_on + "\\\"\", \"how\": \"segv\"}";
+    o.children = children;
+    o.handler_timeout = g.handler_timeout;
+    o.restart.initial = 200ms;
+    o.restart.max = 400ms;
+    o.executable = SQLSTREAMS_BINARY;
+    o.log_level = "warn";
+    consume::PipelineOptions p;
+    p.group = g;
+    p.session = opts_;
+    p.ref = group_;
+    p.holder = "test:1";
+    return std::make_unique<consume::GroupPipeline>(p, make_isolated_handler(o));
+  }
+
+  bool eventually(const std::string& sql, std::chrono::seconds timeout = 60s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = db_.sql(sql);
+      if (!r.empty() && !r[0][0].is_null() && r[0][0].as<bool>()) return true;
+      std::this_thread::sleep_for(20ms);  // polling the database for the outcome
+    }
+    return false;
+  }
+
+  std::string settled(int messages, int dead_id) {
+    return "SELECT (SELECT committed FROM sqlstreams.cursors_1 WHERE group_id = " +
+           std::to_string(group_.id) + ") = " + std::to_string(messages) +
+           " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) AND (SELECT count(*) FROM "
+           "sqlstreams.exceptions_1) = 1 AND EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 "
+           "WHERE message_id = " +
+           std::to_string(dead_id) + " AND status = 'dead')";
+  }
+
+  testing::TestDatabase db_;
+  store::SessionOptions opts_;
+  store::StreamRef stream_;
+  store::GroupRef group_;
+};
+
+// One child: after its crash the rest of the batch cannot run until it restarts. Before batches
+// (and before "restarting" became a DELAY) every message that met the down child was charged a
+// failed attempt ("handler process restarting").
+TEST_F(IsolatedPipeline, ACrashMidBatchChargesOnlyTheCrashingMessage) {
+  constexpr int kMessages = 150;
+  produce(kMessages);
+  auto p = pipeline(1, "order-50");
+  p->start();
+  const bool done = eventually(settled(kMessages, 50));
+  p->stop(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(done) << db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1")
+                    << " exception rows";
+  // Failed attempts (attempts - delays): the first one and max_retries = 1 retry. A retry due
+  // while the child was still down got a DELAY, which counts in `delays`, not as a failure.
+  auto dead = db_.sql("SELECT attempts - delays, last_error FROM sqlstreams.exceptions_1");
+  EXPECT_EQ(dead[0][0].as<int>(), 2);
+  EXPECT_EQ(dead[0][1].as<std::string>(), "handler process crashed (signal 11)");
+  // No other message was charged: its deliveries are 'ok' once, and 'delay' while it waited.
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
+                                "<> 50 AND outcome NOT IN ('ok', 'delay')"),
+            0);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
+                                "<> 50 AND outcome = 'ok'"),
+            kMessages - 1);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
+                                "WHERE message_id <> 50 AND outcome = 'ok'"),
+            kMessages - 1);
+  EXPECT_EQ(p->metrics().retried.load() + p->metrics().dead.load(), 2u);
+}
+
+// Two children: the rest of the crashed batch goes back to the queue and runs on the other
+// child at once, without a DELAY.
+TEST_F(IsolatedPipeline, TheRestOfACrashedBatchRunsOnTheOtherChildUncharged) {
+  constexpr int kMessages = 300;
+  produce(kMessages);
+  auto p = pipeline(2, "order-120");
+  p->start();
+  const bool done = eventually(settled(kMessages, 120));
+  p->stop(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
+                                "<> 120 AND outcome NOT IN ('ok', 'delay')"),
+            0);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
+                                "WHERE outcome = 'ok'"),
+            kMessages - 1);
+}
+
+}  // namespace
+}  // namespace sqlstreams::isolation
