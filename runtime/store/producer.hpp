@@ -1,7 +1,11 @@
 // store/producer — the C++ producer API (DESIGN §6.1).
 // Owns: single and batch produce on one Session. A batch is ONE multi-row INSERT
-// (`INSERT … SELECT nextval(…), … FROM jsonb_array_elements(…)`) preceded by
-// `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. A missing
+// (`INSERT … SELECT nextval(…), … FROM unnest($1::jsonb[])`) preceded by
+// `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. Both are
+// prepared once per connection; the payloads travel as one binary jsonb[] parameter (no
+// escaping, no batch-wide JSON document: bench/README.md "Producer transport"). A payload the
+// server cannot parse (bad UTF-8, NUL, not JSON, a number beyond numeric) is then located
+// item by item and reported as "payload N of the batch: …". A missing
 // partition (SQLSTATE 23514 or 55000) is healed in a SEPARATE transaction after the failed one
 // rolled back (ensure_partitions past every id drawn so far) and the batch retried (at most
 // twice). No DDL ever runs inside the producing transaction (DESIGN §9); near the end of the
@@ -13,6 +17,7 @@
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -66,10 +71,18 @@ class Producer {
   struct StreamState {
     StreamRef ref;
     int64_t partitions_upto = 0;
+    // The prepared INSERT per variant (schema_version column sent, message_key column sent).
+    std::array<std::string, 4> insert_sql, insert_name;
   };
   StreamState& stream_state(const std::string& stream);
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
                                     const BatchOptions& options);
+
+  // Builds (once) the INSERT of a variant; returns its index in insert_sql / insert_name.
+  static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
+                               bool any_key);
+  // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
+  std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
 
   Session& session_;
   std::map<std::string, StreamState> streams_;
