@@ -54,7 +54,8 @@ struct Options {
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
-  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention, idle
+  int64_t wal_messages = 100'000;              // phase 7 messages per payload size
+  std::vector<std::string> phases;             // produce, drain, e2e, latency, retention, idle, wal
 };
 
 // One line of the final table.
@@ -163,5 +164,7 @@ std::vector<Row> run_e2e(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
+// Phase 7 (issue 14): WAL bytes per message, produce + consume vs a raw append.
+std::vector<Row> run_wal(Db& db, const Options& o);
 
 }  // namespace bench

@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
                  "phase 5 stream partition_size (default 200,000; --quick 20,000)");
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
-  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle")
+  app.add_option("--wal-messages", o.wal_messages,
+                 "phase 7 messages (default 100,000; --quick 20,000)");
+  app.add_option("--phases", o.phases, "subset: produce,drain,e2e,latency,retention,idle,wal")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
     if (!app.count("--retention-messages")) o.retention_messages = 300'000;
     if (!app.count("--retention-partition-size")) o.retention_partition_size = 20'000;
     if (!app.count("--retention-seconds")) o.retention_seconds = 1;
+    if (!app.count("--wal-messages")) o.wal_messages = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
+    if (wanted(o, "wal")) add(bench::run_wal(db, o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
     fmt::print("\n{}", text);
