@@ -152,31 +152,38 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
 }
 
 size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
-                                bool any_key, bool measure) {
-  const size_t variant = (measure ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
+                                bool any_key, bool check) {
+  const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
   std::string& sql = st.insert_sql[variant];
   if (sql.empty()) {
     // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
-    // functions measure it (octet_length(payload::text)), so every producer agrees; a variant
-    // without the measure is used only for payloads that provably fit (fits_when_stored).
+    // functions measure it (octet_length(payload::text)), so every producer agrees. The
+    // variant without checks is used only for a chunk whose payloads provably pass them
+    // (needs_no_check): objects that fit max_payload_bytes once stored.
     sql = fmt::format(
         "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
         "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
-        "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) "
-        "WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
-        "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) {4}"
-        "ELSE true END) RETURNING id",
+        "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
         schema_sql, st.ref.id,
         any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
         any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
-        measure ? fmt::format("WHEN octet_length(e.p::text) > $5::integer THEN "
-                              "{}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
-                              "$5::integer) ",
-                              schema_sql)
-                : std::string());
+        check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
+                            "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
+                            "WHEN octet_length(e.p::text) > $5::integer THEN "
+                            "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
+                            "$5::integer) ELSE true END) ",
+                            schema_sql)
+              : std::string());
     st.insert_name[variant] = fmt::format("sqlstreams_produce_{}_{}", st.ref.id, variant);
   }
   return variant;
+}
+
+bool Producer::needs_no_check(std::string_view json, int64_t max_bytes) {
+  // Valid JSON (the server parses every payload whatever the variant) whose first character
+  // after JSON whitespace is '{' is an object.
+  const size_t first = json.find_first_not_of(" \t\n\r");
+  return first != std::string_view::npos && json[first] == '{' && fits_when_stored(json, max_bytes);
 }
 
 bool Producer::fits_when_stored(std::string_view json, int64_t max_bytes) {
@@ -230,9 +237,9 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
       payloads.clear();
       versions.clear();
       keys.clear();
-      bool any_key = false, any_version = false, measure = false;
+      bool any_key = false, any_version = false, check = false;
       for (size_t i = begin; i < end; ++i) {
-        measure = measure || !fits_when_stored(messages[i].payload, st.ref.max_payload_bytes);
+        check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
         payloads.emplace_back(messages[i].payload);
         versions.push_back(messages[i].schema_version);
         keys.push_back(messages[i].key);
@@ -241,15 +248,15 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
       }
       const std::string array = jsonb_binary_array(payloads);
       // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
-      const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, measure);
+      const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, check);
       const std::string& name = prepared(conn, st.insert_name[v], st.insert_sql[v]);
       const pqxx::binarystring bytes(array.data(), array.size());
       const std::string versions_param = any_version ? int_array(versions) : "{}";
       const std::string keys_param = any_key ? text_array(keys) : "{}";
-      const auto offset = static_cast<int64_t>(begin);
-      pqxx::result r = measure ? tx.exec_prepared(name, bytes, versions_param, keys_param, offset,
-                                                  st.ref.max_payload_bytes)
-                               : tx.exec_prepared(name, bytes, versions_param, keys_param, offset);
+      pqxx::result r = check
+                           ? tx.exec_prepared(name, bytes, versions_param, keys_param,
+                                              static_cast<int64_t>(begin), st.ref.max_payload_bytes)
+                           : tx.exec_prepared(name, bytes, versions_param, keys_param);
       for (const auto& row : r) out.push_back(row[0].as<int64_t>());
       if (options.progress) options.progress(out.size());
     }
