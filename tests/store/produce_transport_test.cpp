@@ -148,14 +148,14 @@ TEST_F(ProduceTransportTest, PayloadsWithAnExponentAreStillMeasured) {
   spec.max_payload_bytes = 64;
   const auto tiny = store::declare_stream(*session_, spec);
   store::Producer p(*session_);
-  // 11 bytes as sent, 307 as stored ({"n": 1000…0}).
+  // 11 bytes as sent, 308 as stored ({"n": 1000…0}).
   const std::string grows = R"({"n":1e300})";
-  EXPECT_EQ(p.stored_sizes({grows}), std::vector<int64_t>{307});
+  EXPECT_EQ(p.stored_sizes({grows}), std::vector<int64_t>{308});
   try {
     p.produce_batch("tiny", {{R"({"a":1})"}, {grows}});
     FAIL() << "an exponent that grows past max_payload_bytes must be refused";
   } catch (const store::StoreError& e) {
-    EXPECT_NE(std::string(e.what()).find("payload 2 of the batch: 307 bytes exceeds "
+    EXPECT_NE(std::string(e.what()).find("payload 2 of the batch: 308 bytes exceeds "
                                          "max_payload_bytes 64"),
               std::string::npos)
         << e.what();
