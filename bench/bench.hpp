@@ -9,7 +9,8 @@
 //      retention while the janitor drops partitions; the table size must stay flat;
 //   6. idle: CPU of a real `sqlstreams run` host with four idle groups;
 //   7. isolation: noop.so in-process vs `isolation = "process"` on the same backlog;
-//   8. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server).
+//   8. wal: WAL bytes per message, produce + consume, vs a raw append;
+//   9. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -58,7 +59,8 @@ struct Options {
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
   int64_t isolation_backlog = 1'000'000;       // phase 7 backlog (drained twice)
-  // produce, drain, e2e, latency, retention, idle, isolation, peers
+  int64_t wal_messages = 100'000;              // phase 8 messages per payload size
+  // produce, drain, e2e, latency, retention, idle, isolation, wal, peers
   std::vector<std::string> phases;
   std::string peers_file;  // bench/peers/run.sh's JSON; empty: no peer rows
 };
@@ -171,12 +173,14 @@ std::vector<Row> run_isolation(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
+// Phase 8 (issue 14): WAL bytes per message, produce + consume vs a raw append.
+std::vector<Row> run_wal(Db& db, const Options& o);
 
 // Figures a phase records for the peer rows: "produce_100b", "drain_cursor" (msgs/s),
 // "pickup_notify_p50", "pickup_notify_p99" (ms). Thread-safe.
 void record(const std::string& key, double value);
 std::optional<double> recorded(const std::string& key);
-// Phase 7: the peers' rows beside the recorded figures (peers_bench.cpp).
+// Phase 9: the peers' rows beside the recorded figures (peers_bench.cpp).
 std::vector<Row> peer_rows(const Options& o);
 
 }  // namespace bench

@@ -66,9 +66,11 @@ int main(int argc, char** argv) {
   app.add_option("--retention-seconds", o.retention_seconds,
                  "phase 5 stream retention in seconds (default 5; --quick 1)");
   app.add_option("--isolation-backlog", o.isolation_backlog, "phase 7 backlog (--quick 20,000)");
+  app.add_option("--wal-messages", o.wal_messages,
+                 "phase 8 messages (default 100,000; --quick 20,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option("--phases", o.phases,
-                 "subset: produce,drain,e2e,latency,retention,idle,isolation,peers")
+                 "subset: produce,drain,e2e,latency,retention,idle,isolation,wal,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -87,6 +89,7 @@ int main(int argc, char** argv) {
     if (!app.count("--retention-partition-size")) o.retention_partition_size = 20'000;
     if (!app.count("--retention-seconds")) o.retention_seconds = 1;
     if (!app.count("--isolation-backlog")) o.isolation_backlog = 20'000;
+    if (!app.count("--wal-messages")) o.wal_messages = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
     if (wanted(o, "isolation")) add(bench::run_isolation(db, o));
+    if (wanted(o, "wal")) add(bench::run_wal(db, o));
     if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());

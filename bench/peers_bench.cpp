@@ -45,7 +45,7 @@ Row compare(const std::string& workload, std::optional<double> ours, const std::
   if (ours && best && *ours > 0) {
     ratio = fmt_ratio(higher_is_better ? *ours / *best : *best / *ours) + " of the best peer";
   }
-  return Row{"8 peers",
+  return Row{"9 peers",
              workload,
              ours ? show(*ours) : "not measured in this run",
              theirs.empty() ? "—" : theirs,
@@ -86,7 +86,7 @@ std::vector<Row> peer_rows(const Options& o) {
   }
   std::vector<Row> rows;
   for (const auto& e : doc.value("errors", nlohmann::json::array())) {
-    rows.push_back(Row{"8 peers", "not measured", "—", e.get<std::string>(), "—", ""});
+    rows.push_back(Row{"9 peers", "not measured", "—", e.get<std::string>(), "—", ""});
   }
   if (peers.empty()) return rows;
   auto per_s = [](double v) { return rate(v); };

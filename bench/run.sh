@@ -4,7 +4,7 @@
 # own directory and port (stopped and removed on exit), and runs sqlstreams_bench, which
 # measures the runtime and the raw PostgreSQL references in the same run (see bench/README.md).
 # Before the driver, bench/peers/run.sh measures graphile-worker and pg-boss (pinned, installed
-# with npm into a temporary folder) on the same server; the driver adds their rows (phase 8).
+# with npm into a temporary folder) on the same server; the driver adds their rows (phase 9).
 # `--no-peers` skips them; so does a `--phases` list without "peers".
 # The result table is printed and written to build/release/bench-results.md.
 set -euo pipefail

@@ -11,13 +11,9 @@ namespace sqlstreams::store {
 
 AdvanceTarget GroupStore::read_advance_target() {
   return guarded(session_, "advance cursor: read target", [&] {
-    pqxx::nontransaction tx(connection_of(session_));
-    auto rows = tx.exec_params(
-        fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
-                    "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
-                    "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
-                    leases_, exceptions_, cursors_),
-        group_id_);
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    auto rows = tx.exec_prepared(prepared(conn, advance_read_.name, advance_read_.sql), group_id_);
     AdvanceTarget t;
     if (rows.empty()) return t;  // a dropped group has no cursor: nothing to advance
     const auto& row = rows[0];
@@ -32,13 +28,12 @@ AdvanceTarget GroupStore::read_advance_target() {
 bool GroupStore::apply_advance(const AdvanceTarget& t) {
   if (t.target <= t.committed) return false;
   return guarded(session_, "advance cursor: apply", [&] {
-    pqxx::nontransaction tx(connection_of(session_));
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
     // `generation = $3`: a target read before an operator's rewind must not move committed
     // past the rewound position, even after a fresh claim made `claimed >= target` true again.
-    auto r = tx.exec_params(fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
-                                        "committed < $2 AND claimed >= $2 AND generation = $3",
-                                        cursors_),
-                            group_id_, t.target, t.generation);
+    auto r = tx.exec_prepared(prepared(conn, advance_apply_.name, advance_apply_.sql), group_id_,
+                              t.target, t.generation);
     return r.affected_rows() == 1;
   });
 }

@@ -11,12 +11,10 @@
 namespace sqlstreams::store {
 namespace {
 
-std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& messages,
+std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& statement,
                                       int64_t low, int64_t high) {
   std::vector<StoredMessage> out;
-  auto rows = tx.exec_params(fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
-                                         kMessageColumns, messages),
-                             low, high);
+  auto rows = tx.exec_prepared(statement, low, high);
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(message_from_row(row));
   return out;
@@ -42,22 +40,96 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   leases_ = fmt::format("{}.leases_{}", s, stream_id);
   exceptions_ = fmt::format("{}.exceptions_{}", s, stream_id);
   deliveries_ = fmt::format("{}.deliveries_{}", s, stream_id);
+  auto statement = [&](const char* what, std::string sql) {
+    return Statement{fmt::format("sqlstreams_{}_{}", what, stream_id), std::move(sql)};
+  };
+  observe_ = statement(
+      "observe",
+      fmt::format(
+          "SELECT h.head, c.claimed, c.settled_head, c.pending_xid IS NOT NULL, "
+          "coalesce(c.pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+          "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR c.pending_xid <= "
+          "pg_snapshot_xmin(pg_current_snapshot())) THEN pg_current_xact_id()::text END "
+          "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
+          messages_, cursors_));
+  claim_lock_ = statement(
+      "claim_lock",
+      fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
+                  "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+                  "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
+                  "FROM {} WHERE group_id = $1 FOR UPDATE",
+                  cursors_));
+  claim_update_ = statement(
+      "claim_update", fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
+                                  "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
+                                  cursors_));
+  lease_insert_ = statement(
+      "lease_insert",
+      fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
+                  "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
+                  leases_, db_in("$4")));
+  read_range_ = statement("read_range",
+                          fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+                                      kMessageColumns, messages_));
+  reclaim_ = statement(
+      "reclaim",
+      fmt::format("WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
+                  "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                  "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
+                  "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $3 "
+                  "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
+                  "RETURNING l.token::text, l.low, l.high, l.reclaims",
+                  leases_, kDbNow, db_in("$2")));
+  commit_complete_ = statement(
+      "commit_complete",
+      fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
+                  "ANY($2::uuid[]) RETURNING token, low, high), old AS (DELETE FROM {1} e "
+                  "USING l WHERE e.group_id = $1 AND e.message_id > l.low AND e.message_id "
+                  "<= l.high AND e.status <> 'inflight' AND EXISTS (SELECT 1 FROM {2} m "
+                  "WHERE m.id = e.message_id)) SELECT token::text, "
+                  "pg_current_xact_id()::text FROM l",
+                  leases_, exceptions_, messages_));
+  commit_partial_ = statement(
+      "commit_partial",
+      fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
+                  "'-infinity' FROM "
+                  "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
+                  "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
+                  "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "
+                  "upto), old AS (DELETE FROM {1} e USING l WHERE e.group_id = $1 AND "
+                  "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
+                  "'inflight' AND EXISTS (SELECT 1 FROM {2} m WHERE m.id = e.message_id)) "
+                  "SELECT token::text, pg_current_xact_id()::text FROM l",
+                  leases_, exceptions_, messages_));
+  renew_ =
+      statement("renew_leases",
+                fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
+                            "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
+                            leases_, db_in("$3")));
+  advance_read_ = statement(
+      "advance_read",
+      fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
+                  "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
+                  "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
+                  leases_, exceptions_, cursors_));
+  advance_apply_ =
+      statement("advance_apply", fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
+                                             "committed < $2 AND claimed >= $2 AND generation = $3",
+                                             cursors_));
 }
 
 Observation GroupStore::observe() {
   return guarded(session_, "observe", [&] {
     // Alone, on a connection with no open transaction: the statement's snapshot precedes the
     // xid it takes, so every producer that could own an id <= head has a smaller xid.
-    pqxx::nontransaction tx(connection_of(session_));
-    auto row = tx.exec_params1(
-        fmt::format(
-            "SELECT h.head, c.claimed, c.settled_head, c.pending_xid IS NOT NULL, "
-            "coalesce(c.pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
-            "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR c.pending_xid <= "
-            "pg_snapshot_xmin(pg_current_snapshot())) THEN pg_current_xact_id()::text END "
-            "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
-            messages_, cursors_),
-        group_id_);
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    auto rows = tx.exec_prepared(prepared(conn, observe_.name, observe_.sql), group_id_);
+    if (rows.size() != 1) {
+      throw StoreError(StoreError::Kind::kOther,
+                       fmt::format("observe: no cursor row for group {}", group_id_));
+    }
+    const auto& row = rows[0];
     Observation obs;
     obs.head = row[0].as<int64_t>();
     obs.claimed = row[1].as<int64_t>();
@@ -74,15 +146,16 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     // Taken before the lease's statement is sent: this host's deadline is never later than
     // the expiry the database computes from its own clock.
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
-    pqxx::work tx(connection_of(session_));
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
     // Prove in a later statement: xmin >= xid means every older transaction has ended.
-    auto cur = tx.exec_params1(
-        fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
-                    "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
-                    "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
-                    "FROM {} WHERE group_id = $1 FOR UPDATE",
-                    cursors_),
-        group_id_, nullable(obs.xid));
+    auto locked = tx.exec_prepared(prepared(conn, claim_lock_.name, claim_lock_.sql), group_id_,
+                                   nullable(obs.xid));
+    if (locked.size() != 1) {
+      throw StoreError(StoreError::Kind::kOther,
+                       fmt::format("claim: no cursor row for group {}", group_id_));
+    }
+    const auto& cur = locked[0];
     const int64_t claimed = cur[0].as<int64_t>();
     const int64_t settled = cur[1].as<int64_t>();
     std::optional<int64_t> pending_head;
@@ -112,29 +185,24 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     result.proven = proven;
     if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
         new_pending_xid != pending_xid) {
-      tx.exec_params(
-          fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
-                      "$4, pending_xid = $5::xid8 WHERE group_id = $1",
-                      cursors_),
-          group_id_, new_claimed, proven,
+      tx.exec_prepared(
+          prepared(conn, claim_update_.name, claim_update_.sql), group_id_, new_claimed, proven,
           nullable(new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
                                     : std::nullopt),
           nullable(new_pending_xid));
       result.wrote = true;
     }
     if (new_claimed > claimed) {
-      auto lease = tx.exec_params1(
-          fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
-                      "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
-                      leases_, db_in("$4")),
-          group_id_, claimed, new_claimed, ms_param(lease_ttl), holder_);
+      auto lease = tx.exec_prepared(prepared(conn, lease_insert_.name, lease_insert_.sql),
+                                    group_id_, claimed, new_claimed, ms_param(lease_ttl), holder_);
       ClaimedRange range;
-      range.token = lease[0].as<std::string>();
+      range.token = lease.at(0)[0].as<std::string>();
       range.low = claimed;
       range.high = new_claimed;
       range.deadline = deadline;
       // A later statement than the proof: its snapshot is no older than the proof.
-      range.messages = read_range(tx, messages_, claimed, new_claimed);
+      range.messages =
+          read_range(tx, prepared(conn, read_range_.name, read_range_.sql), claimed, new_claimed);
       result.range = std::move(range);
     }
     tx.commit();  // even when empty: the pending observation must persist
@@ -145,17 +213,10 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
 ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims) {
   return guarded(session_, "reclaim", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
-    pqxx::work tx(connection_of(session_));
-    auto rows = tx.exec_params(
-        fmt::format(
-            "WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
-            "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
-            "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
-            "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $3 "
-            "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
-            "RETURNING l.token::text, l.low, l.high, l.reclaims",
-            leases_, kDbNow, db_in("$2")),
-        group_id_, ms_param(lease_ttl), holder_);
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
+    auto rows = tx.exec_prepared(prepared(conn, reclaim_.name, reclaim_.sql), group_id_,
+                                 ms_param(lease_ttl), holder_);
     ReclaimResult result;
     if (rows.empty()) {
       tx.commit();
@@ -187,7 +248,8 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
       result.quarantined = std::move(range);
       return result;
     }
-    range.messages = read_range(tx, messages_, range.low, range.high);
+    range.messages =
+        read_range(tx, prepared(conn, read_range_.name, read_range_.sql), range.low, range.high);
     tx.commit();
     result.range = std::move(range);
     return result;

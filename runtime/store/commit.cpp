@@ -128,7 +128,8 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
   in_doubt_.reset();
   if (ranges.empty()) return {};
   return guarded(session_, "commit ranges", [&] {
-    pqxx::work tx(connection_of(session_));
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
     std::vector<std::string> complete, partial;
     std::vector<int64_t> partial_low;
     for (const auto& r : ranges) {
@@ -153,30 +154,13 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
       }
     };
     if (!complete.empty()) {
-      take(tx.exec_params(
-          fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
-                      "ANY($2::uuid[]) RETURNING token, low, high), old AS (DELETE FROM {1} e "
-                      "USING l WHERE e.group_id = $1 AND e.message_id > l.low AND e.message_id "
-                      "<= l.high AND e.status <> 'inflight' AND EXISTS (SELECT 1 FROM {2} m "
-                      "WHERE m.id = e.message_id)) SELECT token::text, "
-                      "pg_current_xact_id()::text FROM l",
-                      leases_, exceptions_, messages_),
-          group_id_, text_array(complete)));
+      take(tx.exec_prepared(prepared(conn, commit_complete_.name, commit_complete_.sql), group_id_,
+                            text_array(complete)));
     }
     if (!partial.empty()) {
       // Shrink to the unresolved rest and make it immediately reclaimable (not a crash).
-      take(tx.exec_params(
-          fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
-                      "'-infinity' FROM "
-                      "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
-                      "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
-                      "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "
-                      "upto), old AS (DELETE FROM {1} e USING l WHERE e.group_id = $1 AND "
-                      "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
-                      "'inflight' AND EXISTS (SELECT 1 FROM {2} m WHERE m.id = e.message_id)) "
-                      "SELECT token::text, pg_current_xact_id()::text FROM l",
-                      leases_, exceptions_, messages_),
-          group_id_, text_array(partial), int_array(partial_low)));
+      take(tx.exec_prepared(prepared(conn, commit_partial_.name, commit_partial_.sql), group_id_,
+                            text_array(partial), int_array(partial_low)));
     }
     std::vector<FailedMessage> failures;
     std::vector<AuditEntry> audit;
@@ -230,12 +214,10 @@ std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>
                                                   Millis lease_ttl) {
   if (tokens.empty()) return {};
   return guarded(session_, "renew leases", [&] {
-    pqxx::nontransaction tx(connection_of(session_));
-    auto kept = token_set(tx.exec_params(
-        fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
-                    "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
-                    leases_, db_in("$3")),
-        group_id_, text_array(tokens), ms_param(lease_ttl)));
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    auto kept = token_set(tx.exec_prepared(prepared(conn, renew_.name, renew_.sql), group_id_,
+                                           text_array(tokens), ms_param(lease_ttl)));
     std::vector<std::string> lost;
     for (const auto& t : tokens) {
       if (!kept.count(t)) lost.push_back(t);

@@ -236,6 +236,14 @@ class GroupStore {
   int64_t group_id_;
   std::string holder_;
   std::string messages_, cursors_, leases_, exceptions_, deliveries_;  // qualified table names
+  // The hot statements (observe, claim, range read, reclaim, range commits, lease renewal, the
+  // advancer): text built once here, prepared once per connection on first use (store/pq.hpp
+  // prepared()). Named sqlstreams_<what>_<stream id>: the text depends on nothing else.
+  struct Statement {
+    std::string name, sql;
+  };
+  Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, reclaim_,
+      commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
   std::optional<InDoubtCommit> in_doubt_;
 };
 

@@ -58,6 +58,18 @@ inline StoredMessage message_from_row(const pqxx::row& row) {
   return m;
 }
 
+// Registers `sql` as the prepared statement `name` on `conn` and returns the name, for
+// tx.exec_prepared(name, ...): the hot statements are parsed and planned once per connection,
+// not per call. libpqxx sends the PREPARE on first use and keeps a connection's registrations
+// only as long as that connection (Session::reset() drops them with it: the next use prepares
+// again). Re-registering the same text is a map lookup; a name must always mean one text
+// (libpqxx throws on a different one), so names carry every input of the text (stream id...).
+inline const std::string& prepared(pqxx::connection& conn, const std::string& name,
+                                   const std::string& sql) {
+  conn.prepare(name, sql);
+  return name;
+}
+
 // NULL-able text parameter for exec_params (libpqxx 6.4 has no std::optional support).
 inline const char* nullable(const std::optional<std::string>& v) {
   return v ? v->c_str() : nullptr;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "common/utf8.hpp"
 #include "store/pq.hpp"
@@ -55,23 +56,52 @@ void Producer::check_key(const std::optional<std::string>& key, const std::strin
 
 std::vector<int64_t> Producer::stored_sizes(const std::vector<std::string>& payloads) {
   if (payloads.empty()) return {};
-  std::string array = "[";
-  for (size_t i = 0; i < payloads.size(); ++i) {
-    if (i) array += ',';
-    array += payloads[i];
-  }
-  array += ']';
+  std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  const std::string array = jsonb_binary_array(views);
   return guarded(session_, "measure payloads", [&] {
-    pqxx::nontransaction tx(connection_of(session_));
-    auto r = tx.exec_params(
-        "SELECT octet_length(e.p::text) FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY "
-        "AS e(p, n) ORDER BY e.n",
-        array);
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    auto r = tx.exec_prepared(
+        prepared(conn, "sqlstreams_measure_payloads",
+                 "SELECT octet_length(e.p::text) FROM unnest($1::jsonb[]) WITH ORDINALITY "
+                 "AS e(p, n) ORDER BY e.n"),
+        pqxx::binarystring(array.data(), array.size()));
     std::vector<int64_t> out;
     out.reserve(r.size());
     for (const auto& row : r) out.push_back(row[0].as<int64_t>());
     return out;
   });
+}
+
+std::optional<std::string> Producer::locate_bad_payload(const std::vector<NewMessage>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!is_clean_utf8(messages[i].payload)) {
+      return fmt::format("payload {} of the batch must be UTF-8 text without NUL bytes", i + 1);
+    }
+  }
+  // One item at a time, as the INSERT parses them (binary jsonb: jsonb_recv).
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string one = jsonb_binary_array({messages[i].payload});
+    try {
+      guarded(session_, "check payload", [&] {
+        auto& conn = connection_of(session_);
+        pqxx::nontransaction tx(conn);
+        tx.exec_prepared(
+            prepared(conn, "sqlstreams_parse_payload", "SELECT count(*) FROM unnest($1::jsonb[])"),
+            pqxx::binarystring(one.data(), one.size()));
+      });
+    } catch (const StoreError& e) {
+      if (!e.deterministic() && e.sqlstate().rfind("54", 0) != 0) throw;
+      std::string what = e.what();
+      // "check payload: ERROR:  invalid input syntax ...\nDETAIL: ...": keep the first lines.
+      const std::string prefix = "check payload: ";
+      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+      if (what.rfind("ERROR:  ", 0) == 0) what.erase(0, 8);
+      if (auto cut = what.find("\nCONTEXT:"); cut != std::string::npos) what.erase(cut);
+      return fmt::format("payload {} of the batch: {}", i + 1, what);
+    }
+  }
+  return std::nullopt;
 }
 
 std::vector<int64_t> Producer::produce_batch(const std::string& stream,
@@ -93,6 +123,15 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
     } catch (const StoreError& e) {
       // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
       const bool no_partition = e.sqlstate() == "23514" || e.sqlstate() == "55000";
+      // A payload PostgreSQL refused to parse (bad UTF-8, NUL, not JSON, a number beyond
+      // numeric, too deep): the array parameter's error does not say which one; find it.
+      const bool unparsable = (e.deterministic() || e.sqlstate().rfind("54", 0) == 0) &&
+                              std::string_view(e.what()).find(" of the batch") == std::string::npos;
+      if (unparsable) {
+        if (auto located = locate_bad_payload(messages)) {
+          throw StoreError(StoreError::Kind::kRejected, "produce: " + *located, e.sqlstate());
+        }
+      }
       if (!no_partition || attempt == 3) throw;
     }
     // The failed transaction is rolled back; heal in one of its own (never DDL inside a
@@ -112,53 +151,112 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
   }
 }
 
+size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
+                                bool any_key, bool check) {
+  const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
+  std::string& sql = st.insert_sql[variant];
+  if (sql.empty()) {
+    // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
+    // functions measure it (octet_length(payload::text)), so every producer agrees. The
+    // variant without checks is used only for a chunk whose payloads provably pass them
+    // (needs_no_check): objects that fit max_payload_bytes once stored.
+    sql = fmt::format(
+        "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
+        "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
+        "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
+        schema_sql, st.ref.id,
+        any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
+        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
+        check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
+                            "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
+                            "WHEN octet_length(e.p::text) > $5::integer THEN "
+                            "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
+                            "$5::integer) ELSE true END) ",
+                            schema_sql)
+              : std::string());
+    st.insert_name[variant] = fmt::format("sqlstreams_produce_{}_{}", st.ref.id, variant);
+  }
+  return variant;
+}
+
+bool Producer::needs_no_check(std::string_view json, int64_t max_bytes) {
+  // Valid JSON (the server parses every payload whatever the variant) whose first character
+  // after JSON whitespace is '{' is an object.
+  const size_t first = json.find_first_not_of(" \t\n\r");
+  return first != std::string_view::npos && json[first] == '{' && fits_when_stored(json, max_bytes);
+}
+
+bool Producer::fits_when_stored(std::string_view json, int64_t max_bytes) {
+  // jsonb's text form drops whitespace and adds one space after each ':' and ',' (each at least
+  // one byte of the input); it never lengthens a string (every character it escapes had to be
+  // escaped in the input, at least as long) nor a number written without an exponent. So
+  // without an exponent it is at most twice the input. An exponent (1e300) can grow without
+  // bound: those payloads are measured by the database.
+  if (json.size() > static_cast<uint64_t>(max_bytes) / 2) return false;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == 'e' || c == 'E') && i > 0 &&
+               ((json[i - 1] >= '0' && json[i - 1] <= '9') || json[i - 1] == '.')) {
+      return false;  // an exponent: outside strings, 'e' after a digit is nothing else
+    }
+  }
+  return true;
+}
+
 std::vector<int64_t> Producer::insert_batch(StreamState& st,
                                             const std::vector<NewMessage>& messages,
                                             const BatchOptions& options) {
   const size_t chunk = options.chunk == 0 ? messages.size() : options.chunk;
-  const std::string& s = session_.schema_sql();
   auto ids = guarded(session_, "produce", [&] {
-    pqxx::work tx(connection_of(session_));
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
     // Rule 1: own an xid before drawing any id.
-    tx.exec(
-        st.ref.notify
-            ? fmt::format("SELECT pg_current_xact_id(), pg_notify('sqlstreams_{}', '')", st.ref.id)
-            : std::string("SELECT pg_current_xact_id()"));
+    if (st.ref.notify) {
+      tx.exec_prepared(prepared(conn, "sqlstreams_own_xid_notify",
+                                "SELECT pg_current_xact_id(), pg_notify($1, '')"),
+                       fmt::format("sqlstreams_{}", st.ref.id));
+    } else {
+      tx.exec_prepared(prepared(conn, "sqlstreams_own_xid", "SELECT pg_current_xact_id()"));
+    }
     std::vector<int64_t> out;
     out.reserve(messages.size());
+    std::vector<std::string_view> payloads;
+    std::vector<int64_t> versions;
+    std::vector<std::optional<std::string>> keys;
     for (size_t begin = 0; begin < messages.size(); begin += chunk) {
       const size_t end = std::min(messages.size(), begin + chunk);
-      std::string payloads = "[";
-      std::vector<int64_t> versions;
-      std::vector<std::optional<std::string>> keys;
-      bool any_key = false, any_version = false;
+      payloads.clear();
+      versions.clear();
+      keys.clear();
+      bool any_key = false, any_version = false, check = false;
       for (size_t i = begin; i < end; ++i) {
-        if (i > begin) payloads += ',';
-        payloads += messages[i].payload;
+        check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
+        payloads.emplace_back(messages[i].payload);
         versions.push_back(messages[i].schema_version);
         keys.push_back(messages[i].key);
         any_key |= messages[i].key.has_value();
         any_version |= messages[i].schema_version != 1;
       }
-      payloads += ']';
-      // Items are numbered within the whole batch ($4 = offset). The size is measured as the
-      // SQL functions measure it (octet_length(payload::text)), so every producer agrees.
-      std::string sql = fmt::format(
-          "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
-          "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
-          "jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(p, n) "
-          "WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
-          "{0}.reject_payload(e.n + $4, jsonb_typeof(e.p)) "
-          "WHEN octet_length(e.p::text) > {4} THEN "
-          "{0}.reject_oversize(e.n + $4, octet_length(e.p::text), {4}) ELSE true END) "
-          "RETURNING id",
-          s, st.ref.id, any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
-          any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
-          st.ref.max_payload_bytes);
-      // Absent versions/keys travel as empty arrays (the statement still names $2 and $3).
-      pqxx::result r =
-          tx.exec_params(sql, payloads, any_version ? int_array(versions) : "{}",
-                         any_key ? text_array(keys) : "{}", static_cast<int64_t>(begin));
+      const std::string array = jsonb_binary_array(payloads);
+      // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
+      const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, check);
+      const std::string& name = prepared(conn, st.insert_name[v], st.insert_sql[v]);
+      const pqxx::binarystring bytes(array.data(), array.size());
+      const std::string versions_param = any_version ? int_array(versions) : "{}";
+      const std::string keys_param = any_key ? text_array(keys) : "{}";
+      pqxx::result r = check
+                           ? tx.exec_prepared(name, bytes, versions_param, keys_param,
+                                              static_cast<int64_t>(begin), st.ref.max_payload_bytes)
+                           : tx.exec_prepared(name, bytes, versions_param, keys_param);
       for (const auto& row : r) out.push_back(row[0].as<int64_t>());
       if (options.progress) options.progress(out.size());
     }
