@@ -24,12 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string asan_options() {
-  const char* inherited = std::getenv("ASAN_OPTIONS");
-  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
-  return out + "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
-}
-
 struct CrashSetup {
   std::string how = "segv";
   std::string crash_on = "\"order-3\"";  // the JSON text of order-3's id, quotes included
@@ -57,9 +51,10 @@ std::unique_ptr<testing::ChildProcess> start_host(const ScratchDir& dir, const s
   return std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", file, "--plugin-dir",
                                SQLSTREAMS_FIXTURE_DIR},
-      std::map<std::string, std::string>{{"SQLSTREAMS_DATABASE_URL", url},
-                                         {"ASAN_OPTIONS", asan_options()},
-                                         {"LSAN_OPTIONS", lsan_options_for_lost_connections()}},
+      std::map<std::string, std::string>{
+          {"SQLSTREAMS_DATABASE_URL", url},
+          {"ASAN_OPTIONS", testing::asan_options_letting_faults_through()},
+          {"LSAN_OPTIONS", lsan_options_for_lost_connections()}},
       dir.file("crashy-" + std::to_string(n) + ".log"));
 }
 

@@ -17,12 +17,6 @@
 namespace sqlstreams::e2e {
 namespace {
 
-std::string asan_options() {
-  const char* inherited = std::getenv("ASAN_OPTIONS");
-  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
-  return out + "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
-}
-
 std::string isolation_config(const std::string& how) {
   const std::string group_common =
       "stream = \"payments.requested\"\nplugin = \"crash_fixture.so\"\nhandler = \"crash\"\n"
@@ -75,7 +69,7 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   testing::ChildProcess host(
       {SQLSTREAMS_BINARY, "run", "--config", config, "--plugin-dir", SQLSTREAMS_FIXTURE_DIR},
       {{"SQLSTREAMS_DATABASE_URL", db.url()},
-       {"ASAN_OPTIONS", asan_options()},
+       {"ASAN_OPTIONS", testing::asan_options_letting_faults_through()},
        {"LSAN_OPTIONS", lsan_options_for_lost_connections()}},
       dir.file("host.log"));
   ASSERT_TRUE(wait_until([&] { return host.log().find("host-ready") != std::string::npos; }, 60s))

@@ -11,6 +11,7 @@
 
 #include "consume/group_pipeline.hpp"
 #include "isolation/isolation.hpp"
+#include "process.hpp"
 #include "store/catalog.hpp"
 #include "store/migrate.hpp"
 #include "store/producer.hpp"
@@ -24,10 +25,8 @@ using namespace std::chrono_literals;
 class IsolatedPipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* inherited = std::getenv("ASAN_OPTIONS");
-    std::string options = inherited && *inherited ? std::string(inherited) + ":" : "";
-    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_abort=0";
-    ::setenv("ASAN_OPTIONS", options.c_str(), 1);  // before any thread: read by the children
+    // Before any thread: read by the children.
+    ::setenv("ASAN_OPTIONS", testing::asan_options_letting_faults_through().c_str(), 1);
   }
 
   void SetUp() override {

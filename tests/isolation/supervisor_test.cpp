@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "isolation/isolation.hpp"
+#include "process.hpp"
 
 namespace sqlstreams::isolation {
 namespace {
@@ -29,10 +30,8 @@ using Clock = std::chrono::steady_clock;
 class Supervisor : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const char* inherited = std::getenv("ASAN_OPTIONS");
-    std::string options = inherited && *inherited ? std::string(inherited) + ":" : "";
-    options += "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_abort=0";
-    ::setenv("ASAN_OPTIONS", options.c_str(), 1);  // before any thread: read by the children
+    // Before any thread: read by the children.
+    ::setenv("ASAN_OPTIONS", testing::asan_options_letting_faults_through().c_str(), 1);
   }
 
   static IsolationOptions options(const std::string& how, int children = 2,

@@ -131,4 +131,10 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ss.str()};
 }
 
+std::string asan_options_letting_faults_through() {
+  const char* inherited = std::getenv("ASAN_OPTIONS");
+  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
+  return out + "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+}
+
 }  // namespace sqlstreams::testing

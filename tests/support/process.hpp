@@ -43,4 +43,9 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
 // Writes `text` to a fresh temp file and returns its path.
 std::string write_temp_file(const std::string& name_hint, const std::string& text);
 
+// ASAN_OPTIONS for a child that must die by its own fatal signal (a plugin that segfaults or
+// aborts on purpose): the inherited options plus handle_segv=0 and friends, so the fault reaches
+// the runtime's crash handler and supervisor instead of ASan's report-and-exit.
+std::string asan_options_letting_faults_through();
+
 }  // namespace sqlstreams::testing
