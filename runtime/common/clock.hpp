@@ -31,9 +31,12 @@ class SystemClock final : public Clock {
     return std::chrono::time_point_cast<std::chrono::milliseconds>(
         std::chrono::system_clock::now());
   }
+  // Never destroyed: worker threads still read the clock while exit() runs static destructors
+  // (a plugin calling exit() must end with the host's undecided-exit line, not a SIGSEGV on a
+  // destroyed clock; the exit hook runs after every static created later than it).
   static const SystemClock& instance() {
-    static SystemClock clock;
-    return clock;
+    static const SystemClock* const clock = new SystemClock();
+    return *clock;
   }
 };
 
