@@ -5,6 +5,8 @@ set -euo pipefail
 
 PACKAGES=(
   cmake g++ make pkg-config ca-certificates
+  # scripts/format.sh --check (run first by scripts/test.sh)
+  clang-format
   libboost-dev libpqxx-dev libpq-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev prometheus-cpp-dev libcivetweb-dev libsystemd-dev

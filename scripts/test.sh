@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs packages, builds the tests with
+# The whole test suite, from a fresh machine: installs packages, checks the formatting
+# (scripts/format.sh --check), builds the tests with
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset "asan"), starts a throwaway
 # PostgreSQL for the run, runs every test (unit, integration, e2e), stops PostgreSQL.
 # Extra arguments go to ctest (e.g. scripts/test.sh -L unit, scripts/test.sh -R fence).
@@ -15,6 +16,7 @@ if [[ "${1:-}" == "--tsan" ]]; then
 fi
 
 scripts/install-deps.sh
+scripts/format.sh --check
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j"$(nproc)"
 

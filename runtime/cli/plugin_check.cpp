@@ -123,7 +123,8 @@ void print_text(const json& m) {
   for (const auto& h : m["handlers"]) {
     const auto versions = h["schema_versions"].get<std::vector<int32_t>>();
     std::printf("  %-24s schema version%s %s, %s\n", h["name"].get<std::string>().c_str(),
-                versions.size() == 1 ? "" : "s", fmt::format("{}", fmt::join(versions, ", ")).c_str(),
+                versions.size() == 1 ? "" : "s",
+                fmt::format("{}", fmt::join(versions, ", ")).c_str(),
                 h["concurrent"].get<bool>() ? "concurrent" : "one call at a time");
   }
   std::printf("OK: loads as `run` would load it (trust checks against %s)\n",

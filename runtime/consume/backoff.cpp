@@ -17,7 +17,8 @@ Millis next_backoff(const config::RetryPolicy& policy, int failures, double rand
   if (policy.jitter > 0) {
     double r = std::clamp(random01, 0.0, 1.0);
     ms *= 1.0 + policy.jitter * (2.0 * r - 1.0);
-    ms = std::min(ms, static_cast<double>(std::max(policy.max_delay, policy.initial_backoff).count()));
+    ms = std::min(ms,
+                  static_cast<double>(std::max(policy.max_delay, policy.initial_backoff).count()));
   }
   return Millis(static_cast<int64_t>(std::max(0.0, std::round(ms))));
 }

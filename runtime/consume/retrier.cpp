@@ -70,9 +70,9 @@ void GroupPipeline::retry_loop() {
     }
     try {
       using Pick = store::GroupStore::RetryPick;
-      auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
-                                         suspects ? Pick::kSuspects : Pick::kReady,
-                                         g.retry.max_retries);
+      auto due =
+          store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
+                                  suspects ? Pick::kSuspects : Pick::kReady, g.retry.max_retries);
       next_poll = SteadyClock::now();
       if (suspects) {
         isolating = !due.empty();

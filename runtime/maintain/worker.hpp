@@ -16,7 +16,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <map>
 #include <memory>
 #include <string>

@@ -201,7 +201,7 @@ void Host::start() {
       }
       Running r{g, *ref,
                 make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
-                 plugin_sha256(g)};
+                plugin_sha256(g)};
       refs.push_back(*ref);
       std::lock_guard lock(mu_);
       running_.emplace(group_key(g.stream, g.name), std::move(r));

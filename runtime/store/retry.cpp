@@ -104,10 +104,10 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   const std::string ready_due = fmt::format("(status = 'ready' AND can_run_after <= {})", kDbNow);
   const std::string expired_inflight =
       fmt::format("(status = 'inflight' AND lease_expires_at < {})", kDbNow);
-  const std::string which = pick == RetryPick::kReady      ? ready_due
-                            : pick == RetryPick::kSuspects ? expired_inflight
-                                                           : fmt::format("({} OR {})", ready_due,
-                                                                         expired_inflight);
+  const std::string which = pick == RetryPick::kReady ? ready_due
+                            : pick == RetryPick::kSuspects
+                                ? expired_inflight
+                                : fmt::format("({} OR {})", ready_due, expired_inflight);
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));

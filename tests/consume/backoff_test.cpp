@@ -1,7 +1,7 @@
 // Backoff is a pure function of (policy, failures, random): table-driven.
-#include <gtest/gtest.h>
-
 #include "consume/backoff.hpp"
+
+#include <gtest/gtest.h>
 
 namespace sqlstreams::consume {
 namespace {

@@ -50,20 +50,22 @@ class DeadLetterTest : public ::testing::Test {
     g.lease_ttl = 5s;
     g.handler_timeout = 1s;
     g.retry.max_retries = 0;
-    g.plugin_config_json = R"({"record_file":")" + record_ + R"(","unreachable_orders":)" +
-                           unreachable_json + "}";
+    g.plugin_config_json =
+        R"({"record_file":")" + record_ + R"(","unreachable_orders":)" + unreachable_json + "}";
     PipelineOptions o;
     o.group = g;
     o.session = opts_;
     o.ref = charge_;
     o.holder = "test:1";
-    GroupPipeline p(o, registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
+    GroupPipeline p(o,
+                    registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
     p.start();
     auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < deadline &&
-           !db_.scalar<bool>("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 4 AND NOT EXISTS "
-                             "(SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS (SELECT 1 FROM "
-                             "sqlstreams.exceptions_1 WHERE status <> 'dead')")) {
+    while (
+        std::chrono::steady_clock::now() < deadline &&
+        !db_.scalar<bool>("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 4 AND NOT EXISTS "
+                          "(SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS (SELECT 1 FROM "
+                          "sqlstreams.exceptions_1 WHERE status <> 'dead')")) {
       std::this_thread::sleep_for(20ms);
     }
     p.stop(std::chrono::steady_clock::now() + 5s);
@@ -118,8 +120,8 @@ TEST_F(DeadLetterTest, DiscardRemovesOnlyWhatTheFilterNamesAndAsksFirst) {
   EXPECT_NE(refused, 0) << "without a terminal or --yes nothing is discarded";
   EXPECT_NE(msg.find("--yes"), std::string::npos) << msg;
   EXPECT_EQ(dead_count(), 3);
-  auto [code, out] = cli({"dead", "discard", "payments.requested", "charge-cards", "--from-id",
-                          "2", "--to-id", "3", "--yes"});
+  auto [code, out] = cli({"dead", "discard", "payments.requested", "charge-cards", "--from-id", "2",
+                          "--to-id", "3", "--yes"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("discarded 1 dead letter"), std::string::npos) << out;
   EXPECT_EQ(db_.scalar<std::string>("SELECT string_agg(message_id::text, ',' ORDER BY "

@@ -65,7 +65,8 @@ class FailurePathTest : public ::testing::Test {
     g.plugin_config_json = plugin_config;
     return g;
   }
-  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g, const store::GroupRef& ref) {
+  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g,
+                                          const store::GroupRef& ref) {
     PipelineOptions o;
     o.group = g;
     o.session = opts_;
@@ -98,7 +99,8 @@ class FailurePathTest : public ::testing::Test {
                      std::to_string(charge_.id) + " AND message_id = " + std::to_string(id));
     if (r.empty()) return "<none>";
     std::string out;
-    for (const auto& f : r[0]) out += (out.empty() ? "" : "|") + (f.is_null() ? "null" : f.as<std::string>());
+    for (const auto& f : r[0])
+      out += (out.empty() ? "" : "|") + (f.is_null() ? "null" : f.as<std::string>());
     return out;
   }
 
@@ -112,18 +114,20 @@ class FailurePathTest : public ::testing::Test {
 
 TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies) {
   produce({order(101), order(102), order(103)});
-  auto p = pipeline(group("charge-cards", "charge-cards", cfg(R"("unreachable_orders":["order-103"])")),
-                    charge_);
+  auto p = pipeline(
+      group("charge-cards", "charge-cards", cfg(R"("unreachable_orders":["order-103"])")), charge_);
   p->start();
-  ASSERT_TRUE(eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
-                         "AND status = 'dead')"));
+  ASSERT_TRUE(
+      eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
+                 "AND status = 'dead')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(3, "status, attempts, last_error, payload->>'order_id'"),
             "dead|4|payment provider unreachable|order-103");
   // Initial attempt, retry 1, retry 2, retry 3: each recorded in the audit trail with its
   // attempt number, spaced by the backoff (200ms, then 100ms, 200ms).
-  auto audit = db_.sql("SELECT attempt, outcome, (extract(epoch FROM at) * 1000)::bigint FROM "
-                       "sqlstreams.deliveries_1 WHERE message_id = 3 ORDER BY id");
+  auto audit = db_.sql(
+      "SELECT attempt, outcome, (extract(epoch FROM at) * 1000)::bigint FROM "
+      "sqlstreams.deliveries_1 WHERE message_id = 3 ORDER BY id");
   ASSERT_EQ(audit.size(), 4u);
   std::vector<int64_t> min_gap_ms = {200, 100, 200};
   for (int i = 0; i < 4; ++i) {
@@ -135,18 +139,21 @@ TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies
     }
   }
   EXPECT_EQ(exception(1, "status"), "<none>");
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = 'ok'"), 2);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = 'ok'"),
+            2);
 }
 
 TEST_F(FailurePathTest, FailsTwiceThenSucceedsLeavesNoExceptionAndAnAuditTrail) {
   produce({order(1)});
   auto p = pipeline(group("charge-cards", "charge-cards", cfg(R"("flaky_attempts":2)")), charge_);
   p->start();
-  ASSERT_TRUE(eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
+  ASSERT_TRUE(
+      eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status"), "<none>");
-  auto audit = db_.sql("SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY id) FROM "
-                       "sqlstreams.deliveries_1");
+  auto audit = db_.sql(
+      "SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY id) FROM "
+      "sqlstreams.deliveries_1");
   EXPECT_EQ(audit[0][0].as<std::string>(), "1:retry,2:retry,3:ok");
 }
 
@@ -157,11 +164,13 @@ TEST_F(FailurePathTest, TerminalDelayThrowUndecodableEachRecordedAsTheRuntimeDec
   g.retry.max_retries = 1;
   auto p = pipeline(g, charge_);
   p->start();
-  ASSERT_TRUE(eventually("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                         "AND message_id IN (1, 4)"));
+  ASSERT_TRUE(
+      eventually("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                 "AND message_id IN (1, 4)"));
   // order-2 is delayed again and again: it never spends the budget (max_retries 1).
   ASSERT_TRUE(eventually("SELECT delays >= 3 FROM sqlstreams.exceptions_1 WHERE message_id = 2"));
-  ASSERT_TRUE(eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
+  ASSERT_TRUE(
+      eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status, attempts, last_error"), "dead|1|order order-1 was cancelled");
   EXPECT_NE(exception(4, "last_error").find("payload does not decode"), std::string::npos);
@@ -174,24 +183,28 @@ TEST_F(FailurePathTest, TerminalDelayThrowUndecodableEachRecordedAsTheRuntimeDec
 
 TEST_F(FailurePathTest, TimeoutIsAFailureAndThePoolKeepsItsSize) {
   produce({order(1), order(2), order(3)});
-  auto g = group("charge-cards", "charge-cards", cfg(R"("hang_orders":["order-1"],"hang_ms":4000)"));
+  auto g =
+      group("charge-cards", "charge-cards", cfg(R"("hang_orders":["order-1"],"hang_ms":4000)"));
   g.handler_timeout = 300ms;
   g.retry.max_retries = 0;
   auto p = pipeline(g, charge_);
   p->start();
-  ASSERT_TRUE(eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
+  ASSERT_TRUE(
+      eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
   EXPECT_EQ(p->live_workers(), 2) << "the stuck worker was replaced";
   EXPECT_EQ(p->metrics().workers_abandoned.load(), 1u);
   EXPECT_NE(exception(1, "last_error").find("timed out after 300ms"), std::string::npos);
   produce({order(4), order(5)});
-  ASSERT_TRUE(eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                         "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
+  ASSERT_TRUE(
+      eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                 "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
   p->stop(std::chrono::steady_clock::now() + 5s);
 }
 
 TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
   produce({order(1), order(2), order(3)});
-  auto charge = pipeline(group("charge-cards", "charge-cards", cfg(R"("provider":"unreachable")")), charge_);
+  auto charge =
+      pipeline(group("charge-cards", "charge-cards", cfg(R"("provider":"unreachable")")), charge_);
   auto audit = pipeline(group("audit-payments", "audit-payments", cfg("")), audit_);
   charge->start();
   audit->start();
@@ -204,22 +217,28 @@ TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
   EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE group_id = " +
                             std::to_string(audit_.id)),
             0);
-  ASSERT_TRUE(eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                         "AND group_id = " + std::to_string(charge_.id)));
+  ASSERT_TRUE(
+      eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                 "AND group_id = " +
+                 std::to_string(charge_.id)));
 }
 
 TEST_F(FailurePathTest, OtherSchemaVersionsArePassedOverAndCountedPerVersion) {
   {
     store::Session s(opts_);
     store::Producer p(s);
-    p.produce_batch("payments.requested",
-                    {{order(1)}, {R"({"order":{"id":"order-2"}})", 2}, {order(3)},
-                     {R"({"order":{"id":"order-4"}})", 2}, {R"({"v3":true})", 3}});
+    p.produce_batch("payments.requested", {{order(1)},
+                                           {R"({"order":{"id":"order-2"}})", 2},
+                                           {order(3)},
+                                           {R"({"order":{"id":"order-4"}})", 2},
+                                           {R"({"v3":true})", 3}});
   }
   auto p = pipeline(group("charge-cards", "charge-cards", cfg("")), charge_);
   p->start();
-  ASSERT_TRUE(eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                         "FROM sqlstreams.cursors_1 WHERE group_id = " + std::to_string(charge_.id)));
+  ASSERT_TRUE(
+      eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                 "FROM sqlstreams.cursors_1 WHERE group_id = " +
+                 std::to_string(charge_.id)));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->metrics().succeeded.load(), 2u);
   EXPECT_EQ(p->metrics().skipped_version.load(), 3u);

@@ -1,12 +1,13 @@
 // GroupPipeline against a real PostgreSQL with an in-process handler: every message delivered,
 // failures recorded as exceptions, two pipelines share a group, a drain hands work back.
+#include "consume/group_pipeline.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
 #include "store/migrate.hpp"
 #include "store/producer.hpp"
 #include "test_database.hpp"

@@ -1,7 +1,7 @@
 // The range tracker: complete ranges commit whole; anything else commits its resolved prefix.
-#include <gtest/gtest.h>
-
 #include "consume/range_work.hpp"
+
+#include <gtest/gtest.h>
 
 namespace sqlstreams::consume {
 namespace {

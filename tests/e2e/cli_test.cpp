@@ -13,8 +13,9 @@ namespace {
 const std::string kPayment = R"({"order_id":"order-1","amount_cents":100,"currency":"EUR"})";
 
 TEST(Cli, ConfigCheckAcceptsTheExampleConfig) {
-  auto [code, out] = cli({"config", "check", std::string(SQLSTREAMS_SOURCE_DIR) +
-                          "/config/example.toml", "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
+  auto [code, out] =
+      cli({"config", "check", std::string(SQLSTREAMS_SOURCE_DIR) + "/config/example.toml",
+           "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
@@ -74,7 +75,9 @@ TEST_F(CliProduce, StatusShowsEachStreamsId) {
 TEST_F(CliProduce, WritesEveryNdjsonLineFromStdin) {
   std::string ndjson;
   for (int i = 1; i <= 1200; ++i) {
-    ndjson += R"({"order_id":"order-)" + std::to_string(i) + R"(","currency":"EUR"})" "\n";
+    ndjson += R"({"order_id":"order-)" + std::to_string(i) +
+              R"(","currency":"EUR"})"
+              "\n";
   }
   auto [code, out] = cli({"produce", kStream, "--batch-size", "500"}, db_.url(), ndjson);
   EXPECT_EQ(code, 0) << out;
@@ -82,7 +85,9 @@ TEST_F(CliProduce, WritesEveryNdjsonLineFromStdin) {
 }
 
 TEST_F(CliProduce, InvalidJsonOnStdinLine3Exits65AndWritesNothingOfTheBatch) {
-  std::string ndjson = kPayment + "\n" + kPayment + "\n" + R"({"order_id": "order-3",)" "\n" +
+  std::string ndjson = kPayment + "\n" + kPayment + "\n" +
+                       R"({"order_id": "order-3",)"
+                       "\n" +
                        kPayment + "\n";
   auto [code, out] = cli({"produce", kStream}, db_.url(), ndjson);
   EXPECT_EQ(code, 65) << out;

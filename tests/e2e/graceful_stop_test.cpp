@@ -3,7 +3,6 @@
 // A second signal during the drain exits at once; a handler that outlives shutdown_timeout
 // does not keep the host alive.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <fstream>
@@ -90,8 +89,8 @@ HostOptions hung_host(const ScratchDir& dir, const std::string& shutdown_timeout
 void start_hung(Host& host, const testing::TestDatabase& db) {
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
   produce_payments(db.url(), 10);
-  ASSERT_TRUE(wait_until([&] { return count_calls(host.options().record_file, kCharge) >= 9; },
-                         60s))
+  ASSERT_TRUE(
+      wait_until([&] { return count_calls(host.options().record_file, kCharge) >= 9; }, 60s))
       << tail(host.log());
 }
 

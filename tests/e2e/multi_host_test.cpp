@@ -56,7 +56,8 @@ std::vector<Range> lost_ranges(const std::string& log) {
   };
   for (size_t pos = log.find("lease-lost "); pos != std::string::npos;
        pos = log.find("lease-lost ", pos + 1)) {
-    out.push_back({field(pos, "group"), std::stoll(field(pos, "low")), std::stoll(field(pos, "high"))});
+    out.push_back(
+        {field(pos, "group"), std::stoll(field(pos, "low")), std::stoll(field(pos, "high"))});
   }
   return out;
 }

@@ -22,15 +22,20 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   first.audit_group = false;
   first.record_file = dir.file("first.records");
   first.charge_config = "unreachable_orders = [\"order-1\"]\n";
-  first.charge_retry = "max_retries = " + std::to_string(max_retries) + "\ninitial_backoff = \"1h\"\n";
+  first.charge_retry =
+      "max_retries = " + std::to_string(max_retries) + "\ninitial_backoff = \"1h\"\n";
   {
     Host h(dir, first, db.url());
     ASSERT_TRUE(h.wait_for_log("host-ready", 60s)) << tail(h.log());
     produce_payments(db.url(), 1);
-    ASSERT_TRUE(wait_until([&] {
-      return scalar<int>(db.url(), "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE "
-                                   "attempts = 1 AND status = 'ready'") == 1;
-    }, 30s)) << tail(h.log());
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return scalar<int>(db.url(),
+                             "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE "
+                             "attempts = 1 AND status = 'ready'") == 1;
+        },
+        30s))
+        << tail(h.log());
     ASSERT_EQ(h.stop(20s), std::optional<int>(0));
   }
   query(db.url(), "UPDATE sqlstreams.exceptions_1 SET can_run_after = now()");  // due now
@@ -44,10 +49,14 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   doomed.lease_ttl = "3s";
   {
     Host h(dir, doomed, db.url());
-    ASSERT_TRUE(wait_until([&] {
-      return scalar<int>(db.url(), "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
-                                   "= 'inflight'") == 1;
-    }, 30s)) << tail(h.log());
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return scalar<int>(db.url(),
+                             "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
+                             "= 'inflight'") == 1;
+        },
+        30s))
+        << tail(h.log());
     h.process().signal(SIGKILL);
     ASSERT_TRUE(h.process().wait(10s).has_value());
   }
@@ -58,10 +67,14 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   healthy.charge_config = "";
   healthy.charge_retry = retry;
   Host h(dir, healthy, db.url());
-  ASSERT_TRUE(wait_until([&] {
-    return scalar<int>(db.url(), "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
-                                 "<> 'dead'") == 0;
-  }, 60s)) << tail(h.log());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scalar<int>(db.url(),
+                           "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
+                           "<> 'dead'") == 0;
+      },
+      60s))
+      << tail(h.log());
   EXPECT_GE(h.count_in_log("retry-lease-expired"), 1) << tail(h.log());
   auto records = read_records({healthy.record_file});
   if (max_retries >= 2) {
@@ -71,8 +84,9 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
     EXPECT_EQ(count_of(h.log(), "dead-lettered"), 0);
   } else {
     // max_retries 1: the crashed attempt was the last one the budget allowed: dead, not rerun
-    auto row = query(db.url(), "SELECT status, attempts, last_error, payload->>'order_id' FROM "
-                               "sqlstreams.exceptions_1");
+    auto row = query(db.url(),
+                     "SELECT status, attempts, last_error, payload->>'order_id' FROM "
+                     "sqlstreams.exceptions_1");
     ASSERT_EQ(row.size(), 1u);
     EXPECT_EQ(row[0][0].as<std::string>(), "dead");
     EXPECT_EQ(row[0][1].as<int>(), 2);

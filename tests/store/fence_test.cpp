@@ -41,10 +41,10 @@ TEST_F(FenceTest, ClassicInterleavingNeverClaimsPastAnOpenEarlierId) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   OpenProducer a(db_.url()), b(db_.url());
-  a.take_xid();                                      // A owns an xid
-  EXPECT_EQ(b.produce(R"({"who":"B"})"), 1);         // B draws id 1, stays open
-  EXPECT_EQ(a.produce(R"({"who":"A"})"), 2);         // A draws id 2 ...
-  a.tx.commit();                                     // ... and commits: head is 2
+  a.take_xid();                               // A owns an xid
+  EXPECT_EQ(b.produce(R"({"who":"B"})"), 1);  // B draws id 1, stays open
+  EXPECT_EQ(a.produce(R"({"who":"A"})"), 2);  // A draws id 2 ...
+  a.tx.commit();                              // ... and commits: head is 2
   for (int i = 0; i < 3; ++i) {
     auto r = poll(gs);
     EXPECT_FALSE(r.range.has_value()) << "claimed past id 1 while B is open";
@@ -83,8 +83,10 @@ TEST_F(FenceTest, EmptyClaimPersistsItsPendingObservation) {
   b.produce(R"({"n":2})");  // open: xmin stays at B's xid
   auto r = poll(gs);
   EXPECT_FALSE(r.range.has_value());
-  auto row = db_.sql("SELECT pending_head, pending_xid IS NOT NULL, claimed FROM "
-                     "sqlstreams.cursors_1 WHERE group_id = " + std::to_string(charge_.id));
+  auto row = db_.sql(
+      "SELECT pending_head, pending_xid IS NOT NULL, claimed FROM "
+      "sqlstreams.cursors_1 WHERE group_id = " +
+      std::to_string(charge_.id));
   EXPECT_EQ(row[0][0].as<int64_t>(), 1);
   EXPECT_TRUE(row[0][1].as<bool>());
   EXPECT_EQ(row[0][2].as<int64_t>(), 0);
@@ -92,8 +94,10 @@ TEST_F(FenceTest, EmptyClaimPersistsItsPendingObservation) {
   // The stored pair is proven now, and so is the fresh observation that replaces it.
   auto got = ids_of(poll(gs).range);
   EXPECT_EQ(got, (std::vector<int64_t>{1, 2}));
-  EXPECT_TRUE(db_.scalar<bool>("SELECT pending_xid IS NULL FROM sqlstreams.cursors_1 WHERE "
-                               "group_id = " + std::to_string(charge_.id)));
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT pending_xid IS NULL FROM sqlstreams.cursors_1 WHERE "
+                       "group_id = " +
+                       std::to_string(charge_.id)));
 }
 
 TEST_F(FenceTest, CaughtUpPollTakesNoXidAndWritesNothing) {
@@ -103,8 +107,10 @@ TEST_F(FenceTest, CaughtUpPollTakesNoXidAndWritesNothing) {
   for (int i = 0; i < 3; ++i) poll(gs);
   ASSERT_EQ(claimed_of(db_, charge_.id), 1);
   auto row_version = [&] {
-    return db_.scalar<std::string>("SELECT xmin::text || ctid::text FROM sqlstreams.cursors_1 "
-                                   "WHERE group_id = " + std::to_string(charge_.id));
+    return db_.scalar<std::string>(
+        "SELECT xmin::text || ctid::text FROM sqlstreams.cursors_1 "
+        "WHERE group_id = " +
+        std::to_string(charge_.id));
   };
   std::string before_row = row_version();
   pqxx::connection probe(db_.url());
@@ -126,11 +132,13 @@ TEST_F(FenceTest, CaughtUpPollTakesNoXidAndWritesNothing) {
 TEST_F(FenceTest, PlainInsertHeldByASlowTriggerIsProtectedByTheDefault) {
   // A producer that never calls produce(): a plain INSERT whose BEFORE trigger stalls after
   // the id default was evaluated (and so after the default took an xid).
-  db_.sql("CREATE FUNCTION public.stall() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-          "PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); "
-          "RETURN NEW; END $$");
-  db_.sql("CREATE TRIGGER stall BEFORE INSERT ON sqlstreams.messages_1_p0 FOR EACH ROW "
-          "WHEN (NEW.payload ? 'stall') EXECUTE FUNCTION public.stall()");
+  db_.sql(
+      "CREATE FUNCTION public.stall() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); "
+      "RETURN NEW; END $$");
+  db_.sql(
+      "CREATE TRIGGER stall BEFORE INSERT ON sqlstreams.messages_1_p0 FOR EACH ROW "
+      "WHEN (NEW.payload ? 'stall') EXECUTE FUNCTION public.stall()");
   pqxx::connection gate(db_.url());
   pqxx::nontransaction g(gate);
   g.exec("SELECT pg_advisory_lock(4242)");
@@ -142,7 +150,7 @@ TEST_F(FenceTest, PlainInsertHeldByASlowTriggerIsProtectedByTheDefault) {
   });
   // Wait until the stalled insert has drawn id 1.
   for (int i = 0; i < 500 && db_.scalar<bool>("SELECT NOT is_called FROM "
-                                               "sqlstreams.messages_1_id_seq");
+                                              "sqlstreams.messages_1_id_seq");
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -20,8 +20,10 @@ TEST_F(ProduceTest, IdsAscendInInputOrder) {
   for (size_t i = 1; i < ids.size(); ++i) EXPECT_LT(ids[i - 1], ids[i]);
   auto next = p.produce("payments.requested", {R"({"n":50})", 2, std::string("k")});
   EXPECT_GT(next, ids.back());
-  auto r = db_.sql("SELECT payload->>'n', schema_version, message_key FROM sqlstreams.messages_1 "
-                   "WHERE id = " + std::to_string(next));
+  auto r = db_.sql(
+      "SELECT payload->>'n', schema_version, message_key FROM sqlstreams.messages_1 "
+      "WHERE id = " +
+      std::to_string(next));
   EXPECT_EQ(r[0][0].as<std::string>(), "50");
   EXPECT_EQ(r[0][1].as<int>(), 2);
   EXPECT_EQ(r[0][2].as<std::string>(), "k");
@@ -42,7 +44,8 @@ TEST_F(ProduceTest, RollbackWithTheBusinessTransactionLeavesNothing) {
   EXPECT_EQ(count_messages(db_), 0);
   {
     pqxx::work tx(c);
-    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"order-102\"}', 1, 'k')");
+    tx.exec(
+        "SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"order-102\"}', 1, 'k')");
     tx.commit();
   }
   EXPECT_EQ(count_messages(db_), 1);
@@ -64,8 +67,9 @@ TEST_F(ProduceTest, BatchIsAllOrNothing) {
                        "ARRAY['{\"a\":1}', '\"x\"']::jsonb[])"),
                pqxx::sql_error);
   EXPECT_EQ(count_messages(db_), 0);
-  auto ids = db_.sql("SELECT unnest(sqlstreams.produce_batch('payments.requested', "
-                     "ARRAY['{\"a\":1}', '{\"a\":2}']::jsonb[], NULL, ARRAY['x', NULL]))");
+  auto ids = db_.sql(
+      "SELECT unnest(sqlstreams.produce_batch('payments.requested', "
+      "ARRAY['{\"a\":1}', '{\"a\":2}']::jsonb[], NULL, ARRAY['x', NULL]))");
   EXPECT_EQ(ids.size(), 2u);
   EXPECT_EQ(count_messages(db_), 2);
 }
