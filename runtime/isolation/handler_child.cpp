@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "isolation/isolation.hpp"
+#include "ops/crash_handler.hpp"
 
 namespace sqlstreams::isolation {
 namespace {
@@ -44,6 +45,7 @@ int run_handler_child(int fd, pid_t parent) {
           FailedFrame{init->plugin, "handler process", "a created handler", e.what(), ""});
       return 3;
     }
+    ops::rearm_exit_hook();  // newer than the statics the plugin just made
     if (!channel.send(ReadyFrame{instance->plugin_name(), instance->concurrent()})) return 0;
     for (;;) {
       auto frame = channel.receive();

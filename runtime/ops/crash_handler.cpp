@@ -168,6 +168,8 @@ void install_crash_handlers() {
 
 void mark_deciding_to_exit() noexcept { g_deciding.store(true); }
 
+void rearm_exit_hook() noexcept { std::atexit(&on_exit_hook); }
+
 void mark_handler_process() noexcept { g_handler_process.store(true); }
 
 void ensure_alternate_signal_stack() noexcept {

@@ -13,6 +13,7 @@
 #include "isolation/isolation.hpp"
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
+#include "ops/crash_handler.hpp"
 #include "service/reload_plan.hpp"
 #include "store/catalog.hpp"
 
@@ -224,6 +225,7 @@ void Host::start() {
   }
   maintenance_->start();
   state_ = HostState::kRunning;
+  ops::rearm_exit_hook();  // newer than the plugins' statics and every logger/clock in use
   spdlog::info("host-ready holder={} groups={} http={}", holder_, group_count(),
                config.host.http_listen.empty() ? "off" : config.host.http_listen);
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ops/crash_handler.hpp"
 #include "service/host.hpp"
 #include "store/catalog.hpp"
 
@@ -264,6 +265,7 @@ bool Host::reload() {
     return false;
   }
   apply(next, plan, prepared);
+  ops::rearm_exit_hook();  // newer than the statics of the plugins just created
   {
     std::lock_guard lock(mu_);
     reloads_applied_++;
