@@ -5,8 +5,9 @@ set -euo pipefail
 
 PACKAGES=(
   cmake g++ make pkg-config ca-certificates
-  # scripts/format.sh --check (run first by scripts/test.sh)
-  clang-format
+  # scripts/format.sh --check and scripts/thread_safety.sh (clang -Wthread-safety), both run by
+  # scripts/test.sh
+  clang-format clang
   libboost-dev libpqxx-dev libpq-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev prometheus-cpp-dev libcivetweb-dev libsystemd-dev

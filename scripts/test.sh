@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs packages, checks the formatting
-# (scripts/format.sh --check), builds the tests with
+# (scripts/format.sh --check) and the thread-safety annotations (scripts/thread_safety.sh),
+# builds the tests with
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset "asan"), starts a throwaway
 # PostgreSQL for the run, runs every test (unit, integration, e2e), stops PostgreSQL.
 # Extra arguments go to ctest (e.g. scripts/test.sh -L unit, scripts/test.sh -R fence).
@@ -18,6 +19,7 @@ fi
 scripts/install-deps.sh
 scripts/format.sh --check
 cmake --preset "$preset" >/dev/null
+scripts/thread_safety.sh "build/$preset"
 cmake --build --preset "$preset" -j"$(nproc)"
 
 # A free TCP port for this run's cluster.

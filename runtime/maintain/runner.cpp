@@ -40,14 +40,14 @@ void MaintenanceRunner::start() {
 
 void MaintenanceRunner::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_lanes_ = true;
   }
   lane_cv_.notify_all();
   for (auto& t : lanes_) t.join();
   lanes_.clear();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_leases_ = true;
   }
   lease_cv_.notify_all();
@@ -56,14 +56,14 @@ void MaintenanceRunner::stop() {
 
 void MaintenanceRunner::abandon() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     abandoned_ = true;
   }
   stop();
 }
 
 std::vector<store::WorkerKey> MaintenanceRunner::held() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<store::WorkerKey> out;
   for (const auto& s : slots_) {
     if (s->lease) out.push_back(s->spec.key);
@@ -88,7 +88,7 @@ void MaintenanceRunner::lease_loop() {
   auto next_beat = Steady::now();
   auto next_acquire = Steady::now();
   bool outage = false;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_leases_) {
     const bool acquiring = !stop_lanes_;
     lock.unlock();
@@ -132,7 +132,8 @@ void MaintenanceRunner::lease_loop() {
       if (!s->lease) continue;
       wake = std::min(wake, std::max(Steady::now(), s->renew_at));
     }
-    lease_cv_.wait_until(lock, wake, [&] { return stop_leases_; });
+    lease_cv_.wait_until(lock.native(), wake,
+                         [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_leases_; });
   }
   const bool abandoned = abandoned_;
   lock.unlock();
@@ -145,18 +146,18 @@ void MaintenanceRunner::lane_loop(const std::string& lane) {
   for (const auto& s : slots_) {
     if (s->spec.lane == lane) workers[s.get()] = s->spec.make(session);
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_lanes_) {
     Slot* due = nullptr;
     for (auto& [slot, worker] : workers) {
       if (slot->lease && (!due || slot->next_run < due->next_run)) due = slot;
     }
     if (!due) {
-      lane_cv_.wait(lock);
+      lane_cv_.wait(lock.native());
       continue;
     }
     if (due->next_run > Steady::now()) {
-      lane_cv_.wait_until(lock, due->next_run);
+      lane_cv_.wait_until(lock.native(), due->next_run);
       continue;
     }
     lock.unlock();
@@ -183,7 +184,7 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
   std::string token;
   store::WorkerFence fence;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!slot.lease) return;
     token = slot.lease->token;
     fence = {slot.lease->id, token};
@@ -198,7 +199,7 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!slot.lease || slot.lease->token != token) return;  // lost meanwhile
   const auto& key = slot.spec.key;
   if (fenced_out) {
@@ -228,11 +229,20 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
 
 void MaintenanceRunner::heartbeat(store::Session& session) {
   const std::string stats = options_.stats_json ? options_.stats_json() : std::string();
-  if (host_id_ == 0) host_id_ = store::register_host(session, *options_.host, options_.ttl);
+  int64_t host_id = 0;
+  {
+    MutexLock lock(mu_);
+    host_id = host_id_;
+  }
+  if (host_id == 0) {
+    host_id = store::register_host(session, *options_.host, options_.ttl);
+    MutexLock lock(mu_);
+    host_id_ = host_id;
+  }
   const std::vector<int64_t> groups =
       options_.seen_groups ? options_.seen_groups() : std::vector<int64_t>{};
-  auto hb = store::heartbeat_host(session, host_id_, *options_.host, options_.ttl, stats, groups);
-  std::lock_guard lock(mu_);
+  auto hb = store::heartbeat_host(session, host_id, *options_.host, options_.ttl, stats, groups);
+  MutexLock lock(mu_);
   host_id_ = hb.host_id;
 }
 
@@ -241,7 +251,7 @@ void MaintenanceRunner::renew_due(store::Session& session) {
   const SteadyTime now = Steady::now();
   std::vector<store::WorkerLease> due;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& s : slots_) {
       if (s->lease && s->renew_at <= now) due.push_back(*s->lease);
     }
@@ -254,7 +264,7 @@ void MaintenanceRunner::renew_due(store::Session& session) {
   } catch (const store::StoreError& e) {
     failure = std::string("renewal failed: ") + e.what();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& s : slots_) {
     if (!s->lease) continue;
     auto it = std::find_if(due.begin(), due.end(),
@@ -274,7 +284,7 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
   std::vector<store::WorkerKey> unheld;
   int64_t held = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& s : slots_) {
       if (s->lease) {
         ++held;
@@ -295,7 +305,7 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
   }
   std::vector<store::WorkerKey> wanted;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& s : slots_) {
       bool is_free = std::find(free.begin(), free.end(), s->spec.key) != free.end();
       if (!is_free || s->lease) s->free_since.reset();
@@ -314,7 +324,7 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
   }
   if (wanted.empty()) return;
   auto won = store::acquire_worker_leases(session, options_.holder, wanted, options_.ttl);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& lease : won) {
     for (const auto& s : slots_) {
       if (s->spec.key != lease.key || s->lease) continue;
@@ -334,7 +344,7 @@ void MaintenanceRunner::shutdown_leases(store::Session& session) {
   std::vector<store::WorkerLease> held;
   int64_t host_id = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& s : slots_) {
       if (s->lease) held.push_back(*s->lease);
       s->lease.reset();

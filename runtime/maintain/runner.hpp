@@ -22,13 +22,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/mutex.hpp"
 #include "common/random.hpp"
 #include "maintain/worker.hpp"
 #include "store/session.hpp"
@@ -84,20 +84,22 @@ class MaintenanceRunner {
   void heartbeat(store::Session& session);
   void renew_due(store::Session& session);
   void acquire_free(store::Session& session);
-  void lose(Slot& slot, const std::string& why);  // mu_ held
+  void lose(Slot& slot, const std::string& why) SQLSTREAMS_REQUIRES(mu_);
   void run_slot(Slot& slot, MaintenanceWorker& worker);
   void shutdown_leases(store::Session& session);
   double random01();
 
   RunnerOptions options_;
-  mutable std::mutex mu_;
+  // mu_ guards the flags below and every Slot's fields (the slots_ vector itself is fixed at
+  // construction).
+  mutable Mutex mu_;
   std::condition_variable lease_cv_;
   std::condition_variable lane_cv_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  bool stop_lanes_ = false;
-  bool stop_leases_ = false;
-  bool abandoned_ = false;
-  int64_t host_id_ = 0;
+  bool stop_lanes_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  bool stop_leases_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  bool abandoned_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  int64_t host_id_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
 
   RandomSource rng_;
 

@@ -126,8 +126,11 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   o.config_json = g.plugin_config_json;
   o.children = g.concurrency;
   o.handler_timeout = g.handler_timeout;
-  o.log_level = config_.host.log_level;
-  o.log_format = kFormats[static_cast<int>(config_.host.log_format)];
+  {
+    MutexLock lock(mu_);
+    o.log_level = config_.host.log_level;
+    o.log_format = kFormats[static_cast<int>(config_.host.log_format)];
+  }
   return isolation::make_isolated_handler(std::move(o));
 }
 
@@ -166,7 +169,7 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
   mo.ttl = config.host.maintenance_ttl;
   mo.stats_json = [this] { return stats_json(); };
   mo.seen_groups = [this] {  // groups.last_seen_at of the groups this host runs
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::vector<int64_t> ids;
     for (const auto& [key, r] : running_) ids.push_back(r.ref.id);
     return ids;
@@ -184,7 +187,7 @@ void Host::start_poller(Millis interval) {
 
 void Host::start() {
   started_at_ = SystemClock::instance().now();
-  const config::Config config = config_;
+  const config::Config config = this->config();
   {
     // Every plugin is loaded (constructor) and every handler created before the database is
     // written: a start that fails on a plugin leaves no trace there (issue 13).
@@ -204,7 +207,7 @@ void Host::start() {
                 make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
                 plugin_sha256(g)};
       refs.push_back(*ref);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       running_.emplace(group_key(g.stream, g.name), std::move(r));
     }
     maintenance_ = make_maintenance(config, session, refs);
@@ -220,7 +223,7 @@ void Host::start() {
     }
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [key, r] : running_) r.pipeline->start();
   }
   maintenance_->start();
@@ -235,7 +238,7 @@ bool Host::stop_pipelines(const std::vector<std::string>& keys, const std::set<s
                           const std::function<void()>& tick) {
   std::vector<consume::GroupPipeline*> stopping;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& key : keys) {
       auto it = running_.find(key);
       if (it == running_.end()) continue;
@@ -258,7 +261,7 @@ bool Host::stop_pipelines(const std::vector<std::string>& keys, const std::set<s
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (auto& t : stoppers) t.join();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& key : keys) {
     auto it = draining_.find(key);
     if (it == draining_.end()) continue;
@@ -283,7 +286,7 @@ bool Host::drain(std::chrono::steady_clock::time_point deadline,
   state_ = HostState::kDraining;
   std::vector<std::string> keys;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [key, r] : running_) keys.push_back(key);
   }
   bool drained = stop_pipelines(keys, {}, deadline, tick);
@@ -298,17 +301,17 @@ bool Host::drain(std::chrono::steady_clock::time_point deadline,
 }
 
 config::Config Host::config() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return config_;
 }
 
 size_t Host::group_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return running_.size();
 }
 
 std::string Host::summary() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return fmt::format("{} group(s) running; reloads: {} applied, {} rejected", running_.size(),
                      reloads_applied_, reloads_rejected_);
 }
@@ -331,7 +334,7 @@ bool Host::ready(std::string* why) const {
     return false;
   }
   // A committer failing for longer than a lease: its work is being reclaimed elsewhere.
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, r] : running_) {
     if (r.pipeline->paused()) {
       if (why) {
@@ -371,7 +374,7 @@ ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const
 }
 
 std::vector<ops::GroupSample> Host::samples() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ops::GroupSample> out;
   for (const auto* set : {&running_, &draining_}) {
     for (const auto& [key, r] : *set) out.push_back(sample_of(key, r));
@@ -396,7 +399,7 @@ ops::HostSample Host::host_sample() const {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - s->taken).count();
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   h.name = machine_name(config_);
   h.reloads_applied = reloads_applied_;
   h.reloads_rejected = reloads_rejected_;
@@ -410,7 +413,7 @@ ops::HostView Host::view() const {
   v.state = state_name(state_.load());
   v.started_at = started_at_;
   v.groups = samples();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   v.name = machine_name(config_);
   v.config_path = config_.path.string();
   v.reloads_applied = reloads_applied_;
@@ -422,7 +425,7 @@ ops::HostView Host::view() const {
 // The in-process counters the heartbeat publishes for `sqlstreams status` (per group id).
 std::string Host::stats_json() const {
   nlohmann::json groups = nlohmann::json::object();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [key, r] : running_) {
     auto s = sample_of(key, r);
     groups[std::to_string(r.ref.id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},

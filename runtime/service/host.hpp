@@ -22,11 +22,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.hpp"
 #include "config/config.hpp"
 #include "consume/group_pipeline.hpp"
 #include "maintain/runner.hpp"
@@ -119,7 +119,8 @@ class Host {
   void apply(const config::Config& next, const ReloadPlan& plan, Prepared& prepared);
   void restart_http(const std::string& old_listen, const std::string& new_listen);
 
-  std::unique_ptr<plugin_host::HandlerInstance> make_handler(const config::GroupConfig& group);
+  std::unique_ptr<plugin_host::HandlerInstance> make_handler(const config::GroupConfig& group)
+      SQLSTREAMS_EXCLUDES(mu_);
   std::unique_ptr<consume::GroupPipeline> make_pipeline(
       const config::Config& config, const config::GroupConfig& group, const store::GroupRef& ref,
       std::unique_ptr<plugin_host::HandlerInstance> handler);
@@ -140,7 +141,8 @@ class Host {
   // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
   void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
   std::string plugin_sha256(const config::GroupConfig& group);
-  ops::GroupSample sample_of(const std::string& key, const Running& r) const;  // mu_ held
+  ops::GroupSample sample_of(const std::string& key, const Running& r) const
+      SQLSTREAMS_REQUIRES(mu_);
 
   HostOptions options_;
   std::string holder_;
@@ -149,14 +151,15 @@ class Host {
   SysTime started_at_{};
   std::function<void()> tick_;
 
-  mutable std::mutex mu_;
-  config::Config config_;
-  std::map<std::string, Running> running_;
-  std::map<std::string, Running> draining_;
-  std::map<std::string, ops::GroupSample> carried_;  // counts of replaced pipelines
-  uint64_t reloads_applied_ = 0;
-  uint64_t reloads_rejected_ = 0;
-  std::vector<std::string> last_reload_problems_;
+  mutable Mutex mu_;
+  config::Config config_ SQLSTREAMS_GUARDED_BY(mu_);
+  std::map<std::string, Running> running_ SQLSTREAMS_GUARDED_BY(mu_);
+  std::map<std::string, Running> draining_ SQLSTREAMS_GUARDED_BY(mu_);
+  // Counts of replaced pipelines.
+  std::map<std::string, ops::GroupSample> carried_ SQLSTREAMS_GUARDED_BY(mu_);
+  uint64_t reloads_applied_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
+  uint64_t reloads_rejected_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> last_reload_problems_ SQLSTREAMS_GUARDED_BY(mu_);
 
   std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
   std::unique_ptr<ops::StatusPoller> poller_;

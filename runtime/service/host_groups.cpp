@@ -14,7 +14,7 @@ namespace sqlstreams::service {
 size_t Host::reap_dropped() {
   std::vector<std::string> keys;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [key, r] : running_) {
       if (r.pipeline->dropped()) keys.push_back(key);
     }
@@ -25,7 +25,7 @@ size_t Host::reap_dropped() {
   config::Config remaining;
   std::vector<store::GroupRef> refs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     std::erase_if(config_.groups, [&](const config::GroupConfig& g) {
       return std::find(keys.begin(), keys.end(), group_key(g.stream, g.name)) != keys.end();
     });

@@ -41,7 +41,7 @@ struct Host::Prepared {
 void Host::log_rejected(const std::vector<std::string>& problems) {
   for (const auto& p : problems) spdlog::error("reload-rejected: {}", p);
   spdlog::error("reload-rejected problems={}: the running configuration stays", problems.size());
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   reloads_rejected_++;
   last_reload_problems_ = problems;
 }
@@ -90,7 +90,7 @@ bool Host::prepare(const config::Config& next, const ReloadPlan& plan, Prepared&
 void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& prepared) {
   const std::string old_listen = config().host.http_listen;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     config_ = next;
   }
   if (plan.log_level_changed) {
@@ -101,7 +101,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       running_.insert_or_assign(key, std::move(node.mapped()));
     }
     p->start();
@@ -122,7 +122,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       running_.insert_or_assign(key, std::move(node.mapped()));
     }
     p->start();
@@ -196,7 +196,7 @@ void Host::plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan) {
     }
     std::string running_sha;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (auto it = running_.find(key); it != running_.end())
         running_sha = it->second.plugin_sha256;
     }
@@ -267,7 +267,7 @@ bool Host::reload() {
   apply(next, plan, prepared);
   ops::rearm_exit_hook();  // newer than the statics of the plugins just created
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     reloads_applied_++;
     last_reload_problems_.clear();
   }
