@@ -3,9 +3,9 @@
 // older lease rows and skip a range; the write applies only under the generation it read.
 #include <fmt/format.h>
 
-#include "store/chaos_plant.hpp"
+#include "store/core/chaos_plant.hpp"
+#include "store/core/pq.hpp"
 #include "store/group_store.hpp"
-#include "store/pq.hpp"
 
 namespace sqlstreams::store {
 

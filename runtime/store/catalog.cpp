@@ -5,18 +5,15 @@
 #include <chrono>
 #include <thread>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/core/stream_tables.hpp"
 #include "store/maintenance_pq.hpp"
-#include "store/pq.hpp"
 
 namespace sqlstreams::store {
 namespace {
 
 constexpr Millis kProofPollInterval{5};
-
-std::optional<std::string> interval_of(const std::optional<Millis>& d) {
-  if (!d) return std::nullopt;
-  return fmt::format("{} milliseconds", d->count());
-}
 
 StreamRef stream_from_row(const pqxx::row& row) {
   StreamRef s;
@@ -56,8 +53,8 @@ int64_t proven_head(Session& session, const StreamRef& stream, const std::string
   auto obs =
       tx.exec1(fmt::format("SELECT h.head, CASE WHEN h.head > 0 THEN "
                            "pg_current_xact_id()::text END FROM (SELECT coalesce(max(id), "
-                           "0) AS head FROM {}.messages_{}) h",
-                           session.schema_sql(), stream.id));
+                           "0) AS head FROM {}) h",
+                           StreamTables(session.schema_sql(), stream.id).messages));
   const int64_t head = obs[0].as<int64_t>();
   if (head == 0) return 0;  // nothing at or below 0 can be skipped
   const std::string xid = obs[1].as<std::string>();
@@ -94,9 +91,9 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
     auto inserted = tx.exec_params(
         fmt::format("INSERT INTO {}.streams (name, partition_size, retention, "
                     "allow_drop_past_committed, max_payload_bytes, notify) VALUES ($1, $2, "
-                    "$3::interval, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {}",
-                    s, kStreamColumns),
-        spec.name, spec.partition_size, nullable(interval_of(spec.retention)),
+                    "{}, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {}",
+                    s, ms_interval("$3"), kStreamColumns),
+        spec.name, spec.partition_size, nullable(ms_param(spec.retention)),
         spec.allow_drop_past_committed, spec.max_payload_bytes, spec.notify);
     DeclaredStream out;
     if (!inserted.empty()) {
@@ -121,12 +118,12 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
                         out.stream.partition_size));
       }
       tx.exec_params(
-          fmt::format("UPDATE {}.streams SET retention = $2::interval, allow_drop_past_committed "
+          fmt::format("UPDATE {0}.streams SET retention = {1}, allow_drop_past_committed "
                       "= $3, max_payload_bytes = $4, notify = $5, updated_at = now() WHERE id = "
-                      "$1 AND (retention IS DISTINCT FROM $2::interval OR "
+                      "$1 AND (retention IS DISTINCT FROM {1} OR "
                       "allow_drop_past_committed <> $3 OR max_payload_bytes <> $4 OR notify <> $5)",
-                      s),
-          out.stream.id, nullable(interval_of(spec.retention)), spec.allow_drop_past_committed,
+                      s, ms_interval("$2")),
+          out.stream.id, nullable(ms_param(spec.retention)), spec.allow_drop_past_committed,
           spec.max_payload_bytes, spec.notify);
       out.stream.max_payload_bytes = spec.max_payload_bytes;
       out.stream.notify = spec.notify;
@@ -173,9 +170,9 @@ DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std
     if (!inserted.empty()) {
       out.group.id = inserted[0][0].as<int64_t>();
       out.created = true;
-      tx.exec_params(fmt::format("INSERT INTO {}.cursors_{} (group_id, claimed, committed, "
+      tx.exec_params(fmt::format("INSERT INTO {} (group_id, claimed, committed, "
                                  "settled_head) VALUES ($1, $2, $2, $2)",
-                                 s, stream.id),
+                                 StreamTables(s, stream.id).cursors),
                      out.group.id, out.start_position);
     } else {
       // Another declarer created it meanwhile: theirs stands.
@@ -258,7 +255,8 @@ int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id) 
       throw StoreError(StoreError::Kind::kRejected, fmt::format("no stream with id {}", stream_id));
     }
     if (upto_id < r[0][0].as<int64_t>()) return r[0][0].as<int64_t>();
-    tx.exec(fmt::format("LOCK TABLE ONLY {}.messages_{} IN ACCESS EXCLUSIVE MODE", s, stream_id));
+    tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE",
+                        StreamTables(s, stream_id).messages));
     const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
                                          stream_id, upto_id)[0]
                              .as<int64_t>();

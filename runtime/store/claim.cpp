@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "store/chaos_plant.hpp"
+#include "store/core/chaos_plant.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/group_store.hpp"
-#include "store/pq.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -33,13 +33,11 @@ class WakeReceiver final : public pqxx::notification_receiver {
 }  // namespace
 
 GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder)
-    : session_(session), stream_id_(stream_id), group_id_(group_id), holder_(std::move(holder)) {
-  const std::string& s = session_.schema_sql();
-  messages_ = fmt::format("{}.messages_{}", s, stream_id);
-  cursors_ = fmt::format("{}.cursors_{}", s, stream_id);
-  leases_ = fmt::format("{}.leases_{}", s, stream_id);
-  exceptions_ = fmt::format("{}.exceptions_{}", s, stream_id);
-  deliveries_ = fmt::format("{}.deliveries_{}", s, stream_id);
+    : session_(session),
+      stream_id_(stream_id),
+      group_id_(group_id),
+      holder_(std::move(holder)),
+      tables_(session_.schema_sql(), stream_id) {
   auto statement = [&](const char* what, std::string sql) {
     return Statement{fmt::format("sqlstreams_{}_{}", what, stream_id), std::move(sql)};
   };
@@ -51,26 +49,26 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
           "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR c.pending_xid <= "
           "pg_snapshot_xmin(pg_current_snapshot())) THEN pg_current_xact_id()::text END "
           "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
-          messages_, cursors_));
+          tables_.messages, tables_.cursors));
   claim_lock_ = statement(
       "claim_lock",
       fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
                   "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
                   "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
                   "FROM {} WHERE group_id = $1 FOR UPDATE",
-                  cursors_));
+                  tables_.cursors));
   claim_update_ = statement(
       "claim_update", fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
                                   "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
-                                  cursors_));
+                                  tables_.cursors));
   lease_insert_ = statement(
       "lease_insert",
       fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
                   "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
-                  leases_, db_in("$4")));
+                  tables_.leases, db_in("$4")));
   read_range_ = statement("read_range",
                           fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
-                                      kMessageColumns, messages_));
+                                      message_columns(), tables_.messages));
   reclaim_ = statement(
       "reclaim",
       fmt::format("WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
@@ -79,7 +77,7 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $3 "
                   "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
                   "RETURNING l.token::text, l.low, l.high, l.reclaims",
-                  leases_, kDbNow, db_in("$2")));
+                  tables_.leases, kDbNow, db_in("$2")));
   commit_complete_ = statement(
       "commit_complete",
       fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
@@ -88,7 +86,7 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "<= l.high AND e.status <> 'inflight' AND EXISTS (SELECT 1 FROM {2} m "
                   "WHERE m.id = e.message_id)) SELECT token::text, "
                   "pg_current_xact_id()::text FROM l",
-                  leases_, exceptions_, messages_));
+                  tables_.leases, tables_.exceptions, tables_.messages));
   commit_partial_ = statement(
       "commit_partial",
       fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
@@ -100,22 +98,22 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
                   "'inflight' AND EXISTS (SELECT 1 FROM {2} m WHERE m.id = e.message_id)) "
                   "SELECT token::text, pg_current_xact_id()::text FROM l",
-                  leases_, exceptions_, messages_));
+                  tables_.leases, tables_.exceptions, tables_.messages));
   renew_ =
       statement("renew_leases",
                 fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
                             "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
-                            leases_, db_in("$3")));
+                            tables_.leases, db_in("$3")));
   advance_read_ = statement(
       "advance_read",
       fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
                   "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
                   "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
-                  leases_, exceptions_, cursors_));
+                  tables_.leases, tables_.exceptions, tables_.cursors));
   advance_apply_ =
       statement("advance_apply", fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
                                              "committed < $2 AND claimed >= $2 AND generation = $3",
-                                             cursors_));
+                                             tables_.cursors));
 }
 
 Observation GroupStore::observe() {
@@ -236,13 +234,13 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
                       "last_error, schema_version, message_key, message_created_at) SELECT $1, "
                       "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
                       "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
-                      exceptions_, messages_, kDbNow),
+                      tables_.exceptions, tables_.messages, kDbNow),
           group_id_,
           fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
                       range.reclaims),
           range.low, range.high);
       tx.exec_params(
-          fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", leases_),
+          fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", tables_.leases),
           group_id_, range.token);
       tx.commit();
       result.quarantined = std::move(range);
@@ -261,8 +259,8 @@ bool GroupStore::wait_for_notify(Millis timeout) {
     auto& conn = connection_of(session_);
     auto& impl = session_.impl();
     if (impl.receivers.empty()) {
-      impl.receivers.push_back(std::make_unique<WakeReceiver>(
-          conn, fmt::format("sqlstreams_{}", stream_id_), impl.notifications));
+      impl.receivers.push_back(
+          std::make_unique<WakeReceiver>(conn, tables_.channel(), impl.notifications));
     }
     int before = impl.notifications;
     if (conn.get_notifs() > 0 || impl.notifications != before) return true;

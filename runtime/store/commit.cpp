@@ -4,12 +4,12 @@
 
 #include <set>
 
-#include "store/chaos_plant.hpp"
+#include "store/core/chaos_plant.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/group_store.hpp"
 #include "store/isolate.hpp"
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t group_id,
@@ -170,15 +170,16 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
       committed.push_back(ok);
       if (!ok) continue;  // lease lost to a reclaim: discard these outcomes
       if (isolate != nullptr) {
-        insert_exceptions_isolated(tx, exceptions_, messages_, group_id_, r.failures, *isolate);
-        insert_audit_isolated(tx, deliveries_, group_id_, holder_, r.audit, *isolate);
+        insert_exceptions_isolated(tx, tables_.exceptions, tables_.messages, group_id_, r.failures,
+                                   *isolate);
+        insert_audit_isolated(tx, tables_.deliveries, group_id_, holder_, r.audit, *isolate);
         continue;
       }
       failures.insert(failures.end(), r.failures.begin(), r.failures.end());
       audit.insert(audit.end(), r.audit.begin(), r.audit.end());
     }
-    insert_exceptions(tx, exceptions_, messages_, group_id_, failures);
-    insert_audit(tx, deliveries_, group_id_, holder_, audit);
+    insert_exceptions(tx, tables_.exceptions, tables_.messages, group_id_, failures);
+    insert_audit(tx, tables_.deliveries, group_id_, holder_, audit);
     if (!ours.empty()) in_doubt_ = InDoubtCommit{xid, committed};
     try {
       tx.commit();

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/core/stream_tables.hpp"
 #include "store/group_store.hpp"
-#include "store/pq.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -28,16 +29,16 @@ pqxx::row audit(pqxx::transaction_base& tx, const Session& s, const char* action
 }
 
 GroupFootprint footprint(pqxx::transaction_base& tx, const Session& session, const GroupRef& g) {
-  const std::string& s = session.schema_sql();
+  const StreamTables t(session.schema_sql(), g.stream_id);
   auto r = tx.exec_params1(
-      fmt::format("SELECT coalesce((SELECT claimed FROM {0}.cursors_{1} WHERE group_id = $1), 0), "
-                  "coalesce((SELECT committed FROM {0}.cursors_{1} WHERE group_id = $1), 0), "
-                  "(SELECT count(*) FROM {0}.leases_{1} WHERE group_id = $1), "
-                  "(SELECT count(*) FROM {0}.exceptions_{1} WHERE group_id = $1 AND status <> "
+      fmt::format("SELECT coalesce((SELECT claimed FROM {0} WHERE group_id = $1), 0), "
+                  "coalesce((SELECT committed FROM {0} WHERE group_id = $1), 0), "
+                  "(SELECT count(*) FROM {1} WHERE group_id = $1), "
+                  "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status <> "
                   "'dead'), "
-                  "(SELECT count(*) FROM {0}.exceptions_{1} WHERE group_id = $1 AND status = "
+                  "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status = "
                   "'dead')",
-                  s, g.stream_id),
+                  t.cursors, t.leases, t.exceptions),
       g.id);
   return GroupFootprint{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
                         r[3].as<int64_t>(), r[4].as<int64_t>()};
@@ -76,7 +77,7 @@ PauseResult pause_group(Session& session, const GroupRef& group, const std::stri
     if (row.empty()) gone(group, "pause");
     PauseResult out;
     if (row[0][0].as<bool>()) {
-      out.paused_at = SysTime(Millis(row[0][1].as<int64_t>()));
+      out.paused_at = time_from_epoch_ms(row[0][1].as<int64_t>());
       out.paused_by = row[0][2].as<std::string>();
       tx.commit();
       return out;
@@ -87,7 +88,7 @@ PauseResult pause_group(Session& session, const GroupRef& group, const std::stri
                     s, kDbNow, to_epoch_ms("paused_at")),
         group.id, actor);
     out.changed = true;
-    out.paused_at = SysTime(Millis(set[0].as<int64_t>()));
+    out.paused_at = time_from_epoch_ms(set[0].as<int64_t>());
     out.paused_by = actor;
     audit(tx, session, "pause", group, actor, std::nullopt);
     tx.commit();
@@ -129,7 +130,7 @@ GroupFootprint group_footprint(Session& session, const GroupRef& group) {
 DropResult drop_group(Session& session, const GroupRef& group, const std::string& actor) {
   return guarded(session, "drop group", [&] {
     const std::string& s = session.schema_sql();
-    const int64_t n = group.stream_id;
+    const StreamTables t(s, group.stream_id);
     pqxx::work tx(connection_of(session));
     // The group row first (by id: a group dropped and declared again has a new id), then the
     // cursor row, which every claim locks: a claim in flight commits its lease before the
@@ -140,21 +141,20 @@ DropResult drop_group(Session& session, const GroupRef& group, const std::string
     }
     DropResult out;
     auto cur = tx.exec_params(
-        fmt::format("DELETE FROM {}.cursors_{} WHERE group_id = $1 RETURNING claimed, committed", s,
-                    n),
+        fmt::format("DELETE FROM {} WHERE group_id = $1 RETURNING claimed, committed", t.cursors),
         group.id);
     if (!cur.empty()) {
       out.removed.claimed = cur[0][0].as<int64_t>();
       out.removed.committed = cur[0][1].as<int64_t>();
     }
     out.removed.leases =
-        tx.exec_params(fmt::format("DELETE FROM {}.leases_{} WHERE group_id = $1", s, n), group.id)
+        tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1", t.leases), group.id)
             .affected_rows();
     auto ex = tx.exec_params1(
-        fmt::format("WITH d AS (DELETE FROM {}.exceptions_{} WHERE group_id = $1 RETURNING "
+        fmt::format("WITH d AS (DELETE FROM {} WHERE group_id = $1 RETURNING "
                     "status) SELECT count(*) FILTER (WHERE status <> 'dead'), count(*) FILTER "
                     "(WHERE status = 'dead') FROM d",
-                    s, n),
+                    t.exceptions),
         group.id);
     out.removed.ready = ex[0].as<int64_t>();
     out.removed.dead = ex[1].as<int64_t>();

@@ -4,7 +4,7 @@
 // renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
 // partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
 // Every lease write is guarded by its token: "0 rows" means another host owns it now.
-// Every expiry and due time is set and compared on the database's clock (store/sql_time.hpp):
+// Every expiry and due time is set and compared on the database's clock (store/core/sql_time.hpp):
 // callers pass durations, never instants; a host's own deadlines are steady (SteadyTime).
 // Threading: one GroupStore per thread; it uses that thread's Session.
 #pragma once
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "store/core/stream_tables.hpp"
 #include "store/group_lifecycle.hpp"
 #include "store/session.hpp"
 
@@ -235,9 +236,9 @@ class GroupStore {
   int64_t stream_id_;
   int64_t group_id_;
   std::string holder_;
-  std::string messages_, cursors_, leases_, exceptions_, deliveries_;  // qualified table names
+  StreamTables tables_;
   // The hot statements (observe, claim, range read, reclaim, range commits, lease renewal, the
-  // advancer): text built once here, prepared once per connection on first use (store/pq.hpp
+  // advancer): text built once here, prepared once per connection on first use (store/core/pq.hpp
   // prepared()). Named sqlstreams_<what>_<stream id>: the text depends on nothing else.
   struct Statement {
     std::string name, sql;

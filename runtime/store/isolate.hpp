@@ -47,7 +47,7 @@ std::optional<Refusal> in_savepoint(pqxx::dbtransaction& tx, Write&& write) {
   try {
     write(static_cast<pqxx::transaction_base&>(tx));
   } catch (const pqxx::sql_error& e) {
-    if (!StoreError::is_deterministic_rejection(e.sqlstate())) throw;
+    if (!StoreError::is_deterministic(condition_of(e.sqlstate()))) throw;
     tx.exec("ROLLBACK TO SAVEPOINT sqlstreams_isolate; RELEASE SAVEPOINT sqlstreams_isolate");
     return Refusal{e.sqlstate(), e.what()};
   }

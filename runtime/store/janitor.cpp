@@ -6,8 +6,9 @@
 
 #include <set>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/maintenance_pq.hpp"
-#include "store/pq.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -21,9 +22,9 @@ struct StreamRow {
 
 StreamRow read_stream(pqxx::transaction_base& tx, const Session& session, int64_t stream_id) {
   auto r = tx.exec_params(
-      fmt::format("SELECT partition_size, partitions_upto, (extract(epoch FROM retention) * "
-                  "1000)::bigint, allow_drop_past_committed FROM {}.streams WHERE id = $1",
-                  session.schema_sql()),
+      fmt::format("SELECT partition_size, partitions_upto, {}, allow_drop_past_committed FROM "
+                  "{}.streams WHERE id = $1",
+                  to_epoch_ms("retention"), session.schema_sql()),
       stream_id);
   if (r.empty()) {
     throw StoreError(StoreError::Kind::kRejected, fmt::format("no stream with id {}", stream_id));
@@ -36,8 +37,8 @@ StreamRow read_stream(pqxx::transaction_base& tx, const Session& session, int64_
   return s;
 }
 
-PartitionRange range_of(int64_t stream_id, int64_t k, int64_t size) {
-  return {fmt::format("messages_{}_p{}", stream_id, k), k * size + 1, (k + 1) * size};
+PartitionRange range_of(const StreamTables& t, int64_t k, int64_t size) {
+  return {t.partition_name(k), k * size + 1, (k + 1) * size};
 }
 
 // Groups that have not committed the partition's last id: they lose what is left of it.
@@ -84,14 +85,7 @@ void set_lock_timeout(pqxx::transaction_base& tx, Millis timeout) {
 }  // namespace
 
 StreamJanitor::StreamJanitor(Session& session, int64_t stream_id)
-    : session_(session), stream_id_(stream_id) {
-  const std::string& s = session_.schema_sql();
-  messages_ = fmt::format("{}.messages_{}", s, stream_id);
-  cursors_ = fmt::format("{}.cursors_{}", s, stream_id);
-  leases_ = fmt::format("{}.leases_{}", s, stream_id);
-  exceptions_ = fmt::format("{}.exceptions_{}", s, stream_id);
-  deliveries_ = fmt::format("{}.deliveries_{}", s, stream_id);
-}
+    : session_(session), stream_id_(stream_id), tables_(session_.schema_sql(), stream_id) {}
 
 JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settings,
                                       const WorkerFence* fence) {
@@ -186,7 +180,7 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
         return std::vector<PartitionRange>{};
       }
       // Never queues for the lock (see retry_busy_lock): busy = 55P03, tried again.
-      tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_));
+      tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", tables_.messages));
       check_fence(tx, session_, fence, "create partitions", FenceCheck::kLockRow);
       drawn = last_drawn_id(tx, session_, stream_id_);
       const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
@@ -197,17 +191,17 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
       // gone.
       for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
         if (existing.count(k)) continue;
-        auto r = range_of(stream_id_, k, size);
+        auto r = range_of(tables_, k, size);
         tx.exec(
             fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
                         "TO ({})",
-                        s, r.table, messages_, r.first_id, r.last_id + 1));
+                        s, r.table, tables_.messages, r.first_id, r.last_id + 1));
         // Owned by sqlstreams_host like every partition, so any host can drop it (V004).
         tx.exec_params(fmt::format("SELECT {}.give_to_host($1)", s), stream_id_);
       }
       std::vector<PartitionRange> created;
       for (int64_t k : partition_indexes(tx, session_, stream_id_)) {
-        if (!existing.count(k)) created.push_back(range_of(stream_id_, k, size));
+        if (!existing.count(k)) created.push_back(range_of(tables_, k, size));
       }
       tx.commit();
       return created;
@@ -233,7 +227,7 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
         if (!st.retention_ms) return keep("no retention");
         auto ks = partition_indexes(tx, session_, stream_id_);
         if (ks.size() < 2) return keep("the newest partition always stays");
-        const PartitionRange p = range_of(stream_id_, ks.front(), st.partition_size);
+        const PartitionRange p = range_of(tables_, ks.front(), st.partition_size);
         const std::string part = fmt::format("{}.{}", s, p.table);
         // Every id of the partition must have been drawn: otherwise a producer could still be
         // handed one of its ids after the drop.
@@ -255,13 +249,13 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
             fmt::format(
                 "SELECT coalesce((SELECT max(created_at) FROM {0}), (SELECT created_at FROM "
                 "{1} WHERE id > $1 ORDER BY id LIMIT 1)) < {2}",
-                part, messages_, db_ago("$2")),
+                part, tables_.messages, db_ago("$2")),
             p.last_id, retention);
         if (newest[0].is_null()) return keep(fmt::format("{} has no message to date it", p.table));
         if (!newest[0].as<bool>()) {
           return keep(fmt::format("{} has messages newer than the retention", p.table));
         }
-        auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
+        auto lagging = lagging_groups(tx, s, part, tables_.exceptions, tables_.cursors, p.last_id);
         if (!lagging.empty() && !st.allow_drop_past_committed) {
           auto h = holder_of(lagging[0], p.last_id);
           if (held_by) *held_by = h;
@@ -285,8 +279,8 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
       if (!tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
         return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
       }
-      tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", messages_,
-                          part));
+      tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT",
+                          tables_.messages, part));
       check_fence(tx, session_, fence, "drop partition", FenceCheck::kLockRow);
       const StreamRow st = read_stream(tx, session_, stream_id_);
       // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
@@ -294,7 +288,7 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
       // committed >= last_id proves them finished); under allow_drop_past_committed a
       // straggler's row committed meanwhile is dropped with the rest, which is what that
       // setting accepts.
-      auto lagging = lagging_groups(tx, s, part, exceptions_, cursors_, p.last_id);
+      auto lagging = lagging_groups(tx, s, part, tables_.exceptions, tables_.cursors, p.last_id);
       if (!lagging.empty() && !st.allow_drop_past_committed) {
         auto h = holder_of(lagging[0], p.last_id);
         if (kept_because) *kept_because = hold_text(h);
@@ -319,7 +313,7 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
                       "message_key = m.message_key, message_created_at = m.created_at, updated_at "
                       "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
                       "e.payload IS NULL",
-                      exceptions_, part));
+                      tables_.exceptions, part));
       tx.exec(fmt::format("DROP TABLE {}", part));
       tx.commit();
       return std::optional<DroppedPartition>(std::move(out));

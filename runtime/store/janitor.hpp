@@ -34,6 +34,7 @@
 
 #include "common/clock.hpp"
 #include "common/duration.hpp"
+#include "store/core/stream_tables.hpp"
 #include "store/session.hpp"
 #include "store/worker_leases.hpp"
 
@@ -134,7 +135,7 @@ class StreamJanitor {
   Session& session_;
   int64_t stream_id_;
   std::optional<RateSample> last_sample_;
-  std::string messages_, cursors_, leases_, exceptions_, deliveries_;
+  StreamTables tables_;
 };
 
 }  // namespace sqlstreams::store

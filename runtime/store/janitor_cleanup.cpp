@@ -1,10 +1,11 @@
 // StreamJanitor: raising cursors past dropped ids, the row-level sweep and the audit trim.
 #include <fmt/format.h>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/janitor.hpp"
 #include "store/maintenance_pq.hpp"
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
 
 namespace sqlstreams::store {
 
@@ -48,7 +49,7 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
     }
     auto rows = tx.exec_params(fmt::format("SELECT group_id, committed FROM {} WHERE committed < "
                                            "$1 ORDER BY group_id FOR UPDATE",
-                                           cursors_),
+                                           tables_.cursors),
                                floor);
     std::vector<int64_t> groups;
     for (const auto& row : rows) {
@@ -59,11 +60,11 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
       const std::string ids = int_array(groups);
       tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = ANY($1::bigint[]) AND high <= "
                                  "$2",
-                                 leases_),
+                                 tables_.leases),
                      ids, floor);
       tx.exec_params(fmt::format("UPDATE {} SET low = $2 WHERE group_id = ANY($1::bigint[]) AND "
                                  "low < $2",
-                                 leases_),
+                                 tables_.leases),
                      ids, floor);
       tx.exec_params(
           fmt::format("UPDATE {} SET claimed = GREATEST(claimed, $2), committed = "
@@ -71,14 +72,14 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
                       "pending_xid = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_xid END, "
                       "pending_head = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_head "
                       "END WHERE group_id = ANY($1::bigint[])",
-                      cursors_),
+                      tables_.cursors),
           ids, floor);
     }
     // Exceptions that are not dead go with their message; a row that kept a payload (a dead
     // letter sent back for a retry) can still run without its log row, so it stays.
     auto gone = tx.exec_params(fmt::format("DELETE FROM {} WHERE message_id <= $1 AND status <> "
                                            "'dead' AND payload IS NULL",
-                                           exceptions_),
+                                           tables_.exceptions),
                                floor);
     if (exceptions_removed) *exceptions_removed += static_cast<int64_t>(gone.affected_rows());
     tx.commit();
@@ -93,21 +94,21 @@ int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const Worker
     pqxx::work tx(connection_of(session_));
     check_fence(tx, session_, fence, "sweep");
     auto st = tx.exec_params1(
-        fmt::format("SELECT partition_size, (extract(epoch FROM retention) * 1000)::bigint, "
-                    "allow_drop_past_committed FROM {}.streams WHERE id = $1",
-                    s),
+        fmt::format("SELECT partition_size, {}, allow_drop_past_committed FROM {}.streams WHERE "
+                    "id = $1",
+                    to_epoch_ms("retention"), s),
         stream_id_);
     auto ks = partition_indexes(tx, session_, stream_id_);
     if (st[1].is_null() || ks.empty()) return 0;
     const int64_t size = st[0].as<int64_t>();
     const bool allow = st[2].as<bool>();
-    const std::string part = fmt::format("{}.messages_{}_p{}", s, stream_id_, ks.front());
+    const std::string part = tables_.partition(ks.front());
     // The head row stays (it keeps max(id) meaningful); without allow_drop_past_committed
     // nothing a group has not committed goes.
     auto bounds =
         tx.exec(fmt::format("SELECT (SELECT coalesce(max(id), 0) FROM {}), (SELECT "
                             "min(committed) FROM {})",
-                            messages_, cursors_));
+                            tables_.messages, tables_.cursors));
     int64_t limit = bounds[0][0].as<int64_t>() - 1;
     if (!allow && !bounds[0][1].is_null()) limit = std::min(limit, bounds[0][1].as<int64_t>());
     limit = std::min(limit, (ks.front() + 1) * size);
@@ -133,7 +134,8 @@ int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const Worker
             "g.id = loss.group_id RETURNING g.id, loss.n) "
             "SELECT (SELECT count(*) FROM d), (SELECT count(*) FROM dead) + (SELECT count(*) FROM "
             "gone), coalesce((SELECT {4} FROM upd), '{{}}')",
-            part, exceptions_, cursors_, s, "array_agg(id || ':' || n)", db_ago("$3")),
+            part, tables_.exceptions, tables_.cursors, s, "array_agg(id || ':' || n)",
+            db_ago("$3")),
         limit, settings.delete_batch, retention);
     tx.commit();
     if (losses) {
@@ -160,7 +162,7 @@ int64_t StreamJanitor::trim_audit_batch(const JanitorSettings& settings, const W
         fmt::format("WITH c AS (SELECT id, at FROM {0} ORDER BY id LIMIT $1), d AS (DELETE FROM "
                     "{0} a USING c WHERE a.id = c.id AND c.at < {1} RETURNING 1) SELECT count(*) "
                     "FROM d",
-                    deliveries_, db_ago("$2")),
+                    tables_.deliveries, db_ago("$2")),
         settings.delete_batch, ms_param(*settings.audit_retention));
     tx.commit();
     return r[0].as<int64_t>();

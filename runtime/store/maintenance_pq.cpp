@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "store/core/stream_tables.hpp"
+
 namespace sqlstreams::store {
 
 std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session& session,
                                        int64_t stream_id) {
-  const std::string parent = fmt::format("{}.messages_{}", session.schema_sql(), stream_id);
-  const std::string prefix = fmt::format("messages_{}_p", stream_id);
+  const StreamTables t(session.schema_sql(), stream_id);
+  const std::string& parent = t.messages;
+  const std::string prefix = t.partition_prefix();
   std::vector<int64_t> out;
   auto rows = tx.exec_params(
       "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = "
@@ -24,9 +27,8 @@ std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session
 
 int64_t last_drawn_id(pqxx::transaction_base& tx, const Session& session, int64_t stream_id) {
   return tx
-      .exec(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
-                        "{}.messages_{}_id_seq",
-                        session.schema_sql(), stream_id))[0][0]
+      .exec(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}",
+                        StreamTables(session.schema_sql(), stream_id).id_seq))[0][0]
       .as<int64_t>();
 }
 

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "store/core/sql_time.hpp"
 #include "store/errors.hpp"
 #include "store/session.hpp"
-#include "store/sql_time.hpp"
 #include "store/worker_leases.hpp"
 
 namespace sqlstreams::store {
@@ -46,7 +46,9 @@ auto retry_busy_lock(Millis budget, Fn&& attempt) -> decltype(attempt()) {
     try {
       return attempt();
     } catch (const StoreError& e) {
-      if (e.sqlstate() != "55P03" || std::chrono::steady_clock::now() + pause >= deadline) throw;
+      if (e.condition() != Condition::kLockNotAvailable ||
+          std::chrono::steady_clock::now() + pause >= deadline)
+        throw;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, Millis(50));

@@ -7,7 +7,8 @@
 #include <optional>
 
 #include "store/catalog.hpp"
-#include "store/pq.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sqlstate.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -121,7 +122,7 @@ std::string lock_holders(pqxx::connection& conn) {
                              : "held by " + holders +
                                    "; end that session (SELECT pg_terminate_backend(pid)) or raise "
                                    "database.migrate_lock_timeout / --lock-timeout";
-  throw StoreError(StoreError::Kind::kOther, message, "55P03");
+  throw StoreError(StoreError::Kind::kOther, message, kSqlstateLockNotAvailable);
 }
 
 }  // namespace
@@ -138,7 +139,7 @@ std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
     try {
       tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
     } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() != "55P03") throw;
+      if (condition_of(e.sqlstate()) != Condition::kLockNotAvailable) throw;
       timed_out = true;
     }
     if (timed_out) {

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
-#include "store/sql_time.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/core/stream_tables.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -44,18 +45,19 @@ std::string filter_sql() {
 std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
   return v ? std::optional<std::string>(std::to_string(*v)) : std::nullopt;
 }
-std::optional<std::string> opt_ms(const std::optional<Millis>& v) {
-  return v ? std::optional<std::string>(std::to_string(v->count())) : std::nullopt;
+
+StreamTables tables_of(const Session& s, const GroupRef& g) {
+  return StreamTables(s.schema_sql(), g.stream_id);
 }
 
 void audit(pqxx::transaction_base& tx, const Session& s, const GroupRef& g,
            const std::vector<int64_t>& ids, const std::string& outcome, const std::string& note,
            const std::string& actor) {
   if (ids.empty()) return;
-  tx.exec_params(fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
+  tx.exec_params(fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
                              "outcome, error, host) SELECT $1, id, 0, $3, $4, $5 FROM "
                              "unnest($2::bigint[]) AS id",
-                             s.schema_sql(), g.stream_id),
+                             tables_of(s, g).deliveries),
                  g.id, int_array(ids), outcome, note, actor);
 }
 
@@ -72,10 +74,9 @@ DeadLetter dead_from_row(const pqxx::row& row) {
 
 std::string dead_select(const Session& s, const GroupRef& g) {
   return fmt::format(
-      "SELECT e.message_id, e.attempts, e.last_error, (extract(epoch FROM e.updated_at) * "
-      "1000)::bigint, e.payload::text, EXISTS (SELECT 1 FROM {0}.messages_{1} m WHERE m.id = "
-      "e.message_id) FROM {0}.exceptions_{1} e",
-      s.schema_sql(), g.stream_id);
+      "SELECT e.message_id, e.attempts, e.last_error, {}, e.payload::text, EXISTS (SELECT 1 "
+      "FROM {} m WHERE m.id = e.message_id) FROM {} e",
+      to_epoch_ms("e.updated_at"), tables_of(s, g).messages, tables_of(s, g).exceptions);
 }
 
 }  // namespace
@@ -84,10 +85,11 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
-                                           dead_select(session, group), filter_sql()),
-                               group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-                               nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
+    auto rows =
+        tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
+                                   dead_select(session, group), filter_sql()),
+                       group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                       nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
     return out;
@@ -111,10 +113,9 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
   return guarded(session, "delivery history", [&] {
     pqxx::read_transaction tx(connection_of(session));
     auto rows = tx.exec_params(
-        fmt::format("SELECT attempt, outcome, coalesce(error, ''), coalesce(host, ''), "
-                    "(extract(epoch FROM at) * 1000)::bigint FROM {}.deliveries_{} WHERE group_id "
-                    "= $1 AND message_id = $2 ORDER BY id",
-                    session.schema_sql(), group.stream_id),
+        fmt::format("SELECT attempt, outcome, coalesce(error, ''), coalesce(host, ''), {} FROM "
+                    "{} WHERE group_id = $1 AND message_id = $2 ORDER BY id",
+                    to_epoch_ms("at"), tables_of(session, group).deliveries),
         group.id, message_id);
     std::vector<DeliveryRecord> out;
     for (const auto& r : rows) {
@@ -134,15 +135,14 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
     // than a concurrent change (a claim made it `inflight`), and only the outer WHERE is
     // re-checked against the row's newest version.
     auto rows = tx.exec_params(
-        fmt::format("UPDATE {}.exceptions_{} SET status = 'ready', attempts = 0, delays = 0, "
-                    "can_run_after = {}, lease_token = NULL, "
+        fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
+                    "can_run_after = {1}, lease_token = NULL, "
                     "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
-                    "message_id FROM {}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $6) AND "
+                    "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
                     "group_id = $1 AND status = 'dead' RETURNING message_id",
-                    session.schema_sql(), group.stream_id, kDbNow, session.schema_sql(),
-                    group.stream_id, filter_sql()),
+                    tables_of(session, group).exceptions, kDbNow, filter_sql()),
         group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-        nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
+        nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
     audit(tx, session, group, ids, "operator-retry", "sent back to ready with a fresh budget",
@@ -158,13 +158,12 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
     check_filter(f);
     pqxx::work tx(connection_of(session));
     auto rows = tx.exec_params(
-        fmt::format("DELETE FROM {}.exceptions_{} WHERE message_id IN (SELECT message_id FROM "
-                    "{}.exceptions_{} WHERE {} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
+        fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
+                    "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
                     "status = 'dead' RETURNING message_id",
-                    session.schema_sql(), group.stream_id, session.schema_sql(), group.stream_id,
-                    filter_sql()),
+                    tables_of(session, group).exceptions, filter_sql()),
         group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-        nullable(opt_num(f.to_id)), nullable(opt_ms(f.older_than)), f.limit);
+        nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
     audit(tx, session, group, ids, "operator-discard", "dead letter discarded", actor);
@@ -176,11 +175,11 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
 RewindResult rewind_group(Session& session, const GroupRef& group, std::optional<int64_t> to_id,
                           std::optional<SysTime> to_time, const std::string& actor) {
   return guarded(session, "rewind group", [&] {
-    const std::string& s = session.schema_sql();
+    const StreamTables t = tables_of(session, group);
     pqxx::work tx(connection_of(session));
-    auto cur = tx.exec_params1(fmt::format("SELECT claimed, committed FROM {}.cursors_{} WHERE "
+    auto cur = tx.exec_params1(fmt::format("SELECT claimed, committed FROM {} WHERE "
                                            "group_id = $1 FOR UPDATE",
-                                           s, group.stream_id),
+                                           t.cursors),
                                group.id);
     if (to_id && *to_id < 0) {
       throw StoreError(StoreError::Kind::kRejected,
@@ -196,10 +195,9 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
     } else {
       r.position =
           tx.exec_params1(
-                fmt::format(
-                    "SELECT coalesce((SELECT min(id) - 1 FROM {}.messages_{} WHERE created_at "
-                    ">= {}), (SELECT coalesce(max(id), 0) FROM {}.messages_{}))",
-                    s, group.stream_id, from_epoch_ms("$1"), s, group.stream_id),
+                fmt::format("SELECT coalesce((SELECT min(id) - 1 FROM {0} WHERE created_at "
+                            ">= {1}), (SELECT coalesce(max(id), 0) FROM {0}))",
+                            t.messages, from_epoch_ms("$1")),
                 epoch_ms_param(*to_time))[0]
               .as<int64_t>();
     }
@@ -211,15 +209,14 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
     }
     // settled_head stays: it is a proven bound and still true. The generation bump makes an
     // advancer that read its target before this rewind write nothing (DESIGN §6.5).
+    tx.exec_params(fmt::format("UPDATE {} SET claimed = $2, committed = LEAST(committed, "
+                               "$2), generation = generation + 1 WHERE group_id = $1",
+                               t.cursors),
+                   group.id, r.position);
     tx.exec_params(
-        fmt::format("UPDATE {}.cursors_{} SET claimed = $2, committed = LEAST(committed, "
-                    "$2), generation = generation + 1 WHERE group_id = $1",
-                    s, group.stream_id),
-        group.id, r.position);
-    tx.exec_params(
-        fmt::format("INSERT INTO {}.deliveries_{} (group_id, message_id, attempt, "
+        fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
                     "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
-                    s, group.stream_id),
+                    t.deliveries),
         group.id, r.position,
         fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
                     r.committed_before, r.position),

@@ -6,8 +6,9 @@
 #include <string_view>
 
 #include "common/utf8.hpp"
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/stream_tables.hpp"
 
 namespace sqlstreams::store {
 
@@ -91,7 +92,7 @@ std::optional<std::string> Producer::locate_bad_payload(const std::vector<NewMes
             pqxx::binarystring(one.data(), one.size()));
       });
     } catch (const StoreError& e) {
-      if (!e.deterministic() && e.sqlstate().rfind("54", 0) != 0) throw;
+      if (!e.deterministic() && e.condition() != Condition::kProgramLimit) throw;
       std::string what = e.what();
       // "check payload: ERROR:  invalid input syntax ...\nDETAIL: ...": keep the first lines.
       const std::string prefix = "check payload: ";
@@ -122,10 +123,11 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
       return insert_batch(st, messages, options);
     } catch (const StoreError& e) {
       // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
-      const bool no_partition = e.sqlstate() == "23514" || e.sqlstate() == "55000";
+      const bool no_partition = e.condition() == Condition::kCheckViolation ||
+                                e.condition() == Condition::kPrerequisiteState;
       // A payload PostgreSQL refused to parse (bad UTF-8, NUL, not JSON, a number beyond
       // numeric, too deep): the array parameter's error does not say which one; find it.
-      const bool unparsable = (e.deterministic() || e.sqlstate().rfind("54", 0) == 0) &&
+      const bool unparsable = (e.deterministic() || e.condition() == Condition::kProgramLimit) &&
                               std::string_view(e.what()).find(" of the batch") == std::string::npos;
       if (unparsable) {
         if (auto located = locate_bad_payload(messages)) {
@@ -141,8 +143,8 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
     const int64_t drawn = guarded(session_, "heal partitions", [&] {
       pqxx::nontransaction tx(connection_of(session_));
       return tx
-          .exec(fmt::format("SELECT last_value FROM {}.messages_{}_id_seq", session_.schema_sql(),
-                            st.ref.id))[0][0]
+          .exec(fmt::format("SELECT last_value FROM {}",
+                            StreamTables(session_.schema_sql(), st.ref.id).id_seq))[0][0]
           .as<int64_t>();
     });
     st.partitions_upto = ensure_partitions(
@@ -156,15 +158,16 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
   const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
   std::string& sql = st.insert_sql[variant];
   if (sql.empty()) {
+    const StreamTables tables(schema_sql, st.ref.id);
     // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
     // functions measure it (octet_length(payload::text)), so every producer agrees. The
     // variant without checks is used only for a chunk whose payloads provably pass them
     // (needs_no_check): objects that fit max_payload_bytes once stored.
     sql = fmt::format(
-        "INSERT INTO {0}.messages_{1} (id, schema_version, message_key, payload) "
-        "SELECT nextval('{0}.messages_{1}_id_seq'), {2}, {3}, e.p FROM "
+        "INSERT INTO {0} (id, schema_version, message_key, payload) "
+        "SELECT nextval('{1}'), {2}, {3}, e.p FROM "
         "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
-        schema_sql, st.ref.id,
+        tables.messages, tables.id_seq,
         any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
         any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
         check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
@@ -223,7 +226,7 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
     if (st.ref.notify) {
       tx.exec_prepared(prepared(conn, "sqlstreams_own_xid_notify",
                                 "SELECT pg_current_xact_id(), pg_notify($1, '')"),
-                       fmt::format("sqlstreams_{}", st.ref.id));
+                       StreamTables(session_.schema_sql(), st.ref.id).channel());
     } else {
       tx.exec_prepared(prepared(conn, "sqlstreams_own_xid", "SELECT pg_current_xact_id()"));
     }

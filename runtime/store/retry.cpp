@@ -6,11 +6,11 @@
 #include <map>
 #include <set>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/group_store.hpp"
 #include "store/isolate.hpp"
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -125,9 +125,8 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
             "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
             "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
             "'inflight', coalesce(e.last_error, ''), e.payload::text, "
-            "coalesce(e.schema_version, 0), coalesce((extract(epoch FROM e.message_created_at) "
-            "* 1000)::bigint, 0), e.message_key",
-            exceptions_, which, db_in("$2")),
+            "coalesce(e.schema_version, 0), coalesce({3}, 0), e.message_key",
+            tables_.exceptions, which, db_in("$2"), to_epoch_ms("e.message_created_at")),
         group_id_, ms_param(lease_ttl), limit, max_retries);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
@@ -158,9 +157,9 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
       tx.commit();
       return out;
     }
-    auto msgs = tx.exec_params(
-        fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])", kMessageColumns, messages_),
-        int_array(ids));
+    auto msgs = tx.exec_params(fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])",
+                                           message_columns(), tables_.messages),
+                               int_array(ids));
     for (const auto& row : msgs) {
       StoredMessage m = message_from_row(row);
       out[by_id[m.id]].message = std::move(m);
@@ -183,7 +182,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
     if (!orphans.empty()) {
       tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1 AND message_id = "
                                  "ANY($2::bigint[]) AND status = 'inflight'",
-                                 exceptions_),
+                                 tables_.exceptions),
                      group_id_, int_array(orphans));
     }
     tx.commit();
@@ -221,14 +220,15 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
           fmt::format("DELETE FROM {} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
                       "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                       "RETURNING e.message_id",
-                      exceptions_),
+                      tables_.exceptions),
           group_id_, int_array(ok_ids), text_array(ok_tok)));
     }
     if (!fail.empty()) {
       if (isolate == nullptr) {
-        update_failures(tx, exceptions_, messages_, group_id_, fail, ours);
+        update_failures(tx, tables_.exceptions, tables_.messages, group_id_, fail, ours);
       } else {
-        update_failures_isolated(tx, exceptions_, messages_, group_id_, fail, ours, *isolate);
+        update_failures_isolated(tx, tables_.exceptions, tables_.messages, group_id_, fail, ours,
+                                 *isolate);
       }
     }
     if (!back_ids.empty()) {
@@ -237,42 +237,23 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                       "NULL, updated_at = now() FROM unnest($2::bigint[], $3::uuid[]) AS u(id, "
                       "tok) WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = "
                       "u.tok RETURNING e.message_id",
-                      exceptions_),
+                      tables_.exceptions),
           group_id_, int_array(back_ids), text_array(back_tok)));
     }
-    std::vector<int64_t> au_ids, au_att, au_at;
-    std::vector<std::string> au_outcome;
-    std::vector<std::optional<std::string>> au_err;
+    std::vector<AuditEntry> audit;
     std::vector<bool> committed;
     for (const auto& r : results) {
       bool ok = ours.count(r.message_id) > 0;
       committed.push_back(ok);
       if (ok && r.audit) {
-        au_ids.push_back(r.message_id);
-        au_att.push_back(r.audit->attempt);
-        au_at.push_back(r.audit->at.time_since_epoch().count());  // 0: the commit's time
-        au_outcome.push_back(r.audit->outcome);
-        au_err.push_back(r.audit->error.empty() ? std::nullopt
-                                                : std::optional<std::string>(r.audit->error));
+        audit.push_back(*r.audit);
+        audit.back().message_id = r.message_id;
       }
     }
-    if (!au_ids.empty() && isolate != nullptr) {
-      std::vector<AuditEntry> entries;
-      for (size_t i = 0; i < au_ids.size(); ++i) {
-        entries.push_back(AuditEntry{au_ids[i], static_cast<int32_t>(au_att[i]), au_outcome[i],
-                                     au_err[i].value_or(""),
-                                     SysTime(std::chrono::milliseconds(au_at[i]))});
-      }
-      insert_audit_isolated(tx, deliveries_, group_id_, holder_, entries, *isolate);
-    } else if (!au_ids.empty()) {
-      tx.exec_params(
-          fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, host, at) "
-                      "SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = 0 THEN {} ELSE "
-                      "{} END FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
-                      "$7::bigint[]) AS u(id, att, o, err, at)",
-                      deliveries_, kDbNow, from_epoch_ms("u.at")),
-          group_id_, int_array(au_ids), int_array(au_att), text_array(au_outcome),
-          text_array(au_err), holder_, int_array(au_at));
+    if (isolate != nullptr && !audit.empty()) {
+      insert_audit_isolated(tx, tables_.deliveries, group_id_, holder_, audit, *isolate);
+    } else if (isolate == nullptr) {
+      insert_audit(tx, tables_.deliveries, group_id_, holder_, audit);
     }
     if (!ours.empty()) {
       // Something was written: remember the transaction, in case its COMMIT is in doubt.
@@ -300,7 +281,7 @@ std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::s
     auto r = tx.exec_params(
         fmt::format("UPDATE {} SET lease_expires_at = {} WHERE group_id = $1 AND lease_token = "
                     "ANY($2::uuid[]) RETURNING lease_token::text",
-                    exceptions_, db_in("$3")),
+                    tables_.exceptions, db_in("$3")),
         group_id_, text_array(tokens), ms_param(lease_ttl));
     std::set<std::string> kept;
     for (const auto& row : r) kept.insert(row[0].as<std::string>());

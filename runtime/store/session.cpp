@@ -4,25 +4,10 @@
 
 #include "common/identifier.hpp"
 #include "store/conninfo.hpp"
-#include "store/pq.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sqlstate.hpp"
 
 namespace sqlstreams::store {
-
-const char* kind_name(StoreError::Kind kind) {
-  switch (kind) {
-    case StoreError::Kind::kConnection:
-      return "connection";
-    case StoreError::Kind::kTransient:
-      return "transient";
-    case StoreError::Kind::kInDoubt:
-      return "in-doubt";
-    case StoreError::Kind::kRejected:
-      return "rejected";
-    case StoreError::Kind::kOther:
-      return "other";
-  }
-  return "other";
-}
 
 std::string quote_identifier(const std::string& name) {
   std::string out = "\"";
@@ -101,17 +86,8 @@ void rethrow_as_store_error(Session& session, const char* what) {
                      fmt::format("{}: commit outcome unknown: {}", what, trimmed(e.what())));
   } catch (const pqxx::sql_error& e) {
     std::string state = e.sqlstate();
-    StoreError::Kind kind = StoreError::Kind::kOther;
-    if (state == "40001" || state == "40P01" || state == "55P03") {
-      kind = StoreError::Kind::kTransient;
-    } else if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" ||
-               state == "57P03") {
-      kind = StoreError::Kind::kConnection;
-      session.reset();
-    } else if (state.rfind("22", 0) == 0 || state == "42704" || state == "54000" ||
-               state == "23514") {
-      kind = StoreError::Kind::kRejected;
-    }
+    const StoreError::Kind kind = kind_of(state);
+    if (kind == StoreError::Kind::kConnection) session.reset();
     if (session.connected() && !session.impl().conn->is_open()) session.reset();
     throw StoreError(kind, fmt::format("{}: {}", what, trimmed(e.what())), state);
   } catch (const pqxx::failure& e) {

@@ -4,14 +4,15 @@
 
 #include <map>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/core/stream_tables.hpp"
 #include "store/maintenance_pq.hpp"
-#include "store/pq.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {
 
-SysTime time_of(const pqxx::field& f) { return SysTime(Millis(f.as<int64_t>())); }
+SysTime time_of(const pqxx::field& f) { return time_from_epoch_ms(f.as<int64_t>()); }
 
 std::optional<std::string> opt_text(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;
@@ -21,29 +22,30 @@ std::optional<std::string> opt_text(const pqxx::field& f) {
 void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatus& st) {
   const std::string& s = session.schema_sql();
   const int64_t n = st.id;
+  const StreamTables t(s, n);
   auto rows = tx.exec_params(
       fmt::format(
           "SELECT g.id, g.name, c.claimed, c.committed, g.lost_messages, g.lost_through, "
-          "(SELECT count(*) FROM {0}.leases_{1} l WHERE l.group_id = g.id AND l.expires_at > {2}), "
-          "(SELECT count(*) FROM {0}.leases_{1} l WHERE l.group_id = g.id AND l.expires_at <= "
+          "(SELECT count(*) FROM {6} l WHERE l.group_id = g.id AND l.expires_at > {2}), "
+          "(SELECT count(*) FROM {6} l WHERE l.group_id = g.id AND l.expires_at <= "
           "{2}), "
-          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
           "'ready'), "
-          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
           "'inflight'), "
-          "(SELECT count(*) FROM {0}.exceptions_{1} e WHERE e.group_id = g.id AND e.status = "
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
           "'dead'), "
           "(SELECT coalesce(sum((h.stats -> 'groups' -> (g.id::text) ->> 'skipped_version')::"
           "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}), "
           "(SELECT w.holder FROM {0}.workers w WHERE w.kind = 'advancer' AND w.owner = 'group:' "
           "|| g.id AND w.expires_at > {2}), "
           "{3}, coalesce(g.paused_by, ''), {4}, coalesce(g.last_seen_at >= {2} - greatest("
-          "interval '{5} milliseconds', (SELECT max(h.expires_at - h.heartbeat_at) FROM {0}.hosts "
+          "{5}, (SELECT max(h.expires_at - h.heartbeat_at) FROM {0}.hosts "
           "h WHERE h.expires_at > {2})), false) "
-          "FROM {0}.groups g JOIN {0}.cursors_{1} c ON c.group_id = g.id WHERE g.stream_id = $1 "
+          "FROM {0}.groups g JOIN {8} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
           s, n, kDbNow, to_epoch_ms("g.paused_at"), to_epoch_ms("g.last_seen_at"),
-          kSeenRecently.count()),
+          ms_interval(ms_param(kSeenRecently)), t.leases, t.exceptions, t.cursors),
       n);
   for (const auto& row : rows) {
     GroupStatus g;
@@ -95,7 +97,7 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
   if (!row[4].is_null()) st.retention = Millis(row[4].as<int64_t>());
   st.allow_drop_past_committed = row[5].as<bool>();
   st.janitor = opt_text(row[6]);
-  const std::string messages = fmt::format("{}.messages_{}", session.schema_sql(), st.id);
+  const std::string messages = StreamTables(session.schema_sql(), st.id).messages;
   st.head =
       tx.exec(fmt::format("SELECT coalesce(max(id), 0) FROM {}", messages))[0][0].as<int64_t>();
   auto oldest = tx.exec(fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1",
@@ -125,12 +127,11 @@ FleetStatus read_status(Session& session, SysTime now) {
     fleet.now = now;
     std::map<std::string, std::string> labels;  // worker owner → readable name
     auto streams = tx.exec(
-        fmt::format("SELECT s.id, s.name, s.partition_size, s.partitions_upto, (extract(epoch "
-                    "FROM s.retention) * 1000)::bigint, s.allow_drop_past_committed, (SELECT "
-                    "w.holder FROM {0}.workers w WHERE w.kind = 'janitor' AND w.owner = "
-                    "'stream:' || s.id AND w.expires_at > {1}) FROM {0}.streams s ORDER BY "
-                    "s.name",
-                    s, kDbNow));
+        fmt::format("SELECT s.id, s.name, s.partition_size, s.partitions_upto, {2}, "
+                    "s.allow_drop_past_committed, (SELECT w.holder FROM {0}.workers w WHERE "
+                    "w.kind = 'janitor' AND w.owner = 'stream:' || s.id AND w.expires_at > {1}) "
+                    "FROM {0}.streams s ORDER BY s.name",
+                    s, kDbNow, to_epoch_ms("s.retention")));
     for (const auto& row : streams) {
       fleet.streams.push_back(read_stream(tx, session, row, now));
       const auto& st = fleet.streams.back();

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
 #include "store/maintenance_pq.hpp"
-#include "store/pq.hpp"
-#include "store/sql_array.hpp"
-#include "store/sql_time.hpp"
 
 namespace sqlstreams::store {
 namespace {

@@ -5,7 +5,7 @@
 // whose lease expired (or that it already holds), renews it by token before it expires, and
 // releases it on a graceful stop. Destructive maintenance transactions re-check the lease
 // inside themselves (WorkerFence): a host whose lease moved on cannot write anything.
-// Every expiry is set and compared on the database's clock (store/sql_time.hpp): callers pass
+// Every expiry is set and compared on the database's clock (store/core/sql_time.hpp): callers pass
 // a TTL, never an instant, so hosts with skewed wall clocks agree on who holds what. A holder
 // keeps its own renewal deadline on its steady clock.
 // Threading: free functions on the caller's Session.

@@ -1,5 +1,6 @@
-// store/sql_time — INTERNAL to store/: the one SQL time helper (issue 15). Owns how time
-// crosses into SQL:
+// store/core/sql_time — INTERNAL to store/: the one SQL time helper (issue 15). Owns how time
+// crosses into and out of SQL (no statement spells to_timestamp, extract(epoch ...) or an
+// interval literal itself):
 //  - every expiry and due time (range lease, row lease, can_run_after, worker lease, host
 //    heartbeat) and every "has it expired?" comparison uses the DATABASE's clock: the host
 //    passes a duration in milliseconds (ms_param) and the SQL adds it to kDbNow (db_in). Hosts
@@ -13,10 +14,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "common/clock.hpp"
+#include "common/duration.hpp"
 
 namespace sqlstreams::store {
 
@@ -27,15 +31,25 @@ inline constexpr const char* kDbNow = "statement_timestamp()";
 
 // A duration as a parameter: milliseconds, bound as text and used through db_in / db_ago.
 inline std::string ms_param(Millis d) { return std::to_string(d.count()); }
+// An optional duration: nullopt binds as NULL (through pq.hpp nullable()).
+inline std::optional<std::string> ms_param(const std::optional<Millis>& d) {
+  if (!d) return std::nullopt;
+  return ms_param(*d);
+}
 
-// "(statement_timestamp() + ($3)::bigint * interval '1 millisecond')": database now + a
+// "(($3)::bigint * interval '1 millisecond')": a ms_param duration (or a bigint SQL
+// expression of milliseconds) as an interval; NULL stays NULL.
+inline std::string ms_interval(std::string_view expr) {
+  return fmt::format("(({})::bigint * interval '1 millisecond')", expr);
+}
+// "(statement_timestamp() + (($3)::bigint * interval '1 millisecond'))": database now + a
 // ms_param duration.
 inline std::string db_in(std::string_view placeholder) {
-  return fmt::format("({} + ({})::bigint * interval '1 millisecond')", kDbNow, placeholder);
+  return fmt::format("({} + {})", kDbNow, ms_interval(placeholder));
 }
 // Database now - a ms_param duration.
 inline std::string db_ago(std::string_view placeholder) {
-  return fmt::format("({} - ({})::bigint * interval '1 millisecond')", kDbNow, placeholder);
+  return fmt::format("({} - {})", kDbNow, ms_interval(placeholder));
 }
 
 // A host wall-clock instant (a record, or an operator's input) as epoch milliseconds text,
@@ -47,9 +61,12 @@ inline std::string epoch_ms_param(SysTime t) {
 inline std::string from_epoch_ms(std::string_view expr) {
   return fmt::format("to_timestamp(({})::bigint / 1000.0)", expr);
 }
-// "(extract(epoch FROM x) * 1000)::bigint": a timestamptz expression as epoch milliseconds.
+// "(extract(epoch FROM x) * 1000)::bigint": a timestamptz expression as epoch milliseconds,
+// or an interval expression as milliseconds (read back with time_from_epoch_ms / Millis).
 inline std::string to_epoch_ms(std::string_view expr) {
   return fmt::format("(extract(epoch FROM {}) * 1000)::bigint", expr);
 }
+// The host side of to_epoch_ms for an instant.
+inline SysTime time_from_epoch_ms(int64_t ms) { return SysTime(Millis(ms)); }
 
 }  // namespace sqlstreams::store

@@ -1,4 +1,4 @@
-#include "store/sql_array.hpp"
+#include "store/core/sql_array.hpp"
 
 #include <arpa/inet.h>
 
