@@ -13,7 +13,7 @@ AdvanceTarget GroupStore::read_advance_target() {
   return guarded(session_, "advance cursor: read target", [&] {
     auto& conn = connection_of(session_);
     pqxx::nontransaction tx(conn);
-    auto rows = tx.exec_prepared(prepared(conn, advance_read_.name, advance_read_.sql), group_id_);
+    auto rows = exec_prepared(tx, conn, advance_read_, group_id_);
     AdvanceTarget t;
     if (rows.empty()) return t;  // a dropped group has no cursor: nothing to advance
     const auto& row = rows[0];
@@ -32,8 +32,7 @@ bool GroupStore::apply_advance(const AdvanceTarget& t) {
     pqxx::nontransaction tx(conn);
     // `generation = $3`: a target read before an operator's rewind must not move committed
     // past the rewound position, even after a fresh claim made `claimed >= target` true again.
-    auto r = tx.exec_prepared(prepared(conn, advance_apply_.name, advance_apply_.sql), group_id_,
-                              t.target, t.generation);
+    auto r = exec_prepared(tx, conn, advance_apply_, group_id_, t.target, t.generation);
     return r.affected_rows() == 1;
   });
 }

@@ -11,10 +11,25 @@
 namespace sqlstreams::store {
 namespace {
 
-std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, const std::string& statement,
-                                      int64_t low, int64_t high) {
+// Statement names (store/core/statement.hpp); the prepared ones are sqlstreams_<name>_<stream>.
+constexpr StatementName kObserve{"observe"};
+constexpr StatementName kClaimLock{"claim_lock"};
+constexpr StatementName kClaimUpdate{"claim_update"};
+constexpr StatementName kLeaseInsert{"lease_insert"};
+constexpr StatementName kReadRange{"read_range"};
+constexpr StatementName kReclaim{"reclaim"};
+constexpr StatementName kCommitComplete{"commit_complete"};
+constexpr StatementName kCommitPartial{"commit_partial"};
+constexpr StatementName kRenewLeases{"renew_leases"};
+constexpr StatementName kAdvanceRead{"advance_read"};
+constexpr StatementName kAdvanceApply{"advance_apply"};
+constexpr StatementName kQuarantineRows{"quarantine_rows"};
+constexpr StatementName kQuarantineLease{"quarantine_lease"};
+
+std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, pqxx::connection_base& conn,
+                                      const Statement& statement, int64_t low, int64_t high) {
   std::vector<StoredMessage> out;
-  auto rows = tx.exec_prepared(statement, low, high);
+  auto rows = exec_prepared(tx, conn, statement, low, high);
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(message_from_row(row));
   return out;
@@ -38,11 +53,11 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
       group_id_(group_id),
       holder_(std::move(holder)),
       tables_(session_.schema_sql(), stream_id) {
-  auto statement = [&](const char* what, std::string sql) {
-    return Statement{fmt::format("sqlstreams_{}_{}", what, stream_id), std::move(sql)};
+  auto statement = [&](StatementName name, std::string sql) {
+    return Statement{prepared_name(name, stream_id), std::move(sql)};
   };
   observe_ = statement(
-      "observe",
+      kObserve,
       fmt::format(
           "SELECT h.head, c.claimed, c.settled_head, c.pending_xid IS NOT NULL, "
           "coalesce(c.pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
@@ -51,26 +66,26 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
           "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
           tables_.messages, tables_.cursors));
   claim_lock_ = statement(
-      "claim_lock",
+      kClaimLock,
       fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
                   "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
                   "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
                   "FROM {} WHERE group_id = $1 FOR UPDATE",
                   tables_.cursors));
   claim_update_ = statement(
-      "claim_update", fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
-                                  "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
-                                  tables_.cursors));
+      kClaimUpdate, fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
+                                "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
+                                tables_.cursors));
   lease_insert_ = statement(
-      "lease_insert",
+      kLeaseInsert,
       fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
                   "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
                   tables_.leases, db_in("$4")));
-  read_range_ = statement("read_range",
-                          fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
-                                      message_columns(), tables_.messages));
+  read_range_ =
+      statement(kReadRange, fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+                                        message_columns(), tables_.messages));
   reclaim_ = statement(
-      "reclaim",
+      kReclaim,
       fmt::format("WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
                   "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
                   "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
@@ -79,7 +94,7 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "RETURNING l.token::text, l.low, l.high, l.reclaims",
                   tables_.leases, kDbNow, db_in("$2")));
   commit_complete_ = statement(
-      "commit_complete",
+      kCommitComplete,
       fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
                   "ANY($2::uuid[]) RETURNING token, low, high), old AS (DELETE FROM {1} e "
                   "USING l WHERE e.group_id = $1 AND e.message_id > l.low AND e.message_id "
@@ -88,7 +103,7 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "pg_current_xact_id()::text FROM l",
                   tables_.leases, tables_.exceptions, tables_.messages));
   commit_partial_ = statement(
-      "commit_partial",
+      kCommitPartial,
       fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
                   "'-infinity' FROM "
                   "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
@@ -100,20 +115,20 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "SELECT token::text, pg_current_xact_id()::text FROM l",
                   tables_.leases, tables_.exceptions, tables_.messages));
   renew_ =
-      statement("renew_leases",
+      statement(kRenewLeases,
                 fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
                             "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
                             tables_.leases, db_in("$3")));
   advance_read_ = statement(
-      "advance_read",
+      kAdvanceRead,
       fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
                   "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
                   "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
                   tables_.leases, tables_.exceptions, tables_.cursors));
   advance_apply_ =
-      statement("advance_apply", fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
-                                             "committed < $2 AND claimed >= $2 AND generation = $3",
-                                             tables_.cursors));
+      statement(kAdvanceApply, fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
+                                           "committed < $2 AND claimed >= $2 AND generation = $3",
+                                           tables_.cursors));
 }
 
 Observation GroupStore::observe() {
@@ -122,7 +137,7 @@ Observation GroupStore::observe() {
     // xid it takes, so every producer that could own an id <= head has a smaller xid.
     auto& conn = connection_of(session_);
     pqxx::nontransaction tx(conn);
-    auto rows = tx.exec_prepared(prepared(conn, observe_.name, observe_.sql), group_id_);
+    auto rows = exec_prepared(tx, conn, observe_, group_id_);
     if (rows.size() != 1) {
       throw StoreError(StoreError::Kind::kOther,
                        fmt::format("observe: no cursor row for group {}", group_id_));
@@ -147,8 +162,7 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     auto& conn = connection_of(session_);
     pqxx::work tx(conn);
     // Prove in a later statement: xmin >= xid means every older transaction has ended.
-    auto locked = tx.exec_prepared(prepared(conn, claim_lock_.name, claim_lock_.sql), group_id_,
-                                   nullable(obs.xid));
+    auto locked = exec_prepared(tx, conn, claim_lock_, group_id_, nullable(obs.xid));
     if (locked.size() != 1) {
       throw StoreError(StoreError::Kind::kOther,
                        fmt::format("claim: no cursor row for group {}", group_id_));
@@ -183,24 +197,23 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     result.proven = proven;
     if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
         new_pending_xid != pending_xid) {
-      tx.exec_prepared(
-          prepared(conn, claim_update_.name, claim_update_.sql), group_id_, new_claimed, proven,
+      exec_prepared(
+          tx, conn, claim_update_, group_id_, new_claimed, proven,
           nullable(new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
                                     : std::nullopt),
           nullable(new_pending_xid));
       result.wrote = true;
     }
     if (new_claimed > claimed) {
-      auto lease = tx.exec_prepared(prepared(conn, lease_insert_.name, lease_insert_.sql),
-                                    group_id_, claimed, new_claimed, ms_param(lease_ttl), holder_);
+      auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
+                                 ms_param(lease_ttl), holder_);
       ClaimedRange range;
       range.token = lease.at(0)[0].as<std::string>();
       range.low = claimed;
       range.high = new_claimed;
       range.deadline = deadline;
       // A later statement than the proof: its snapshot is no older than the proof.
-      range.messages =
-          read_range(tx, prepared(conn, read_range_.name, read_range_.sql), claimed, new_claimed);
+      range.messages = read_range(tx, conn, read_range_, claimed, new_claimed);
       result.range = std::move(range);
     }
     tx.commit();  // even when empty: the pending observation must persist
@@ -213,8 +226,7 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     auto& conn = connection_of(session_);
     pqxx::work tx(conn);
-    auto rows = tx.exec_prepared(prepared(conn, reclaim_.name, reclaim_.sql), group_id_,
-                                 ms_param(lease_ttl), holder_);
+    auto rows = exec_prepared(tx, conn, reclaim_, group_id_, ms_param(lease_ttl), holder_);
     ReclaimResult result;
     if (rows.empty()) {
       tx.commit();
@@ -229,25 +241,24 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
     range.deadline = deadline;
     if (range.reclaims >= max_reclaims) {
       // Poison range: every message becomes an independent ready exception.
-      tx.exec_params(
-          fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
-                      "last_error, schema_version, message_key, message_created_at) SELECT $1, "
-                      "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
-                      "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
-                      tables_.exceptions, tables_.messages, kDbNow),
-          group_id_,
-          fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
-                      range.reclaims),
-          range.low, range.high);
-      tx.exec_params(
-          fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", tables_.leases),
-          group_id_, range.token);
+      exec(tx, kQuarantineRows,
+           fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
+                       "last_error, schema_version, message_key, message_created_at) SELECT $1, "
+                       "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
+                       "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
+                       tables_.exceptions, tables_.messages, kDbNow),
+           group_id_,
+           fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
+                       range.reclaims),
+           range.low, range.high);
+      exec(tx, kQuarantineLease,
+           fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", tables_.leases),
+           group_id_, range.token);
       tx.commit();
       result.quarantined = std::move(range);
       return result;
     }
-    range.messages =
-        read_range(tx, prepared(conn, read_range_.name, read_range_.sql), range.low, range.high);
+    range.messages = read_range(tx, conn, read_range_, range.low, range.high);
     tx.commit();
     result.range = std::move(range);
     return result;

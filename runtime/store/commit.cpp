@@ -12,6 +12,15 @@
 #include "store/isolate.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kInsertAudit{"insert_audit"};
+constexpr StatementName kInsertExceptions{"insert_exceptions"};
+constexpr StatementName kXactStatus{"xact_status"};
+
+}  // namespace
+
 void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t group_id,
                   const std::string& holder, const std::vector<AuditEntry>& rows) {
   if (rows.empty()) return;
@@ -26,14 +35,15 @@ void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t 
     error.push_back(a.error.empty() ? std::nullopt : std::optional<std::string>(a.error));
   }
   // `at`: when the outcome was decided (0 = unknown: the commit's time).
-  tx.exec_params(fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, "
-                             "host, at) SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = "
-                             "0 THEN {} ELSE {} END FROM "
-                             "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
-                             "$7::bigint[]) AS u(id, att, o, err, at)",
-                             table, kDbNow, from_epoch_ms("u.at")),
-                 group_id, int_array(ids), int_array(attempt), text_array(outcome),
-                 text_array(error), holder, int_array(at));
+  exec(tx, kInsertAudit,
+       fmt::format("INSERT INTO {} (group_id, message_id, attempt, outcome, error, "
+                   "host, at) SELECT $1, u.id, u.att, u.o, u.err, $6, CASE WHEN u.at = "
+                   "0 THEN {} ELSE {} END FROM "
+                   "unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], "
+                   "$7::bigint[]) AS u(id, att, o, err, at)",
+                   table, kDbNow, from_epoch_ms("u.at")),
+       group_id, int_array(ids), int_array(attempt), text_array(outcome), text_array(error), holder,
+       int_array(at));
 }
 
 void insert_audit_isolated(pqxx::dbtransaction& tx, const std::string& table, int64_t group_id,
@@ -81,18 +91,19 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
   }
   // A conflict can only be a row `inflight` under a retry lease (the old rows of the span were
   // deleted by the lease statement): its holder writes that message's outcome.
-  tx.exec_params(fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
-                             "can_run_after, last_error, payload, schema_version, message_key, "
-                             "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
-                             "{2}, u.err, u.p::jsonb, m.schema_version, "
-                             "m.message_key, m.created_at FROM unnest($2::bigint[], "
-                             "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
-                             "$8::text[]) AS u(id, st, att, del, after, err, p) "
-                             "LEFT JOIN {1} m ON m.id = u.id "
-                             "ON CONFLICT (group_id, message_id) DO NOTHING",
-                             table, messages, db_in("u.after")),
-                 group_id, int_array(ids), text_array(status), int_array(attempts),
-                 int_array(delays), int_array(after), text_array(error), text_array(payload));
+  exec(tx, kInsertExceptions,
+       fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
+                   "can_run_after, last_error, payload, schema_version, message_key, "
+                   "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
+                   "{2}, u.err, u.p::jsonb, m.schema_version, "
+                   "m.message_key, m.created_at FROM unnest($2::bigint[], "
+                   "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
+                   "$8::text[]) AS u(id, st, att, del, after, err, p) "
+                   "LEFT JOIN {1} m ON m.id = u.id "
+                   "ON CONFLICT (group_id, message_id) DO NOTHING",
+                   table, messages, db_in("u.after")),
+       group_id, int_array(ids), text_array(status), int_array(attempts), int_array(delays),
+       int_array(after), text_array(error), text_array(payload));
 }
 
 // The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
@@ -154,13 +165,12 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
       }
     };
     if (!complete.empty()) {
-      take(tx.exec_prepared(prepared(conn, commit_complete_.name, commit_complete_.sql), group_id_,
-                            text_array(complete)));
+      take(exec_prepared(tx, conn, commit_complete_, group_id_, text_array(complete)));
     }
     if (!partial.empty()) {
       // Shrink to the unresolved rest and make it immediately reclaimable (not a crash).
-      take(tx.exec_prepared(prepared(conn, commit_partial_.name, commit_partial_.sql), group_id_,
-                            text_array(partial), int_array(partial_low)));
+      take(exec_prepared(tx, conn, commit_partial_, group_id_, text_array(partial),
+                         int_array(partial_low)));
     }
     std::vector<FailedMessage> failures;
     std::vector<AuditEntry> audit;
@@ -198,7 +208,7 @@ InDoubtResolution GroupStore::resolve_in_doubt() {
   if (!in_doubt_) return InDoubtResolution::kUnknown;
   auto status = guarded(session_, "resolve in-doubt commit", [&] {
     pqxx::nontransaction tx(connection_of(session_));
-    auto row = tx.exec_params1("SELECT pg_xact_status($1::xid8)", in_doubt_->xid);
+    auto row = exec1(tx, kXactStatus, "SELECT pg_xact_status($1::xid8)", in_doubt_->xid);
     return row[0].is_null() ? std::string() : row[0].as<std::string>();
   });
   if (status == "in progress") {
@@ -217,8 +227,8 @@ std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>
   return guarded(session_, "renew leases", [&] {
     auto& conn = connection_of(session_);
     pqxx::nontransaction tx(conn);
-    auto kept = token_set(tx.exec_prepared(prepared(conn, renew_.name, renew_.sql), group_id_,
-                                           text_array(tokens), ms_param(lease_ttl)));
+    auto kept = token_set(
+        exec_prepared(tx, conn, renew_, group_id_, text_array(tokens), ms_param(lease_ttl)));
     std::vector<std::string> lost;
     for (const auto& t : tokens) {
       if (!kept.count(t)) lost.push_back(t);

@@ -10,6 +10,21 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kGroupAction{"group_action"};
+constexpr StatementName kFootprint{"group_footprint"};
+constexpr StatementName kGroupState{"group_state"};
+constexpr StatementName kPauseRead{"pause_read"};
+constexpr StatementName kPause{"pause"};
+constexpr StatementName kResumeRead{"resume_read"};
+constexpr StatementName kResume{"resume"};
+constexpr StatementName kDropLockGroup{"drop_lock_group"};
+constexpr StatementName kDropCursor{"drop_cursor"};
+constexpr StatementName kDropLeases{"drop_leases"};
+constexpr StatementName kDropExceptions{"drop_exceptions"};
+constexpr StatementName kDropAdvancer{"drop_advancer"};
+constexpr StatementName kDropGroup{"drop_group"};
+
 [[noreturn]] void gone(const GroupRef& g, const char* doing) {
   throw StoreError(StoreError::Kind::kRejected,
                    fmt::format("cannot {} group '{}' of stream '{}': it no longer exists (dropped "
@@ -20,7 +35,8 @@ namespace {
 // The group_actions row; returns (id, database role, application, client address).
 pqxx::row audit(pqxx::transaction_base& tx, const Session& s, const char* action, const GroupRef& g,
                 const std::string& actor, const std::optional<std::string>& detail) {
-  return tx.exec_params1(
+  return exec1(
+      tx, kGroupAction,
       fmt::format("INSERT INTO {}.group_actions (action, stream, group_name, group_id, actor, "
                   "detail) VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id, db_user, "
                   "coalesce(application_name, ''), coalesce(client_addr, 'local')",
@@ -30,16 +46,16 @@ pqxx::row audit(pqxx::transaction_base& tx, const Session& s, const char* action
 
 GroupFootprint footprint(pqxx::transaction_base& tx, const Session& session, const GroupRef& g) {
   const StreamTables t(session.schema_sql(), g.stream_id);
-  auto r = tx.exec_params1(
-      fmt::format("SELECT coalesce((SELECT claimed FROM {0} WHERE group_id = $1), 0), "
-                  "coalesce((SELECT committed FROM {0} WHERE group_id = $1), 0), "
-                  "(SELECT count(*) FROM {1} WHERE group_id = $1), "
-                  "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status <> "
-                  "'dead'), "
-                  "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status = "
-                  "'dead')",
-                  t.cursors, t.leases, t.exceptions),
-      g.id);
+  auto r = exec1(tx, kFootprint,
+                 fmt::format("SELECT coalesce((SELECT claimed FROM {0} WHERE group_id = $1), 0), "
+                             "coalesce((SELECT committed FROM {0} WHERE group_id = $1), 0), "
+                             "(SELECT count(*) FROM {1} WHERE group_id = $1), "
+                             "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status <> "
+                             "'dead'), "
+                             "(SELECT count(*) FROM {2} WHERE group_id = $1 AND status = "
+                             "'dead')",
+                             t.cursors, t.leases, t.exceptions),
+                 g.id);
   return GroupFootprint{r[0].as<int64_t>(), r[1].as<int64_t>(), r[2].as<int64_t>(),
                         r[3].as<int64_t>(), r[4].as<int64_t>()};
 }
@@ -49,11 +65,12 @@ GroupFootprint footprint(pqxx::transaction_base& tx, const Session& session, con
 GroupState read_group_state(Session& session, int64_t group_id) {
   return guarded(session, "read group state", [&] {
     pqxx::nontransaction tx(connection_of(session));
-    auto r = tx.exec_params(
-        fmt::format("SELECT paused_at IS NOT NULL, coalesce(paused_by, '') FROM {}.groups "
-                    "WHERE id = $1",
-                    session.schema_sql()),
-        group_id);
+    auto r =
+        exec(tx, kGroupState,
+             fmt::format("SELECT paused_at IS NOT NULL, coalesce(paused_by, '') FROM {}.groups "
+                         "WHERE id = $1",
+                         session.schema_sql()),
+             group_id);
     GroupState st;
     if (r.empty()) {
       st.kind = GroupState::Kind::kGone;
@@ -69,11 +86,12 @@ PauseResult pause_group(Session& session, const GroupRef& group, const std::stri
   return guarded(session, "pause group", [&] {
     const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
-    auto row = tx.exec_params(
-        fmt::format("SELECT paused_at IS NOT NULL, {}, coalesce(paused_by, '') FROM {}.groups "
-                    "WHERE id = $1 FOR UPDATE",
-                    to_epoch_ms("paused_at"), s),
-        group.id);
+    auto row =
+        exec(tx, kPauseRead,
+             fmt::format("SELECT paused_at IS NOT NULL, {}, coalesce(paused_by, '') FROM {}.groups "
+                         "WHERE id = $1 FOR UPDATE",
+                         to_epoch_ms("paused_at"), s),
+             group.id);
     if (row.empty()) gone(group, "pause");
     PauseResult out;
     if (row[0][0].as<bool>()) {
@@ -82,11 +100,12 @@ PauseResult pause_group(Session& session, const GroupRef& group, const std::stri
       tx.commit();
       return out;
     }
-    auto set = tx.exec_params1(
-        fmt::format("UPDATE {}.groups SET paused_at = {}, paused_by = $2, updated_at = now() "
-                    "WHERE id = $1 RETURNING {}",
-                    s, kDbNow, to_epoch_ms("paused_at")),
-        group.id, actor);
+    auto set =
+        exec1(tx, kPause,
+              fmt::format("UPDATE {}.groups SET paused_at = {}, paused_by = $2, updated_at = now() "
+                          "WHERE id = $1 RETURNING {}",
+                          s, kDbNow, to_epoch_ms("paused_at")),
+              group.id, actor);
     out.changed = true;
     out.paused_at = time_from_epoch_ms(set[0].as<int64_t>());
     out.paused_by = actor;
@@ -100,19 +119,21 @@ PauseResult resume_group(Session& session, const GroupRef& group, const std::str
   return guarded(session, "resume group", [&] {
     const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
-    auto row = tx.exec_params(
-        fmt::format("SELECT paused_at IS NOT NULL FROM {}.groups WHERE id = $1 FOR UPDATE", s),
-        group.id);
+    auto row =
+        exec(tx, kResumeRead,
+             fmt::format("SELECT paused_at IS NOT NULL FROM {}.groups WHERE id = $1 FOR UPDATE", s),
+             group.id);
     if (row.empty()) gone(group, "resume");
     PauseResult out;
     if (!row[0][0].as<bool>()) {
       tx.commit();
       return out;
     }
-    tx.exec_params(fmt::format("UPDATE {}.groups SET paused_at = NULL, paused_by = NULL, "
-                               "updated_at = now() WHERE id = $1",
-                               s),
-                   group.id);
+    exec(tx, kResume,
+         fmt::format("UPDATE {}.groups SET paused_at = NULL, paused_by = NULL, "
+                     "updated_at = now() WHERE id = $1",
+                     s),
+         group.id);
     out.changed = true;
     audit(tx, session, "resume", group, actor, std::nullopt);
     tx.commit();
@@ -135,12 +156,14 @@ DropResult drop_group(Session& session, const GroupRef& group, const std::string
     // The group row first (by id: a group dropped and declared again has a new id), then the
     // cursor row, which every claim locks: a claim in flight commits its lease before the
     // leases are deleted below (each statement sees what committed before it).
-    if (tx.exec_params(fmt::format("SELECT 1 FROM {}.groups WHERE id = $1 FOR UPDATE", s), group.id)
+    if (exec(tx, kDropLockGroup, fmt::format("SELECT 1 FROM {}.groups WHERE id = $1 FOR UPDATE", s),
+             group.id)
             .empty()) {
       gone(group, "drop");
     }
     DropResult out;
-    auto cur = tx.exec_params(
+    auto cur = exec(
+        tx, kDropCursor,
         fmt::format("DELETE FROM {} WHERE group_id = $1 RETURNING claimed, committed", t.cursors),
         group.id);
     if (!cur.empty()) {
@@ -148,9 +171,10 @@ DropResult drop_group(Session& session, const GroupRef& group, const std::string
       out.removed.committed = cur[0][1].as<int64_t>();
     }
     out.removed.leases =
-        tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1", t.leases), group.id)
+        exec(tx, kDropLeases, fmt::format("DELETE FROM {} WHERE group_id = $1", t.leases), group.id)
             .affected_rows();
-    auto ex = tx.exec_params1(
+    auto ex = exec1(
+        tx, kDropExceptions,
         fmt::format("WITH d AS (DELETE FROM {} WHERE group_id = $1 RETURNING "
                     "status) SELECT count(*) FILTER (WHERE status <> 'dead'), count(*) FILTER "
                     "(WHERE status = 'dead') FROM d",
@@ -158,7 +182,8 @@ DropResult drop_group(Session& session, const GroupRef& group, const std::string
         group.id);
     out.removed.ready = ex[0].as<int64_t>();
     out.removed.dead = ex[1].as<int64_t>();
-    tx.exec_params(
+    exec(
+        tx, kDropAdvancer,
         fmt::format("DELETE FROM {}.workers WHERE kind = 'advancer' AND owner = 'group:' || $1", s),
         group.id);
     const auto& r = out.removed;
@@ -170,7 +195,7 @@ DropResult drop_group(Session& session, const GroupRef& group, const std::string
     out.db_user = who[1].as<std::string>();
     out.application_name = who[2].as<std::string>();
     out.client_addr = who[3].as<std::string>();
-    tx.exec_params(fmt::format("DELETE FROM {}.groups WHERE id = $1", s), group.id);
+    exec(tx, kDropGroup, fmt::format("DELETE FROM {}.groups WHERE id = $1", s), group.id);
     tx.commit();
     return out;
   });

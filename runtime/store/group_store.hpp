@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "store/core/statement.hpp"
 #include "store/core/stream_tables.hpp"
 #include "store/group_lifecycle.hpp"
 #include "store/session.hpp"
@@ -239,10 +240,8 @@ class GroupStore {
   StreamTables tables_;
   // The hot statements (observe, claim, range read, reclaim, range commits, lease renewal, the
   // advancer): text built once here, prepared once per connection on first use (store/core/pq.hpp
-  // prepared()). Named sqlstreams_<what>_<stream id>: the text depends on nothing else.
-  struct Statement {
-    std::string name, sql;
-  };
+  // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
+  // depends on nothing else.
   Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, reclaim_,
       commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
   std::optional<InDoubtCommit> in_doubt_;

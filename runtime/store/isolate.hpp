@@ -9,10 +9,16 @@
 #include <string>
 
 #include "common/utf8.hpp"
+#include "store/core/pq.hpp"
 #include "store/errors.hpp"
 #include "store/group_store.hpp"
 
 namespace sqlstreams::store {
+
+// Statement names (store/core/statement.hpp).
+inline constexpr StatementName kSavepoint{"savepoint"};
+inline constexpr StatementName kRollbackToSavepoint{"rollback_to_savepoint"};
+inline constexpr StatementName kReleaseSavepoint{"release_savepoint"};
 
 struct Refusal {
   std::string sqlstate;
@@ -43,15 +49,16 @@ inline std::string fixed_rejection(const std::string& sqlstate) {
 // before an exec_params.
 template <class Write>
 std::optional<Refusal> in_savepoint(pqxx::dbtransaction& tx, Write&& write) {
-  tx.exec("SAVEPOINT sqlstreams_isolate");
+  exec(tx, kSavepoint, "SAVEPOINT sqlstreams_isolate");
   try {
     write(static_cast<pqxx::transaction_base&>(tx));
   } catch (const pqxx::sql_error& e) {
     if (!StoreError::is_deterministic(condition_of(e.sqlstate()))) throw;
-    tx.exec("ROLLBACK TO SAVEPOINT sqlstreams_isolate; RELEASE SAVEPOINT sqlstreams_isolate");
+    exec(tx, kRollbackToSavepoint,
+         "ROLLBACK TO SAVEPOINT sqlstreams_isolate; RELEASE SAVEPOINT sqlstreams_isolate");
     return Refusal{e.sqlstate(), e.what()};
   }
-  tx.exec("RELEASE SAVEPOINT sqlstreams_isolate");
+  exec(tx, kReleaseSavepoint, "RELEASE SAVEPOINT sqlstreams_isolate");
   return std::nullopt;
 }
 

@@ -13,6 +13,23 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kReadStream{"janitor_read_stream"};
+constexpr StatementName kLaggingGroups{"lagging_groups"};
+constexpr StatementName kJanitorLockTimeout{"janitor_lock_timeout"};
+constexpr StatementName kPartitionsLock{"partitions_advisory_lock"};
+constexpr StatementName kLockLogNowait{"lock_log_nowait"};
+constexpr StatementName kEnsurePartitions{"ensure_partitions"};
+constexpr StatementName kHealPartition{"heal_partition"};
+constexpr StatementName kGiveToHost{"give_to_host"};
+constexpr StatementName kNewestRowAge{"newest_row_age"};
+constexpr StatementName kNewestMessageAge{"newest_message_age"};
+constexpr StatementName kPartitionExists{"partition_exists"};
+constexpr StatementName kLockForDrop{"lock_for_drop"};
+constexpr StatementName kRecordLoss{"record_loss"};
+constexpr StatementName kKeepDeadPayloads{"keep_dead_payloads"};
+constexpr StatementName kDropPartition{"drop_partition"};
+
 struct StreamRow {
   int64_t partition_size = 0;
   int64_t partitions_upto = 1;
@@ -21,11 +38,12 @@ struct StreamRow {
 };
 
 StreamRow read_stream(pqxx::transaction_base& tx, const Session& session, int64_t stream_id) {
-  auto r = tx.exec_params(
-      fmt::format("SELECT partition_size, partitions_upto, {}, allow_drop_past_committed FROM "
-                  "{}.streams WHERE id = $1",
-                  to_epoch_ms("retention"), session.schema_sql()),
-      stream_id);
+  auto r =
+      exec(tx, kReadStream,
+           fmt::format("SELECT partition_size, partitions_upto, {}, allow_drop_past_committed FROM "
+                       "{}.streams WHERE id = $1",
+                       to_epoch_ms("retention"), session.schema_sql()),
+           stream_id);
   if (r.empty()) {
     throw StoreError(StoreError::Kind::kRejected, fmt::format("no stream with id {}", stream_id));
   }
@@ -46,7 +64,8 @@ pqxx::result lagging_groups(pqxx::transaction_base& tx, const std::string& s,
                             const std::string& part, const std::string& exceptions,
                             const std::string& cursors, int64_t last_id) {
   // The most lagging first: it is the one that holds retention back.
-  return tx.exec_params(
+  return exec(
+      tx, kLaggingGroups,
       fmt::format("SELECT c.group_id, g.name, (SELECT count(*) FROM {0} m WHERE m.id > "
                   "c.committed AND NOT EXISTS (SELECT 1 FROM {1} e WHERE e.group_id = "
                   "c.group_id AND e.message_id = m.id AND e.payload IS NOT NULL)), c.committed, "
@@ -79,7 +98,8 @@ std::string hold_text(const RetentionHolder& h) {
 }
 
 void set_lock_timeout(pqxx::transaction_base& tx, Millis timeout) {
-  tx.exec(fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, timeout.count())));
+  exec(tx, kJanitorLockTimeout,
+       fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, timeout.count())));
 }
 
 }  // namespace
@@ -164,8 +184,9 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
       set_lock_timeout(tx, settings.lock_timeout);
       // The advisory lock (store::ensure_partitions takes it too, in the same order) and the
       // reads assign no xid.
-      tx.exec_params("SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
-                     stream_id_);
+      exec(tx, kPartitionsLock,
+           "SELECT pg_advisory_xact_lock(hashtext('sqlstreams.partitions'), $1::integer)",
+           stream_id_);
       const StreamRow st = read_stream(tx, session_, stream_id_);
       int64_t drawn = last_drawn_id(tx, session_, stream_id_);
       auto before = partition_indexes(tx, session_, stream_id_);
@@ -180,24 +201,26 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
         return std::vector<PartitionRange>{};
       }
       // Never queues for the lock (see retry_busy_lock): busy = 55P03, tried again.
-      tx.exec(fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", tables_.messages));
+      exec(tx, kLockLogNowait,
+           fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", tables_.messages));
       check_fence(tx, session_, fence, "create partitions", FenceCheck::kLockRow);
       drawn = last_drawn_id(tx, session_, stream_id_);
-      const int64_t upto = tx.exec_params1(fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
-                                           stream_id_, drawn + ahead)[0]
-                               .as<int64_t>();
+      const int64_t upto =
+          exec1(tx, kEnsurePartitions, fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
+                stream_id_, drawn + ahead)[0]
+              .as<int64_t>();
       // Heal: a partition below `upto` that can still receive ids (its last id was not drawn
       // yet) must exist. Fully drawn missing partitions are never re-created: their ids are
       // gone.
       for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
         if (existing.count(k)) continue;
         auto r = range_of(tables_, k, size);
-        tx.exec(
-            fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
-                        "TO ({})",
-                        s, r.table, tables_.messages, r.first_id, r.last_id + 1));
+        exec(tx, kHealPartition,
+             fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
+                         "TO ({})",
+                         s, r.table, tables_.messages, r.first_id, r.last_id + 1));
         // Owned by sqlstreams_host like every partition, so any host can drop it (V004).
-        tx.exec_params(fmt::format("SELECT {}.give_to_host($1)", s), stream_id_);
+        exec(tx, kGiveToHost, fmt::format("SELECT {}.give_to_host($1)", s), stream_id_);
       }
       std::vector<PartitionRange> created;
       for (int64_t k : partition_indexes(tx, session_, stream_id_)) {
@@ -238,19 +261,20 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
         // Cheap first: the row with the highest id is about the newest; only when it is old enough
         // is the partition scanned for its true newest message. An empty partition is dated by the
         // first message after it.
-        auto last_row =
-            tx.exec_params(fmt::format("SELECT created_at < {} FROM {} ORDER BY id DESC LIMIT 1",
-                                       db_ago("$1"), part),
-                           retention);
+        auto last_row = exec(tx, kNewestRowAge,
+                             fmt::format("SELECT created_at < {} FROM {} ORDER BY id DESC LIMIT 1",
+                                         db_ago("$1"), part),
+                             retention);
         if (!last_row.empty() && !last_row[0][0].as<bool>()) {
           return keep(fmt::format("{} has messages newer than the retention", p.table));
         }
-        auto newest = tx.exec_params1(
-            fmt::format(
-                "SELECT coalesce((SELECT max(created_at) FROM {0}), (SELECT created_at FROM "
-                "{1} WHERE id > $1 ORDER BY id LIMIT 1)) < {2}",
-                part, tables_.messages, db_ago("$2")),
-            p.last_id, retention);
+        auto newest =
+            exec1(tx, kNewestMessageAge,
+                  fmt::format(
+                      "SELECT coalesce((SELECT max(created_at) FROM {0}), (SELECT created_at FROM "
+                      "{1} WHERE id > $1 ORDER BY id LIMIT 1)) < {2}",
+                      part, tables_.messages, db_ago("$2")),
+                  p.last_id, retention);
         if (newest[0].is_null()) return keep(fmt::format("{} has no message to date it", p.table));
         if (!newest[0].as<bool>()) {
           return keep(fmt::format("{} has messages newer than the retention", p.table));
@@ -276,11 +300,12 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
       const std::string part = fmt::format("{}.{}", s, p.table);
       pqxx::work tx(connection_of(session_));
       set_lock_timeout(tx, settings.lock_timeout);
-      if (!tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
+      if (!exec1(tx, kPartitionExists, "SELECT to_regclass($1) IS NOT NULL", part)[0].as<bool>()) {
         return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
       }
-      tx.exec(fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT",
-                          tables_.messages, part));
+      exec(tx, kLockForDrop,
+           fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT",
+                       tables_.messages, part));
       check_fence(tx, session_, fence, "drop partition", FenceCheck::kLockRow);
       const StreamRow st = read_stream(tx, session_, stream_id_);
       // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
@@ -300,21 +325,22 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
       for (const auto& row : lagging) {
         GroupLoss loss{row[0].as<int64_t>(), row[2].as<int64_t>()};
         if (loss.lost == 0) continue;
-        tx.exec_params(fmt::format("UPDATE {}.groups SET lost_messages = lost_messages + $2, "
-                                   "lost_through = GREATEST(coalesce(lost_through, 0), $3), "
-                                   "updated_at = now() WHERE id = $1",
-                                   s),
-                       loss.group_id, loss.lost, p.last_id);
+        exec(tx, kRecordLoss,
+             fmt::format("UPDATE {}.groups SET lost_messages = lost_messages + $2, "
+                         "lost_through = GREATEST(coalesce(lost_through, 0), $3), "
+                         "updated_at = now() WHERE id = $1",
+                         s),
+             loss.group_id, loss.lost, p.last_id);
         out.losses.push_back(loss);
       }
       // Dead letters outlive their message: make sure each one carries its payload.
-      tx.exec(
-          fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
-                      "message_key = m.message_key, message_created_at = m.created_at, updated_at "
-                      "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
-                      "e.payload IS NULL",
-                      tables_.exceptions, part));
-      tx.exec(fmt::format("DROP TABLE {}", part));
+      exec(tx, kKeepDeadPayloads,
+           fmt::format("UPDATE {} e SET payload = m.payload, schema_version = m.schema_version, "
+                       "message_key = m.message_key, message_created_at = m.created_at, updated_at "
+                       "= now() FROM {} m WHERE e.message_id = m.id AND e.status = 'dead' AND "
+                       "e.payload IS NULL",
+                       tables_.exceptions, part));
+      exec(tx, kDropPartition, fmt::format("DROP TABLE {}", part));
       tx.commit();
       return std::optional<DroppedPartition>(std::move(out));
     });

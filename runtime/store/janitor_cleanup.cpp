@@ -8,6 +8,21 @@
 #include "store/maintenance_pq.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kPartitionSize{"floor_partition_size"};
+constexpr StatementName kLockLaggingCursors{"lock_lagging_cursors"};
+constexpr StatementName kDropLeasesBelow{"drop_leases_below_floor"};
+constexpr StatementName kTrimLeases{"trim_leases_to_floor"};
+constexpr StatementName kRaiseCursors{"raise_cursors"};
+constexpr StatementName kDropExceptionsBelow{"drop_exceptions_below_floor"};
+constexpr StatementName kSweepSettings{"sweep_settings"};
+constexpr StatementName kSweepBounds{"sweep_bounds"};
+constexpr StatementName kSweep{"sweep"};
+constexpr StatementName kTrimAudit{"trim_audit"};
+
+}  // namespace
 
 // Why moving a cursor up to `floor` is safe, fence included (DESIGN §6.2):
 //  - floor is the last id below the oldest remaining partition, capped at the last id drawn.
@@ -39,18 +54,19 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
       return raised;
     }
     const int64_t size =
-        tx.exec_params1(fmt::format("SELECT partition_size FROM {}.streams WHERE id = $1", s),
-                        stream_id_)[0]
+        exec1(tx, kPartitionSize,
+              fmt::format("SELECT partition_size FROM {}.streams WHERE id = $1", s), stream_id_)[0]
             .as<int64_t>();
     const int64_t floor = std::min(ks.front() * size, last_drawn_id(tx, session_, stream_id_));
     if (floor <= 0) {
       tx.commit();
       return raised;
     }
-    auto rows = tx.exec_params(fmt::format("SELECT group_id, committed FROM {} WHERE committed < "
-                                           "$1 ORDER BY group_id FOR UPDATE",
-                                           tables_.cursors),
-                               floor);
+    auto rows = exec(tx, kLockLaggingCursors,
+                     fmt::format("SELECT group_id, committed FROM {} WHERE committed < "
+                                 "$1 ORDER BY group_id FOR UPDATE",
+                                 tables_.cursors),
+                     floor);
     std::vector<int64_t> groups;
     for (const auto& row : rows) {
       groups.push_back(row[0].as<int64_t>());
@@ -58,29 +74,32 @@ std::vector<CursorRaise> StreamJanitor::raise_floor(const WorkerFence* fence,
     }
     if (!groups.empty()) {
       const std::string ids = int_array(groups);
-      tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = ANY($1::bigint[]) AND high <= "
-                                 "$2",
-                                 tables_.leases),
-                     ids, floor);
-      tx.exec_params(fmt::format("UPDATE {} SET low = $2 WHERE group_id = ANY($1::bigint[]) AND "
-                                 "low < $2",
-                                 tables_.leases),
-                     ids, floor);
-      tx.exec_params(
-          fmt::format("UPDATE {} SET claimed = GREATEST(claimed, $2), committed = "
-                      "GREATEST(committed, $2), settled_head = GREATEST(settled_head, $2), "
-                      "pending_xid = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_xid END, "
-                      "pending_head = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_head "
-                      "END WHERE group_id = ANY($1::bigint[])",
-                      tables_.cursors),
-          ids, floor);
+      exec(tx, kDropLeasesBelow,
+           fmt::format("DELETE FROM {} WHERE group_id = ANY($1::bigint[]) AND high <= "
+                       "$2",
+                       tables_.leases),
+           ids, floor);
+      exec(tx, kTrimLeases,
+           fmt::format("UPDATE {} SET low = $2 WHERE group_id = ANY($1::bigint[]) AND "
+                       "low < $2",
+                       tables_.leases),
+           ids, floor);
+      exec(tx, kRaiseCursors,
+           fmt::format("UPDATE {} SET claimed = GREATEST(claimed, $2), committed = "
+                       "GREATEST(committed, $2), settled_head = GREATEST(settled_head, $2), "
+                       "pending_xid = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_xid END, "
+                       "pending_head = CASE WHEN pending_head <= $2 THEN NULL ELSE pending_head "
+                       "END WHERE group_id = ANY($1::bigint[])",
+                       tables_.cursors),
+           ids, floor);
     }
     // Exceptions that are not dead go with their message; a row that kept a payload (a dead
     // letter sent back for a retry) can still run without its log row, so it stays.
-    auto gone = tx.exec_params(fmt::format("DELETE FROM {} WHERE message_id <= $1 AND status <> "
-                                           "'dead' AND payload IS NULL",
-                                           tables_.exceptions),
-                               floor);
+    auto gone = exec(tx, kDropExceptionsBelow,
+                     fmt::format("DELETE FROM {} WHERE message_id <= $1 AND status <> "
+                                 "'dead' AND payload IS NULL",
+                                 tables_.exceptions),
+                     floor);
     if (exceptions_removed) *exceptions_removed += static_cast<int64_t>(gone.affected_rows());
     tx.commit();
     return raised;
@@ -93,7 +112,8 @@ int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const Worker
     const std::string& s = session_.schema_sql();
     pqxx::work tx(connection_of(session_));
     check_fence(tx, session_, fence, "sweep");
-    auto st = tx.exec_params1(
+    auto st = exec1(
+        tx, kSweepSettings,
         fmt::format("SELECT partition_size, {}, allow_drop_past_committed FROM {}.streams WHERE "
                     "id = $1",
                     to_epoch_ms("retention"), s),
@@ -105,10 +125,10 @@ int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const Worker
     const std::string part = tables_.partition(ks.front());
     // The head row stays (it keeps max(id) meaningful); without allow_drop_past_committed
     // nothing a group has not committed goes.
-    auto bounds =
-        tx.exec(fmt::format("SELECT (SELECT coalesce(max(id), 0) FROM {}), (SELECT "
-                            "min(committed) FROM {})",
-                            tables_.messages, tables_.cursors));
+    auto bounds = exec(tx, kSweepBounds,
+                       fmt::format("SELECT (SELECT coalesce(max(id), 0) FROM {}), (SELECT "
+                                   "min(committed) FROM {})",
+                                   tables_.messages, tables_.cursors));
     int64_t limit = bounds[0][0].as<int64_t>() - 1;
     if (!allow && !bounds[0][1].is_null()) limit = std::min(limit, bounds[0][1].as<int64_t>());
     limit = std::min(limit, (ks.front() + 1) * size);
@@ -117,7 +137,8 @@ int64_t StreamJanitor::sweep_batch(const JanitorSettings& settings, const Worker
     // The oldest rows by id, deleted when expired: created_at follows id closely (Rule 2), and
     // scanning a bounded prefix keeps each batch cheap. Dead letters get their payload first;
     // other exceptions go with their message; a lagging group's loss is counted.
-    auto r = tx.exec_params(
+    auto r = exec(
+        tx, kSweep,
         fmt::format(
             "WITH c AS (SELECT id, created_at FROM {0} WHERE id <= $1 ORDER BY id LIMIT $2), "
             "d AS (DELETE FROM {0} m USING c WHERE m.id = c.id AND c.created_at < {5} "
@@ -158,7 +179,8 @@ int64_t StreamJanitor::trim_audit_batch(const JanitorSettings& settings, const W
   return guarded(session_, "trim audit", [&] {
     pqxx::work tx(connection_of(session_));
     check_fence(tx, session_, fence, "trim audit");
-    auto r = tx.exec_params1(
+    auto r = exec1(
+        tx, kTrimAudit,
         fmt::format("WITH c AS (SELECT id, at FROM {0} ORDER BY id LIMIT $1), d AS (DELETE FROM "
                     "{0} a USING c WHERE a.id = c.id AND c.at < {1} RETURNING 1) SELECT count(*) "
                     "FROM d",

@@ -2,9 +2,18 @@
 
 #include <algorithm>
 
+#include "store/core/pq.hpp"
 #include "store/core/stream_tables.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kPartitionIndexes{"partition_indexes"};
+constexpr StatementName kLastDrawnId{"last_drawn_id"};
+constexpr StatementName kCheckFence{"check_fence"};
+
+}  // namespace
 
 std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session& session,
                                        int64_t stream_id) {
@@ -12,10 +21,10 @@ std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session
   const std::string& parent = t.messages;
   const std::string prefix = t.partition_prefix();
   std::vector<int64_t> out;
-  auto rows = tx.exec_params(
-      "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = "
-      "i.inhrelid WHERE i.inhparent = to_regclass($1)",
-      parent);
+  auto rows = exec(tx, kPartitionIndexes,
+                   "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = "
+                   "i.inhrelid WHERE i.inhparent = to_regclass($1)",
+                   parent);
   for (const auto& row : rows) {
     auto name = row[0].as<std::string>();
     if (name.rfind(prefix, 0) != 0) continue;
@@ -26,16 +35,17 @@ std::vector<int64_t> partition_indexes(pqxx::transaction_base& tx, const Session
 }
 
 int64_t last_drawn_id(pqxx::transaction_base& tx, const Session& session, int64_t stream_id) {
-  return tx
-      .exec(fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}",
-                        StreamTables(session.schema_sql(), stream_id).id_seq))[0][0]
+  return exec(tx, kLastDrawnId,
+              fmt::format("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {}",
+                          StreamTables(session.schema_sql(), stream_id).id_seq))[0][0]
       .as<int64_t>();
 }
 
 void check_fence(pqxx::transaction_base& tx, const Session& session, const WorkerFence* fence,
                  const char* what, FenceCheck mode) {
   if (!fence) return;
-  auto r = tx.exec_params(
+  auto r = exec(
+      tx, kCheckFence,
       fmt::format("SELECT 1 FROM {}.workers WHERE id = $1 AND token = "
                   "$2::uuid AND expires_at > {}{}",
                   session.schema_sql(), kDbNow, mode == FenceCheck::kLockRow ? " FOR SHARE" : ""),

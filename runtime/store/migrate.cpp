@@ -13,6 +13,19 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kMigrationsTable{"migrations_table_exists"};
+constexpr StatementName kAppliedMigrations{"applied_migrations"};
+constexpr StatementName kChecksum{"migration_checksum"};
+constexpr StatementName kLockHolders{"migrate_lock_holders"};
+constexpr StatementName kMigrateLockTimeout{"migrate_lock_timeout"};
+constexpr StatementName kMigrateLock{"migrate_lock"};
+constexpr StatementName kDefaultLockTimeout{"default_lock_timeout"};
+constexpr StatementName kCreateSchema{"create_schema"};
+constexpr StatementName kCreateMigrationsTable{"create_migrations_table"};
+constexpr StatementName kMigration{"migration"};
+constexpr StatementName kRecordMigration{"record_migration"};
+
 constexpr const char* kLockKey = "sqlstreams.migrate";
 
 std::string render(const EmbeddedMigration& m, const Session& session) {
@@ -34,20 +47,21 @@ struct Applied {
 // Reads applied rows (empty when the migrations table does not exist yet).
 std::map<int, Applied> read_applied(pqxx::transaction_base& tx, const Session& session) {
   std::map<int, Applied> applied;
-  auto exists =
-      tx.exec_params1("SELECT to_regclass($1) IS NOT NULL", session.schema_sql() + ".migrations")[0]
-          .as<bool>();
+  auto exists = exec1(tx, kMigrationsTable, "SELECT to_regclass($1) IS NOT NULL",
+                      session.schema_sql() + ".migrations")[0]
+                    .as<bool>();
   if (!exists) return applied;
   for (const auto& row :
-       tx.exec(fmt::format("SELECT version, file, checksum FROM {}.migrations ORDER BY version",
-                           session.schema_sql()))) {
+       exec(tx, kAppliedMigrations,
+            fmt::format("SELECT version, file, checksum FROM {}.migrations ORDER BY version",
+                        session.schema_sql()))) {
     applied[row[0].as<int>()] = Applied{row[1].as<std::string>(), row[2].as<std::string>()};
   }
   return applied;
 }
 
 std::string checksum_of(pqxx::transaction_base& tx, const char* sql) {
-  return tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", sql)[0]
+  return exec1(tx, kChecksum, "SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", sql)[0]
       .as<std::string>();
 }
 
@@ -91,7 +105,8 @@ std::string clean(std::string text) {
 std::string lock_holders(pqxx::connection& conn) {
   pqxx::read_transaction tx(conn);
   // A bigint advisory key is stored as classid (high 32 bits) and objid (low 32), objsubid 1.
-  auto rows = tx.exec_params(
+  auto rows = exec(
+      tx, kLockHolders,
       "SELECT l.pid, coalesce(a.usename::text, '?'), coalesce(a.application_name, ''), "
       "coalesce(host(a.client_addr), 'local socket or hidden'), "
       "coalesce(to_char(a.xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), '?') "
@@ -135,9 +150,10 @@ std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
     tx_holder.emplace(conn);
     pqxx::work& tx = *tx_holder;
     // Any role may take this lock: wait a bounded time, then name who holds it.
-    tx.exec(fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, lock_timeout.count())));
+    exec(tx, kMigrateLockTimeout,
+         fmt::format("SET LOCAL lock_timeout = {}", std::max<int64_t>(1, lock_timeout.count())));
     try {
-      tx.exec_params("SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
+      exec(tx, kMigrateLock, "SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
     } catch (const pqxx::sql_error& e) {
       if (condition_of(e.sqlstate()) != Condition::kLockNotAvailable) throw;
       timed_out = true;
@@ -146,22 +162,25 @@ std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
       tx_holder.reset();  // roll back the failed transaction before asking who holds the lock
       throw_lock_timeout(conn, lock_timeout);
     }
-    tx.exec("SET LOCAL lock_timeout TO DEFAULT");  // the DDL below waits as long as it must
-    tx.exec(fmt::format("CREATE SCHEMA IF NOT EXISTS {}", session.schema_sql()));
-    tx.exec(fmt::format(
-        "CREATE TABLE IF NOT EXISTS {}.migrations (version integer PRIMARY KEY, file text NOT "
-        "NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-        session.schema_sql()));
+    exec(tx, kDefaultLockTimeout,
+         "SET LOCAL lock_timeout TO DEFAULT");  // the DDL below waits as long as it must
+    exec(tx, kCreateSchema, fmt::format("CREATE SCHEMA IF NOT EXISTS {}", session.schema_sql()));
+    exec(tx, kCreateMigrationsTable,
+         fmt::format(
+             "CREATE TABLE IF NOT EXISTS {}.migrations (version integer PRIMARY KEY, file text NOT "
+             "NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+             session.schema_sql()));
     auto applied = read_applied(tx, session);
     verify(tx, applied);
     std::vector<std::string> done;
     for (const auto& m : embedded_migrations()) {
       if (applied.count(m.version)) continue;
-      tx.exec(render(m, session));
-      tx.exec_params(fmt::format("INSERT INTO {}.migrations (version, file, checksum) VALUES ($1, "
-                                 "$2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
-                                 session.schema_sql()),
-                     m.version, m.file, m.sql);
+      exec(tx, kMigration, render(m, session));
+      exec(tx, kRecordMigration,
+           fmt::format("INSERT INTO {}.migrations (version, file, checksum) VALUES ($1, "
+                       "$2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
+                       session.schema_sql()),
+           m.version, m.file, m.sql);
       done.emplace_back(m.file);
     }
     tx.commit();

@@ -10,6 +10,18 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kDeadAudit{"dead_letter_audit"};
+constexpr StatementName kListDead{"list_dead"};
+constexpr StatementName kFindDead{"find_dead"};
+constexpr StatementName kDeliveryHistory{"delivery_history"};
+constexpr StatementName kRetryDead{"retry_dead"};
+constexpr StatementName kDiscardDead{"discard_dead"};
+constexpr StatementName kRewindLockCursor{"rewind_lock_cursor"};
+constexpr StatementName kRewindPosition{"rewind_position"};
+constexpr StatementName kRewindCursor{"rewind_cursor"};
+constexpr StatementName kRewindAudit{"rewind_audit"};
+
 // Refuses filters that could only mean a mistake: a negative id used to read as "no filter".
 void check_filter(const DeadFilter& f) {
   auto bad = [](const std::string& what) { throw StoreError(StoreError::Kind::kRejected, what); };
@@ -54,11 +66,12 @@ void audit(pqxx::transaction_base& tx, const Session& s, const GroupRef& g,
            const std::vector<int64_t>& ids, const std::string& outcome, const std::string& note,
            const std::string& actor) {
   if (ids.empty()) return;
-  tx.exec_params(fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
-                             "outcome, error, host) SELECT $1, id, 0, $3, $4, $5 FROM "
-                             "unnest($2::bigint[]) AS id",
-                             tables_of(s, g).deliveries),
-                 g.id, int_array(ids), outcome, note, actor);
+  exec(tx, kDeadAudit,
+       fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
+                   "outcome, error, host) SELECT $1, id, 0, $3, $4, $5 FROM "
+                   "unnest($2::bigint[]) AS id",
+                   tables_of(s, g).deliveries),
+       g.id, int_array(ids), outcome, note, actor);
 }
 
 DeadLetter dead_from_row(const pqxx::row& row) {
@@ -85,11 +98,11 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
-    auto rows =
-        tx.exec_params(fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
-                                   dead_select(session, group), filter_sql()),
-                       group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-                       nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
+    auto rows = exec(tx, kListDead,
+                     fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
+                                 dead_select(session, group), filter_sql()),
+                     group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                     nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
     return out;
@@ -99,10 +112,11 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
 std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id) {
   return guarded(session, "show dead letter", [&]() -> std::optional<DeadLetter> {
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = tx.exec_params(fmt::format("{} WHERE e.group_id = $1 AND e.message_id = $2 AND "
-                                           "e.status = 'dead'",
-                                           dead_select(session, group)),
-                               group.id, message_id);
+    auto rows = exec(tx, kFindDead,
+                     fmt::format("{} WHERE e.group_id = $1 AND e.message_id = $2 AND "
+                                 "e.status = 'dead'",
+                                 dead_select(session, group)),
+                     group.id, message_id);
     if (rows.empty()) return std::nullopt;
     return dead_from_row(rows[0]);
   });
@@ -112,7 +126,8 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
                                              int64_t message_id) {
   return guarded(session, "delivery history", [&] {
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = tx.exec_params(
+    auto rows = exec(
+        tx, kDeliveryHistory,
         fmt::format("SELECT attempt, outcome, coalesce(error, ''), coalesce(host, ''), {} FROM "
                     "{} WHERE group_id = $1 AND message_id = $2 ORDER BY id",
                     to_epoch_ms("at"), tables_of(session, group).deliveries),
@@ -134,15 +149,16 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
     // `status = 'dead'` again on the row being changed: the subquery's snapshot may be older
     // than a concurrent change (a claim made it `inflight`), and only the outer WHERE is
     // re-checked against the row's newest version.
-    auto rows = tx.exec_params(
-        fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
-                    "can_run_after = {1}, lease_token = NULL, "
-                    "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
-                    "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
-                    "group_id = $1 AND status = 'dead' RETURNING message_id",
-                    tables_of(session, group).exceptions, kDbNow, filter_sql()),
-        group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-        nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
+    auto rows =
+        exec(tx, kRetryDead,
+             fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
+                         "can_run_after = {1}, lease_token = NULL, "
+                         "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
+                         "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
+                         "group_id = $1 AND status = 'dead' RETURNING message_id",
+                         tables_of(session, group).exceptions, kDbNow, filter_sql()),
+             group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+             nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
     audit(tx, session, group, ids, "operator-retry", "sent back to ready with a fresh budget",
@@ -157,13 +173,14 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
   return guarded(session, "discard dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
-    auto rows = tx.exec_params(
-        fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
-                    "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
-                    "status = 'dead' RETURNING message_id",
-                    tables_of(session, group).exceptions, filter_sql()),
-        group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-        nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
+    auto rows =
+        exec(tx, kDiscardDead,
+             fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
+                         "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
+                         "status = 'dead' RETURNING message_id",
+                         tables_of(session, group).exceptions, filter_sql()),
+             group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+             nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
     std::vector<int64_t> ids;
     for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
     audit(tx, session, group, ids, "operator-discard", "dead letter discarded", actor);
@@ -177,10 +194,11 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
   return guarded(session, "rewind group", [&] {
     const StreamTables t = tables_of(session, group);
     pqxx::work tx(connection_of(session));
-    auto cur = tx.exec_params1(fmt::format("SELECT claimed, committed FROM {} WHERE "
-                                           "group_id = $1 FOR UPDATE",
-                                           t.cursors),
-                               group.id);
+    auto cur = exec1(tx, kRewindLockCursor,
+                     fmt::format("SELECT claimed, committed FROM {} WHERE "
+                                 "group_id = $1 FOR UPDATE",
+                                 t.cursors),
+                     group.id);
     if (to_id && *to_id < 0) {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("cannot rewind group '{}' to {}: positions are >= 0 (0 "
@@ -194,7 +212,7 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
       r.position = *to_id;
     } else {
       r.position =
-          tx.exec_params1(
+          exec1(tx, kRewindPosition,
                 fmt::format("SELECT coalesce((SELECT min(id) - 1 FROM {0} WHERE created_at "
                             ">= {1}), (SELECT coalesce(max(id), 0) FROM {0}))",
                             t.messages, from_epoch_ms("$1")),
@@ -209,18 +227,19 @@ RewindResult rewind_group(Session& session, const GroupRef& group, std::optional
     }
     // settled_head stays: it is a proven bound and still true. The generation bump makes an
     // advancer that read its target before this rewind write nothing (DESIGN §6.5).
-    tx.exec_params(fmt::format("UPDATE {} SET claimed = $2, committed = LEAST(committed, "
-                               "$2), generation = generation + 1 WHERE group_id = $1",
-                               t.cursors),
-                   group.id, r.position);
-    tx.exec_params(
-        fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
-                    "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
-                    t.deliveries),
-        group.id, r.position,
-        fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
-                    r.committed_before, r.position),
-        actor);
+    exec(tx, kRewindCursor,
+         fmt::format("UPDATE {} SET claimed = $2, committed = LEAST(committed, "
+                     "$2), generation = generation + 1 WHERE group_id = $1",
+                     t.cursors),
+         group.id, r.position);
+    exec(tx, kRewindAudit,
+         fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
+                     "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
+                     t.deliveries),
+         group.id, r.position,
+         fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
+                     r.committed_before, r.position),
+         actor);
     tx.commit();
     return r;
   });

@@ -11,6 +11,19 @@
 #include "store/core/stream_tables.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp). The prepared ones: sqlstreams_<name>, and
+// sqlstreams_produce_<stream id>_<variant> for the INSERTs.
+constexpr StatementName kStreamState{"producer_stream"};
+constexpr StatementName kMeasurePayloads{"measure_payloads"};
+constexpr StatementName kParsePayload{"parse_payload"};
+constexpr StatementName kLastValue{"heal_last_value"};
+constexpr StatementName kOwnXidNotify{"own_xid_notify"};
+constexpr StatementName kOwnXid{"own_xid"};
+constexpr StatementName kProduce{"produce"};
+
+}  // namespace
 
 Producer::Producer(Session& session) : session_(session) {}
 
@@ -19,7 +32,8 @@ Producer::StreamState& Producer::stream_state(const std::string& stream) {
   if (it != streams_.end()) return it->second;
   return guarded(session_, "produce", [&]() -> StreamState& {
     pqxx::nontransaction tx(connection_of(session_));
-    auto r = tx.exec_params(
+    auto r = exec(
+        tx, kStreamState,
         fmt::format("SELECT id, name, partition_size, max_payload_bytes, notify, partitions_upto "
                     "FROM {}.streams WHERE name = $1",
                     session_.schema_sql()),
@@ -62,11 +76,10 @@ std::vector<int64_t> Producer::stored_sizes(const std::vector<std::string>& payl
   return guarded(session_, "measure payloads", [&] {
     auto& conn = connection_of(session_);
     pqxx::nontransaction tx(conn);
-    auto r = tx.exec_prepared(
-        prepared(conn, "sqlstreams_measure_payloads",
-                 "SELECT octet_length(e.p::text) FROM unnest($1::jsonb[]) WITH ORDINALITY "
-                 "AS e(p, n) ORDER BY e.n"),
-        pqxx::binarystring(array.data(), array.size()));
+    static const Statement kMeasure{prepared_name(kMeasurePayloads),
+                                    "SELECT octet_length(e.p::text) FROM unnest($1::jsonb[]) "
+                                    "WITH ORDINALITY AS e(p, n) ORDER BY e.n"};
+    auto r = exec_prepared(tx, conn, kMeasure, pqxx::binarystring(array.data(), array.size()));
     std::vector<int64_t> out;
     out.reserve(r.size());
     for (const auto& row : r) out.push_back(row[0].as<int64_t>());
@@ -87,17 +100,17 @@ std::optional<std::string> Producer::locate_bad_payload(const std::vector<NewMes
       guarded(session_, "check payload", [&] {
         auto& conn = connection_of(session_);
         pqxx::nontransaction tx(conn);
-        tx.exec_prepared(
-            prepared(conn, "sqlstreams_parse_payload", "SELECT count(*) FROM unnest($1::jsonb[])"),
-            pqxx::binarystring(one.data(), one.size()));
+        static const Statement kParse{prepared_name(kParsePayload),
+                                      "SELECT count(*) FROM unnest($1::jsonb[])"};
+        exec_prepared(tx, conn, kParse, pqxx::binarystring(one.data(), one.size()));
       });
     } catch (const StoreError& e) {
       if (!e.deterministic() && e.condition() != Condition::kProgramLimit) throw;
       std::string what = e.what();
-      // "check payload: ERROR:  invalid input syntax ...\nDETAIL: ...": keep the first lines.
-      const std::string prefix = "check payload: ";
-      if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
-      if (what.rfind("ERROR:  ", 0) == 0) what.erase(0, 8);
+      // "check payload: statement sqlstreams_parse_payload: ERROR:  invalid input syntax
+      // ...\nDETAIL: ...": keep what PostgreSQL said, its first lines.
+      const std::string error = "ERROR:  ";
+      if (auto at = what.find(error); at != std::string::npos) what.erase(0, at + error.size());
       if (auto cut = what.find("\nCONTEXT:"); cut != std::string::npos) what.erase(cut);
       return fmt::format("payload {} of the batch: {}", i + 1, what);
     }
@@ -142,9 +155,9 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
     // producers keep drawing meanwhile.
     const int64_t drawn = guarded(session_, "heal partitions", [&] {
       pqxx::nontransaction tx(connection_of(session_));
-      return tx
-          .exec(fmt::format("SELECT last_value FROM {}",
-                            StreamTables(session_.schema_sql(), st.ref.id).id_seq))[0][0]
+      return exec(tx, kLastValue,
+                  fmt::format("SELECT last_value FROM {}",
+                              StreamTables(session_.schema_sql(), st.ref.id).id_seq))[0][0]
           .as<int64_t>();
     });
     st.partitions_upto = ensure_partitions(
@@ -156,7 +169,7 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
 size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
                                 bool any_key, bool check) {
   const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
-  std::string& sql = st.insert_sql[variant];
+  std::string& sql = st.insert[variant].sql;
   if (sql.empty()) {
     const StreamTables tables(schema_sql, st.ref.id);
     // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
@@ -177,7 +190,7 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
                             "$5::integer) ELSE true END) ",
                             schema_sql)
               : std::string());
-    st.insert_name[variant] = fmt::format("sqlstreams_produce_{}_{}", st.ref.id, variant);
+    st.insert[variant].name = fmt::format("{}_{}", prepared_name(kProduce, st.ref.id), variant);
   }
   return variant;
 }
@@ -224,11 +237,12 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
     pqxx::work tx(conn);
     // Rule 1: own an xid before drawing any id.
     if (st.ref.notify) {
-      tx.exec_prepared(prepared(conn, "sqlstreams_own_xid_notify",
-                                "SELECT pg_current_xact_id(), pg_notify($1, '')"),
-                       StreamTables(session_.schema_sql(), st.ref.id).channel());
+      static const Statement kNotify{prepared_name(kOwnXidNotify),
+                                     "SELECT pg_current_xact_id(), pg_notify($1, '')"};
+      exec_prepared(tx, conn, kNotify, StreamTables(session_.schema_sql(), st.ref.id).channel());
     } else {
-      tx.exec_prepared(prepared(conn, "sqlstreams_own_xid", "SELECT pg_current_xact_id()"));
+      static const Statement kXid{prepared_name(kOwnXid), "SELECT pg_current_xact_id()"};
+      exec_prepared(tx, conn, kXid);
     }
     std::vector<int64_t> out;
     out.reserve(messages.size());
@@ -252,14 +266,13 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
       const std::string array = jsonb_binary_array(payloads);
       // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
       const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, check);
-      const std::string& name = prepared(conn, st.insert_name[v], st.insert_sql[v]);
       const pqxx::binarystring bytes(array.data(), array.size());
       const std::string versions_param = any_version ? int_array(versions) : "{}";
       const std::string keys_param = any_key ? text_array(keys) : "{}";
-      pqxx::result r = check
-                           ? tx.exec_prepared(name, bytes, versions_param, keys_param,
-                                              static_cast<int64_t>(begin), st.ref.max_payload_bytes)
-                           : tx.exec_prepared(name, bytes, versions_param, keys_param);
+      pqxx::result r =
+          check ? exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param,
+                                static_cast<int64_t>(begin), st.ref.max_payload_bytes)
+                : exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
       for (const auto& row : r) out.push_back(row[0].as<int64_t>());
       if (options.progress) options.progress(out.size());
     }

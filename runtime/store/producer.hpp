@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "store/catalog.hpp"
+#include "store/core/statement.hpp"
 #include "store/session.hpp"
 
 namespace sqlstreams::store {
@@ -85,13 +86,13 @@ class Producer {
     int64_t partitions_upto = 0;
     // The prepared INSERT per variant (payloads checked in SQL, schema_version column sent,
     // message_key column sent).
-    std::array<std::string, 8> insert_sql, insert_name;
+    std::array<Statement, 8> insert;
   };
   StreamState& stream_state(const std::string& stream);
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
                                     const BatchOptions& options);
 
-  // Builds (once) the INSERT of a variant; returns its index in insert_sql / insert_name.
+  // Builds (once) the INSERT of a variant; returns its index in `insert`.
   static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
                                bool any_key, bool check);
   // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.

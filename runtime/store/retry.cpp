@@ -15,6 +15,16 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kUpdateFailures{"update_failures"};
+constexpr StatementName kClaimRetries{"claim_retries"};
+constexpr StatementName kRetryMessages{"retry_messages"};
+constexpr StatementName kDropOrphans{"drop_orphan_retries"};
+constexpr StatementName kRetrySucceeded{"retry_succeeded"};
+constexpr StatementName kRetryHandBack{"retry_hand_back"};
+constexpr StatementName kRetryXid{"retry_xid"};
+constexpr StatementName kRenewRetryLeases{"renew_retry_leases"};
+
 struct TokenFailure {
   std::string token;
   FailedMessage failure;
@@ -38,23 +48,24 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
     err.push_back(d.error);
     payload.push_back(d.payload);
   }
-  auto r = tx.exec_params(
-      fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
-                  "can_run_after = {2}, last_error = u.err, "
-                  "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
-                  "lease_expires_at = NULL, updated_at = now(), "
-                  "schema_version = coalesce(e.schema_version, m.schema_version), "
-                  "message_key = coalesce(e.message_key, m.message_key), "
-                  "message_created_at = coalesce(e.message_created_at, m.created_at) "
-                  "FROM unnest($2::bigint[], "
-                  "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
-                  "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
-                  "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
-                  "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
-                  "RETURNING e.message_id",
-                  table, messages, db_in("u.after")),
-      group_id, int_array(ids), text_array(tok), text_array(status), int_array(att), int_array(del),
-      int_array(after), text_array(err), text_array(payload));
+  auto r =
+      exec(tx, kUpdateFailures,
+           fmt::format("UPDATE {0} e SET status = u.st, attempts = u.att, delays = u.del, "
+                       "can_run_after = {2}, last_error = u.err, "
+                       "payload = coalesce(u.p::jsonb, e.payload), lease_token = NULL, "
+                       "lease_expires_at = NULL, updated_at = now(), "
+                       "schema_version = coalesce(e.schema_version, m.schema_version), "
+                       "message_key = coalesce(e.message_key, m.message_key), "
+                       "message_created_at = coalesce(e.message_created_at, m.created_at) "
+                       "FROM unnest($2::bigint[], "
+                       "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
+                       "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
+                       "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
+                       "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                       "RETURNING e.message_id",
+                       table, messages, db_in("u.after")),
+           group_id, int_array(ids), text_array(tok), text_array(status), int_array(att),
+           int_array(del), int_array(after), text_array(err), text_array(payload));
   for (const auto& row : r) ours.insert(row[0].as<int64_t>());
 }
 
@@ -111,7 +122,8 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
-    auto rows = tx.exec_params(
+    auto rows = exec(
+        tx, kClaimRetries,
         fmt::format(
             "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND {1} "
             "ORDER BY can_run_after LIMIT $3 FOR UPDATE SKIP LOCKED) "
@@ -157,9 +169,10 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
       tx.commit();
       return out;
     }
-    auto msgs = tx.exec_params(fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])",
-                                           message_columns(), tables_.messages),
-                               int_array(ids));
+    auto msgs = exec(tx, kRetryMessages,
+                     fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])",
+                                 message_columns(), tables_.messages),
+                     int_array(ids));
     for (const auto& row : msgs) {
       StoredMessage m = message_from_row(row);
       out[by_id[m.id]].message = std::move(m);
@@ -180,10 +193,11 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
       runnable.push_back(std::move(c));
     }
     if (!orphans.empty()) {
-      tx.exec_params(fmt::format("DELETE FROM {} WHERE group_id = $1 AND message_id = "
-                                 "ANY($2::bigint[]) AND status = 'inflight'",
-                                 tables_.exceptions),
-                     group_id_, int_array(orphans));
+      exec(tx, kDropOrphans,
+           fmt::format("DELETE FROM {} WHERE group_id = $1 AND message_id = "
+                       "ANY($2::bigint[]) AND status = 'inflight'",
+                       tables_.exceptions),
+           group_id_, int_array(orphans));
     }
     tx.commit();
     return runnable;
@@ -216,7 +230,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
       for (const auto& row : r) ours.insert(row[0].as<int64_t>());
     };
     if (!ok_ids.empty()) {
-      collect(tx.exec_params(
+      collect(exec(
+          tx, kRetrySucceeded,
           fmt::format("DELETE FROM {} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
                       "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                       "RETURNING e.message_id",
@@ -232,7 +247,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
       }
     }
     if (!back_ids.empty()) {
-      collect(tx.exec_params(
+      collect(exec(
+          tx, kRetryHandBack,
           fmt::format("UPDATE {} e SET status = 'ready', lease_token = NULL, lease_expires_at = "
                       "NULL, updated_at = now() FROM unnest($2::bigint[], $3::uuid[]) AS u(id, "
                       "tok) WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = "
@@ -258,7 +274,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     if (!ours.empty()) {
       // Something was written: remember the transaction, in case its COMMIT is in doubt.
       in_doubt_ = InDoubtCommit{
-          tx.exec("SELECT pg_current_xact_id()::text")[0][0].as<std::string>(), committed};
+          exec(tx, kRetryXid, "SELECT pg_current_xact_id()::text")[0][0].as<std::string>(),
+          committed};
     }
     try {
       tx.commit();
@@ -278,7 +295,8 @@ std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::s
   if (tokens.empty()) return {};
   return guarded(session_, "renew retry leases", [&] {
     pqxx::nontransaction tx(connection_of(session_));
-    auto r = tx.exec_params(
+    auto r = exec(
+        tx, kRenewRetryLeases,
         fmt::format("UPDATE {} SET lease_expires_at = {} WHERE group_id = $1 AND lease_token = "
                     "ANY($2::uuid[]) RETURNING lease_token::text",
                     tables_.exceptions, db_in("$3")),

@@ -6,13 +6,19 @@
 #include "store/group_store.hpp"
 
 namespace sqlstreams::store {
+namespace {
+
+constexpr StatementName kNextRetryDue{"next_retry_due"};  // store/core/statement.hpp
+
+}  // namespace
 
 std::optional<Millis> GroupStore::next_retry_due() {
   return guarded(session_, "next retry due", [&]() -> std::optional<Millis> {
     pqxx::nontransaction tx(connection_of(session_));
     // Two index-ordered probes (exceptions_N_due is on (group_id, can_run_after) for non-dead
     // rows), measured from the database clock the claim compares with.
-    auto row = tx.exec_params1(
+    auto row = exec1(
+        tx, kNextRetryDue,
         fmt::format("SELECT {}",
                     to_epoch_ms(fmt::format(
                         "LEAST((SELECT can_run_after FROM {0} WHERE group_id = $1 AND status = "

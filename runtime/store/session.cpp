@@ -69,7 +69,15 @@ pqxx::connection& connection_of(Session& session) {
   return *session.impl().conn;
 }
 
-void rethrow_as_store_error(Session& session, const char* what) {
+void rethrow_as_store_error(Session& session, const char* operation) {
+  // "claim: statement sqlstreams_claim_lock_3" when a named statement failed (core/pq.hpp).
+  std::string what = operation;
+  try {
+    throw;
+  } catch (const FailedStatement& f) {
+    what += ": statement " + f.statement();
+  } catch (...) {
+  }
   auto trimmed = [](std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;

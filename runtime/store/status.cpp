@@ -12,6 +12,14 @@
 namespace sqlstreams::store {
 namespace {
 
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kStatusGroups{"status_groups"};
+constexpr StatementName kStatusHead{"status_head"};
+constexpr StatementName kStatusOldest{"status_oldest"};
+constexpr StatementName kStatusStreams{"status_streams"};
+constexpr StatementName kStatusWorkers{"status_workers"};
+constexpr StatementName kStatusHosts{"status_hosts"};
+
 SysTime time_of(const pqxx::field& f) { return time_from_epoch_ms(f.as<int64_t>()); }
 
 std::optional<std::string> opt_text(const pqxx::field& f) {
@@ -23,7 +31,8 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
   const std::string& s = session.schema_sql();
   const int64_t n = st.id;
   const StreamTables t(s, n);
-  auto rows = tx.exec_params(
+  auto rows = exec(
+      tx, kStatusGroups,
       fmt::format(
           "SELECT g.id, g.name, c.claimed, c.committed, g.lost_messages, g.lost_through, "
           "(SELECT count(*) FROM {6} l WHERE l.group_id = g.id AND l.expires_at > {2}), "
@@ -99,9 +108,11 @@ StreamStatus read_stream(pqxx::transaction_base& tx, const Session& session, con
   st.janitor = opt_text(row[6]);
   const std::string messages = StreamTables(session.schema_sql(), st.id).messages;
   st.head =
-      tx.exec(fmt::format("SELECT coalesce(max(id), 0) FROM {}", messages))[0][0].as<int64_t>();
-  auto oldest = tx.exec(fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1",
-                                    to_epoch_ms("created_at"), messages));
+      exec(tx, kStatusHead, fmt::format("SELECT coalesce(max(id), 0) FROM {}", messages))[0][0]
+          .as<int64_t>();
+  auto oldest = exec(tx, kStatusOldest,
+                     fmt::format("SELECT id, {} FROM {} ORDER BY id LIMIT 1",
+                                 to_epoch_ms("created_at"), messages));
   if (!oldest.empty()) {
     st.oldest_id = oldest[0][0].as<int64_t>();
     st.oldest_age = now - time_of(oldest[0][1]);
@@ -126,7 +137,8 @@ FleetStatus read_status(Session& session, SysTime now) {
     FleetStatus fleet;
     fleet.now = now;
     std::map<std::string, std::string> labels;  // worker owner → readable name
-    auto streams = tx.exec(
+    auto streams = exec(
+        tx, kStatusStreams,
         fmt::format("SELECT s.id, s.name, s.partition_size, s.partitions_upto, {2}, "
                     "s.allow_drop_past_committed, (SELECT w.holder FROM {0}.workers w WHERE "
                     "w.kind = 'janitor' AND w.owner = 'stream:' || s.id AND w.expires_at > {1}) "
@@ -141,9 +153,10 @@ FleetStatus read_status(Session& session, SysTime now) {
       }
     }
     auto workers =
-        tx.exec(fmt::format("SELECT kind, owner, holder, {}, coalesce(expires_at > {}, false) FROM "
-                            "{}.workers ORDER BY kind, owner",
-                            to_epoch_ms("expires_at"), kDbNow, s));
+        exec(tx, kStatusWorkers,
+             fmt::format("SELECT kind, owner, holder, {}, coalesce(expires_at > {}, false) FROM "
+                         "{}.workers ORDER BY kind, owner",
+                         to_epoch_ms("expires_at"), kDbNow, s));
     std::map<std::string, std::vector<std::string>> held;  // holder → labels
     for (const auto& row : workers) {
       WorkerStatus w;
@@ -156,10 +169,11 @@ FleetStatus read_status(Session& session, SysTime now) {
       if (w.live && w.holder) held[*w.holder].push_back(w.label);
       fleet.workers.push_back(std::move(w));
     }
-    auto hosts = tx.exec(
-        fmt::format("SELECT id, name, pid, version, {}, {}, coalesce(expires_at > {}, false) "
-                    "FROM {}.hosts ORDER BY name, pid",
-                    to_epoch_ms("started_at"), to_epoch_ms("heartbeat_at"), kDbNow, s));
+    auto hosts =
+        exec(tx, kStatusHosts,
+             fmt::format("SELECT id, name, pid, version, {}, {}, coalesce(expires_at > {}, false) "
+                         "FROM {}.hosts ORDER BY name, pid",
+                         to_epoch_ms("started_at"), to_epoch_ms("heartbeat_at"), kDbNow, s));
     for (const auto& row : hosts) {
       HostStatus h;
       h.id = row[0].as<int64_t>();

@@ -65,13 +65,6 @@ inline StoredMessage message_from_row(const pqxx::row& row) {
   return m;
 }
 
-// Registers `sql` as the prepared statement `name` on `conn` and returns the name.
-inline const std::string& prepared(pqxx::connection& conn, const std::string& name,
-                                   const std::string& sql) {
-  conn.prepare(name, sql);
-  return name;
-}
-
 // Carried by the libpqxx exceptions the helpers rethrow: which statement failed.
 class FailedStatement {
  public:
@@ -95,6 +88,11 @@ class NamedBrokenConnection : public pqxx::broken_connection, public FailedState
   NamedBrokenConnection(std::string name, const pqxx::broken_connection& e)
       : pqxx::broken_connection(e.what()), FailedStatement(std::move(name)) {}
 };
+class NamedFailure : public pqxx::failure, public FailedStatement {
+ public:
+  NamedFailure(std::string name, const pqxx::failure& e)
+      : pqxx::failure(e.what()), FailedStatement(std::move(name)) {}
+};
 
 // Runs `fn`, rethrowing a statement failure as its named twin.
 template <class Fn>
@@ -107,6 +105,10 @@ auto named(std::string_view name, Fn&& fn) -> decltype(fn()) {
     throw NamedSqlError(std::string(name), e);
   } catch (const pqxx::broken_connection& e) {
     throw NamedBrokenConnection(std::string(name), e);
+  } catch (const pqxx::in_doubt_error&) {
+    throw;  // a COMMIT's outcome: not a statement's failure
+  } catch (const pqxx::failure& e) {
+    throw NamedFailure(std::string(name), e);
   }
 }
 
