@@ -14,7 +14,7 @@
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
 #include "service/reload_plan.hpp"
-#include "store/catalog.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
 namespace {

@@ -15,7 +15,7 @@
 #include <map>
 
 #include "service/host.hpp"
-#include "store/catalog.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
 namespace {

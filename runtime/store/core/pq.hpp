@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "store/connection/session.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/core/statement.hpp"
-#include "store/group_store.hpp"
-#include "store/session.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::store {
 

@@ -1,5 +1,5 @@
-// store/sql_array — INTERNAL: PostgreSQL array literals for bulk parameters ($1::bigint[] ...),
-// since libpqxx 6.4 cannot bind containers; and the binary wire format of a jsonb[] parameter
+// store/core/sql_array — INTERNAL: PostgreSQL array literals for bulk parameters ($1::bigint[]
+// ...), since libpqxx 6.4 cannot bind containers; and the binary wire format of a jsonb[] parameter
 // (the producer's payload transport: no escaping, exact lengths, each element parsed on its own).
 // Threading: pure functions.
 #pragma once
