@@ -23,6 +23,17 @@ constexpr StatementName kForgetHosts{"forget_silent_hosts"};
 constexpr StatementName kLiveHosts{"live_hosts"};
 constexpr StatementName kUnregisterHost{"unregister_host"};
 
+// Worker keys as the two text[] parameters the statements unnest.
+struct KeyArrays {
+  explicit KeyArrays(const std::vector<WorkerKey>& keys) {
+    for (const auto& key : keys) {
+      kinds.push_back(key.kind);
+      owners.push_back(key.owner);
+    }
+  }
+  std::vector<std::string> kinds, owners;
+};
+
 std::vector<int64_t> ids_of(const std::vector<WorkerLease>& leases) {
   std::vector<int64_t> ids;
   for (const auto& l : leases) ids.push_back(l.id);
@@ -43,11 +54,7 @@ std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::stri
   // One order for every host: concurrent multi-row upserts then cannot deadlock.
   std::vector<WorkerKey> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
-  std::vector<std::string> kinds, owners;
-  for (const auto& k : sorted) {
-    kinds.push_back(k.kind);
-    owners.push_back(k.owner);
-  }
+  const KeyArrays k(sorted);
   return guarded(session, "acquire worker leases", [&] {
     pqxx::nontransaction tx(connection_of(session));
     // ON CONFLICT locks the existing row; a racing host re-checks the WHERE against the winner's
@@ -62,7 +69,7 @@ std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::stri
                     "w.expires_at IS NULL OR w.expires_at < {2} OR w.holder = EXCLUDED.holder "
                     "RETURNING w.id, w.kind, w.owner, w.token::text",
                     session.schema_sql(), db_in("$4"), kDbNow),
-        text_array(kinds), text_array(owners), holder, ms_param(ttl));
+        text_array(k.kinds), text_array(k.owners), holder, ms_param(ttl));
     std::vector<WorkerLease> won;
     for (const auto& row : rows) {
       WorkerLease l;
@@ -77,11 +84,7 @@ std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::stri
 
 std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys) {
   if (keys.empty()) return {};
-  std::vector<std::string> kinds, owners;
-  for (const auto& k : keys) {
-    kinds.push_back(k.kind);
-    owners.push_back(k.owner);
-  }
+  const KeyArrays k(keys);
   return guarded(session, "free worker leases", [&] {
     pqxx::nontransaction tx(connection_of(session));
     auto rows =
@@ -90,7 +93,7 @@ std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<Work
                          "{}.workers w ON w.kind = u.k AND w.owner = u.o WHERE w.id IS NULL OR "
                          "w.token IS NULL OR w.expires_at IS NULL OR w.expires_at < {}",
                          session.schema_sql(), kDbNow),
-             text_array(kinds), text_array(owners));
+             text_array(k.kinds), text_array(k.owners));
     std::vector<WorkerKey> out;
     for (const auto& row : rows)
       out.push_back({row[0].as<std::string>(), row[1].as<std::string>()});

@@ -17,12 +17,6 @@ namespace {
 // Statement names (store/core/statement.hpp).
 constexpr StatementName kXactStatus{"xact_status"};
 
-std::set<std::string> token_set(const pqxx::result& r) {
-  std::set<std::string> out;
-  for (const auto& row : r) out.insert(row[0].as<std::string>());
-  return out;
-}
-
 }  // namespace
 
 std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& ranges,
@@ -82,15 +76,7 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     insert_exceptions(tx, tables_.exceptions, tables_.messages, group_id_, failures);
     insert_audit(tx, tables_.deliveries, group_id_, holder_, audit);
     if (!ours.empty()) in_doubt_ = InDoubtCommit{xid, committed};
-    try {
-      tx.commit();
-    } catch (const pqxx::in_doubt_error&) {
-      throw;  // in_doubt_ tells the caller which transaction to ask about
-    } catch (...) {
-      in_doubt_.reset();
-      throw;
-    }
-    in_doubt_.reset();
+    commit_keeping_doubt(tx, in_doubt_);
     return committed;
   });
 }
@@ -118,13 +104,8 @@ std::vector<std::string> GroupStore::renew_leases(const std::vector<std::string>
   return guarded(session_, "renew leases", [&] {
     auto& conn = connection_of(session_);
     pqxx::nontransaction tx(conn);
-    auto kept = token_set(
-        exec_prepared(tx, conn, renew_, group_id_, text_array(tokens), ms_param(lease_ttl)));
-    std::vector<std::string> lost;
-    for (const auto& t : tokens) {
-      if (!kept.count(t)) lost.push_back(t);
-    }
-    return lost;
+    return tokens_not_returned(tokens, exec_prepared(tx, conn, renew_, group_id_,
+                                                     text_array(tokens), ms_param(lease_ttl)));
   });
 }
 

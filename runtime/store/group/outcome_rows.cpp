@@ -17,6 +17,23 @@ constexpr StatementName kInsertAudit{"insert_audit"};
 constexpr StatementName kInsertExceptions{"insert_exceptions"};
 constexpr StatementName kUpdateFailures{"update_failures"};
 
+// FailedMessages as the array parameters the statements unnest (libpqxx 6.4 binds no
+// containers: core/sql_array.hpp).
+struct FailureArrays {
+  std::vector<int64_t> ids, attempts, delays, after;
+  std::vector<std::string> status;
+  std::vector<std::optional<std::string>> error, payload;
+  void add(const FailedMessage& f) {
+    ids.push_back(f.message_id);
+    status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
+    attempts.push_back(f.attempts);
+    delays.push_back(f.delays);
+    after.push_back(f.run_after.count());
+    error.push_back(f.error);
+    payload.push_back(f.payload);
+  }
+};
+
 }  // namespace
 
 void insert_audit(pqxx::transaction_base& tx, const std::string& table, int64_t group_id,
@@ -67,18 +84,8 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                        const std::string& messages, int64_t group_id,
                        const std::vector<FailedMessage>& rows) {
   if (rows.empty()) return;
-  std::vector<int64_t> ids, attempts, delays, after;
-  std::vector<std::string> status;
-  std::vector<std::optional<std::string>> error, payload;
-  for (const auto& f : rows) {
-    ids.push_back(f.message_id);
-    status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
-    attempts.push_back(f.attempts);
-    delays.push_back(f.delays);
-    after.push_back(f.run_after.count());
-    error.push_back(f.error);
-    payload.push_back(f.payload);
-  }
+  FailureArrays a;
+  for (const auto& f : rows) a.add(f);
   // A conflict can only be a row `inflight` under a retry lease (the old rows of the span were
   // deleted by the lease statement): its holder writes that message's outcome.
   exec(tx, kInsertExceptions,
@@ -92,8 +99,8 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                    "LEFT JOIN {1} m ON m.id = u.id "
                    "ON CONFLICT (group_id, message_id) DO NOTHING",
                    table, messages, db_in("u.after")),
-       group_id, int_array(ids), text_array(status), int_array(attempts), int_array(delays),
-       int_array(after), text_array(error), text_array(payload));
+       group_id, int_array(a.ids), text_array(a.status), int_array(a.attempts), int_array(a.delays),
+       int_array(a.after), text_array(a.error), text_array(a.payload));
 }
 
 // The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
@@ -127,18 +134,11 @@ void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& tabl
 void update_failures(pqxx::transaction_base& tx, const std::string& table,
                      const std::string& messages, int64_t group_id,
                      const std::vector<TokenFailure>& rows, std::set<int64_t>& ours) {
-  std::vector<int64_t> ids, att, del, after;
-  std::vector<std::string> tok, status;
-  std::vector<std::optional<std::string>> err, payload;
+  FailureArrays a;
+  std::vector<std::string> tok;
   for (const auto& [token, d] : rows) {
-    ids.push_back(d.message_id);
+    a.add(d);
     tok.push_back(token);
-    status.push_back(d.status == ExceptionStatus::kDead ? "dead" : "ready");
-    att.push_back(d.attempts);
-    del.push_back(d.delays);
-    after.push_back(d.run_after.count());
-    err.push_back(d.error);
-    payload.push_back(d.payload);
   }
   auto r =
       exec(tx, kUpdateFailures,
@@ -156,8 +156,8 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                        "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                        "RETURNING e.message_id",
                        table, messages, db_in("u.after")),
-           group_id, int_array(ids), text_array(tok), text_array(status), int_array(att),
-           int_array(del), int_array(after), text_array(err), text_array(payload));
+           group_id, int_array(a.ids), text_array(tok), text_array(a.status), int_array(a.attempts),
+           int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload));
   for (const auto& row : r) ours.insert(row[0].as<int64_t>());
 }
 
@@ -198,6 +198,29 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
           RejectedWrite{row.failure.message_id, refused->sqlstate, dead.failure.error, false});
     }
   }
+}
+
+void commit_keeping_doubt(pqxx::dbtransaction& tx, std::optional<InDoubtCommit>& in_doubt) {
+  try {
+    tx.commit();
+  } catch (const pqxx::in_doubt_error&) {
+    throw;  // in_doubt tells the caller which transaction to ask about
+  } catch (...) {
+    in_doubt.reset();
+    throw;
+  }
+  in_doubt.reset();
+}
+
+std::vector<std::string> tokens_not_returned(const std::vector<std::string>& sent,
+                                             const pqxx::result& returned) {
+  std::set<std::string> kept;
+  for (const auto& row : returned) kept.insert(row[0].as<std::string>());
+  std::vector<std::string> lost;
+  for (const auto& t : sent) {
+    if (!kept.count(t)) lost.push_back(t);
+  }
+  return lost;
 }
 
 }  // namespace sqlstreams::store

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <string>
@@ -48,5 +49,16 @@ void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
                               const std::string& messages, int64_t group_id,
                               const std::vector<TokenFailure>& rows, std::set<int64_t>& ours,
                               std::vector<RejectedWrite>& rejected);
+
+// Commits a transaction that wrote outcomes. `in_doubt` (set by the caller beforehand when
+// something was written: the transaction's xid and what it would report) survives only when the
+// COMMIT's outcome is unknown (pqxx::in_doubt_error, rethrown): the caller then asks with
+// GroupStore::resolve_in_doubt(). Any other end clears it.
+void commit_keeping_doubt(pqxx::dbtransaction& tx, std::optional<InDoubtCommit>& in_doubt);
+
+// The tokens of `sent` that a `... RETURNING token::text` statement did not return: the leases
+// that are no longer ours.
+std::vector<std::string> tokens_not_returned(const std::vector<std::string>& sent,
+                                             const pqxx::result& returned);
 
 }  // namespace sqlstreams::store

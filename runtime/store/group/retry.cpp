@@ -193,15 +193,7 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
           exec(tx, kRetryXid, "SELECT pg_current_xact_id()::text")[0][0].as<std::string>(),
           committed};
     }
-    try {
-      tx.commit();
-    } catch (const pqxx::in_doubt_error&) {
-      throw;  // in_doubt_ tells the caller which transaction to ask about
-    } catch (...) {
-      in_doubt_.reset();
-      throw;
-    }
-    in_doubt_.reset();
+    commit_keeping_doubt(tx, in_doubt_);
     return committed;
   });
 }
@@ -217,13 +209,7 @@ std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::s
                     "ANY($2::uuid[]) RETURNING lease_token::text",
                     tables_.exceptions, db_in("$3")),
         group_id_, text_array(tokens), ms_param(lease_ttl));
-    std::set<std::string> kept;
-    for (const auto& row : r) kept.insert(row[0].as<std::string>());
-    std::vector<std::string> lost;
-    for (const auto& t : tokens) {
-      if (!kept.count(t)) lost.push_back(t);
-    }
-    return lost;
+    return tokens_not_returned(tokens, r);
   });
 }
 

@@ -58,6 +58,20 @@ std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
   return v ? std::optional<std::string>(std::to_string(*v)) : std::nullopt;
 }
 
+// Runs a statement whose WHERE is filter_sql() (its parameters $1 to $6).
+pqxx::result exec_filtered(pqxx::transaction_base& tx, StatementName name, const std::string& sql,
+                           const GroupRef& g, const DeadFilter& f) {
+  return exec(tx, name, sql, g.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+              nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
+}
+
+// The first column of every row: the message ids a statement returned.
+std::vector<int64_t> ids_of(const pqxx::result& rows) {
+  std::vector<int64_t> ids;
+  for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
+  return ids;
+}
+
 StreamTables tables_of(const Session& s, const GroupRef& g) {
   return StreamTables(s.schema_sql(), g.stream_id);
 }
@@ -98,11 +112,10 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = exec(tx, kListDead,
-                     fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
-                                 dead_select(session, group), filter_sql()),
-                     group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-                     nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
+    auto rows = exec_filtered(tx, kListDead,
+                              fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
+                                          dead_select(session, group), filter_sql()),
+                              group, f);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
     return out;
@@ -149,18 +162,16 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
     // `status = 'dead'` again on the row being changed: the subquery's snapshot may be older
     // than a concurrent change (a claim made it `inflight`), and only the outer WHERE is
     // re-checked against the row's newest version.
-    auto rows =
-        exec(tx, kRetryDead,
-             fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
-                         "can_run_after = {1}, lease_token = NULL, "
-                         "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
-                         "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
-                         "group_id = $1 AND status = 'dead' RETURNING message_id",
-                         tables_of(session, group).exceptions, kDbNow, filter_sql()),
-             group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-             nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
-    std::vector<int64_t> ids;
-    for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
+    auto rows = exec_filtered(
+        tx, kRetryDead,
+        fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
+                    "can_run_after = {1}, lease_token = NULL, "
+                    "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
+                    "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
+                    "group_id = $1 AND status = 'dead' RETURNING message_id",
+                    tables_of(session, group).exceptions, kDbNow, filter_sql()),
+        group, f);
+    const std::vector<int64_t> ids = ids_of(rows);
     audit(tx, session, group, ids, "operator-retry", "sent back to ready with a fresh budget",
           actor);
     tx.commit();
@@ -173,16 +184,14 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
   return guarded(session, "discard dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
-    auto rows =
-        exec(tx, kDiscardDead,
-             fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
-                         "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
-                         "status = 'dead' RETURNING message_id",
-                         tables_of(session, group).exceptions, filter_sql()),
-             group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
-             nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit);
-    std::vector<int64_t> ids;
-    for (const auto& r : rows) ids.push_back(r[0].as<int64_t>());
+    auto rows = exec_filtered(
+        tx, kDiscardDead,
+        fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
+                    "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
+                    "status = 'dead' RETURNING message_id",
+                    tables_of(session, group).exceptions, filter_sql()),
+        group, f);
+    const std::vector<int64_t> ids = ids_of(rows);
     audit(tx, session, group, ids, "operator-discard", "dead letter discarded", actor);
     tx.commit();
     return ids;
