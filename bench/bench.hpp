@@ -27,9 +27,9 @@
 
 #include "consume/group_pipeline.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "store/catalog.hpp"
-#include "store/producer.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace bench {
 

@@ -19,7 +19,7 @@
 
 #include "bench.hpp"
 #include "common/clock.hpp"
-#include "store/janitor.hpp"
+#include "store/fleet/janitor.hpp"
 
 namespace bench {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "bench.hpp"
-#include "store/migrate.hpp"
+#include "store/schema/migrate.hpp"
 
 namespace bench {
 

@@ -13,7 +13,7 @@
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "common/utf8.hpp"
-#include "store/operator_actions.hpp"
+#include "store/reporting/operator_actions.hpp"
 
 namespace sqlstreams::cli {
 namespace {

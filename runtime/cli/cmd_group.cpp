@@ -16,7 +16,7 @@
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
-#include "store/group_lifecycle.hpp"
+#include "store/reporting/group_lifecycle.hpp"
 
 namespace sqlstreams::cli {
 namespace {

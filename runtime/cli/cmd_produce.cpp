@@ -13,7 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/json_payload.hpp"
 #include "common/errors.hpp"
-#include "store/producer.hpp"
+#include "store/produce/producer.hpp"
 
 namespace sqlstreams::cli {
 namespace {

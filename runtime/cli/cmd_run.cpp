@@ -14,8 +14,8 @@
 #include "ops/signals.hpp"
 #include "service/host.hpp"
 #include "service/run_host.hpp"
-#include "store/conninfo.hpp"
-#include "store/migrate.hpp"
+#include "store/connection/conninfo.hpp"
+#include "store/schema/migrate.hpp"
 
 namespace sqlstreams::cli {
 namespace {

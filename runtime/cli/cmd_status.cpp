@@ -10,7 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "common/utf8.hpp"
-#include "store/status.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::cli {
 namespace {

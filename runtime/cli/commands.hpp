@@ -11,8 +11,8 @@
 
 #include "common/errors.hpp"
 #include "config/config.hpp"
-#include "store/catalog.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::cli {
 

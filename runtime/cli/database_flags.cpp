@@ -6,8 +6,8 @@
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "common/identifier.hpp"
-#include "store/conninfo.hpp"
-#include "store/migrate.hpp"
+#include "store/connection/conninfo.hpp"
+#include "store/schema/migrate.hpp"
 
 namespace sqlstreams::cli {
 

@@ -91,7 +91,7 @@ int run_cli(int argc, char** argv) {
   } catch (const plugin_host::PluginLoadError& e) {
     return report(ExitCode::kPlugin, e.what(), e.hint());
   } catch (const store::StoreError& e) {
-    if (e.sqlstate() == "42P01" || e.sqlstate() == "3F000") {  // undefined table / schema
+    if (e.schema_missing()) {
       return report(ExitCode::kDatabase,
                     std::string("the database has no SQLStreams schema yet (") + e.what() + ")",
                     "run `sqlstreams migrate` (or `sqlstreams declare --config FILE`) first");

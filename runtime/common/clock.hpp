@@ -12,7 +12,7 @@ namespace sqlstreams {
 using SysTime = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
 // A host-local deadline (when to renew, when a lease is too short to start a handler): steady,
 // never compared with another host's clock. Expiries other hosts read live in the database, on
-// the database's clock (store/sql_time.hpp).
+// the database's clock (store/core/sql_time.hpp).
 using SteadyTime = std::chrono::steady_clock::time_point;
 // A steady time as milliseconds since the steady clock's epoch (for atomics).
 inline int64_t steady_ms(SteadyTime t) {

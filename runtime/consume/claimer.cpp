@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "consume/group_pipeline.hpp"
-#include "store/group_lifecycle.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
+#include "store/reporting/group_lifecycle.hpp"
 
 namespace sqlstreams::consume {
 

@@ -8,7 +8,7 @@
 #include "common/duration.hpp"
 #include "consume/group_pipeline.hpp"
 #include "consume/lease_timing.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
 

@@ -55,9 +55,9 @@
 #include "consume/range_work.hpp"
 #include "ops/log_limiter.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "store/catalog.hpp"
-#include "store/group_store.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
+#include "store/group/group_store.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::consume {
 

@@ -11,7 +11,7 @@
 #include "common/clock.hpp"
 #include "config/config.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
 

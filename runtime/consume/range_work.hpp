@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
 

@@ -10,7 +10,7 @@
 #include <algorithm>
 
 #include "consume/group_pipeline.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
 

@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 #include "maintain/runner.hpp"
-#include "store/catalog.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::maintain {
 

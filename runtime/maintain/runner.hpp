@@ -31,8 +31,8 @@
 #include "common/mutex.hpp"
 #include "common/random.hpp"
 #include "maintain/worker.hpp"
-#include "store/session.hpp"
-#include "store/worker_leases.hpp"
+#include "store/connection/session.hpp"
+#include "store/fleet/worker_leases.hpp"
 
 namespace sqlstreams::maintain {
 

@@ -22,11 +22,11 @@
 
 #include "common/clock.hpp"
 #include "maintain/schedule.hpp"
-#include "store/catalog.hpp"
-#include "store/group_store.hpp"
-#include "store/janitor.hpp"
-#include "store/session.hpp"
-#include "store/worker_leases.hpp"
+#include "store/connection/session.hpp"
+#include "store/fleet/janitor.hpp"
+#include "store/fleet/worker_leases.hpp"
+#include "store/group/group_store.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::maintain {
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::ops {
 

@@ -21,7 +21,7 @@
 #include "common/clock.hpp"
 #include "ops/metrics.hpp"
 #include "ops/status_poller.hpp"
-#include "store/operator_actions.hpp"
+#include "store/reporting/operator_actions.hpp"
 
 namespace sqlstreams::ops {
 

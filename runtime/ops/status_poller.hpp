@@ -18,8 +18,8 @@
 
 #include "common/clock.hpp"
 #include "common/duration.hpp"
-#include "store/session.hpp"
-#include "store/status.hpp"
+#include "store/connection/session.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::ops {
 

@@ -15,7 +15,7 @@
 #include "maintain/worker.hpp"
 #include "ops/crash_handler.hpp"
 #include "service/reload_plan.hpp"
-#include "store/catalog.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
 namespace {

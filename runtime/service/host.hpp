@@ -36,7 +36,7 @@
 #include "ops/status_poller.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "service/reload_plan.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
 
 namespace sqlstreams::service {
 

@@ -11,8 +11,8 @@
 
 #include "config/listen.hpp"
 #include "service/host.hpp"
-#include "store/catalog.hpp"
-#include "store/operator_actions.hpp"
+#include "store/reporting/operator_actions.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
 namespace {

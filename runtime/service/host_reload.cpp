@@ -16,7 +16,7 @@
 
 #include "ops/crash_handler.hpp"
 #include "service/host.hpp"
-#include "store/catalog.hpp"
+#include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
 namespace {

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "process.hpp"
+#include "store/connection/session.hpp"
 #include "store/errors.hpp"
-#include "store/producer.hpp"
-#include "store/session.hpp"
+#include "store/produce/producer.hpp"
 #include "workload.hpp"
 
 namespace sqlstreams::chaos {

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "store/migrate.hpp"
-#include "store/producer.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::consume {

@@ -1,6 +1,7 @@
 // The README is checked against the code it describes (issue 15): the option table under
 // "Configuration" is exactly what `sqlstreams config schema` prints (config_schema_markdown),
-// and the "Repository layout" block names every folder under runtime/ and nothing that is gone.
+// and the "Repository layout" block names every folder under runtime/ (and under runtime/store/)
+// and nothing that is gone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -41,21 +43,53 @@ TEST(Readme, OptionTableIsTheConfigSchema) {
       << "regenerate the README table with `sqlstreams config schema` (README: Configuration)";
 }
 
-TEST(Readme, LayoutNamesEveryRuntimeFolder) {
+// The lines of the "Repository layout" block.
+std::vector<std::string> layout_lines() {
   const std::string text = readme();
   const size_t section = text.find("## Repository layout");
-  ASSERT_NE(section, std::string::npos);
+  if (section == std::string::npos) return {};
   const size_t end = text.find("```", text.find("```", section) + 3);
   std::istringstream block(text.substr(section, end - section));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(block, line);) lines.push_back(line);
+  return lines;
+}
+
+// The folders directly under `dir` (relative to the source root), as "<dir>/<name>".
+std::set<std::string> folders_in(const std::string& dir) {
+  std::set<std::string> folders;
+  for (const auto& entry : fs::directory_iterator(fs::path(SQLSTREAMS_SOURCE_DIR) / dir)) {
+    if (entry.is_directory()) folders.insert(dir + "/" + entry.path().filename().string());
+  }
+  return folders;
+}
+
+TEST(Readme, LayoutNamesEveryRuntimeFolder) {
   std::set<std::string> described;
-  for (std::string line; std::getline(block, line);) {
+  for (const auto& line : layout_lines()) {
     if (line.rfind("runtime/", 0) == 0) described.insert(line.substr(0, line.find(' ')));
   }
-  std::set<std::string> folders;
-  for (const auto& entry : fs::directory_iterator(fs::path(SQLSTREAMS_SOURCE_DIR) / "runtime")) {
-    if (entry.is_directory()) folders.insert("runtime/" + entry.path().filename().string());
+  EXPECT_EQ(described, folders_in("runtime"))
+      << "README \"Repository layout\" and runtime/ disagree";
+}
+
+// The indented lines after "runtime/store" ("  core/  ...") are store/'s folders (issue 15).
+TEST(Readme, LayoutNamesEveryStoreFolder) {
+  std::set<std::string> described;
+  bool in_store = false;
+  for (const auto& line : layout_lines()) {
+    if (line.rfind("runtime/store ", 0) == 0) {
+      in_store = true;
+    } else if (in_store && line.rfind("  ", 0) == 0) {
+      const size_t first = line.find_first_not_of(' ');
+      const std::string name = line.substr(first, line.find('/', first) - first);
+      described.insert("runtime/store/" + name);
+    } else {
+      in_store = false;
+    }
   }
-  EXPECT_EQ(described, folders) << "README \"Repository layout\" and runtime/ disagree";
+  EXPECT_EQ(described, folders_in("runtime/store"))
+      << "README \"Repository layout\" and runtime/store/ disagree";
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 #include "consume/group_pipeline.hpp"
 #include "isolation/isolation.hpp"
 #include "process.hpp"
-#include "store/catalog.hpp"
-#include "store/migrate.hpp"
-#include "store/producer.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/catalog.hpp"
+#include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::isolation {

@@ -4,9 +4,9 @@
 #include <thread>
 
 #include "maintain_fixture.hpp"
-#include "store/group_store.hpp"
-#include "store/status.hpp"
-#include "store/worker_leases.hpp"
+#include "store/fleet/worker_leases.hpp"
+#include "store/group/group_store.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::testing {
 namespace {

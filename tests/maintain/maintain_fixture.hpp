@@ -11,11 +11,11 @@
 #include <string>
 
 #include "common/clock.hpp"
-#include "store/catalog.hpp"
-#include "store/janitor.hpp"
-#include "store/migrate.hpp"
-#include "store/producer.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
+#include "store/fleet/janitor.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/catalog.hpp"
+#include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::testing {

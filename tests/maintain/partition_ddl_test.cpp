@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "maintain_fixture.hpp"
-#include "store/group_store.hpp"
+#include "store/group/group_store.hpp"
 
 namespace sqlstreams::testing {
 namespace {

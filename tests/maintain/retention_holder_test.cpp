@@ -3,9 +3,9 @@
 // it with its position and "never seen", a heartbeat marks the groups a host runs as seen, and
 // once the group is dropped the janitor's run_once drops the partitions it held.
 #include "maintain_fixture.hpp"
-#include "store/group_lifecycle.hpp"
-#include "store/status.hpp"
-#include "store/worker_leases.hpp"
+#include "store/fleet/worker_leases.hpp"
+#include "store/reporting/group_lifecycle.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "maintain_fixture.hpp"
-#include "store/status.hpp"
+#include "store/reporting/status.hpp"
 
 namespace sqlstreams::testing {
 namespace {

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "in_doubt_support.hpp"
-#include "store/operator_actions.hpp"
+#include "store/reporting/operator_actions.hpp"
 #include "store_fixture.hpp"
 
 // LeakSanitizer: the in-doubt test cuts a connection under libpqxx 6.4, which then leaks one

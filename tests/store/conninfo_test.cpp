@@ -2,7 +2,7 @@
 // (an unencoded '/' or '@' in the password, bad percent-encoding, a broken IPv6 bracket, an
 // upper-case scheme, an escaped quote in key=value form, a url_file holding only a password).
 // Each is either refused with a message free of the secret, or parsed with the secret masked.
-#include "store/conninfo.hpp"
+#include "store/connection/conninfo.hpp"
 
 #include <gtest/gtest.h>
 

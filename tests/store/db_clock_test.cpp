@@ -2,7 +2,7 @@
 // durations, never a host's wall-clock instant, so hosts whose clocks disagree still agree on
 // who holds what (tests/e2e/clock_skew_test runs real hosts with shifted clocks). Each check
 // reads the stored time back as "seconds from the database's now".
-#include "store/worker_leases.hpp"
+#include "store/fleet/worker_leases.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

@@ -4,9 +4,9 @@
 // transaction; everything a host still holds for a dropped group is token-guarded into a no-op
 // (its commit writes nothing, its advancer finds nothing); a dropped group is never touched again
 // through an old reference, and declaring it again makes a new group.
-#include "store/group_lifecycle.hpp"
+#include "store/reporting/group_lifecycle.hpp"
 
-#include "store/worker_leases.hpp"
+#include "store/fleet/worker_leases.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

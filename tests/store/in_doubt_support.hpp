@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "store/connection/session.hpp"
 #include "store/errors.hpp"
-#include "store/session.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::testing {

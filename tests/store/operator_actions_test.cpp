@@ -1,7 +1,7 @@
 // Operator actions (DESIGN §7): `dead retry` re-checks `status = 'dead'` on the row it changes
 // (a deterministic interleaving on two connections), the error filter is a literal substring,
 // and filters that used to mean "everything" (negative ids, empty text) are refused.
-#include "store/operator_actions.hpp"
+#include "store/reporting/operator_actions.hpp"
 
 #include <future>
 #include <thread>

@@ -4,11 +4,11 @@
 // sqlstreams_host (so any host can drop them) and that the producer role can produce into.
 #include <unistd.h>
 
-#include "store/group_lifecycle.hpp"
-#include "store/janitor.hpp"
-#include "store/operator_actions.hpp"
-#include "store/status.hpp"
-#include "store/worker_leases.hpp"
+#include "store/fleet/janitor.hpp"
+#include "store/fleet/worker_leases.hpp"
+#include "store/reporting/group_lifecycle.hpp"
+#include "store/reporting/operator_actions.hpp"
+#include "store/reporting/status.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

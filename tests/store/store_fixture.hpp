@@ -6,11 +6,11 @@
 
 #include <memory>
 
-#include "store/catalog.hpp"
-#include "store/group_store.hpp"
-#include "store/migrate.hpp"
-#include "store/producer.hpp"
-#include "store/session.hpp"
+#include "store/connection/session.hpp"
+#include "store/group/group_store.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/catalog.hpp"
+#include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::testing {

@@ -1,0 +1,28 @@
+// store/core/chaos_plant — planted defects for the chaos checker's self-test (tests/chaos): each is
+// a known bug the checker must report. Compiled only with SQLSTREAMS_CHAOS_PLANTS (the asan test
+// preset); a release build has no switch at all. At run time a host plants the one named by
+// SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token, advance-without-guard.
+// Threading: the environment is read once; thread-safe.
+#pragma once
+
+#ifdef SQLSTREAMS_CHAOS_PLANTS
+#include <cstdlib>
+#include <string>
+#endif
+
+namespace sqlstreams::store {
+
+inline bool chaos_plant(const char* name) {
+#ifdef SQLSTREAMS_CHAOS_PLANTS
+  static const std::string planted = [] {
+    const char* v = std::getenv("SQLSTREAMS_CHAOS_PLANT");
+    return std::string(v ? v : "");
+  }();
+  return planted == name;
+#else
+  (void)name;
+  return false;
+#endif
+}
+
+}  // namespace sqlstreams::store

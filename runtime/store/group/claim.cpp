@@ -1,0 +1,189 @@
+// The claim side of GroupStore: observe, claim, reclaim/quarantine, NOTIFY wake-ups.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "store/core/chaos_plant.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/group/group_store.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp); the prepared ones are in group_store.cpp.
+constexpr StatementName kQuarantineRows{"quarantine_rows"};
+constexpr StatementName kQuarantineLease{"quarantine_lease"};
+
+std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, pqxx::connection_base& conn,
+                                      const Statement& statement, int64_t low, int64_t high) {
+  std::vector<StoredMessage> out;
+  auto rows = exec_prepared(tx, conn, statement, low, high);
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(message_from_row(row));
+  return out;
+}
+
+class WakeReceiver final : public pqxx::notification_receiver {
+ public:
+  WakeReceiver(pqxx::connection_base& c, const std::string& channel, int& counter)
+      : pqxx::notification_receiver(c, channel), counter_(counter) {}
+  void operator()(const std::string&, int) override { ++counter_; }
+
+ private:
+  int& counter_;
+};
+
+}  // namespace
+
+Observation GroupStore::observe() {
+  return guarded(session_, "observe", [&] {
+    // Alone, on a connection with no open transaction: the statement's snapshot precedes the
+    // xid it takes, so every producer that could own an id <= head has a smaller xid.
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    auto rows = exec_prepared(tx, conn, observe_, group_id_);
+    if (rows.size() != 1) {
+      throw StoreError(StoreError::Kind::kOther,
+                       fmt::format("observe: no cursor row for group {}", group_id_));
+    }
+    const auto& row = rows[0];
+    Observation obs;
+    obs.head = row[0].as<int64_t>();
+    obs.claimed = row[1].as<int64_t>();
+    obs.settled_head = row[2].as<int64_t>();
+    obs.pending = row[3].as<bool>();
+    obs.pending_proven = row[4].as<bool>();
+    if (!row[5].is_null()) obs.xid = row[5].as<std::string>();
+    return obs;
+  });
+}
+
+ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl) {
+  return guarded(session_, "claim", [&] {
+    // Taken before the lease's statement is sent: this host's deadline is never later than
+    // the expiry the database computes from its own clock.
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
+    // Prove in a later statement: xmin >= xid means every older transaction has ended.
+    auto locked = exec_prepared(tx, conn, claim_lock_, group_id_, nullable(obs.xid));
+    if (locked.size() != 1) {
+      throw StoreError(StoreError::Kind::kOther,
+                       fmt::format("claim: no cursor row for group {}", group_id_));
+    }
+    const auto& cur = locked[0];
+    const int64_t claimed = cur[0].as<int64_t>();
+    const int64_t settled = cur[1].as<int64_t>();
+    std::optional<int64_t> pending_head;
+    std::optional<std::string> pending_xid;
+    if (!cur[2].is_null()) pending_head = cur[2].as<int64_t>();
+    if (!cur[3].is_null()) pending_xid = cur[3].as<std::string>();
+    const bool pending_proven = cur[4].as<bool>();
+    const bool obs_proven = cur[5].as<bool>();
+
+    int64_t proven = settled;
+    if (pending_head && pending_proven) proven = std::max(proven, *pending_head);
+    if (obs.xid && obs_proven) proven = std::max(proven, obs.head);
+    if (chaos_plant("claim-without-proof")) proven = std::max(proven, obs.head);  // test builds
+    // The pending slot keeps the OLDEST unproven observation.
+    std::optional<int64_t> new_pending_head;
+    std::optional<std::string> new_pending_xid;
+    if (pending_head && !pending_proven) {
+      new_pending_head = pending_head;
+      new_pending_xid = pending_xid;
+    } else if (obs.xid && !obs_proven && obs.head > proven) {
+      new_pending_head = obs.head;
+      new_pending_xid = obs.xid;
+    }
+    const int64_t new_claimed = std::max(claimed, std::min(claimed + batch, proven));
+
+    ClaimResult result;
+    result.proven = proven;
+    if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
+        new_pending_xid != pending_xid) {
+      exec_prepared(
+          tx, conn, claim_update_, group_id_, new_claimed, proven,
+          nullable(new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
+                                    : std::nullopt),
+          nullable(new_pending_xid));
+      result.wrote = true;
+    }
+    if (new_claimed > claimed) {
+      auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
+                                 ms_param(lease_ttl), holder_);
+      ClaimedRange range;
+      range.token = lease.at(0)[0].as<std::string>();
+      range.low = claimed;
+      range.high = new_claimed;
+      range.deadline = deadline;
+      // A later statement than the proof: its snapshot is no older than the proof.
+      range.messages = read_range(tx, conn, read_range_, claimed, new_claimed);
+      result.range = std::move(range);
+    }
+    tx.commit();  // even when empty: the pending observation must persist
+    return result;
+  });
+}
+
+ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims) {
+  return guarded(session_, "reclaim", [&] {
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
+    auto rows = exec_prepared(tx, conn, reclaim_, group_id_, ms_param(lease_ttl), holder_);
+    ReclaimResult result;
+    if (rows.empty()) {
+      tx.commit();
+      return result;
+    }
+    result.found = true;
+    ClaimedRange range;
+    range.token = rows[0][0].as<std::string>();
+    range.low = rows[0][1].as<int64_t>();
+    range.high = rows[0][2].as<int64_t>();
+    range.reclaims = rows[0][3].as<int32_t>();
+    range.deadline = deadline;
+    if (range.reclaims >= max_reclaims) {
+      // Poison range: every message becomes an independent ready exception.
+      exec(tx, kQuarantineRows,
+           fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
+                       "last_error, schema_version, message_key, message_created_at) SELECT $1, "
+                       "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
+                       "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
+                       tables_.exceptions, tables_.messages, kDbNow),
+           group_id_,
+           fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
+                       range.reclaims),
+           range.low, range.high);
+      exec(tx, kQuarantineLease,
+           fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", tables_.leases),
+           group_id_, range.token);
+      tx.commit();
+      result.quarantined = std::move(range);
+      return result;
+    }
+    range.messages = read_range(tx, conn, read_range_, range.low, range.high);
+    tx.commit();
+    result.range = std::move(range);
+    return result;
+  });
+}
+
+bool GroupStore::wait_for_notify(Millis timeout) {
+  return guarded(session_, "wait for notify", [&] {
+    auto& conn = connection_of(session_);
+    auto& impl = session_.impl();
+    if (impl.receivers.empty()) {
+      impl.receivers.push_back(
+          std::make_unique<WakeReceiver>(conn, tables_.channel(), impl.notifications));
+    }
+    int before = impl.notifications;
+    if (conn.get_notifs() > 0 || impl.notifications != before) return true;
+    long us = static_cast<long>(timeout.count()) * 1000;
+    conn.await_notification(us / 1'000'000, us % 1'000'000);
+    return impl.notifications != before;
+  });
+}
+
+}  // namespace sqlstreams::store

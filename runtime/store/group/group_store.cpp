@@ -1,0 +1,117 @@
+// GroupStore's statements: the text of every hot statement of the group data plane, built once
+// per GroupStore and prepared once per connection (store/core/statement.hpp), in protocol
+// order: the fence and claim (claim.cpp), reclaim, range commits and lease renewal
+// (commit.cpp), the cursor advancer (advance.cpp). Also the group's state (paused, gone).
+#include "store/group/group_store.hpp"
+
+#include <fmt/format.h>
+
+#include "store/core/pq.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/reporting/group_lifecycle.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp); the prepared ones are sqlstreams_<name>_<stream>.
+constexpr StatementName kObserve{"observe"};
+constexpr StatementName kClaimLock{"claim_lock"};
+constexpr StatementName kClaimUpdate{"claim_update"};
+constexpr StatementName kLeaseInsert{"lease_insert"};
+constexpr StatementName kReadRange{"read_range"};
+constexpr StatementName kReclaim{"reclaim"};
+constexpr StatementName kCommitComplete{"commit_complete"};
+constexpr StatementName kCommitPartial{"commit_partial"};
+constexpr StatementName kRenewLeases{"renew_leases"};
+constexpr StatementName kAdvanceRead{"advance_read"};
+constexpr StatementName kAdvanceApply{"advance_apply"};
+
+}  // namespace
+
+GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder)
+    : session_(session),
+      stream_id_(stream_id),
+      group_id_(group_id),
+      holder_(std::move(holder)),
+      tables_(session_.schema_sql(), stream_id) {
+  auto statement = [&](StatementName name, std::string sql) {
+    return Statement{prepared_name(name, stream_id), std::move(sql)};
+  };
+  observe_ = statement(
+      kObserve,
+      fmt::format(
+          "SELECT h.head, c.claimed, c.settled_head, c.pending_xid IS NOT NULL, "
+          "coalesce(c.pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+          "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR c.pending_xid <= "
+          "pg_snapshot_xmin(pg_current_snapshot())) THEN pg_current_xact_id()::text END "
+          "FROM (SELECT coalesce(max(id), 0) AS head FROM {}) h, {} c WHERE c.group_id = $1",
+          tables_.messages, tables_.cursors));
+  claim_lock_ = statement(
+      kClaimLock,
+      fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
+                  "coalesce(pending_xid <= pg_snapshot_xmin(pg_current_snapshot()), false), "
+                  "coalesce($2::xid8 <= pg_snapshot_xmin(pg_current_snapshot()), false) "
+                  "FROM {} WHERE group_id = $1 FOR UPDATE",
+                  tables_.cursors));
+  claim_update_ = statement(
+      kClaimUpdate, fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
+                                "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
+                                tables_.cursors));
+  lease_insert_ = statement(
+      kLeaseInsert,
+      fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
+                  "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
+                  tables_.leases, db_in("$4")));
+  read_range_ =
+      statement(kReadRange, fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
+                                        message_columns(), tables_.messages));
+  reclaim_ = statement(
+      kReclaim,
+      fmt::format("WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "
+                  "ORDER BY low LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                  "UPDATE {0} l SET token = gen_random_uuid(), reclaims = l.reclaims + CASE WHEN "
+                  "l.expires_at = '-infinity' THEN 0 ELSE 1 END, expires_at = {2}, holder = $3 "
+                  "FROM victim v WHERE l.group_id = $1 AND l.token = v.token "
+                  "RETURNING l.token::text, l.low, l.high, l.reclaims",
+                  tables_.leases, kDbNow, db_in("$2")));
+  commit_complete_ = statement(
+      kCommitComplete,
+      fmt::format("WITH l AS (DELETE FROM {0} WHERE group_id = $1 AND token = "
+                  "ANY($2::uuid[]) RETURNING token, low, high), old AS (DELETE FROM {1} e "
+                  "USING l WHERE e.group_id = $1 AND e.message_id > l.low AND e.message_id "
+                  "<= l.high AND e.status <> 'inflight' AND EXISTS (SELECT 1 FROM {2} m "
+                  "WHERE m.id = e.message_id)) SELECT token::text, "
+                  "pg_current_xact_id()::text FROM l",
+                  tables_.leases, tables_.exceptions, tables_.messages));
+  commit_partial_ = statement(
+      kCommitPartial,
+      fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
+                  "'-infinity' FROM "
+                  "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
+                  "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
+                  "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "
+                  "upto), old AS (DELETE FROM {1} e USING l WHERE e.group_id = $1 AND "
+                  "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
+                  "'inflight' AND EXISTS (SELECT 1 FROM {2} m WHERE m.id = e.message_id)) "
+                  "SELECT token::text, pg_current_xact_id()::text FROM l",
+                  tables_.leases, tables_.exceptions, tables_.messages));
+  renew_ =
+      statement(kRenewLeases,
+                fmt::format("UPDATE {} SET expires_at = {} WHERE group_id = $1 AND token = "
+                            "ANY($2::uuid[]) AND expires_at <> '-infinity' RETURNING token::text",
+                            tables_.leases, db_in("$3")));
+  advance_read_ = statement(
+      kAdvanceRead,
+      fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
+                  "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
+                  "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
+                  tables_.leases, tables_.exceptions, tables_.cursors));
+  advance_apply_ =
+      statement(kAdvanceApply, fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "
+                                           "committed < $2 AND claimed >= $2 AND generation = $3",
+                                           tables_.cursors));
+}
+
+GroupState GroupStore::state() { return read_group_state(session_, group_id_); }
+
+}  // namespace sqlstreams::store

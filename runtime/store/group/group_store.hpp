@@ -1,0 +1,251 @@
+// store/group/group_store — the per-group data plane: observe → prove → claim (the fence, DESIGN
+// §6.2), reclaim and quarantine of expired range leases (§6.4), token-guarded range commits
+// (§6.3) that can isolate a row the database refuses (§7 "Poison-proof commits"), lease
+// renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
+// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
+// Every lease write is guarded by its token: "0 rows" means another host owns it now.
+// Every expiry and due time is set and compared on the database's clock (store/core/sql_time.hpp):
+// callers pass durations, never instants; a host's own deadlines are steady (SteadyTime).
+// Threading: one GroupStore per thread; it uses that thread's Session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "store/connection/session.hpp"
+#include "store/core/statement.hpp"
+#include "store/core/stream_tables.hpp"
+#include "store/reporting/group_lifecycle.hpp"
+
+namespace sqlstreams::store {
+
+struct StoredMessage {
+  int64_t id = 0;
+  int64_t created_at_unix_ms = 0;
+  int32_t schema_version = 1;
+  std::optional<std::string> key;
+  std::string payload;
+};
+
+// Step 1 of the fence: one statement on a connection with no open transaction.
+struct Observation {
+  int64_t head = 0;                // max(id) visible to the statement
+  std::optional<std::string> xid;  // pg_current_xact_id() taken after head was read (xid8 text)
+  int64_t claimed = 0;
+  int64_t settled_head = 0;
+  bool pending = false;         // an unproven (head, xid) pair is stored
+  bool pending_proven = false;  // ... and it was already proven at observation time
+  // True when a claim transaction can make progress; false = idle (no write, no xid).
+  bool worth_claiming() const { return claimed < settled_head || xid || pending_proven; }
+};
+
+struct ClaimedRange {
+  std::string token;
+  int64_t low = 0;   // exclusive
+  int64_t high = 0;  // inclusive
+  int32_t reclaims = 0;
+  // This host's deadline for the lease (steady clock): taken before the statement that set the
+  // database's expiry (database now + lease_ttl), so never later than it.
+  SteadyTime deadline{};
+  std::vector<StoredMessage> messages;
+};
+
+struct ClaimResult {
+  std::optional<ClaimedRange> range;  // empty claim: nullopt (the pending slot is still saved)
+  int64_t proven = 0;                 // highest proven head after this claim
+  bool wrote = false;                 // the cursor row changed
+};
+
+struct ReclaimResult {
+  std::optional<ClaimedRange> range;        // a range to run again
+  std::optional<ClaimedRange> quarantined;  // a poison range turned into ready exceptions
+  bool found = false;                       // an expired lease existed
+};
+
+enum class ExceptionStatus { kReady, kDead };
+
+// One non-success outcome of a range, written as an exception row.
+struct FailedMessage {
+  int64_t message_id = 0;
+  ExceptionStatus status = ExceptionStatus::kReady;
+  int32_t attempts = 1;
+  int32_t delays = 0;
+  // Due this long after the commit that writes the row, on the database's clock
+  // (can_run_after = database now + run_after; 0 = at once). Ignored for dead rows.
+  Millis run_after{0};
+  std::string error;
+  std::optional<std::string> payload;  // copied when dead
+};
+
+struct AuditEntry {
+  int64_t message_id = 0;
+  int32_t attempt = 1;
+  std::string outcome;  // ok | retry | delay | dead
+  std::string error;
+  SysTime at{};  // when the outcome was decided (a record on the host's clock; {} = the commit's
+                 // database time)
+};
+
+struct RangeCommit {
+  std::string token;
+  int64_t resolved_upto = 0;  // == high for a complete range; less = partial (shutdown)
+  bool complete = true;
+  std::vector<FailedMessage> failures;
+  std::vector<AuditEntry> audit;
+};
+
+// A due exception row claimed for another attempt (status set to `inflight` under a row lease).
+struct RetryClaim {
+  int64_t message_id = 0;
+  int32_t attempts = 0;  // attempts recorded so far (an expired in-flight attempt is counted)
+  int32_t delays = 0;
+  std::string token;
+  SteadyTime deadline{};          // this host's deadline for the row lease (as ClaimedRange)
+  bool expired_inflight = false;  // the previous holder died while running it
+  std::string last_error;
+  std::optional<StoredMessage> message;  // nullopt when the log no longer has it
+};
+
+// The result of one retry attempt, written under the row's lease token.
+struct RetryResult {
+  int64_t message_id = 0;
+  std::string token;
+  std::optional<FailedMessage> decision;  // nullopt = success: the row is deleted
+  bool hand_back = false;                 // not started: back to `ready`, nothing counted
+  std::optional<AuditEntry> audit;
+};
+
+// Statement 1 of the cursor advancer, read in one snapshot.
+struct AdvanceTarget {
+  int64_t committed = 0;   // `committed` when read
+  int64_t target = 0;      // LEAST(min lease low, min open exception - 1, claimed)
+  int64_t generation = 0;  // the cursor generation read with it (every rewind bumps it)
+};
+
+// A write the database refused deterministically (SQLSTATE class 22/23) in an isolating commit:
+// the message was recorded `dead` with `error` ("commit rejected: <sqlstate> <message>", or a
+// fixed ASCII text without a payload copy when even that was refused).
+struct RejectedWrite {
+  int64_t message_id = 0;
+  std::string sqlstate;
+  std::string error;        // what was recorded
+  bool audit_only = false;  // only the audit row was refused (the outcome itself was written)
+};
+
+// A range commit whose COMMIT outcome is unknown (in doubt: the connection broke during it).
+struct InDoubtCommit {
+  std::string xid;              // the transaction's xid8, for pg_xact_status
+  std::vector<bool> committed;  // per range (or retry result), what the commit would report
+};
+enum class InDoubtResolution { kCommitted, kAborted, kUnknown };
+
+struct AdvanceResult {
+  int64_t committed_before = 0;
+  int64_t committed_after = 0;
+};
+
+class GroupStore {
+ public:
+  GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
+
+  Observation observe();
+  // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
+  ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl);
+
+  // Takes the oldest lease of the group expired by the database's clock: rotates its token,
+  // bumps `reclaims` (not for a handed-back lease) and extends it. A lease reaching
+  // max_reclaims is quarantined: each of its messages becomes a `ready` exception (due at once)
+  // and the lease is deleted.
+  ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims);
+
+  // One transaction for all ranges. Returns, per range, true when committed, false when its
+  // lease was lost (its outcomes were discarded). A committed range first deletes the old
+  // exception rows of its resolved span that no retry lease holds (a re-delivery after a
+  // rewind: its new outcome replaces the old one, a success removes an old dead letter); a row
+  // `inflight` under a live retry lease is left to that lease's holder.
+  // With `isolate`, each range's rows and each row are written under their own savepoint: a
+  // row the database refuses deterministically is recorded dead instead (see RejectedWrite,
+  // appended to *isolate) and the rest commits. Throws StoreError as usual otherwise; on
+  // kInDoubt, in_doubt() describes the transaction.
+  std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges,
+                                  std::vector<RejectedWrite>* isolate = nullptr);
+
+  // The last commit_ranges or commit_retries whose COMMIT was in doubt (cleared by the next
+  // commit of either kind).
+  const std::optional<InDoubtCommit>& in_doubt() const { return in_doubt_; }
+  // Asks the database (pg_xact_status) what became of it; throws StoreError while unreachable
+  // or while the transaction is still finishing. Clears in_doubt() unless it throws.
+  InDoubtResolution resolve_in_doubt();
+
+  // Extends the leases to database now + lease_ttl; returns the tokens that are no longer ours.
+  std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, Millis lease_ttl);
+
+  // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
+  // expired, both by the database's clock) with FOR UPDATE SKIP LOCKED; sets them `inflight`
+  // under a fresh token whose row lease expires at database now + lease_ttl.
+  // `pick` narrows it: kReady only due `ready` rows; kSuspects only `inflight` rows whose lease
+  // expired (their host stopped while running them: maybe killed by that very message).
+  // Reclaiming an expired `inflight` row counts its unfinished attempt — unless the row's budget
+  // (`attempts - delays > max_retries`) was already spent: then the lost holder had only claimed
+  // it to record it dead, ran no handler, and the count stays.
+  enum class RetryPick { kAll, kReady, kSuspects };
+  std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
+                                            RetryPick pick = RetryPick::kAll,
+                                            int32_t max_retries = kNoRetryBudget);
+  static constexpr int32_t kNoRetryBudget = 1 << 30;
+
+  // Time from database now until the next exception row becomes claimable (a `ready` row's
+  // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt
+  // when the group has none. Read-only: lets an idle retry loop sleep exactly as long as it may.
+  std::optional<Millis> next_retry_due();
+
+  // Writes retry results in one transaction; per result true when the token still matched.
+  // `isolate` as for commit_ranges: a refused row is recorded dead under its token. Throws
+  // StoreError as usual; on kInDoubt, in_doubt() describes the transaction (resolve it with
+  // resolve_in_doubt(), as for commit_ranges).
+  std::vector<bool> commit_retries(const std::vector<RetryResult>& results,
+                                   std::vector<RejectedWrite>* isolate = nullptr);
+
+  // Extends row leases of running retries to database now + lease_ttl; returns the tokens that
+  // are no longer ours.
+  std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens,
+                                              Millis lease_ttl);
+
+  // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)):
+  // read_advance_target() then apply_advance().
+  AdvanceResult advance_cursor();
+  // Statement 1: the target, with the cursor generation it was computed under (all 0 when the
+  // group has no cursor row: it was dropped, and there is nothing to advance).
+  AdvanceTarget read_advance_target();
+  // Statement 2: moves committed up to the target only if the cursor generation is still the
+  // one read (no rewind in between: a rewind plus a fresh claim keeps `claimed >= target` true,
+  // so that alone cannot guard). Returns true when committed moved.
+  bool apply_advance(const AdvanceTarget& target);
+
+  // The group's row (store/group_lifecycle read_group_state): paused by an operator, or gone.
+  GroupState state();
+
+  // Blocks up to `timeout` for a NOTIFY on the stream's channel (LISTENs on first use).
+  // Returns true when woken by a notification.
+  bool wait_for_notify(Millis timeout);
+
+ private:
+  Session& session_;
+  int64_t stream_id_;
+  int64_t group_id_;
+  std::string holder_;
+  StreamTables tables_;
+  // The hot statements (observe, claim, range read, reclaim, range commits, lease renewal, the
+  // advancer): text built once in group_store.cpp, prepared once per connection on first use
+  // (store/core/pq.hpp
+  // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
+  // depends on nothing else.
+  Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, reclaim_,
+      commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
+  std::optional<InDoubtCommit> in_doubt_;
+};
+
+}  // namespace sqlstreams::store

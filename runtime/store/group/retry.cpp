@@ -1,0 +1,216 @@
+// The exception loop's side of GroupStore: claim due exception rows under a row lease, write
+// each attempt's result under that lease's token (isolating rows the database refuses), renew
+// row leases.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/sql_time.hpp"
+#include "store/group/group_store.hpp"
+#include "store/group/outcome_rows.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp).
+constexpr StatementName kClaimRetries{"claim_retries"};
+constexpr StatementName kRetryMessages{"retry_messages"};
+constexpr StatementName kDropOrphans{"drop_orphan_retries"};
+constexpr StatementName kRetrySucceeded{"retry_succeeded"};
+constexpr StatementName kRetryHandBack{"retry_hand_back"};
+constexpr StatementName kRetryXid{"retry_xid"};
+constexpr StatementName kRenewRetryLeases{"renew_retry_leases"};
+
+}  // namespace
+
+std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit,
+                                                      RetryPick pick, int32_t max_retries) {
+  const std::string ready_due = fmt::format("(status = 'ready' AND can_run_after <= {})", kDbNow);
+  const std::string expired_inflight =
+      fmt::format("(status = 'inflight' AND lease_expires_at < {})", kDbNow);
+  const std::string which = pick == RetryPick::kReady ? ready_due
+                            : pick == RetryPick::kSuspects
+                                ? expired_inflight
+                                : fmt::format("({} OR {})", ready_due, expired_inflight);
+  return guarded(session_, "claim retries", [&] {
+    const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
+    pqxx::work tx(connection_of(session_));
+    auto rows = exec(
+        tx, kClaimRetries,
+        fmt::format(
+            "WITH due AS (SELECT message_id, status AS was FROM {0} WHERE group_id = $1 AND {1} "
+            "ORDER BY can_run_after LIMIT $3 FOR UPDATE SKIP LOCKED) "
+            "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
+            "lease_expires_at = {2}, updated_at = now(), "
+            "attempts = e.attempts + CASE WHEN due.was = 'inflight' AND e.attempts - e.delays "
+            "<= $4 THEN 1 ELSE 0 END, "
+            "last_error = CASE WHEN due.was = 'inflight' AND e.attempts - e.delays <= $4 THEN "
+            "'attempt ' || (e.attempts + 1) || "
+            "' did not finish: its host stopped while running it' ELSE e.last_error END "
+            "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
+            "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
+            "'inflight', coalesce(e.last_error, ''), e.payload::text, "
+            "coalesce(e.schema_version, 0), coalesce({3}, 0), e.message_key",
+            tables_.exceptions, which, db_in("$2"), to_epoch_ms("e.message_created_at")),
+        group_id_, ms_param(lease_ttl), limit, max_retries);
+    std::vector<RetryClaim> out;
+    std::map<int64_t, size_t> by_id;
+    std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message
+    std::vector<int64_t> ids;
+    for (const auto& row : rows) {
+      RetryClaim c;
+      c.message_id = row[0].as<int64_t>();
+      c.attempts = row[1].as<int32_t>();
+      c.delays = row[2].as<int32_t>();
+      c.token = row[3].as<std::string>();
+      c.deadline = deadline;
+      c.expired_inflight = row[4].as<bool>();
+      c.last_error = row[5].as<std::string>();
+      if (!row[6].is_null()) {
+        StoredMessage& kept = kept_payload[c.message_id];
+        kept.id = c.message_id;
+        kept.payload = row[6].as<std::string>();
+        kept.schema_version = row[7].as<int32_t>();  // 0 = unknown (kept before V003)
+        kept.created_at_unix_ms = row[8].as<int64_t>();
+        if (!row[9].is_null()) kept.key = row[9].as<std::string>();
+      }
+      by_id[c.message_id] = out.size();
+      ids.push_back(c.message_id);
+      out.push_back(std::move(c));
+    }
+    if (ids.empty()) {
+      tx.commit();
+      return out;
+    }
+    auto msgs = exec(tx, kRetryMessages,
+                     fmt::format("SELECT {} FROM {} WHERE id = ANY($1::bigint[])",
+                                 message_columns(), tables_.messages),
+                     int_array(ids));
+    for (const auto& row : msgs) {
+      StoredMessage m = message_from_row(row);
+      out[by_id[m.id]].message = std::move(m);
+    }
+    // Retention removed the message: a kept payload (a dead letter sent back by an operator)
+    // still runs; without one there is nothing left to run, and the row goes with its message.
+    std::vector<int64_t> orphans;
+    std::vector<RetryClaim> runnable;
+    for (auto& c : out) {
+      if (!c.message) {
+        auto kept = kept_payload.find(c.message_id);
+        if (kept == kept_payload.end()) {
+          orphans.push_back(c.message_id);
+          continue;
+        }
+        c.message = std::move(kept->second);  // as produced: version, key and created_at
+      }
+      runnable.push_back(std::move(c));
+    }
+    if (!orphans.empty()) {
+      exec(tx, kDropOrphans,
+           fmt::format("DELETE FROM {} WHERE group_id = $1 AND message_id = "
+                       "ANY($2::bigint[]) AND status = 'inflight'",
+                       tables_.exceptions),
+           group_id_, int_array(orphans));
+    }
+    tx.commit();
+    return runnable;
+  });
+}
+
+std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& results,
+                                             std::vector<RejectedWrite>* isolate) {
+  in_doubt_.reset();
+  if (results.empty()) return {};
+  return guarded(session_, "commit retries", [&] {
+    pqxx::work tx(connection_of(session_));
+    std::vector<int64_t> ok_ids, back_ids;
+    std::vector<std::string> ok_tok, back_tok;
+    std::vector<TokenFailure> fail;
+    for (const auto& r : results) {
+      if (r.hand_back) {
+        back_ids.push_back(r.message_id);
+        back_tok.push_back(r.token);
+      } else if (!r.decision) {
+        ok_ids.push_back(r.message_id);
+        ok_tok.push_back(r.token);
+      } else {
+        fail.push_back(TokenFailure{r.token, *r.decision});
+        fail.back().failure.message_id = r.message_id;
+      }
+    }
+    std::set<int64_t> ours;
+    auto collect = [&](const pqxx::result& r) {
+      for (const auto& row : r) ours.insert(row[0].as<int64_t>());
+    };
+    if (!ok_ids.empty()) {
+      collect(exec(
+          tx, kRetrySucceeded,
+          fmt::format("DELETE FROM {} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
+                      "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                      "RETURNING e.message_id",
+                      tables_.exceptions),
+          group_id_, int_array(ok_ids), text_array(ok_tok)));
+    }
+    if (!fail.empty()) {
+      if (isolate == nullptr) {
+        update_failures(tx, tables_.exceptions, tables_.messages, group_id_, fail, ours);
+      } else {
+        update_failures_isolated(tx, tables_.exceptions, tables_.messages, group_id_, fail, ours,
+                                 *isolate);
+      }
+    }
+    if (!back_ids.empty()) {
+      collect(exec(
+          tx, kRetryHandBack,
+          fmt::format("UPDATE {} e SET status = 'ready', lease_token = NULL, lease_expires_at = "
+                      "NULL, updated_at = now() FROM unnest($2::bigint[], $3::uuid[]) AS u(id, "
+                      "tok) WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = "
+                      "u.tok RETURNING e.message_id",
+                      tables_.exceptions),
+          group_id_, int_array(back_ids), text_array(back_tok)));
+    }
+    std::vector<AuditEntry> audit;
+    std::vector<bool> committed;
+    for (const auto& r : results) {
+      bool ok = ours.count(r.message_id) > 0;
+      committed.push_back(ok);
+      if (ok && r.audit) {
+        audit.push_back(*r.audit);
+        audit.back().message_id = r.message_id;
+      }
+    }
+    if (isolate != nullptr && !audit.empty()) {
+      insert_audit_isolated(tx, tables_.deliveries, group_id_, holder_, audit, *isolate);
+    } else if (isolate == nullptr) {
+      insert_audit(tx, tables_.deliveries, group_id_, holder_, audit);
+    }
+    if (!ours.empty()) {
+      // Something was written: remember the transaction, in case its COMMIT is in doubt.
+      in_doubt_ = InDoubtCommit{
+          exec(tx, kRetryXid, "SELECT pg_current_xact_id()::text")[0][0].as<std::string>(),
+          committed};
+    }
+    commit_keeping_doubt(tx, in_doubt_);
+    return committed;
+  });
+}
+
+std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::string>& tokens,
+                                                        Millis lease_ttl) {
+  if (tokens.empty()) return {};
+  return guarded(session_, "renew retry leases", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto r = exec(
+        tx, kRenewRetryLeases,
+        fmt::format("UPDATE {} SET lease_expires_at = {} WHERE group_id = $1 AND lease_token = "
+                    "ANY($2::uuid[]) RETURNING lease_token::text",
+                    tables_.exceptions, db_in("$3")),
+        group_id_, text_array(tokens), ms_param(lease_ttl));
+    return tokens_not_returned(tokens, r);
+  });
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,294 @@
+#include "store/produce/producer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "common/utf8.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/core/stream_tables.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+// Statement names (store/core/statement.hpp). The prepared ones: sqlstreams_<name>, and
+// sqlstreams_produce_<stream id>_<variant> for the INSERTs.
+constexpr StatementName kStreamState{"producer_stream"};
+constexpr StatementName kMeasurePayloads{"measure_payloads"};
+constexpr StatementName kParsePayload{"parse_payload"};
+constexpr StatementName kLastValue{"heal_last_value"};
+constexpr StatementName kOwnXidNotify{"own_xid_notify"};
+constexpr StatementName kOwnXid{"own_xid"};
+constexpr StatementName kProduce{"produce"};
+
+}  // namespace
+
+Producer::Producer(Session& session) : session_(session) {}
+
+Producer::StreamState& Producer::stream_state(const std::string& stream) {
+  auto it = streams_.find(stream);
+  if (it != streams_.end()) return it->second;
+  return guarded(session_, "produce", [&]() -> StreamState& {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto r = exec(
+        tx, kStreamState,
+        fmt::format("SELECT id, name, partition_size, max_payload_bytes, notify, partitions_upto "
+                    "FROM {}.streams WHERE name = $1",
+                    session_.schema_sql()),
+        stream);
+    if (r.empty()) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("unknown stream '{}': declare it in the host configuration "
+                                   "first (sqlstreams declare / sqlstreams run)",
+                                   stream));
+    }
+    StreamState st;
+    st.ref = StreamRef{r[0][0].as<int64_t>(), r[0][1].as<std::string>(), r[0][2].as<int64_t>(),
+                       r[0][3].as<int32_t>(), r[0][4].as<bool>()};
+    st.partitions_upto = r[0][5].as<int64_t>();
+    return streams_.emplace(stream, std::move(st)).first->second;
+  });
+}
+
+int64_t Producer::produce(const std::string& stream, const NewMessage& message) {
+  return produce_batch(stream, {message}).at(0);
+}
+
+void Producer::check_key(const std::optional<std::string>& key, const std::string& where) {
+  if (!key) return;
+  if (key->size() > kMaxMessageKeyBytes) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     fmt::format("{}: message_key of {} bytes exceeds the limit of {} bytes", where,
+                                 key->size(), kMaxMessageKeyBytes));
+  }
+  if (!is_clean_utf8(*key)) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     fmt::format("{}: message_key must be UTF-8 text without NUL bytes", where));
+  }
+}
+
+std::vector<int64_t> Producer::stored_sizes(const std::vector<std::string>& payloads) {
+  if (payloads.empty()) return {};
+  std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  const std::string array = jsonb_binary_array(views);
+  return guarded(session_, "measure payloads", [&] {
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    static const Statement kMeasure{prepared_name(kMeasurePayloads),
+                                    "SELECT octet_length(e.p::text) FROM unnest($1::jsonb[]) "
+                                    "WITH ORDINALITY AS e(p, n) ORDER BY e.n"};
+    auto r = exec_prepared(tx, conn, kMeasure, pqxx::binarystring(array.data(), array.size()));
+    std::vector<int64_t> out;
+    out.reserve(r.size());
+    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    return out;
+  });
+}
+
+std::optional<std::string> Producer::locate_bad_payload(const std::vector<NewMessage>& messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!is_clean_utf8(messages[i].payload)) {
+      return fmt::format("payload {} of the batch must be UTF-8 text without NUL bytes", i + 1);
+    }
+  }
+  // One item at a time, as the INSERT parses them (binary jsonb: jsonb_recv).
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string one = jsonb_binary_array({messages[i].payload});
+    try {
+      guarded(session_, "check payload", [&] {
+        auto& conn = connection_of(session_);
+        pqxx::nontransaction tx(conn);
+        static const Statement kParse{prepared_name(kParsePayload),
+                                      "SELECT count(*) FROM unnest($1::jsonb[])"};
+        exec_prepared(tx, conn, kParse, pqxx::binarystring(one.data(), one.size()));
+      });
+    } catch (const StoreError& e) {
+      if (!e.deterministic() && e.condition() != Condition::kProgramLimit) throw;
+      std::string what = e.what();
+      // "check payload: statement sqlstreams_parse_payload: ERROR:  invalid input syntax
+      // ...\nDETAIL: ...": keep what PostgreSQL said, its first lines.
+      const std::string error = "ERROR:  ";
+      if (auto at = what.find(error); at != std::string::npos) what.erase(0, at + error.size());
+      if (auto cut = what.find("\nCONTEXT:"); cut != std::string::npos) what.erase(cut);
+      return fmt::format("payload {} of the batch: {}", i + 1, what);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> Producer::produce_batch(const std::string& stream,
+                                             const std::vector<NewMessage>& messages,
+                                             const BatchOptions& options) {
+  if (messages.empty()) return {};
+  StreamState& st = stream_state(stream);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    check_key(m.key, fmt::format("message {} of the batch", i + 1));
+    if (m.schema_version < 1) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("message {} of the batch: schema_version must be >= 1", i + 1));
+    }
+  }
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return insert_batch(st, messages, options);
+    } catch (const StoreError& e) {
+      // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
+      const bool no_partition = e.condition() == Condition::kCheckViolation ||
+                                e.condition() == Condition::kPrerequisiteState;
+      // A payload PostgreSQL refused to parse (bad UTF-8, NUL, not JSON, a number beyond
+      // numeric, too deep): the array parameter's error does not say which one; find it.
+      const bool unparsable = (e.deterministic() || e.condition() == Condition::kProgramLimit) &&
+                              std::string_view(e.what()).find(" of the batch") == std::string::npos;
+      if (unparsable) {
+        if (auto located = locate_bad_payload(messages)) {
+          throw StoreError(StoreError::Kind::kRejected, "produce: " + *located, e.sqlstate());
+        }
+      }
+      if (!no_partition || attempt == 3) throw;
+    }
+    // The failed transaction is rolled back; heal in one of its own (never DDL inside a
+    // producing transaction, DESIGN §9). The failed batch consumed its ids: create past every
+    // id drawn so far plus this batch, so the retry (with fresh ids) lands even when other
+    // producers keep drawing meanwhile.
+    const int64_t drawn = guarded(session_, "heal partitions", [&] {
+      pqxx::nontransaction tx(connection_of(session_));
+      return exec(tx, kLastValue,
+                  fmt::format("SELECT last_value FROM {}",
+                              StreamTables(session_.schema_sql(), st.ref.id).id_seq))[0][0]
+          .as<int64_t>();
+    });
+    st.partitions_upto = ensure_partitions(
+        session_, st.ref.id,
+        drawn + static_cast<int64_t>(messages.size()) * 2 + st.ref.partition_size);
+  }
+}
+
+size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
+                                bool any_key, bool check) {
+  const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
+  std::string& sql = st.insert[variant].sql;
+  if (sql.empty()) {
+    const StreamTables tables(schema_sql, st.ref.id);
+    // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
+    // functions measure it (octet_length(payload::text)), so every producer agrees. The
+    // variant without checks is used only for a chunk whose payloads provably pass them
+    // (needs_no_check): objects that fit max_payload_bytes once stored.
+    sql = fmt::format(
+        "INSERT INTO {0} (id, schema_version, message_key, payload) "
+        "SELECT nextval('{1}'), {2}, {3}, e.p FROM "
+        "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
+        tables.messages, tables.id_seq,
+        any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
+        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
+        check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
+                            "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
+                            "WHEN octet_length(e.p::text) > $5::integer THEN "
+                            "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
+                            "$5::integer) ELSE true END) ",
+                            schema_sql)
+              : std::string());
+    st.insert[variant].name = fmt::format("{}_{}", prepared_name(kProduce, st.ref.id), variant);
+  }
+  return variant;
+}
+
+bool Producer::needs_no_check(std::string_view json, int64_t max_bytes) {
+  // Valid JSON (the server parses every payload whatever the variant) whose first character
+  // after JSON whitespace is '{' is an object.
+  const size_t first = json.find_first_not_of(" \t\n\r");
+  return first != std::string_view::npos && json[first] == '{' && fits_when_stored(json, max_bytes);
+}
+
+bool Producer::fits_when_stored(std::string_view json, int64_t max_bytes) {
+  // jsonb's text form drops whitespace and adds one space after each ':' and ',' (each at least
+  // one byte of the input); it never lengthens a string (every character it escapes had to be
+  // escaped in the input, at least as long) nor a number written without an exponent. So
+  // without an exponent it is at most twice the input. An exponent (1e300) can grow without
+  // bound: those payloads are measured by the database.
+  if (json.size() > static_cast<uint64_t>(max_bytes) / 2) return false;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == 'e' || c == 'E') && i > 0 &&
+               ((json[i - 1] >= '0' && json[i - 1] <= '9') || json[i - 1] == '.')) {
+      return false;  // an exponent: outside strings, 'e' after a digit is nothing else
+    }
+  }
+  return true;
+}
+
+std::vector<int64_t> Producer::insert_batch(StreamState& st,
+                                            const std::vector<NewMessage>& messages,
+                                            const BatchOptions& options) {
+  const size_t chunk = options.chunk == 0 ? messages.size() : options.chunk;
+  auto ids = guarded(session_, "produce", [&] {
+    auto& conn = connection_of(session_);
+    pqxx::work tx(conn);
+    // Rule 1: own an xid before drawing any id.
+    if (st.ref.notify) {
+      static const Statement kNotify{prepared_name(kOwnXidNotify),
+                                     "SELECT pg_current_xact_id(), pg_notify($1, '')"};
+      exec_prepared(tx, conn, kNotify, StreamTables(session_.schema_sql(), st.ref.id).channel());
+    } else {
+      static const Statement kXid{prepared_name(kOwnXid), "SELECT pg_current_xact_id()"};
+      exec_prepared(tx, conn, kXid);
+    }
+    std::vector<int64_t> out;
+    out.reserve(messages.size());
+    std::vector<std::string_view> payloads;
+    std::vector<int64_t> versions;
+    std::vector<std::optional<std::string>> keys;
+    for (size_t begin = 0; begin < messages.size(); begin += chunk) {
+      const size_t end = std::min(messages.size(), begin + chunk);
+      payloads.clear();
+      versions.clear();
+      keys.clear();
+      bool any_key = false, any_version = false, check = false;
+      for (size_t i = begin; i < end; ++i) {
+        check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
+        payloads.emplace_back(messages[i].payload);
+        versions.push_back(messages[i].schema_version);
+        keys.push_back(messages[i].key);
+        any_key |= messages[i].key.has_value();
+        any_version |= messages[i].schema_version != 1;
+      }
+      const std::string array = jsonb_binary_array(payloads);
+      // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
+      const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, check);
+      const pqxx::binarystring bytes(array.data(), array.size());
+      const std::string versions_param = any_version ? int_array(versions) : "{}";
+      const std::string keys_param = any_key ? text_array(keys) : "{}";
+      pqxx::result r =
+          check ? exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param,
+                                static_cast<int64_t>(begin), st.ref.max_payload_bytes)
+                : exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
+      for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+      if (options.progress) options.progress(out.size());
+    }
+    tx.commit();
+    return out;
+  });
+  // Heal ahead of time, after the producing transaction committed: a transaction of its own on
+  // this Session, which cannot have another one open (one pqxx transaction per connection).
+  const auto n = static_cast<int64_t>(messages.size());
+  if (!ids.empty() && st.partitions_upto > 0 && ids.back() + n >= st.partitions_upto) {
+    st.partitions_upto =
+        ensure_partitions(session_, st.ref.id, ids.back() + st.ref.partition_size / 2 + n);
+  } else if (st.partitions_upto == 0 && !ids.empty()) {
+    st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back());
+  }
+  return ids;
+}
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,105 @@
+// store/produce/producer — the C++ producer API (DESIGN §6.1).
+// Owns: single and batch produce on one Session. A batch is ONE multi-row INSERT
+// (`INSERT … SELECT nextval(…), … FROM unnest($1::jsonb[])`) preceded by
+// `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. Both are
+// prepared once per connection; the payloads travel as one binary jsonb[] parameter (no
+// escaping, no batch-wide JSON document: bench/README.md "Producer transport"). A payload the
+// server cannot parse (bad UTF-8, NUL, not JSON, a number beyond numeric) is then located item
+// by item and reported as "payload N of the batch: …". A missing partition (SQLSTATE 23514 or
+// 55000) is healed in a SEPARATE transaction after the failed one rolled back (ensure_partitions
+// past every id drawn so far) and the batch retried (at most twice). No DDL ever runs inside the
+// producing transaction (DESIGN §9); near the end of the partitions the producer also creates
+// ahead, after its commit.
+// Limits (V004): a message_key is at most kMaxMessageKeyBytes bytes of UTF-8 without NUL (checked
+// here before sending, and by the SQL); a payload's size is measured as the SQL functions
+// measure it, octet_length(payload::jsonb::text), inside the INSERT (stored_sizes() lets a
+// caller measure first) — except for a chunk whose payloads provably are objects that fit
+// (needs_no_check): its INSERT skips the per-row type and size checks. Payload text is sent as
+// is: jsonb keeps numbers exactly as written.
+// Threading: one Producer per thread (it uses its Session).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/connection/session.hpp"
+#include "store/core/statement.hpp"
+#include "store/schema/catalog.hpp"
+
+namespace sqlstreams::store {
+
+// A message key identifies or orders messages (an order id): 1 KiB is ample, and bounded keys
+// keep dead letters, logs and status output small. The SQL functions enforce the same limit.
+inline constexpr size_t kMaxMessageKeyBytes = 1024;
+
+struct NewMessage {
+  std::string payload;  // a JSON object, as text
+  int32_t schema_version = 1;
+  std::optional<std::string> key;
+};
+
+class Producer {
+ public:
+  explicit Producer(Session& session);
+
+  // Returns the id. Throws StoreError (kRejected for an unknown stream or a bad payload).
+  int64_t produce(const std::string& stream, const NewMessage& message);
+
+  struct BatchOptions {
+    size_t chunk = 0;  // messages per INSERT statement (0: one statement), one transaction
+    std::function<void(size_t inserted)> progress;  // after each statement, before the commit
+  };
+  // Returns the ids in input order; nothing is written when it throws (one transaction).
+  std::vector<int64_t> produce_batch(const std::string& stream,
+                                     const std::vector<NewMessage>& messages,
+                                     const BatchOptions& options);
+  std::vector<int64_t> produce_batch(const std::string& stream,
+                                     const std::vector<NewMessage>& messages) {
+    return produce_batch(stream, messages, BatchOptions{});
+  }
+
+  // Each payload's size as the SQL functions measure it (octet_length(payload::jsonb::text)),
+  // in input order. Throws StoreError when PostgreSQL refuses the JSON.
+  std::vector<int64_t> stored_sizes(const std::vector<std::string>& payloads);
+
+  // True when `json`, whatever it holds, cannot exceed `max_bytes` once stored
+  // (octet_length(payload::jsonb::text)): the INSERT then skips measuring it (serializing every
+  // payload back to text cost ~20% of the INSERT's server time). False means "measure it".
+  static bool fits_when_stored(std::string_view json, int64_t max_bytes);
+  // True when `json`, if PostgreSQL parses it at all, is an object that fits (its first
+  // character after whitespace is '{', and fits_when_stored): the INSERT then skips the
+  // per-row type and size checks. Anything else is checked by the database, row by row.
+  static bool needs_no_check(std::string_view json, int64_t max_bytes);
+
+  // Throws StoreError(kRejected) naming `where` for a key PostgreSQL or V004 would refuse.
+  static void check_key(const std::optional<std::string>& key, const std::string& where);
+
+ private:
+  struct StreamState {
+    StreamRef ref;
+    int64_t partitions_upto = 0;
+    // The prepared INSERT per variant (payloads checked in SQL, schema_version column sent,
+    // message_key column sent).
+    std::array<Statement, 8> insert;
+  };
+  StreamState& stream_state(const std::string& stream);
+  std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
+                                    const BatchOptions& options);
+
+  // Builds (once) the INSERT of a variant; returns its index in `insert`.
+  static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
+                               bool any_key, bool check);
+  // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
+  std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
+
+  Session& session_;
+  std::map<std::string, StreamState> streams_;
+};
+
+}  // namespace sqlstreams::store

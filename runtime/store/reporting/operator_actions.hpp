@@ -1,0 +1,75 @@
+// store/reporting/operator_actions — what operators do to a group by hand (DESIGN §7): list,
+// inspect, retry (fresh budget) and discard dead letters, and rewind a group to re-deliver history.
+// Every action writes an audit row (deliveries_N, outcome "operator-…", host = the actor).
+// Dead letters keep their payload, so `retry` works after retention dropped the message.
+// Threading: uses the caller's Session.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "store/connection/session.hpp"
+#include "store/schema/catalog.hpp"
+
+namespace sqlstreams::store {
+
+// Every list/retry/discard validates its filter: a negative id, an empty error text, a
+// negative age or a limit < 1 throws StoreError kRejected (never "no filter").
+struct DeadFilter {
+  std::optional<std::string> error_contains;  // literal case-insensitive substring (no wildcards)
+  std::optional<int64_t> from_id;             // inclusive
+  std::optional<int64_t> to_id;               // inclusive
+  std::optional<Millis> older_than;           // died at least this long ago (database clock)
+  int32_t limit = 1000;
+};
+
+struct DeadLetter {
+  int64_t message_id = 0;
+  int32_t attempts = 0;
+  std::string last_error;
+  int64_t died_at_unix_ms = 0;
+  std::optional<std::string> payload;
+  bool message_retained = false;  // the log still has the message
+};
+
+struct DeliveryRecord {
+  int32_t attempt = 0;
+  std::string outcome;
+  std::string error;
+  std::string host;
+  int64_t at_unix_ms = 0;
+};
+
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
+                                  const DeadFilter& filter);
+std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id);
+std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
+                                             int64_t message_id);
+
+// Back to `ready` (due at once, database clock) with a fresh budget; returns the message ids
+// sent back. Only rows still `dead` when the statement changes them are touched (a concurrent
+// claim wins).
+std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
+                                const std::string& actor);
+// Deletes the dead letters the filter names; returns their ids.
+std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
+                                  const std::string& actor);
+
+struct RewindResult {
+  int64_t claimed_before = 0;
+  int64_t committed_before = 0;
+  int64_t position = 0;  // messages with id > position are delivered again
+};
+
+// Moves the group's cursor back so that every message with id > position is delivered again.
+// `to_time` picks the position just before the first message created at or after it.
+// Safe while hosts run: claims in flight finish normally; new claims start at `position`; the
+// cursor generation is bumped so an advancer that read its target before cannot skip ahead.
+// A negative `to_id` is refused (StoreError kRejected).
+RewindResult rewind_group(Session& session, const GroupRef& group, std::optional<int64_t> to_id,
+                          std::optional<SysTime> to_time, const std::string& actor);
+
+}  // namespace sqlstreams::store

@@ -1,0 +1,73 @@
+// The one SQLSTATE classification (store/core/sqlstate.cpp, issue 15) as a table: the condition
+// of a code, the Kind a failed statement gets, and what counts as deterministic.
+#include "store/core/sqlstate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace sqlstreams::store {
+namespace {
+
+struct Row {
+  const char* sqlstate;
+  Condition condition;
+  StoreError::Kind kind;
+  bool deterministic;
+};
+
+constexpr StoreError::Kind kConn = StoreError::Kind::kConnection;
+constexpr StoreError::Kind kTrans = StoreError::Kind::kTransient;
+constexpr StoreError::Kind kRej = StoreError::Kind::kRejected;
+constexpr StoreError::Kind kOth = StoreError::Kind::kOther;
+
+const Row kTable[] = {
+    {"", Condition::kNone, kOth, false},
+    {"08006", Condition::kConnection, kConn, false},
+    {"08P01", Condition::kConnection, kConn, false},
+    {"57P01", Condition::kConnection, kConn, false},
+    {"57P03", Condition::kConnection, kConn, false},
+    {"57014", Condition::kOther, kOth, false},  // query canceled: not a lost connection
+    {"40001", Condition::kSerializationFailure, kTrans, false},
+    {"40P01", Condition::kDeadlock, kTrans, false},
+    {"55P03", Condition::kLockNotAvailable, kTrans, false},
+    {"55000", Condition::kPrerequisiteState, kOth, false},
+    {"23514", Condition::kCheckViolation, kRej, true},
+    {"23505", Condition::kIntegrityViolation, kOth, true},
+    {"22P02", Condition::kDataException, kRej, true},
+    {"22021", Condition::kDataException, kRej, true},
+    {"54000", Condition::kProgramLimit, kRej, false},
+    {"54001", Condition::kProgramLimit, kOth, false},
+    {"42P01", Condition::kUndefinedTable, kOth, false},
+    {"3F000", Condition::kInvalidSchemaName, kOth, false},
+    {"42704", Condition::kUndefinedObject, kRej, false},
+    {"42501", Condition::kInsufficientPrivilege, kOth, false},
+    {"XX000", Condition::kOther, kOth, false},
+};
+
+TEST(Sqlstate, EveryCodeHasOneConditionKindAndDeterminism) {
+  for (const auto& row : kTable) {
+    SCOPED_TRACE(std::string("sqlstate '") + row.sqlstate + "'");
+    EXPECT_EQ(condition_of(row.sqlstate), row.condition) << condition_name(row.condition);
+    EXPECT_EQ(kind_of(row.sqlstate), row.kind) << kind_name(row.kind);
+    const StoreError e(kind_of(row.sqlstate), "x", row.sqlstate);
+    EXPECT_EQ(e.condition(), row.condition);
+    EXPECT_EQ(e.deterministic(), row.deterministic);
+  }
+}
+
+TEST(Sqlstate, OnlyAMissingTableOrSchemaMeansNoSchema) {
+  EXPECT_TRUE(StoreError(StoreError::Kind::kOther, "x", "42P01").schema_missing());
+  EXPECT_TRUE(StoreError(StoreError::Kind::kOther, "x", "3F000").schema_missing());
+  EXPECT_FALSE(StoreError(StoreError::Kind::kOther, "x", "42704").schema_missing());
+  EXPECT_FALSE(StoreError(StoreError::Kind::kConnection, "x").schema_missing());
+}
+
+TEST(Sqlstate, AMalformedCodeIsNeverAClassMatch) {
+  EXPECT_EQ(condition_of("22"), Condition::kOther);
+  EXPECT_EQ(condition_of("2300"), Condition::kOther);
+  EXPECT_FALSE(StoreError(StoreError::Kind::kOther, "x", "22").deterministic());
+}
+
+}  // namespace
+}  // namespace sqlstreams::store
