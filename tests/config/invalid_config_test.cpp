@@ -65,8 +65,8 @@ TEST_P(InvalidConfig, ReportsExpectedProblems) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, InvalidConfig, ::testing::ValuesIn(invalid_fixtures()),
-                         [](const auto& info) {
-                           std::string name = info.param;
+                         [](const auto& p) {
+                           std::string name = p.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });

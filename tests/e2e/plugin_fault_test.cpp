@@ -116,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Fault{"fpe", 128 + SIGFPE, "sqlstreams: fatal-signal SIGFPE"},
                       Fault{"exit0", 70, "sqlstreams: undecided-exit"},
                       Fault{"quick_exit0", 70, "sqlstreams: undecided-exit"}),
-    [](const auto& info) { return info.param.how; });
+    [](const auto& p) { return p.param.how; });
 
 // A message that segfaults every host that runs it: restart the host after every crash, as
 // systemd would. The range it is in is reclaimed, then quarantined (each message a `ready`

@@ -171,7 +171,7 @@ TEST_P(PluginUpgrade, ReplacedFileKeepsRunningUntilSighupThenOnlyItsGroupsRestar
 }
 
 INSTANTIATE_TEST_SUITE_P(Replace, PluginUpgrade, ::testing::Values("cp", "mv", "install"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 
 using PluginUpgradeRefused = UpgradeFixture;
 

@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Fault{"segv", "handler process crashed (signal 11)", "\"signal\":\"11\""},
                       Fault{"abort", "handler process crashed (signal 6)", "\"signal\":\"6\""},
                       Fault{"exit0", "handler process exited (status 70)", "\"status\":\"70\""}),
-    [](const auto& info) { return info.param.how; });
+    [](const auto& p) { return p.param.how; });
 
 }  // namespace
 }  // namespace sqlstreams::e2e

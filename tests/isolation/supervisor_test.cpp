@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Crash{"abort", "handler process crashed (signal 6)"},
                       Crash{"exit0", "handler process exited (status 70)"},
                       Crash{"hang", "handler process crashed (signal 9): killed, no answer"}),
-    [](const auto& info) { return info.param.how; });
+    [](const auto& p) { return p.param.how; });
 
 TEST_F(Supervisor, AHungChildIsKilledAfterTheTimeoutPlusGrace) {
   auto h = make_isolated_handler(options("hang", 1));

@@ -76,8 +76,8 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
   std::atomic<int> failures{0};
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([&, p] {
-      auto s = session();
-      store::Producer producer(*s);
+      auto producer_session = session();
+      store::Producer producer(*producer_session);
       for (int b = 0; b < kBatches; ++b) {
         std::vector<store::NewMessage> batch;
         for (int i = 0; i < kBatch; ++i) batch.push_back({R"({"p":)" + std::to_string(p) + "}"});

@@ -89,8 +89,9 @@ int half_open(int port, const std::string& partial) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  if (!partial.empty())
+  if (!partial.empty()) {
     EXPECT_EQ(send(fd, partial.data(), partial.size(), 0), ssize_t(partial.size()));
+  }
   return fd;
 }
 

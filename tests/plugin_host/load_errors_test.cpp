@@ -231,7 +231,7 @@ TEST_P(LoadErrors, RefusesWithAClearMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LoadErrors, ::testing::ValuesIn(kCases),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& p) { return p.param.name; });
 
 TEST(LoadErrorFields, CarryPathSymbolExpectedFound) {
   PluginRegistry registry(kFixtureDir);

@@ -42,8 +42,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, SameRefusal,
                                            "hidden_entry.so", "versions_duplicate.so",
                                            "versions_zero.so", "versions_null.so",
                                            "versions_too_many.so"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& p) {
+                           std::string n = p.param;
                            return n.substr(0, n.size() - 3);
                          });
 

@@ -13,15 +13,15 @@
 namespace sqlstreams::store {
 
 struct StreamTables {
-  StreamTables(const std::string& schema_sql, int64_t stream_id)
-      : stream_id(stream_id),
+  StreamTables(const std::string& schema_sql, int64_t id)
+      : stream_id(id),
         schema(schema_sql),
-        messages(fmt::format("{}.messages_{}", schema_sql, stream_id)),
-        cursors(fmt::format("{}.cursors_{}", schema_sql, stream_id)),
-        leases(fmt::format("{}.leases_{}", schema_sql, stream_id)),
-        exceptions(fmt::format("{}.exceptions_{}", schema_sql, stream_id)),
-        deliveries(fmt::format("{}.deliveries_{}", schema_sql, stream_id)),
-        id_seq(fmt::format("{}.messages_{}_id_seq", schema_sql, stream_id)) {}
+        messages(fmt::format("{}.messages_{}", schema_sql, id)),
+        cursors(fmt::format("{}.cursors_{}", schema_sql, id)),
+        leases(fmt::format("{}.leases_{}", schema_sql, id)),
+        exceptions(fmt::format("{}.exceptions_{}", schema_sql, id)),
+        deliveries(fmt::format("{}.deliveries_{}", schema_sql, id)),
+        id_seq(fmt::format("{}.messages_{}_id_seq", schema_sql, id)) {}
 
   // messages_N_p<k> (unqualified, as pg_class names it): ids [k*size+1, (k+1)*size].
   std::string partition_name(int64_t k) const { return fmt::format("{}{}", partition_prefix(), k); }

@@ -6,6 +6,7 @@
 #include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_time.hpp"
+#include "store/group/claim_plan.hpp"
 #include "store/group/group_store.hpp"
 
 namespace sqlstreams::store {
@@ -82,21 +83,17 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     const bool pending_proven = cur[4].as<bool>();
     const bool obs_proven = cur[5].as<bool>();
 
-    int64_t proven = settled;
-    if (pending_head && pending_proven) proven = std::max(proven, *pending_head);
-    if (obs.xid && obs_proven) proven = std::max(proven, obs.head);
-    if (chaos_plant("claim-without-proof")) proven = std::max(proven, obs.head);  // test builds
-    // The pending slot keeps the OLDEST unproven observation.
-    std::optional<int64_t> new_pending_head;
-    std::optional<std::string> new_pending_xid;
-    if (pending_head && !pending_proven) {
-      new_pending_head = pending_head;
-      new_pending_xid = pending_xid;
-    } else if (obs.xid && !obs_proven && obs.head > proven) {
-      new_pending_head = obs.head;
-      new_pending_xid = obs.xid;
+    ClaimInputs in{claimed,  settled, pending_head, pending_xid, pending_proven,
+                   obs.head, obs.xid, obs_proven,   batch};
+    if (chaos_plant("claim-without-proof")) {  // test builds: the observation counts as proven
+      if (!in.observed_xid) in.observed_xid = "0";
+      in.observed_proven = true;
     }
-    const int64_t new_claimed = std::max(claimed, std::min(claimed + batch, proven));
+    const ClaimPlan plan = plan_claim(in);  // the fence arithmetic (claim_plan.hpp)
+    const int64_t proven = plan.proven;
+    const std::optional<int64_t>& new_pending_head = plan.pending_head;
+    const std::optional<std::string>& new_pending_xid = plan.pending_xid;
+    const int64_t new_claimed = plan.claimed;
 
     ClaimResult result;
     result.proven = proven;

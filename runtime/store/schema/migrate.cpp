@@ -143,7 +143,7 @@ std::string lock_holders(pqxx::connection& conn) {
 }  // namespace
 
 std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
-  auto done = guarded(session, "migrate", [&]() -> std::vector<std::string> {
+  auto applied_now = guarded(session, "migrate", [&]() -> std::vector<std::string> {
     auto& conn = connection_of(session);
     bool timed_out = false;
     std::optional<pqxx::work> tx_holder;
@@ -191,7 +191,7 @@ std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
   for (const auto& stream : list_streams(session)) {
     create_ahead_of_head(session, stream.id, kDeclarePartitionsAhead);
   }
-  return done;
+  return applied_now;
 }
 
 MigrationStatus migration_status(Session& session) {
