@@ -98,6 +98,7 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(g.lease_ttl, dg.lease_ttl);
   EXPECT_EQ(g.handler_timeout, dg.handler_timeout);
   EXPECT_EQ(g.max_hung_handlers, dg.max_hung_handlers);
+  EXPECT_EQ(g.max_in_flight, dg.max_in_flight);
   EXPECT_EQ(g.max_range_reclaims, dg.max_range_reclaims);
   EXPECT_EQ(g.start, dg.start);
   EXPECT_EQ(g.schema_versions, dg.schema_versions);
@@ -165,6 +166,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(g.lease_ttl, milliseconds(120'000));
   EXPECT_EQ(g.handler_timeout, milliseconds(119'000));
   EXPECT_EQ(g.max_hung_handlers, 1000);
+  EXPECT_EQ(g.max_in_flight, 100000);
   EXPECT_EQ(g.max_range_reclaims, 100);
   EXPECT_EQ(g.start, GroupStart::kHead);
   EXPECT_EQ(g.schema_versions, (std::vector<int32_t>{2, 3}));
