@@ -124,4 +124,15 @@ bool host_complete(uint64_t token, int32_t code, int64_t delay_ms, const char* e
   }
 }
 
+uint64_t async_unknown_completions() { return AsyncRegistry::instance().unknown_completions(); }
+size_t async_pending_messages() { return AsyncRegistry::instance().pending(); }
+
+bool complete_async(uint64_t token, OutcomeKind kind, std::chrono::milliseconds delay,
+                    const std::string& error) {
+  static constexpr int32_t kCodes[] = {SQLSTREAMS_OUTCOME_OK, SQLSTREAMS_OUTCOME_RETRY,
+                                       SQLSTREAMS_OUTCOME_DELAY, SQLSTREAMS_OUTCOME_TERMINAL};
+  return host_complete(token, kCodes[static_cast<int>(kind)], delay.count(), error.data(),
+                       error.size());
+}
+
 }  // namespace sqlstreams::plugin_host

@@ -212,6 +212,16 @@ class PluginRegistry {
   std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced by refresh(), still mapped
 };
 
+// Asynchronous completion (ABI 1.2), process-wide: completions the host dropped because their
+// token was unknown or already completed (including those after the instance was destroyed),
+// and messages accepted and not yet completed or freed.
+uint64_t async_unknown_completions();
+size_t async_pending_messages();
+// Completes `token` exactly as a plugin's call of host_api->complete does (tests, diagnostics):
+// false when the completion was dropped.
+bool complete_async(uint64_t token, OutcomeKind kind, std::chrono::milliseconds delay,
+                    const std::string& error);
+
 // The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits
 // schema_versions) = every version the handler declares. Throws PluginLoadError (exit 3) naming
 // the plugin file, handler, group and the versions when the group asks for a version the

@@ -107,7 +107,7 @@ const std::vector<Case> kCases = {
      Step::kLoad,
      "",
      "{}",
-     {"handlers[0]", "expected handler struct_size 72 bytes", "found struct_size 88 bytes"}},
+     {"handlers[0]", "expected handler struct_size 80 bytes", "found struct_size 96 bytes"}},
     {"versions_duplicate",
      "versions_duplicate.so",
      Step::kLoad,

@@ -113,6 +113,16 @@ inline void write_outcome(sqlstreams_type_outcome* out, const Result& r) noexcep
   if (!r.error.empty()) set_error(out->error, r.error);
 }
 
+// True for an AsyncTypedHandler (H::kAsynchronous).
+template <class H>
+constexpr bool is_asynchronous() {
+  if constexpr (requires { H::kAsynchronous; }) {
+    return H::kAsynchronous;
+  } else {
+    return false;
+  }
+}
+
 template <class H>
 struct Adapter {
   using Payload = typename H::payload_type;
@@ -246,8 +256,7 @@ struct Adapter {
     return payload;
   }
 
-  static constexpr bool kAsync = requires { H::kAsynchronous; }
-  &&H::kAsynchronous;
+  static constexpr bool kAsync = is_asynchronous<H>();
 
   // Asynchronous (ABI 1.2): decodes, then hands the payload and a Completion to handle_async();
   // a decode failure or an exception it throws completes the message here.
