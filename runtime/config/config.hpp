@@ -121,6 +121,9 @@ struct GroupConfig {
   // 1..1000: handler threads written off at handler_timeout that are still running; at this
   // many the group pauses (stops claiming, /readyz 503) until some return.
   int32_t max_hung_handlers = 8;
+  // 1..100000: messages an asynchronous handler (ABI 1.2 handle_async) has accepted and not yet
+  // completed; a synchronous handler holds at most `concurrency` and ignores it.
+  int32_t max_in_flight = 1000;
   int32_t max_range_reclaims = 3;  // 1..100
   GroupStart start = GroupStart::kBeginning;
   // Non-empty, each >= 1. When the config omits it (schema_versions_given false), the host

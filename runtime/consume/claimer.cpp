@@ -53,8 +53,7 @@ void GroupPipeline::claim_loop() {
       // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
       claim_cv_.wait_until(lock, next_state_check, [&] {
-        return stop_claiming_ ||
-               (!claiming_paused() && active_.size() < static_cast<size_t>(g.queue_ranges));
+        return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
       });
       if (stop_claiming_) break;
     }

@@ -402,6 +402,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
       w->thread.detach();
     }
   }
+  if (async_) drain_async(deadline);
   if (!drained) {
     std::lock_guard lock(mu_);
     for (auto& w : workers) {  // the rest of a written-off batch never started: hand it back

@@ -16,6 +16,8 @@ GroupPipeline::GroupPipeline(PipelineOptions options,
                              std::unique_ptr<plugin_host::HandlerInstance> handler)
     : options_(std::move(options)), handler_(std::move(handler)) {
   max_batch_ = std::max<size_t>(handler_->max_batch(), 1);
+  async_ = handler_->asynchronous();
+  gate_->pipeline = this;
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
 }
@@ -46,7 +48,11 @@ void GroupPipeline::spawn_worker() {
   state->stream = options_.ref.stream;
   state->group = options_.ref.name;
   ++running_workers_;
-  state->thread = std::thread([this, state] { worker_loop(state); });
+  if (async_) {
+    state->thread = std::thread([this, state] { async_worker_loop(state); });
+  } else {
+    state->thread = std::thread([this, state] { worker_loop(state); });
+  }
   workers_.push_back(std::move(state));
 }
 

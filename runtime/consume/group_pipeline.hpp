@@ -14,6 +14,15 @@
 //                    running the group is paused: nothing is claimed, queued work is handed back
 //                    (log `group-paused`, gauge sqlstreams_group_paused, /readyz 503) until some
 //                    return (`group-resumed`);
+//   async handlers   (ABI 1.2 handle_async, async_dispatch.cpp) the `concurrency` threads only
+//                    start messages: each start returns at once and the plugin completes the
+//                    message later from its own thread; at most `max_in_flight` messages are
+//                    accepted and not completed per group. Every rule stays: a message starts
+//                    only with its lease covering handler_timeout; one not completed by
+//                    handler_timeout is a failed attempt (its late completion is dropped and
+//                    counted); the range tracker commits in order; stop() waits for in-flight
+//                    completions up to the deadline, then gives the rest back. The claimer keeps
+//                    up to max(queue_ranges, 2 × max_in_flight / batch_size) ranges claimed.
 //   operator pause   the claimer reads the group's row (store/group_lifecycle) every
 //                    poll_interval: while an operator has paused it (`sqlstreams group pause`)
 //                    nothing is claimed (ranges or retries) and queued work is handed back;
@@ -44,6 +53,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +102,11 @@ class GroupPipeline {
   bool paused() const;                                 // too many hung handlers: claiming nothing
   bool operator_paused() const;                        // `sqlstreams group pause`
   bool dropped() const { return dropped_.load(); }     // the group was dropped: stop() it
+  bool asynchronous() const { return async_; }
+  size_t in_flight() const;  // async messages accepted and not completed (0 for a sync handler)
+  size_t peak_in_flight() const { return peak_in_flight_.load(); }
+  // Async completions dropped: late (after handler_timeout), after stop, or repeated.
+  uint64_t completions_dropped() const;
 
  private:
   struct Task {
@@ -123,6 +138,24 @@ class GroupPipeline {
   void retry_loop();
   size_t retry_capacity() const;
   void worker_loop(std::shared_ptr<WorkerState> me);
+  // async_dispatch.cpp: one message an async handler accepted and has not completed.
+  struct Flight {
+    Task task;
+    std::chrono::steady_clock::time_point started;
+    uint64_t token = 0;  // the handler's completion token; 0 while start_async runs
+  };
+  // Reaches the pipeline from a plugin's completing thread while it lives: stop() closes it, so
+  // a completion after the pipeline is gone finds no pipeline (whatever the plugin does).
+  struct AsyncGate {
+    std::shared_mutex mu;
+    GroupPipeline* pipeline = nullptr;
+  };
+  void async_worker_loop(std::shared_ptr<WorkerState> me);
+  void on_async_done(uint64_t flight, const plugin_host::Outcome& outcome);
+  void check_async_timeouts();
+  // stop(): waits for in-flight async messages up to `deadline`, then gives the rest back.
+  void drain_async(std::chrono::steady_clock::time_point deadline);
+  size_t range_limit() const;  // ranges the claimer keeps claimed
   void commit_loop();
 
   void spawn_worker();  // requires mu_
@@ -168,7 +201,13 @@ class GroupPipeline {
   PipelineOptions options_;
   std::shared_ptr<plugin_host::HandlerInstance> handler_;
   std::set<int32_t> accepted_versions_;
-  size_t max_batch_ = 1;  // handler_->max_batch()
+  size_t max_batch_ = 1;                // handler_->max_batch()
+  bool async_ = false;                  // handler_->asynchronous()
+  std::map<uint64_t, Flight> flights_;  // async messages in flight, by flight id (mu_)
+  uint64_t next_flight_ = 1;            // mu_
+  std::atomic<size_t> peak_in_flight_{0};
+  std::atomic<uint64_t> late_completions_{0};  // completions of flights no longer tracked
+  std::shared_ptr<AsyncGate> gate_ = std::make_shared<AsyncGate>();
   // A moving average of one handler call, in ns (0 until the first): batches are sized to it.
   std::atomic<int64_t> mean_handler_ns_{0};
   GroupMetrics metrics_;

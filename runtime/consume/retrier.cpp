@@ -22,7 +22,9 @@ constexpr size_t kMaxRetryCapacity = 1000;
 
 size_t GroupPipeline::retry_capacity() const {
   const auto& g = options_.group;
-  return std::max<size_t>(2 * static_cast<size_t>(g.concurrency),
+  // An async handler holds up to max_in_flight messages, not `concurrency`.
+  const size_t runners = static_cast<size_t>(async_ ? g.max_in_flight : g.concurrency);
+  return std::max<size_t>(2 * runners,
                           std::min<size_t>(static_cast<size_t>(g.batch_size), kMaxRetryCapacity));
 }
 

@@ -15,6 +15,7 @@ using SteadyClock = std::chrono::steady_clock;
 // (C++ cannot kill a thread) and replaced so the pool keeps its size. The messages of its batch
 // after the hung one never started: they go back to the queue, not charged.
 void GroupPipeline::check_timeouts() {
+  if (async_) check_async_timeouts();
   std::vector<Task> timed_out;
   {
     std::lock_guard lock(mu_);

@@ -3,6 +3,10 @@
 // outcome is a plugin bug and becomes kRetry. Non-concurrent handlers are serialised here.
 // An instance copies what it needs from its LoadedPlugin (the code stays mapped: RTLD_NODELETE),
 // so it stays valid even if it outlives the PluginRegistry.
+// Asynchronous handlers (ABI 1.2 handle_async): start_async() registers the message in the
+// process-wide AsyncRegistry (async_registry.hpp) and calls handle_async with its token; the
+// plugin's complete() reaches the entry by token. Destroying the instance cancels its pending
+// entries, calls destroy() and then frees them.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +15,7 @@
 #include <cstring>
 
 #include "common/utf8.hpp"
+#include "plugin_host/async_registry.hpp"
 #include "plugin_host/in_flight.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
@@ -70,14 +75,20 @@ class PluginHandlerInstance final : public HandlerInstance {
                                 field_value(sanitize_utf8(handler.name, 256)), field_value(stream),
                                 field_value(group))),
         crash_label_(fmt::format("group {}/{} handler {} (plugin {}, {})", stream, group,
-                                 handler.name, plugin.info.name, plugin.info.path)) {
+                                 handler.name, plugin.info.name, plugin.info.path)),
+        stream_(stream),
+        group_(group) {
     api_.struct_size = sizeof api_;
     api_.host_ctx = this;
     api_.log = &PluginHandlerInstance::log;
+    api_.complete = &host_complete;
   }
 
   ~PluginHandlerInstance() override {
+    auto& registry = AsyncRegistry::instance();
+    registry.cancel_owner(serial_);  // completions from now on (even inside destroy) are dropped
     if (created_) handler_.descriptor.destroy(instance_);
+    registry.erase_owner(serial_);  // the messages it never completed are freed now
   }
 
   void create(const std::string& config_json) {
@@ -126,6 +137,55 @@ class PluginHandlerInstance final : public HandlerInstance {
 
   bool concurrent() const override { return handler_.concurrent(); }
   const std::string& plugin_name() const override { return plugin_name_; }
+
+  bool asynchronous() const override { return handler_.descriptor.handle_async != nullptr; }
+
+  uint64_t start_async(const MessageView& m, std::shared_ptr<const void> keep_alive,
+                       AsyncDone done) noexcept override {
+    uint64_t token = 0;
+    try {
+      auto entry = std::make_unique<AsyncEntry>();
+      sqlstreams_type_message& msg = entry->message;
+      msg.struct_size = sizeof msg;
+      msg.schema_version = m.schema_version;
+      msg.id = m.id;
+      msg.attempt = m.attempt;
+      msg.created_at_unix_ms = m.created_at_unix_ms;
+      msg.stream = {stream_.data(), stream_.size()};  // the instance outlives its entries
+      msg.group = {group_.data(), group_.size()};
+      msg.payload = {reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size()};
+      if (m.message_key) msg.message_key = {m.message_key->data(), m.message_key->size()};
+      entry->owner = serial_;
+      entry->keep_alive = std::move(keep_alive);
+      entry->done = std::move(done);
+      entry->dropped = dropped_;
+      // Runs only while the entry is not cancelled, so before this instance is destroyed.
+      entry->to_outcome = [this](int32_t code, int64_t delay_ms, std::string error) {
+        sqlstreams_type_outcome out{};
+        out.code = code;
+        out.delay_ms = delay_ms;
+        return to_outcome(out, std::move(error));
+      };
+      const sqlstreams_type_message* view = &entry->message;
+      token = AsyncRegistry::instance().add(std::move(entry));
+      std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+      if (!handler_.concurrent()) lock.lock();
+      InFlightScope in_flight(crash_label_.c_str(), m.id, m.attempt);  // read by a crash
+      handler_.descriptor.handle_async(instance_, view, token);        // may complete (and free) it
+    } catch (const std::exception& e) {  // before the plugin saw the token: complete it here
+      clear_this_thread_in_flight();
+      if (token != 0) {
+        AsyncRegistry::instance().complete(token, SQLSTREAMS_OUTCOME_RETRY, 0,
+                                           std::string("host error while handling: ") + e.what());
+      }
+    }
+    return token;
+  }
+
+  bool cancel_async(uint64_t token) noexcept override {
+    return AsyncRegistry::instance().cancel(token);
+  }
+  uint64_t dropped_completions() const override { return dropped_->load(); }
 
  private:
   Outcome plugin_bug(const std::string& what) {
@@ -191,9 +251,28 @@ class PluginHandlerInstance final : public HandlerInstance {
   std::mutex mu_;  // serialises handle() unless the handler is concurrent
   std::atomic<bool> warned_{false};
   std::atomic<bool> delay_warned_{false};
+  const std::string stream_, group_;  // what async messages' views point at
+  const uint64_t serial_ = next_serial_.fetch_add(1);
+  const std::shared_ptr<std::atomic<uint64_t>> dropped_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
+  static inline std::atomic<uint64_t> next_serial_{1};
 };
 
 }  // namespace
+
+uint64_t HandlerInstance::start_async(const MessageView& message,
+                                      std::shared_ptr<const void> /*keep_alive*/,
+                                      AsyncDone done) noexcept {
+  // A synchronous handler: run it here and report at once.
+  const Outcome outcome = handle(message);
+  try {
+    done(outcome);
+  } catch (...) {
+  }
+  return 0;
+}
+
+bool HandlerInstance::cancel_async(uint64_t /*token*/) noexcept { return false; }
 
 size_t HandlerInstance::handle_batch(std::span<const MessageView> messages,
                                      BatchSink& sink) noexcept {

@@ -31,8 +31,9 @@ void read_manifest(const std::string& path, LoadedPlugin& plugin) {
   for (mc::Handler& h : m.handlers) {
     HandlerEntry entry{std::move(h.name), h.descriptor, std::move(h.schema_versions)};
     info.handlers.push_back(entry.name);
-    info.handler_infos.push_back(
-        {entry.name, entry.descriptor.schema_version, entry.schema_versions, entry.concurrent()});
+    info.handler_infos.push_back({entry.name, entry.descriptor.schema_version,
+                                  entry.schema_versions, entry.concurrent(),
+                                  entry.descriptor.handle_async != nullptr});
     plugin.handlers.push_back(std::move(entry));
   }
 }

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,11 @@ class HandlerConfigError : public PluginLoadError {
 
 class LoadedPlugin;  // plugin_host/loaded_plugin.hpp
 
+// Receives the outcome of one message an asynchronous handler accepted (start_async): called at
+// most once, on whatever thread the plugin completes from (possibly inside start_async), never
+// after cancel_async() of its token returned.
+using AsyncDone = std::function<void(const Outcome&)>;
+
 // Receives the outcomes of one HandlerInstance::handle_batch() call, in message order, on the
 // calling thread, each as soon as it is known.
 class BatchSink {
@@ -122,6 +128,22 @@ class HandlerInstance {
   // handler's child died while running the message before them) and stay the caller's to run.
   // The default calls handle() for each message. Never throws.
   virtual size_t handle_batch(std::span<const MessageView> messages, BatchSink& sink) noexcept;
+
+  // Asynchronous completion (ABI 1.2 handle_async): true when the handler completes messages
+  // later from its own threads; the pipeline then calls start_async() instead of handle().
+  virtual bool asynchronous() const { return false; }
+  // Hands `message` to the handler and returns at once with the completion token; `done`
+  // receives the outcome (see AsyncDone). The views of `message` must stay valid while
+  // `keep_alive` lives: the instance keeps it until the plugin completes the message or the
+  // instance is destroyed, whichever comes first (stream and group are copied). Never throws.
+  virtual uint64_t start_async(const MessageView& message, std::shared_ptr<const void> keep_alive,
+                               AsyncDone done) noexcept;
+  // The host gives up on a message (timeout, stop): its later completion is dropped and
+  // counted, `done` will not run (if it is running now, this waits for it). True when it was
+  // still pending. Never call it while holding a lock that `done` takes.
+  virtual bool cancel_async(uint64_t token) noexcept;
+  // Completions dropped after cancel_async() or after the instance was destroyed.
+  virtual uint64_t dropped_completions() const { return 0; }
 };
 
 // What a handler declares in its descriptor.
@@ -130,6 +152,7 @@ struct HandlerInfo {
   int32_t schema_version = 0;  // the descriptor's single version (the newest, with a list)
   std::vector<int32_t> schema_versions;  // every payload version it understands (DESIGN §8)
   bool concurrent = false;               // handle() may run concurrently on one instance
+  bool asynchronous = false;             // ABI 1.2: handle_async() (completes later)
 };
 
 struct PluginInfo {
@@ -188,6 +211,16 @@ class PluginRegistry {
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // current, by resolved path
   std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced by refresh(), still mapped
 };
+
+// Asynchronous completion (ABI 1.2), process-wide: completions the host dropped because their
+// token was unknown or already completed (including those after the instance was destroyed),
+// and messages accepted and not yet completed or freed.
+uint64_t async_unknown_completions();
+size_t async_pending_messages();
+// Completes `token` exactly as a plugin's call of host_api->complete does (tests, diagnostics):
+// false when the completion was dropped.
+bool complete_async(uint64_t token, OutcomeKind kind, std::chrono::milliseconds delay,
+                    const std::string& error);
 
 // The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits
 // schema_versions) = every version the handler declares. Throws PluginLoadError (exit 3) naming

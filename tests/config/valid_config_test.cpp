@@ -98,6 +98,7 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(g.lease_ttl, dg.lease_ttl);
   EXPECT_EQ(g.handler_timeout, dg.handler_timeout);
   EXPECT_EQ(g.max_hung_handlers, dg.max_hung_handlers);
+  EXPECT_EQ(g.max_in_flight, dg.max_in_flight);
   EXPECT_EQ(g.max_range_reclaims, dg.max_range_reclaims);
   EXPECT_EQ(g.start, dg.start);
   EXPECT_EQ(g.schema_versions, dg.schema_versions);
@@ -165,6 +166,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(g.lease_ttl, milliseconds(120'000));
   EXPECT_EQ(g.handler_timeout, milliseconds(119'000));
   EXPECT_EQ(g.max_hung_handlers, 1000);
+  EXPECT_EQ(g.max_in_flight, 100000);
   EXPECT_EQ(g.max_range_reclaims, 100);
   EXPECT_EQ(g.start, GroupStart::kHead);
   EXPECT_EQ(g.schema_versions, (std::vector<int32_t>{2, 3}));
@@ -279,7 +281,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 10 + 7 + 19 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 10 + 7 + 20 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

@@ -19,11 +19,12 @@
   OFFSET(sqlstreams_type_error, host_ctx, 8)                \
   OFFSET(sqlstreams_type_error, set_error, 16)              \
   OFFSET(sqlstreams_type_error, set_error_key, 24)          \
-  SIZE(sqlstreams_type_host_api, 24)                        \
+  SIZE(sqlstreams_type_host_api, 32)                        \
   OFFSET(sqlstreams_type_host_api, struct_size, 0)          \
   OFFSET(sqlstreams_type_host_api, reserved, 4)             \
   OFFSET(sqlstreams_type_host_api, host_ctx, 8)             \
   OFFSET(sqlstreams_type_host_api, log, 16)                 \
+  OFFSET(sqlstreams_type_host_api, complete, 24)            \
   SIZE(sqlstreams_type_message, 96)                         \
   OFFSET(sqlstreams_type_message, struct_size, 0)           \
   OFFSET(sqlstreams_type_message, schema_version, 4)        \
@@ -40,7 +41,7 @@
   OFFSET(sqlstreams_type_outcome, code, 4)                  \
   OFFSET(sqlstreams_type_outcome, delay_ms, 8)              \
   OFFSET(sqlstreams_type_outcome, error, 16)                \
-  SIZE(sqlstreams_type_handler, 72)                         \
+  SIZE(sqlstreams_type_handler, 80)                         \
   OFFSET(sqlstreams_type_handler, struct_size, 0)           \
   OFFSET(sqlstreams_type_handler, flags, 4)                 \
   OFFSET(sqlstreams_type_handler, name, 8)                  \
@@ -53,6 +54,7 @@
   OFFSET(sqlstreams_type_handler, schema_versions, 56)      \
   OFFSET(sqlstreams_type_handler, schema_version_count, 64) \
   OFFSET(sqlstreams_type_handler, reserved2, 68)            \
+  OFFSET(sqlstreams_type_handler, handle_async, 72)         \
   SIZE(sqlstreams_type_manifest, 64)                        \
   OFFSET(sqlstreams_type_manifest, magic, 0)                \
   OFFSET(sqlstreams_type_manifest, struct_size, 8)          \

@@ -27,7 +27,7 @@ TEST(Manifest, MacroWritesAVersionedManifest) {
   EXPECT_EQ(m->abi_minor, 1u);
   EXPECT_STREQ(m->plugin_name, "sdk-test");
   EXPECT_STREQ(m->plugin_version, "9.9.9");
-  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.1.0 (ABI 1.1)"),
+  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.2.0 (ABI 1.2)"),
             std::string::npos);
   ASSERT_EQ(m->handler_count, 2u);
   EXPECT_STREQ(m->handlers[0]->name, "scripted");

@@ -3,7 +3,7 @@
  * crosses it. A plugin exports ONE function, sqlstreams_plugin_manifest_v1, returning a static
  * manifest that describes its handlers.
  *
- * Versioning (ABI 1.1; 1.0 plugins load unchanged):
+ * Versioning (ABI 1.2; 1.0 and 1.1 plugins load unchanged):
  *   - The host loads a plugin only when abi_major == SQLSTREAMS_ABI_MAJOR and
  *     abi_minor <= the host's SQLSTREAMS_ABI_MINOR, and refuses it otherwise.
  *   - Every struct but the two plain views (str, bytes) starts with uint32_t struct_size (the
@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define SQLSTREAMS_ABI_MAJOR 1
-#define SQLSTREAMS_ABI_MINOR 1
+#define SQLSTREAMS_ABI_MINOR 2
 /* "SQLSTRM1" read as a big-endian 64-bit number. */
 #define SQLSTREAMS_PLUGIN_MAGIC UINT64_C(0x53514C5354524D31)
 /* The name of the one exported entry function (see sqlstreams_on_manifest_fn). */
@@ -135,15 +135,33 @@ struct sqlstreams_type_error {
  * THREADING: safe to call from any thread while the instance lives. */
 typedef void (*sqlstreams_host_log_fn)(void* host_ctx, int32_t level, const char* text, size_t len);
 
+/* ABI 1.2: completes one message that handle_async() accepted (see sqlstreams_on_handle_async_fn)
+ * with the same outcome kinds as handle(): `code` is SQLSTREAMS_OUTCOME_*, `delay_ms` is read for
+ * DELAY only, `error`/`error_len` is the error text (read and sanitized as set_error text is;
+ * NULL is the empty text). Returns true when the outcome was taken; false when it was dropped:
+ * an unknown token, a token completed before (completing twice), or a message the host gave up
+ * on (handler_timeout reached, lease lost, the group stopped, the instance destroyed). A dropped
+ * completion is counted by the host and otherwise harmless.
+ * OWNERSHIP: `error` stays the plugin's; the host copies it before returning. The function
+ *   itself is host code that stays valid for the life of the process: it may be called through
+ *   a copy of the pointer at any time, even after destroy() of the instance returned (the
+ *   completion is then dropped).
+ * THREADING: any thread, concurrently, including from inside handle_async(). */
+typedef bool (*sqlstreams_host_complete_fn)(uint64_t completion_token, int32_t code,
+                                            int64_t delay_ms, const char* error, size_t error_len);
+
 /* What the host offers one handler instance; handed to create().
+ * ABI 1.2 appends `complete` (non-NULL in every 1.2 host; a plugin may check
+ * SQLSTREAMS_HAS_FIELD(api, sqlstreams_type_host_api, complete)).
  * OWNERSHIP: host-owned; the pointer and host_ctx stay valid until destroy() of that instance
- *   returns, so an instance may keep them.
+ *   returns, so an instance may keep them (copy `complete` to call it later).
  * THREADING: every function may be called from any thread. */
 typedef struct sqlstreams_type_host_api {
   uint32_t struct_size;
   uint32_t reserved; /* zero */
   void* host_ctx;    /* opaque; pass back to the functions below */
   sqlstreams_host_log_fn log;
+  sqlstreams_host_complete_fn complete; /* ABI 1.2 */
 } sqlstreams_type_host_api;
 
 /* One message handed to handle().
@@ -199,9 +217,30 @@ typedef bool (*sqlstreams_on_create_fn)(const sqlstreams_type_host_api* host_api
 typedef void (*sqlstreams_on_handle_fn)(void* instance, const sqlstreams_type_message* message,
                                         sqlstreams_type_outcome* outcome);
 
+/* ABI 1.2, optional: accepts one message and completes it later, from any thread, by calling
+ * host_api->complete(completion_token, ...) exactly once; returns at once (it must not wait for
+ * the work). A host that has handle_async in a descriptor runs the handler this way: no host
+ * thread waits for the outcome, and the group's `max_in_flight` bounds how many messages are
+ * accepted and not yet completed. The runtime keeps every rule of handle(): handler_timeout
+ * applies per message (then the host records a RETRY and drops the late completion), lease
+ * loss and stop drop completions too, retries and dead letters follow the outcome kind.
+ * handle() stays required: the host calls it where it runs messages one at a time (isolation
+ * = "process" runs handle() in the child); it may wait for its own asynchronous work.
+ * OWNERSHIP: `message` and every view in it stay valid until the plugin calls complete() for
+ *   its token, or until destroy() of the instance returns, whichever comes first; the host then
+ *   frees them. Reading them after complete() is a use-after-free. The token is a plain number
+ *   (never reused in the process), not a pointer.
+ * THREADING: like handle(): concurrently on one instance iff SQLSTREAMS_HANDLER_CONCURRENT,
+ *   otherwise one call at a time (completions may still come from any thread at any time). */
+typedef void (*sqlstreams_on_handle_async_fn)(void* instance,
+                                              const sqlstreams_type_message* message,
+                                              uint64_t completion_token);
+
 /* Destroys an instance made by create(); called exactly once per successful create().
  * OWNERSHIP: ends the instance's life; the host_api given to its create() dies after this.
- * THREADING: called after every handle() on the instance has returned. */
+ *   Messages accepted by handle_async() and not completed yet stay readable during destroy()
+ *   (completing them there is allowed: they are dropped) and are freed when it returns.
+ * THREADING: called after every handle() and handle_async() call on the instance has returned. */
 typedef void (*sqlstreams_on_destroy_fn)(void* instance);
 
 /* Describes one handler of a plugin.
@@ -210,6 +249,8 @@ typedef void (*sqlstreams_on_destroy_fn)(void* instance);
  * SQLSTREAMS_MAX_SCHEMA_VERSIONS; the host refuses the plugin otherwise). With
  * schema_version_count == 0 (and in every 1.0 plugin) the list is the one schema_version.
  * With a list, set schema_version to its newest entry (what a single-version reader shows).
+ * Asynchronous completion: ABI 1.2 appends handle_async (see sqlstreams_on_handle_async_fn);
+ * NULL (and every 1.0/1.1 plugin) means the host calls handle() only.
  * OWNERSHIP: plugin-owned static data, valid while the library is loaded (forever: the host
  *   never unloads plugins). name is NUL-terminated, unique within the plugin; schema_versions
  *   points to static data too.
@@ -227,6 +268,7 @@ typedef struct sqlstreams_type_handler {
   const int32_t* schema_versions; /* ABI 1.1: every version understood; NULL when count 0 */
   uint32_t schema_version_count;  /* ABI 1.1: 0 = just schema_version */
   uint32_t reserved2;             /* zero */
+  sqlstreams_on_handle_async_fn handle_async; /* ABI 1.2: NULL = handle() only */
 } sqlstreams_type_handler;
 
 /* What a plugin is. Checked by the host before anything else runs.

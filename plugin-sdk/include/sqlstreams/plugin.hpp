@@ -1,7 +1,8 @@
 // sqlstreams/plugin.hpp — the C++ layer for handler authors; header-only, compiled INTO the
 // plugin, on top of the C ABI in sqlstreams/plugin.h (nothing from here crosses the boundary).
 // Owns: Result and its helpers (ok, retry, delay, terminal), MessageContext, Host (logging),
-// TypedHandler<Payload> and the SQLSTREAMS_PLUGIN export macro.
+// TypedHandler<Payload>, AsyncTypedHandler<Payload> with Completion (ABI 1.2) and the
+// SQLSTREAMS_PLUGIN export macro.
 // Threading: a handler declaring `static constexpr bool kConcurrent = true` gets handle()
 // called from many threads at once on one object; otherwise the host serialises the calls.
 //
@@ -26,13 +27,33 @@
 //     static PaymentV2 upcast(const PaymentV1& v1);
 //     ...
 //   };
+//
+// Asynchronous completion (ABI 1.2): derive from AsyncTypedHandler<Payload> instead and complete
+// each message later, from any thread, through its Completion (move-only, completes once; one
+// destroyed without completing is a RETRY "handler dropped the completion"):
+//   class Fetch : public sqlstreams::AsyncTypedHandler<Order> {
+//    public:
+//     static constexpr const char* kName = "fetch-orders";
+//     static constexpr int kSchemaVersion = 1;
+//     static constexpr bool kConcurrent = true;
+//     void handle_async(Order o, const sqlstreams::MessageContext& m,
+//                       sqlstreams::Completion done) override {
+//       client_.get(o.url, [done = std::move(done)](Response r) mutable {
+//         done.complete(r.ok ? sqlstreams::ok() : sqlstreams::retry(r.error));
+//       });
+//     }
+//   };
 #pragma once
 
 #include <sqlstreams/plugin.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -42,7 +63,7 @@
 
 #include "sqlstreams/config_reader.hpp"
 
-#define SQLSTREAMS_SDK_VERSION "1.1.0"
+#define SQLSTREAMS_SDK_VERSION "1.2.0"
 
 namespace sqlstreams {
 
@@ -103,6 +124,8 @@ class Host {
       std::memcpy(&api_, api, n);
     }
   }
+  // The host's completion function (ABI 1.2; NULL from an older or fake host without it).
+  sqlstreams_host_complete_fn completer() const noexcept { return api_.complete; }
   void log(LogLevel level, std::string_view text) const noexcept {
     if (api_.log != nullptr)
       api_.log(api_.host_ctx, static_cast<int32_t>(level), text.data(), text.size());
@@ -114,6 +137,100 @@ class Host {
 
  private:
   sqlstreams_type_host_api api_{};
+};
+
+namespace detail {
+// What one Completion reaches: the host (by token) or, for the synchronous handle() of an
+// asynchronous handler, a waiting thread. Completes at most once; a drop (the Completion
+// destroyed without completing) during handle_async() waits for the call to end, so an
+// exception it throws is reported instead.
+class CompletionState {
+ public:
+  virtual ~CompletionState() = default;
+  bool complete(const Result& r) noexcept {
+    if (done_.exchange(true)) return false;
+    return deliver(r);
+  }
+  bool done() const noexcept { return done_.load(); }
+  void drop() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (starting_) {
+        dropped_ = true;
+        return;
+      }
+    }
+    complete_dropped();
+  }
+  // handle_async() returned (failure empty) or threw (failure: its outcome).
+  void started(const Result* failure) noexcept {
+    bool dropped;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      starting_ = false;
+      dropped = dropped_;
+    }
+    if (failure != nullptr) {
+      complete(*failure);
+    } else if (dropped) {
+      complete_dropped();
+    }
+  }
+
+ protected:
+  virtual bool deliver(const Result& r) noexcept = 0;
+
+ private:
+  void complete_dropped() noexcept {
+    try {
+      complete(Result{Code::kRetry, {}, "handler dropped the completion"});
+    } catch (...) {
+      complete(Result{Code::kRetry, {}, {}});
+    }
+  }
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  bool starting_ = true;
+  bool dropped_ = false;
+};
+}  // namespace detail
+
+// The pending outcome of one message an AsyncTypedHandler accepted. Move-only; complete it
+// exactly once, from any thread, even after the handler instance was destroyed (the host then
+// drops it). Destroyed without completing, it completes with a RETRY "handler dropped the
+// completion". complete() returns true when the host took the outcome; false when it was
+// completed before or the host had given up on the message (timeout, lease lost, stop).
+class Completion {
+ public:
+  Completion() = default;  // empty: complete() does nothing
+  explicit Completion(std::shared_ptr<detail::CompletionState> state) noexcept
+      : state_(std::move(state)) {}
+  Completion(Completion&& other) noexcept = default;
+  Completion& operator=(Completion&& other) noexcept {
+    if (this != &other) {
+      release();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+  ~Completion() { release(); }
+
+  bool complete(const Result& r) noexcept {
+    if (!state_) return false;
+    auto state = std::move(state_);
+    return state->complete(r);
+  }
+  // Not completed yet (and not moved from).
+  bool pending() const noexcept { return state_ && !state_->done(); }
+
+ private:
+  void release() noexcept {
+    if (state_ && !state_->done()) state_->drop();
+    state_.reset();
+  }
+  std::shared_ptr<detail::CompletionState> state_;
 };
 
 // The payload versions one handler understands, oldest first: each type declares
@@ -153,6 +270,28 @@ class TypedHandler {
   // Return ok()/retry()/delay(); throw terminal() to dead-letter. Any other exception is a
   // RETRY carrying its what().
   virtual Result handle(const Payload& payload, const MessageContext& message) = 0;
+};
+
+// Base of an asynchronous typed handler (ABI 1.2): declares what TypedHandler does (kName,
+// kSchemaVersion or Payloads, kConcurrent, validate, constructor) and implements handle_async.
+// handle_async() must return at once; the message's views (MessageContext: payload, key,
+// stream, group) stay valid until `done` is completed, so copy the context (it is a few views)
+// if the work needs it later. The payload is decoded before the call (a payload that does not
+// decode is TERMINAL and never reaches handle_async). An exception thrown by handle_async()
+// completes the message as in TypedHandler (TerminalError → TERMINAL, other → RETRY) unless it
+// was completed already. The group's max_in_flight bounds the messages held at once.
+// With isolation = "process" the host runs each message synchronously in the child: the SDK
+// then calls handle_async() and waits for its completion.
+template <class Payload>
+class AsyncTypedHandler {
+ public:
+  using payload_type = Payload;
+  static constexpr bool kConcurrent = false;
+  static constexpr bool kAsynchronous = true;
+
+  virtual ~AsyncTypedHandler() = default;
+  static void validate(const nlohmann::json& /*config*/) {}
+  virtual void handle_async(Payload payload, const MessageContext& message, Completion done) = 0;
 };
 
 }  // namespace sqlstreams

@@ -1,17 +1,19 @@
 // sqlstreams/detail/adapter.hpp — the exception fence between a C++ handler and the C ABI
 // (not for authors; included by sqlstreams/plugin.hpp). Owns the extern-"C"-compatible
-// trampolines (validate, create, handle, destroy) generated per handler type (the manifest
-// that lists them is in manifest.hpp). No exception leaves a trampoline.
-// Threading: trampolines are reentrant; handle() adds no locking of its own (the host
-// serialises non-concurrent handlers).
+// trampolines (validate, create, handle, handle_async, destroy) generated per handler type (the
+// manifest that lists them is in manifest.hpp). No exception leaves a trampoline. Threading:
+// trampolines are reentrant; handle() adds no locking of its own (the host serialises
+// non-concurrent handlers).
 #pragma once
 
 #include <sqlstreams/plugin.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -111,6 +113,16 @@ inline void write_outcome(sqlstreams_type_outcome* out, const Result& r) noexcep
   if (!r.error.empty()) set_error(out->error, r.error);
 }
 
+// True for an AsyncTypedHandler (H::kAsynchronous).
+template <class H>
+constexpr bool is_asynchronous() {
+  if constexpr (requires { H::kAsynchronous; }) {
+    return H::kAsynchronous;
+  } else {
+    return false;
+  }
+}
+
 template <class H>
 struct Adapter {
   using Payload = typename H::payload_type;
@@ -195,31 +207,9 @@ struct Adapter {
   }
 
   static Result run(H& handler, const MessageContext& context) {
-    std::optional<Payload> payload;
-    std::string stage = "payload does not decode into " + type_name<Payload>();
-    try {
-      if constexpr (kListed) {
-        static_assert(std::is_same_v<Payload, typename VersionTable<Listed>::Newest>,
-                      "the last type of Payloads is the handler's payload type "
-                      "(TypedHandler<Newest>)");
-        if (auto decoded = decode_version(handler, context.schema_version, context.payload,
-                                          static_cast<Listed*>(nullptr), stage)) {
-          payload.emplace(std::move(*decoded));
-        } else {
-          return {Code::kTerminal,
-                  {},
-                  "payload schema version " + std::to_string(context.schema_version) +
-                      " is not one handler '" + H::kName + "' declares (" +
-                      declared_versions<Listed>() + ")"};
-        }
-      } else {
-        payload.emplace(decode<Payload>(context.payload));
-      }
-    } catch (const std::exception& e) {
-      return {Code::kTerminal, {}, stage + ": " + what_of(e)};
-    } catch (...) {
-      return {Code::kTerminal, {}, stage + ": unknown exception"};
-    }
+    Result failed;
+    std::optional<Payload> payload = decode_payload(handler, context, failed);
+    if (!payload) return failed;
     try {
       return handler.handle(*payload, context);
     } catch (const TerminalError& e) {
@@ -231,12 +221,145 @@ struct Adapter {
     }
   }
 
+  // The payload decoded (and upcast) for handle(); nullopt with `failed` set (TERMINAL) when it
+  // does not decode.
+  static std::optional<Payload> decode_payload(H& handler, const MessageContext& context,
+                                               Result& failed) {
+    std::optional<Payload> payload;
+    std::string stage = "payload does not decode into " + type_name<Payload>();
+    try {
+      if constexpr (kListed) {
+        static_assert(std::is_same_v<Payload, typename VersionTable<Listed>::Newest>,
+                      "the last type of Payloads is the handler's payload type "
+                      "(TypedHandler<Newest>)");
+        if (auto decoded = decode_version(handler, context.schema_version, context.payload,
+                                          static_cast<Listed*>(nullptr), stage)) {
+          payload.emplace(std::move(*decoded));
+        } else {
+          failed = {Code::kTerminal,
+                    {},
+                    "payload schema version " + std::to_string(context.schema_version) +
+                        " is not one handler '" + H::kName + "' declares (" +
+                        declared_versions<Listed>() + ")"};
+          return std::nullopt;
+        }
+      } else {
+        payload.emplace(decode<Payload>(context.payload));
+      }
+    } catch (const std::exception& e) {
+      failed = {Code::kTerminal, {}, stage + ": " + what_of(e)};
+      return std::nullopt;
+    } catch (...) {
+      failed = {Code::kTerminal, {}, stage + ": unknown exception"};
+      return std::nullopt;
+    }
+    return payload;
+  }
+
+  static constexpr bool kAsync = is_asynchronous<H>();
+
+  // Asynchronous (ABI 1.2): decodes, then hands the payload and a Completion to handle_async();
+  // a decode failure or an exception it throws completes the message here.
+  static void start(H& handler, const MessageContext& context,
+                    std::shared_ptr<CompletionState> state) noexcept {
+    try {
+      Result failed;
+      std::optional<Payload> payload;
+      try {
+        payload = decode_payload(handler, context, failed);
+      } catch (...) {
+        failed = {Code::kRetry, {}, "out of memory while decoding"};
+      }
+      if (!payload) {
+        state->started(&failed);
+        return;
+      }
+      try {
+        handler.handle_async(std::move(*payload), context, Completion(state));
+        state->started(nullptr);
+      } catch (const TerminalError& e) {
+        const Result r{Code::kTerminal, {}, what_of(e)};
+        state->started(&r);
+      } catch (const std::exception& e) {
+        const Result r{Code::kRetry, {}, what_of(e)};
+        state->started(&r);
+      } catch (...) {
+        const Result r{Code::kRetry, {}, "unknown exception"};
+        state->started(&r);
+      }
+    } catch (...) {  // allocation failure while reporting: the host times the message out
+      state->started(nullptr);
+    }
+  }
+
+  // Completes through the host's complete(token, ...).
+  class HostCompletion final : public CompletionState {
+   public:
+    HostCompletion(sqlstreams_host_complete_fn fn, uint64_t token) : fn_(fn), token_(token) {}
+
+   private:
+    bool deliver(const Result& r) noexcept override {
+      if (fn_ == nullptr) return false;
+      static constexpr int32_t kCodes[] = {SQLSTREAMS_OUTCOME_OK, SQLSTREAMS_OUTCOME_RETRY,
+                                           SQLSTREAMS_OUTCOME_DELAY, SQLSTREAMS_OUTCOME_TERMINAL};
+      const int64_t delay = r.code == Code::kDelay && r.delay.count() > 0 ? r.delay.count() : 0;
+      return fn_(token_, kCodes[static_cast<int>(r.code)], delay, r.error.data(), r.error.size());
+    }
+    sqlstreams_host_complete_fn fn_;
+    uint64_t token_;
+  };
+
+  // The synchronous handle() of an asynchronous handler waits for its own completion here.
+  class WaitingCompletion final : public CompletionState {
+   public:
+    Result wait() {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return result_.has_value(); });
+      return *result_;
+    }
+
+   private:
+    bool deliver(const Result& r) noexcept override {
+      try {
+        std::lock_guard<std::mutex> lock(mu_);
+        result_.emplace(r);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        result_.emplace(Result{Code::kRetry, {}, {}});
+      }
+      cv_.notify_all();
+      return true;
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::optional<Result> result_;
+  };
+
+  static void handle_async(void* instance, const sqlstreams_type_message* message,
+                           uint64_t token) noexcept {
+    auto* self = static_cast<Instance*>(instance);
+    std::shared_ptr<CompletionState> state;
+    try {
+      state = std::make_shared<HostCompletion>(self->host.completer(), token);
+    } catch (...) {  // no memory for the state: report straight to the host
+      if (auto fn = self->host.completer()) fn(token, SQLSTREAMS_OUTCOME_RETRY, 0, nullptr, 0);
+      return;
+    }
+    start(*self->handler, context_of(read_sized(message)), std::move(state));
+  }
+
   static void handle(void* instance, const sqlstreams_type_message* message,
                      sqlstreams_type_outcome* outcome) noexcept {
     if (outcome == nullptr) return;
     try {
       auto* self = static_cast<Instance*>(instance);
-      write_outcome(outcome, run(*self->handler, context_of(read_sized(message))));
+      if constexpr (kAsync) {
+        auto waiting = std::make_shared<WaitingCompletion>();
+        start(*self->handler, context_of(read_sized(message)), waiting);
+        write_outcome(outcome, waiting->wait());
+      } else {
+        write_outcome(outcome, run(*self->handler, context_of(read_sized(message))));
+      }
     } catch (...) {  // only allocation failure can get here
       outcome->code = SQLSTREAMS_OUTCOME_RETRY;
     }
@@ -256,6 +379,14 @@ struct Adapter {
       return static_cast<uint32_t>(std::size(VersionTable<Listed>::kVersions));
     } else {
       return 0;
+    }
+  }
+
+  static constexpr sqlstreams_on_handle_async_fn async_entry() {
+    if constexpr (kAsync) {
+      return &handle_async;
+    } else {
+      return nullptr;
     }
   }
 
@@ -284,7 +415,8 @@ struct Adapter {
             &destroy,
             version_list(),
             version_count(),
-            0};
+            0,
+            async_entry()};
   }
 };
 

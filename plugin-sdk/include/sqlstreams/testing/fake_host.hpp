@@ -11,12 +11,19 @@
 //   EXPECT_EQ(out.error, "payment provider unreachable");
 //   auto no = sqlstreams::testing::validate_config(d, R"({"provider": "x"})");
 //   EXPECT_EQ(no->key, "provider");   // named with ConfigError::at / set_error_key
+// Asynchronous handlers (ABI 1.2): handle() waits for the completion; start() returns a future
+// completed from whatever thread the handler completes on:
+//   auto f = host.start({.payload = R"({"url":"x"})"});
+//   EXPECT_EQ(f.get().code, SQLSTREAMS_OUTCOME_OK);
 #pragma once
 
 #include <sqlstreams/plugin.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sqlstreams/plugin.hpp>
@@ -115,17 +122,95 @@ class FakeHost {
  public:
   // Calls create(); throws std::runtime_error with the plugin's error when it fails.
   explicit FakeHost(const sqlstreams_type_handler& d, std::string_view config = "{}")
-      : d_(d), api_{sizeof(sqlstreams_type_host_api), 0, this, &FakeHost::log} {
+      : d_(d),
+        api_{sizeof(sqlstreams_type_host_api), 0, this, &FakeHost::log, &FakeHost::complete} {
     FakeErrorSlot error;
     if (!d_.create(&api_, config.data(), config.size(), &instance_, error.get())) {
       throw std::runtime_error(error.text().value_or("create failed without an error message"));
     }
   }
-  ~FakeHost() { d_.destroy(instance_); }
+  // Messages still pending after destroy() are freed (their futures report a broken promise);
+  // a later completion of them is dropped.
+  ~FakeHost() {
+    d_.destroy(instance_);
+    std::lock_guard<std::mutex> lock(registry().mu);
+    std::erase_if(registry().pending, [&](const auto& kv) { return kv.second->owner == this; });
+  }
   FakeHost(const FakeHost&) = delete;
   FakeHost& operator=(const FakeHost&) = delete;
 
   FakeOutcome handle(const FakeMessage& m) {
+    sqlstreams_type_message msg = to_message(m);
+    FakeErrorSlot error;
+    sqlstreams_type_outcome out{};
+    out.struct_size = sizeof out;
+    out.error = error.get();
+    d_.handle(instance_, &msg, &out);
+    return {out.code, out.delay_ms, error.text().value_or("")};
+  }
+
+  // ABI 1.2: hands a copy of `m` to handle_async(); the future gets the outcome the handler
+  // completes with (from any thread). The copy lives until then. Throws std::logic_error for a
+  // handler without handle_async.
+  std::future<FakeOutcome> start(const FakeMessage& m) {
+    if (d_.handle_async == nullptr) throw std::logic_error("the handler has no handle_async");
+    auto p = std::make_unique<Pending>();
+    p->owner = this;
+    p->copy = m;
+    p->message = to_message(p->copy);
+    auto future = p->promise.get_future();
+    const sqlstreams_type_message* view = &p->message;
+    uint64_t token;
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      token = registry().next++;
+      registry().pending.emplace(token, std::move(p));
+    }
+    d_.handle_async(instance_, view, token);
+    return future;
+  }
+  bool asynchronous() const { return d_.handle_async != nullptr; }
+  // Completions of unknown or already completed tokens (all FakeHosts of the process).
+  static uint64_t dropped_completions() {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    return registry().dropped;
+  }
+
+ private:
+  struct Pending {
+    const FakeHost* owner = nullptr;
+    FakeMessage copy;
+    sqlstreams_type_message message{};
+    std::promise<FakeOutcome> promise;
+  };
+  struct Registry {
+    std::mutex mu;
+    uint64_t next = 1;
+    uint64_t dropped = 0;
+    std::map<uint64_t, std::unique_ptr<Pending>> pending;
+  };
+  static Registry& registry() {
+    static Registry* r = new Registry();  // completions may come from threads at exit
+    return *r;
+  }
+  static bool complete(uint64_t token, int32_t code, int64_t delay_ms, const char* error,
+                       size_t len) {
+    std::unique_ptr<Pending> p;
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      auto it = registry().pending.find(token);
+      if (it == registry().pending.end()) {
+        ++registry().dropped;
+        return false;
+      }
+      p = std::move(it->second);
+      registry().pending.erase(it);
+    }
+    p->promise.set_value({code, delay_ms, error != nullptr ? std::string(error, len) : ""});
+    return true;
+  }
+
+  static sqlstreams_type_message to_message(const FakeMessage& m) {
     sqlstreams_type_message msg{};
     msg.struct_size = sizeof msg;
     msg.schema_version = m.schema_version;
@@ -136,14 +221,10 @@ class FakeHost {
     msg.group = {m.group.data(), m.group.size()};
     msg.payload = {reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size()};
     if (m.message_key) msg.message_key = {m.message_key->data(), m.message_key->size()};
-    FakeErrorSlot error;
-    sqlstreams_type_outcome out{};
-    out.struct_size = sizeof out;
-    out.error = error.get();
-    d_.handle(instance_, &msg, &out);
-    return {out.code, out.delay_ms, error.text().value_or("")};
+    return msg;
   }
 
+ public:
   bool concurrent() const { return (d_.flags & SQLSTREAMS_HANDLER_CONCURRENT) != 0; }
   const std::vector<FakeLogLine>& logs() const { return logs_; }
 
