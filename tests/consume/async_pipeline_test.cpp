@@ -10,8 +10,8 @@
 
 #include "consume/group_pipeline.hpp"
 #include "plugin_host/plugin_host.hpp"
-#include "store/migrate.hpp"
-#include "store/producer.hpp"
+#include "store/produce/producer.hpp"
+#include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
 namespace sqlstreams::consume {

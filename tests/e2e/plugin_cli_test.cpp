@@ -32,7 +32,7 @@ bool has(const std::string& text, const std::string& needle) {
 TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   auto [code, out] = run_sqlstreams({"plugin", "check", kFixtures + "/c_ok.so"});
   EXPECT_EQ(code, 0) << out;
-  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.1", "c-echo", "schema version 1",
+  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.2", "c-echo", "schema version 1",
                         "one call at a time", "c-second", "schema version 2, concurrent", "OK"}) {
     EXPECT_TRUE(has(out, s)) << "missing '" << s << "' in:\n" << out;
   }
@@ -41,7 +41,7 @@ TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   ASSERT_EQ(json_code, 0) << json_out;
   const auto doc = nlohmann::json::parse(json_out);
   EXPECT_EQ(doc["name"], "c-fixture");
-  EXPECT_EQ(doc["abi"], "1.1");
+  EXPECT_EQ(doc["abi"], "1.2");
   ASSERT_EQ(doc["handlers"].size(), 2u);
   EXPECT_EQ(doc["handlers"][1]["schema_version"], 2);
   EXPECT_EQ(doc["handlers"][1]["schema_versions"], nlohmann::json::array({2}));
