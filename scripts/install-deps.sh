@@ -8,6 +8,8 @@ PACKAGES=(
   # scripts/format.sh --check and scripts/thread_safety.sh (clang -Wthread-safety), both run by
   # scripts/test.sh
   clang-format clang
+  # scripts/thread_safety.sh reads compile_commands.json with it
+  python3
   libboost-dev libpqxx-dev libpq-dev libtomlplusplus-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev prometheus-cpp-dev libcivetweb-dev libsystemd-dev
