@@ -6,6 +6,9 @@
 #include <random>
 #include <set>
 
+#include "common/thread.hpp"
+#include "maintain/fair_share.hpp"
+
 namespace sqlstreams::maintain {
 namespace {
 
@@ -34,8 +37,10 @@ double MaintenanceRunner::random01() {
 void MaintenanceRunner::start() {
   std::set<std::string> lanes;
   for (const auto& s : slots_) lanes.insert(s->spec.lane);
-  lease_thread_ = std::thread([this] { lease_loop(); });
-  for (const auto& lane : lanes) lanes_.emplace_back([this, lane] { lane_loop(lane); });
+  lease_thread_ = start_thread("ss-maint", [this] { lease_loop(); });
+  for (const auto& lane : lanes) {
+    lanes_.push_back(start_thread("ss-" + lane, [this, lane] { lane_loop(lane); }));
+  }
 }
 
 void MaintenanceRunner::stop() {
@@ -295,9 +300,8 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
   }
   if (unheld.empty()) return;
   auto free = store::free_worker_keys(session, unheld);
-  const int64_t live = options_.host ? std::max<int64_t>(1, store::live_host_count(session)) : 1;
+  const int64_t live = options_.host ? store::live_host_count(session) : 1;
   const int64_t total = static_cast<int64_t>(slots_.size());
-  int64_t can_take = (total + live - 1) / live - held;
   // A random order, so that hosts starting together do not all reach for the same keys.
   for (size_t i = free.size(); i > 1; --i) {
     size_t j = static_cast<size_t>(random01() * static_cast<double>(i));
@@ -311,16 +315,14 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
       if (!is_free || s->lease) s->free_since.reset();
       if (is_free && !s->free_since) s->free_since = now;
     }
+    std::vector<bool> overdue;
     for (const auto& key : free) {
-      for (const auto& s : slots_) {
-        if (s->spec.key != key) continue;
-        const bool overdue = s->free_since && now - *s->free_since >= options_.ttl;
-        if (overdue || can_take > 0) {
-          wanted.push_back(key);
-          if (!overdue) --can_take;
-        }
-      }
+      auto s = std::find_if(slots_.begin(), slots_.end(),
+                            [&](const auto& slot) { return slot->spec.key == key; });
+      overdue.push_back(s != slots_.end() && (*s)->free_since &&
+                        now - *(*s)->free_since >= options_.ttl);
     }
+    for (size_t i : pick_free_workers(total, live, held, overdue)) wanted.push_back(free[i]);
   }
   if (wanted.empty()) return;
   auto won = store::acquire_worker_leases(session, options_.holder, wanted, options_.ttl);
