@@ -75,7 +75,9 @@ TEST_F(DeadLetterMetadataTest, QuarantineCopiesVersionKeyAndCreatedAt) {
   claim(gs);
   for (int i = 1; i <= 3; ++i) {
     expire_leases();
-    gs.reclaim_expired(std::chrono::seconds(30), 3);
+    auto r = gs.reclaim_expired(std::chrono::seconds(30), 3);
+    ASSERT_TRUE(r.found) << "reclaim " << i;
+    EXPECT_EQ(r.quarantined.has_value(), i == 3) << "reclaim " << i;
   }
   ASSERT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 4);
   for (int64_t id = 1; id <= 4; ++id) {

@@ -159,9 +159,9 @@ TEST_F(RangeCommitTest, AdvancerStopsAtTheLowestOpenLease) {
   auto first = claim(gs, 3);
   auto second = claim(gs, 3);
   EXPECT_EQ(cursor(), "6/0");
-  gs.commit_ranges({{second.token, second.high, true, {}, {}}});
+  EXPECT_EQ(gs.commit_ranges({{second.token, second.high, true, {}, {}}}), std::vector<bool>{true});
   EXPECT_EQ(gs.advance_cursor().committed_after, 0);
-  gs.commit_ranges({{first.token, first.high, true, {}, {}}});
+  EXPECT_EQ(gs.commit_ranges({{first.token, first.high, true, {}, {}}}), std::vector<bool>{true});
   EXPECT_EQ(gs.advance_cursor().committed_after, 6);
   EXPECT_EQ(cursor(), "6/6");
 }

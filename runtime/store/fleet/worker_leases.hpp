@@ -54,16 +54,19 @@ class FencedOut : public StoreError {
 // Takes every key whose lease is free, expired (database clock) or already `holder`'s, until
 // database now + ttl; one statement, so two hosts racing for a key cannot both win. Returns
 // the leases won.
-std::vector<WorkerLease> acquire_worker_leases(Session& session, const std::string& holder,
-                                               const std::vector<WorkerKey>& keys, Millis ttl);
+[[nodiscard]] std::vector<WorkerLease> acquire_worker_leases(Session& session,
+                                                             const std::string& holder,
+                                                             const std::vector<WorkerKey>& keys,
+                                                             Millis ttl);
 
 // The keys nobody holds now (no row, released, or expired by the database's clock).
 std::vector<WorkerKey> free_worker_keys(Session& session, const std::vector<WorkerKey>& keys);
 
 // Extends the leases still held (same token, not yet expired) to database now + ttl; returns
 // the ids of those renewed. A lease missing from the result is lost: stop its work at once.
-std::vector<int64_t> renew_worker_leases(Session& session, const std::vector<WorkerLease>& leases,
-                                         Millis ttl);
+[[nodiscard]] std::vector<int64_t> renew_worker_leases(Session& session,
+                                                       const std::vector<WorkerLease>& leases,
+                                                       Millis ttl);
 
 // Frees the leases (by token) so another host can take them at once.
 void release_worker_leases(Session& session, const std::vector<WorkerLease>& leases);

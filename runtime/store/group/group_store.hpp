@@ -153,13 +153,13 @@ class GroupStore {
 
   Observation observe();
   // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
-  ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl);
+  [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl);
 
   // Takes the oldest lease of the group expired by the database's clock: rotates its token,
   // bumps `reclaims` (not for a handed-back lease) and extends it. A lease reaching
   // max_reclaims is quarantined: each of its messages becomes a `ready` exception (due at once)
   // and the lease is deleted.
-  ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims);
+  [[nodiscard]] ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims);
 
   // One transaction for all ranges. Returns, per range, true when committed, false when its
   // lease was lost (its outcomes were discarded). A committed range first deletes the old
@@ -170,8 +170,8 @@ class GroupStore {
   // row the database refuses deterministically is recorded dead instead (see RejectedWrite,
   // appended to *isolate) and the rest commits. Throws StoreError as usual otherwise; on
   // kInDoubt, in_doubt() describes the transaction.
-  std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges,
-                                  std::vector<RejectedWrite>* isolate = nullptr);
+  [[nodiscard]] std::vector<bool> commit_ranges(const std::vector<RangeCommit>& ranges,
+                                                std::vector<RejectedWrite>* isolate = nullptr);
 
   // The last commit_ranges or commit_retries whose COMMIT was in doubt (cleared by the next
   // commit of either kind).
@@ -181,7 +181,8 @@ class GroupStore {
   InDoubtResolution resolve_in_doubt();
 
   // Extends the leases to database now + lease_ttl; returns the tokens that are no longer ours.
-  std::vector<std::string> renew_leases(const std::vector<std::string>& tokens, Millis lease_ttl);
+  [[nodiscard]] std::vector<std::string> renew_leases(const std::vector<std::string>& tokens,
+                                                      Millis lease_ttl);
 
   // Claims up to `limit` due exception rows (`ready` and due, or `inflight` whose row lease
   // expired, both by the database's clock) with FOR UPDATE SKIP LOCKED; sets them `inflight`
@@ -192,9 +193,9 @@ class GroupStore {
   // (`attempts - delays > max_retries`) was already spent: then the lost holder had only claimed
   // it to record it dead, ran no handler, and the count stays.
   enum class RetryPick { kAll, kReady, kSuspects };
-  std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
-                                            RetryPick pick = RetryPick::kAll,
-                                            int32_t max_retries = kNoRetryBudget);
+  [[nodiscard]] std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
+                                                          RetryPick pick = RetryPick::kAll,
+                                                          int32_t max_retries = kNoRetryBudget);
   static constexpr int32_t kNoRetryBudget = 1 << 30;
 
   // Time from database now until the next exception row becomes claimable (a `ready` row's
@@ -206,13 +207,13 @@ class GroupStore {
   // `isolate` as for commit_ranges: a refused row is recorded dead under its token. Throws
   // StoreError as usual; on kInDoubt, in_doubt() describes the transaction (resolve it with
   // resolve_in_doubt(), as for commit_ranges).
-  std::vector<bool> commit_retries(const std::vector<RetryResult>& results,
-                                   std::vector<RejectedWrite>* isolate = nullptr);
+  [[nodiscard]] std::vector<bool> commit_retries(const std::vector<RetryResult>& results,
+                                                 std::vector<RejectedWrite>* isolate = nullptr);
 
   // Extends row leases of running retries to database now + lease_ttl; returns the tokens that
   // are no longer ours.
-  std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens,
-                                              Millis lease_ttl);
+  [[nodiscard]] std::vector<std::string> renew_retry_leases(const std::vector<std::string>& tokens,
+                                                            Millis lease_ttl);
 
   // committed = GREATEST(committed, LEAST(min lease low, min open exception - 1, claimed)):
   // read_advance_target() then apply_advance().
@@ -223,7 +224,7 @@ class GroupStore {
   // Statement 2: moves committed up to the target only if the cursor generation is still the
   // one read (no rewind in between: a rewind plus a fresh claim keeps `claimed >= target` true,
   // so that alone cannot guard). Returns true when committed moved.
-  bool apply_advance(const AdvanceTarget& target);
+  [[nodiscard]] bool apply_advance(const AdvanceTarget& target);
 
   // The group's row (store/group_lifecycle read_group_state): paused by an operator, or gone.
   GroupState state();
