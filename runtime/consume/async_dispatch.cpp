@@ -166,18 +166,7 @@ void GroupPipeline::drain_async(SteadyClock::time_point deadline) {
   }
   if (left.empty()) return;
   std::lock_guard lock(mu_);
-  for (auto& [id, f] : left) {  // never completed: handed back, not charged
-    const Task& t = f.task;
-    if (t.range) {
-      if (!t.range->slot(t.index).taken.exchange(true) &&
-          t.range->resolve(t.index, SlotState::kSkipped)) {
-        finished_.push_back(t.range);
-      }
-    } else if (!t.retry->taken.exchange(true)) {
-      retry_results_.push_back(
-          store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
-    }
-  }
+  for (auto& [id, f] : left) hand_back(f.task);  // never completed: handed back, not charged
   spdlog::warn(
       "drain-timeout stream={} group={} in_flight={}: asynchronous messages not completed by the "
       "stop deadline are handed back (their completions are dropped)",

@@ -194,6 +194,9 @@ class GroupPipeline {
   // unless it is known already. Never throws.
   bool group_gone(store::GroupStore& store);
   void mark_dropped();
+  // An unstarted or never-completed task goes back uncharged (a range slot: skipped, so the
+  // range commits its resolved prefix and the rest is reclaimable; a retry row: ready). mu_
+  void hand_back(const Task& task);
   void hand_back_queued();  // unstarted tasks go back (ranges: reclaimable; rows: ready); mu_
   void sleep_idle(std::chrono::milliseconds d);
   double random01();

@@ -65,19 +65,22 @@ void GroupPipeline::check_timeouts() {
   }
 }
 
+void GroupPipeline::hand_back(const Task& t) {
+  if (t.range) {
+    if (!t.range->slot(t.index).taken.exchange(true) &&
+        t.range->resolve(t.index, SlotState::kSkipped)) {
+      finished_.push_back(t.range);
+    }
+  } else if (!t.retry->taken.exchange(true)) {
+    retry_results_.push_back(
+        store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+  }
+}
+
 void GroupPipeline::hand_back_queued() {
   while (!tasks_.empty()) {
-    Task t = std::move(tasks_.front());
+    hand_back(tasks_.front());
     tasks_.pop_front();
-    if (t.range) {
-      if (!t.range->slot(t.index).taken.exchange(true) &&
-          t.range->resolve(t.index, SlotState::kSkipped)) {
-        finished_.push_back(t.range);
-      }
-    } else if (!t.retry->taken.exchange(true)) {
-      retry_results_.push_back(
-          store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
-    }
   }
   commit_cv_.notify_one();
 }
