@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 
+#include "common/thread.hpp"
 #include "consume/lease_timing.hpp"
 #include "consume/outcome_policy.hpp"
 #include "ops/crash_handler.hpp"
@@ -38,9 +39,9 @@ void GroupPipeline::start() {
     std::lock_guard lock(mu_);
     for (int i = 0; i < options_.group.concurrency; ++i) spawn_worker();
   }
-  committer_ = std::thread([this] { commit_loop(); });
-  claimer_ = std::thread([this] { claim_loop(); });
-  retrier_ = std::thread([this] { retry_loop(); });
+  committer_ = start_thread("ss-commit", [this] { commit_loop(); });
+  claimer_ = start_thread("ss-claim", [this] { claim_loop(); });
+  retrier_ = start_thread("ss-retry", [this] { retry_loop(); });
 }
 
 void GroupPipeline::spawn_worker() {
@@ -49,9 +50,9 @@ void GroupPipeline::spawn_worker() {
   state->group = options_.ref.name;
   ++running_workers_;
   if (async_) {
-    state->thread = std::thread([this, state] { async_worker_loop(state); });
+    state->thread = start_thread("ss-work", [this, state] { async_worker_loop(state); });
   } else {
-    state->thread = std::thread([this, state] { worker_loop(state); });
+    state->thread = start_thread("ss-work", [this, state] { worker_loop(state); });
   }
   workers_.push_back(std::move(state));
 }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/thread.hpp"
 #include "store/errors.hpp"
 
 namespace sqlstreams::ops {
@@ -18,7 +19,7 @@ void StatusPoller::start() {
     std::lock_guard lock(mu_);
     stop_ = false;
   }
-  thread_ = std::thread([this] { loop(); });
+  thread_ = start_thread("ss-status", [this] { loop(); });
 }
 
 void StatusPoller::stop() {
