@@ -16,6 +16,18 @@
  *   char why[SQLSTREAMS_FAKE_TEXT_MAX], key[SQLSTREAMS_FAKE_TEXT_MAX];
  *   sqlstreams_fake_validate_key(h, "{\"max_items\": 0}", why, key);  // key: "max_items"
  *
+ * Asynchronous handlers (ABI 1.2 handle_async): start a message, let the plugin complete it
+ * from any thread (host_api->complete), and poll for the outcome:
+ *
+ *   uint64_t token = sqlstreams_fake_host_start(&host, &msg);  // 0: no handle_async, or full
+ *   while (!sqlstreams_fake_host_poll(&host, token, &out)) { ...wait a little... }
+ *
+ * The completion side is thread-safe (lock-free, GCC/Clang __atomic builtins); start, poll and
+ * destroy stay on the fake host's thread. A completion that is unknown, repeated, or comes after
+ * destroy is dropped: complete() returns false and sqlstreams_fake_dropped_completions() counts
+ * it. At most SQLSTREAMS_FAKE_ASYNC_SLOTS messages are outstanding (started, not yet polled)
+ * per translation unit that includes this header.
+ *
  * Link the plugin's sources into the test executable (the manifest function is then an
  * ordinary function), or load the built .so yourself with dlopen/dlsym.
  */
@@ -33,6 +45,7 @@ extern "C" {
 #endif
 
 #define SQLSTREAMS_FAKE_TEXT_MAX 1024
+#define SQLSTREAMS_FAKE_ASYNC_SLOTS 256
 
 /* A host-side error slot with its own copy of the text, and of the config key the plugin named
  * through set_error_key (ABI 1.1; "" when none). */
@@ -110,6 +123,56 @@ static inline void sqlstreams_fake_log_(void* ctx, int32_t level, const char* te
   sqlstreams_fake_copy_text_(host->last_log, text, len);
 }
 
+/* ABI 1.2: one started asynchronous message. `owner` is the host that started it (NULL: the
+ * slot is free; only the fake host's thread writes it). `pending` is its token until the
+ * plugin completes it (the one compare-and-swap that decides which completion wins), `done`
+ * its token once the outcome is written. */
+typedef struct sqlstreams_fake_async_slot_ {
+  const struct sqlstreams_fake_host* owner;
+  uint64_t pending;
+  uint64_t done;
+  sqlstreams_type_message message;
+  sqlstreams_fake_outcome outcome;
+} sqlstreams_fake_async_slot_;
+
+typedef struct sqlstreams_fake_async_table_ {
+  uint64_t next_token;
+  uint64_t dropped;
+  sqlstreams_fake_async_slot_ slots[SQLSTREAMS_FAKE_ASYNC_SLOTS];
+} sqlstreams_fake_async_table_;
+
+static inline sqlstreams_fake_async_table_* sqlstreams_fake_async_(void) {
+  static sqlstreams_fake_async_table_ table; /* zero: every slot free */
+  return &table;
+}
+
+static inline sqlstreams_fake_async_slot_* sqlstreams_fake_async_slot_of_(uint64_t token) {
+  return &sqlstreams_fake_async_()->slots[(token - 1) % SQLSTREAMS_FAKE_ASYNC_SLOTS];
+}
+
+/* host_api->complete: any thread. */
+static inline bool sqlstreams_fake_complete_(uint64_t token, int32_t code, int64_t delay_ms,
+                                             const char* error, size_t error_len) {
+  sqlstreams_fake_async_slot_* slot = sqlstreams_fake_async_slot_of_(token == 0 ? 1 : token);
+  uint64_t expected = token;
+  if (token == 0 || !__atomic_compare_exchange_n(&slot->pending, &expected, 0, false,
+                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    __atomic_fetch_add(&sqlstreams_fake_async_()->dropped, 1, __ATOMIC_RELAXED);
+    return false;
+  }
+  slot->outcome.code = code;
+  slot->outcome.delay_ms = delay_ms;
+  sqlstreams_fake_copy_text_(slot->outcome.error, error, error_len);
+  __atomic_store_n(&slot->done, token, __ATOMIC_RELEASE);
+  return true;
+}
+
+/* Completions dropped so far (unknown or repeated tokens, or after destroy), in this
+ * translation unit. */
+static inline uint64_t sqlstreams_fake_dropped_completions(void) {
+  return __atomic_load_n(&sqlstreams_fake_async_()->dropped, __ATOMIC_RELAXED);
+}
+
 /* The handler named `name` in `manifest`, or NULL. */
 static inline const sqlstreams_type_handler* sqlstreams_fake_find_handler(
     const sqlstreams_type_manifest* manifest, const char* name) {
@@ -157,6 +220,7 @@ static inline bool sqlstreams_fake_host_create(sqlstreams_fake_host* host,
   host->api.struct_size = (uint32_t)sizeof host->api;
   host->api.host_ctx = host;
   host->api.log = sqlstreams_fake_log_;
+  host->api.complete = sqlstreams_fake_complete_;
   if (h == NULL) {
     const char* msg = "no handler of that name in the manifest";
     sqlstreams_fake_copy_text_(host->error, msg, strlen(msg));
@@ -174,6 +238,30 @@ static inline bool sqlstreams_fake_host_create(sqlstreams_fake_host* host,
   return true;
 }
 
+/* The ABI message for `m`, with the defaults filled in; its views point into m's strings. */
+static inline void sqlstreams_fake_build_message_(const sqlstreams_fake_message* m,
+                                                  sqlstreams_type_message* msg) {
+  const char* payload = m->payload != NULL ? m->payload : "{}";
+  const char* stream = m->stream != NULL ? m->stream : "test.stream";
+  const char* group = m->group != NULL ? m->group : "test-group";
+  memset(msg, 0, sizeof *msg);
+  msg->struct_size = (uint32_t)sizeof *msg;
+  msg->schema_version = m->schema_version != 0 ? m->schema_version : 1;
+  msg->id = m->id != 0 ? m->id : 1;
+  msg->attempt = m->attempt != 0 ? m->attempt : 1;
+  msg->created_at_unix_ms = m->created_at_unix_ms;
+  msg->stream.data = stream;
+  msg->stream.len = strlen(stream);
+  msg->group.data = group;
+  msg->group.len = strlen(group);
+  msg->payload.data = (const uint8_t*)payload;
+  msg->payload.len = strlen(payload);
+  if (m->message_key != NULL) {
+    msg->message_key.data = m->message_key;
+    msg->message_key.len = strlen(m->message_key);
+  }
+}
+
 /* Calls handle() once with the message `m`. */
 static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle_message(
     sqlstreams_fake_host* host, const sqlstreams_fake_message* m) {
@@ -181,28 +269,10 @@ static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle_message(
   sqlstreams_fake_error e;
   sqlstreams_type_message msg;
   sqlstreams_type_outcome out;
-  const char* payload = m->payload != NULL ? m->payload : "{}";
-  const char* stream = m->stream != NULL ? m->stream : "test.stream";
-  const char* group = m->group != NULL ? m->group : "test-group";
   memset(&result, 0, sizeof result);
-  memset(&msg, 0, sizeof msg);
   memset(&out, 0, sizeof out);
   sqlstreams_fake_error_init(&e);
-  msg.struct_size = (uint32_t)sizeof msg;
-  msg.schema_version = m->schema_version != 0 ? m->schema_version : 1;
-  msg.id = m->id != 0 ? m->id : 1;
-  msg.attempt = m->attempt != 0 ? m->attempt : 1;
-  msg.created_at_unix_ms = m->created_at_unix_ms;
-  msg.stream.data = stream;
-  msg.stream.len = strlen(stream);
-  msg.group.data = group;
-  msg.group.len = strlen(group);
-  msg.payload.data = (const uint8_t*)payload;
-  msg.payload.len = strlen(payload);
-  if (m->message_key != NULL) {
-    msg.message_key.data = m->message_key;
-    msg.message_key.len = strlen(m->message_key);
-  }
+  sqlstreams_fake_build_message_(m, &msg);
   out.struct_size = (uint32_t)sizeof out;
   out.error = &e.slot;
   host->handler->handle(host->instance, &msg, &out);
@@ -221,8 +291,70 @@ static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle(sqlstreams_fak
   return sqlstreams_fake_host_handle_message(host, &m);
 }
 
-/* Destroys the instance (once); safe after a failed create. */
+/* ABI 1.2: hands `m` to handle_async() and returns its completion token; 0 when the handler has
+ * no handle_async or SQLSTREAMS_FAKE_ASYNC_SLOTS messages are outstanding. The strings of *m
+ * (payload, stream, group, key) must stay valid until poll returned true for the token or the
+ * host was destroyed: the plugin may read them until it completes. */
+static inline uint64_t sqlstreams_fake_host_start(sqlstreams_fake_host* host,
+                                                  const sqlstreams_fake_message* m) {
+  sqlstreams_fake_async_table_* t = sqlstreams_fake_async_();
+  sqlstreams_fake_async_slot_* slot;
+  uint64_t token;
+  if (host->handler == NULL ||
+      !SQLSTREAMS_HAS_FIELD(host->handler, sqlstreams_type_handler, handle_async) ||
+      host->handler->handle_async == NULL) {
+    return 0;
+  }
+  token = ++t->next_token;
+  slot = sqlstreams_fake_async_slot_of_(token);
+  if (slot->owner != NULL) {
+    --t->next_token;
+    return 0;
+  }
+  slot->owner = host;
+  memset(&slot->outcome, 0, sizeof slot->outcome);
+  sqlstreams_fake_build_message_(m, &slot->message);
+  __atomic_store_n(&slot->done, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->pending, token, __ATOMIC_RELEASE);
+  host->handler->handle_async(host->instance, &slot->message, token);
+  return token;
+}
+
+/* ABI 1.2: true once the plugin completed `token`: copies its outcome into *out and forgets
+ * the token (poll it again: false). False while it is not completed yet. */
+static inline bool sqlstreams_fake_host_poll(sqlstreams_fake_host* host, uint64_t token,
+                                             sqlstreams_fake_outcome* out) {
+  sqlstreams_fake_async_slot_* slot;
+  if (token == 0) return false;
+  slot = sqlstreams_fake_async_slot_of_(token);
+  if (slot->owner != host || __atomic_load_n(&slot->done, __ATOMIC_ACQUIRE) != token) {
+    return false;
+  }
+  if (out != NULL) *out = slot->outcome;
+  __atomic_store_n(&slot->done, 0, __ATOMIC_RELAXED);
+  slot->owner = NULL;
+  return true;
+}
+
+/* Destroys the instance (once); safe after a failed create. Messages it started and the plugin
+ * did not complete are dropped, as the host does: a later complete() returns false. */
 static inline void sqlstreams_fake_host_destroy(sqlstreams_fake_host* host) {
+  size_t i;
+  sqlstreams_fake_async_table_* t = sqlstreams_fake_async_();
+  for (i = 0; i < SQLSTREAMS_FAKE_ASYNC_SLOTS; ++i) {
+    sqlstreams_fake_async_slot_* slot = &t->slots[i];
+    uint64_t token;
+    if (slot->owner != host) continue;
+    token = __atomic_load_n(&slot->pending, __ATOMIC_ACQUIRE);
+    if (token == 0 || !__atomic_compare_exchange_n(&slot->pending, &token, 0, false,
+                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      /* completed, or being completed right now: wait for its outcome, then forget it */
+      while (__atomic_load_n(&slot->done, __ATOMIC_ACQUIRE) == 0) {
+      }
+      __atomic_store_n(&slot->done, 0, __ATOMIC_RELAXED);
+    }
+    slot->owner = NULL; /* a later completion finds no token: dropped */
+  }
   if (host->handler != NULL) host->handler->destroy(host->instance);
   host->handler = NULL;
   host->instance = NULL;
