@@ -62,7 +62,8 @@ struct Options {
   int64_t isolation_backlog = 1'000'000;       // phase 7 backlog (drained twice)
   int64_t wal_messages = 100'000;              // phase 8 messages per payload size
   int64_t async_io_backlog = 300'000;          // phase async_io backlog (100 ms handler)
-  // produce, drain, e2e, latency, retention, idle, isolation, wal, async_io, peers
+  int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
+  // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, peers
   std::vector<std::string> phases;
   std::string peers_file;  // bench/peers/run.sh's JSON; empty: no peer rows
 };
@@ -173,6 +174,8 @@ std::vector<Row> run_e2e(Db& db, const Options& o);
 // Phase 7: the same backlog drained by noop.so in-process and with isolation = "process".
 std::vector<Row> run_isolation(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
+// Phase pickup_load: phase 4's NOTIFY pickup while 4 groups consume a steady produce load.
+std::vector<Row> run_pickup_load(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
 // Phase 8 (issue 14): WAL bytes per message, produce + consume vs a raw append.

@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   app.add_option("--e2e-seconds", o.e2e_seconds, "phase 3 window per workload");
   app.add_option("--latency-seconds", o.latency_seconds, "phase 4 duration per mode");
   app.add_option("--latency-rate", o.latency_rate, "phase 4 msgs/s")->check(CLI::Range(1, 2000));
+  app.add_option("--pickup-load-rate", o.pickup_load_rate,
+                 "phase pickup_load background msgs/s (batches of 100)")
+      ->check(CLI::Range(100, 1000000));
   app.add_option("--batch-size", o.tuning.batch_size, "drain/e2e GroupConfig.batch_size");
   app.add_option("--concurrency", o.tuning.concurrency, "drain/e2e GroupConfig.concurrency");
   app.add_option("--queue-ranges", o.tuning.queue_ranges, "drain/e2e GroupConfig.queue_ranges");
@@ -71,8 +74,10 @@ int main(int argc, char** argv) {
   app.add_option("--async-io-backlog", o.async_io_backlog,
                  "phase async_io messages (default 300,000; --quick 100,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
-  app.add_option("--phases", o.phases,
-                 "subset: produce,drain,e2e,latency,retention,idle,isolation,wal,async_io,peers")
+  app.add_option(
+         "--phases", o.phases,
+         "subset: "
+         "produce,drain,e2e,latency,pickup_load,retention,idle,isolation,wal,async_io,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -112,6 +117,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "drain")) add(bench::run_drain(db, o));
     if (wanted(o, "e2e")) add(bench::run_e2e(db, o));
     if (wanted(o, "latency")) add(bench::run_latency(db, o));
+    if (wanted(o, "pickup_load")) add(bench::run_pickup_load(db, o));
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));
     if (wanted(o, "idle")) add(bench::run_idle(db, o));
