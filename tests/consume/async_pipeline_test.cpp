@@ -8,38 +8,18 @@
 
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
-#include "plugin_host/plugin_host.hpp"
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
 
 using namespace std::chrono_literals;
 
-class AsyncPipelineTest : public ::testing::Test {
+class AsyncPipelineTest : public StreamFixture {
  protected:
   void SetUp() override {
-    opts_.url = db_.url();
-    store::Session s(opts_);
-    store::migrate(s);
-    store::StreamSpec spec;
-    spec.name = "calls.requested";
-    spec.partition_size = 10'000;
-    auto stream = store::declare_stream(s, spec).stream;
-    ref_ = store::declare_group(s, stream, "call-api", store::StartAt::kBeginning).group;
-  }
-  void produce(const std::vector<std::string>& payloads) {
-    store::Session s(opts_);
-    store::Producer p(s);
-    std::vector<store::NewMessage> batch;
-    for (const auto& j : payloads) batch.push_back({j});
-    p.produce_batch("calls.requested", batch);
-  }
-  void produce_same(int n, const std::string& payload) {
-    produce(std::vector<std::string>(static_cast<size_t>(n), payload));
+    declare_stream("calls.requested", 10'000);
+    ref_ = declare_group("call-api");
   }
   config::GroupConfig group(const std::string& plugin_config) {
     config::GroupConfig g;
@@ -59,13 +39,7 @@ class AsyncPipelineTest : public ::testing::Test {
     return g;
   }
   std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g) {
-    PipelineOptions o;
-    o.group = g;
-    o.session = opts_;
-    o.ref = ref_;
-    o.holder = "test:1";
-    return std::make_unique<GroupPipeline>(
-        o, registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
+    return plugin_pipeline(g, ref_);
   }
   bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout = 30s) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -75,10 +49,6 @@ class AsyncPipelineTest : public ::testing::Test {
     }
     return pred();
   }
-  bool sql_true(const std::string& sql) {
-    auto r = db_.sql(sql);
-    return !r.empty() && !r[0][0].is_null() && r[0][0].as<bool>();
-  }
   // Every id through `n` committed, no lease left.
   bool all_committed(int n) {
     return sql_true(
@@ -87,10 +57,7 @@ class AsyncPipelineTest : public ::testing::Test {
   }
   int exceptions() { return db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"); }
 
-  testing::TestDatabase db_;
-  store::SessionOptions opts_;
   store::GroupRef ref_;
-  plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};
 };
 
 TEST_F(AsyncPipelineTest, OneThreadHoldsManyMessagesCompletedOutOfOrder) {

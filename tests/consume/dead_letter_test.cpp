@@ -6,37 +6,26 @@
 #include <fstream>
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
-#include "plugin_host/plugin_host.hpp"
 #include "process.hpp"
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
 
 using namespace std::chrono_literals;
 
-class DeadLetterTest : public ::testing::Test {
+class DeadLetterTest : public StreamFixture {
  protected:
   void SetUp() override {
-    opts_.url = db_.url();
-    store::Session s(opts_);
-    store::migrate(s);
-    store::StreamSpec spec;
-    spec.name = "payments.requested";
-    spec.partition_size = 1000;
-    auto stream = store::declare_stream(s, spec).stream;
-    charge_ = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+    declare_stream("payments.requested", 1000);
+    charge_ = declare_group("charge-cards");
     record_ = testing::write_temp_file("handled.log", "");
-    store::Producer p(s);
-    std::vector<store::NewMessage> batch;
+    std::vector<std::string> batch;
     for (int i = 1; i <= 4; ++i) {
-      batch.push_back({R"({"order_id":"order-10)" + std::to_string(i) +
-                       R"(","amount_cents":100,"currency":"EUR"})"});
+      batch.push_back(R"({"order_id":"order-10)" + std::to_string(i) +
+                      R"(","amount_cents":100,"currency":"EUR"})");
     }
-    p.produce_batch("payments.requested", batch);
+    produce(batch);
   }
   // Runs charge-cards until every message is resolved; `unreachable` orders die at once.
   void run_until_resolved(const std::string& unreachable_json) {
@@ -52,23 +41,13 @@ class DeadLetterTest : public ::testing::Test {
     g.retry.max_retries = 0;
     g.plugin_config_json =
         R"({"record_file":")" + record_ + R"(","unreachable_orders":)" + unreachable_json + "}";
-    PipelineOptions o;
-    o.group = g;
-    o.session = opts_;
-    o.ref = charge_;
-    o.holder = "test:1";
-    GroupPipeline p(o,
-                    registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
-    p.start();
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (
-        std::chrono::steady_clock::now() < deadline &&
-        !db_.scalar<bool>("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 4 AND NOT EXISTS "
-                          "(SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS (SELECT 1 FROM "
-                          "sqlstreams.exceptions_1 WHERE status <> 'dead')")) {
-      std::this_thread::sleep_for(20ms);
-    }
-    p.stop(std::chrono::steady_clock::now() + 5s);
+    auto p = plugin_pipeline(g, charge_);
+    p->start();
+    eventually_sql(
+        "SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 4 AND NOT EXISTS "
+        "(SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS (SELECT 1 FROM "
+        "sqlstreams.exceptions_1 WHERE status <> 'dead')");
+    p->stop(std::chrono::steady_clock::now() + 5s);
   }
   std::pair<int, std::string> cli(std::vector<std::string> args) {
     args.insert(args.begin(), SQLSTREAMS_BINARY);
@@ -78,11 +57,8 @@ class DeadLetterTest : public ::testing::Test {
     return db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = 'dead'");
   }
 
-  testing::TestDatabase db_;
-  store::SessionOptions opts_;
   store::GroupRef charge_;
   std::string record_;
-  plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};
 };
 
 TEST_F(DeadLetterTest, RetryAfterRetentionDroppedTheMessageStillDeliversThePayload) {

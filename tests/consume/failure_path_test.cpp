@@ -8,38 +8,21 @@
 #include <sstream>
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
-#include "plugin_host/plugin_host.hpp"
 #include "process.hpp"
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
 
 using namespace std::chrono_literals;
 
-class FailurePathTest : public ::testing::Test {
+class FailurePathTest : public StreamFixture {
  protected:
   void SetUp() override {
-    opts_.url = db_.url();
-    store::Session s(opts_);
-    store::migrate(s);
-    store::StreamSpec spec;
-    spec.name = "payments.requested";
-    spec.partition_size = 1000;
-    stream_ = store::declare_stream(s, spec).stream;
-    charge_ = store::declare_group(s, stream_, "charge-cards", store::StartAt::kBeginning).group;
-    audit_ = store::declare_group(s, stream_, "audit-payments", store::StartAt::kBeginning).group;
+    declare_stream("payments.requested", 1000);
+    charge_ = declare_group("charge-cards");
+    audit_ = declare_group("audit-payments");
     record_ = testing::write_temp_file("handled.log", "");
-  }
-  void produce(const std::vector<std::string>& payloads) {
-    store::Session s(opts_);
-    store::Producer p(s);
-    std::vector<store::NewMessage> batch;
-    for (const auto& j : payloads) batch.push_back({j});
-    p.produce_batch("payments.requested", batch);
   }
   static std::string order(int n, bool cancelled = false) {
     return R"({"order_id":"order-)" + std::to_string(n) +
@@ -65,28 +48,8 @@ class FailurePathTest : public ::testing::Test {
     g.plugin_config_json = plugin_config;
     return g;
   }
-  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g,
-                                          const store::GroupRef& ref) {
-    PipelineOptions o;
-    o.group = g;
-    o.session = opts_;
-    o.ref = ref;
-    o.holder = "test:1";
-    return std::make_unique<GroupPipeline>(
-        o, registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
-  }
   std::string cfg(const std::string& extra) {
     return R"({"record_file":")" + record_ + "\"" + (extra.empty() ? "" : "," + extra) + "}";
-  }
-  // Polls until `sql` (a boolean query) is true.
-  bool eventually(const std::string& sql, std::chrono::seconds timeout = 30s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto r = db_.sql(sql);  // no row yet counts as false
-      if (!r.empty() && !r[0][0].is_null() && r[0][0].as<bool>()) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
   }
   std::vector<std::string> record_lines() {
     std::ifstream in(record_);
@@ -104,22 +67,18 @@ class FailurePathTest : public ::testing::Test {
     return out;
   }
 
-  testing::TestDatabase db_;
-  store::SessionOptions opts_;
-  store::StreamRef stream_;
   store::GroupRef charge_, audit_;
   std::string record_;
-  plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};
 };
 
 TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies) {
   produce({order(101), order(102), order(103)});
-  auto p = pipeline(
+  auto p = plugin_pipeline(
       group("charge-cards", "charge-cards", cfg(R"("unreachable_orders":["order-103"])")), charge_);
   p->start();
   ASSERT_TRUE(
-      eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
-                 "AND status = 'dead')"));
+      eventually_sql("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
+                     "AND status = 'dead')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(3, "status, attempts, last_error, payload->>'order_id'"),
             "dead|4|payment provider unreachable|order-103");
@@ -145,10 +104,11 @@ TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies
 
 TEST_F(FailurePathTest, FailsTwiceThenSucceedsLeavesNoExceptionAndAnAuditTrail) {
   produce({order(1)});
-  auto p = pipeline(group("charge-cards", "charge-cards", cfg(R"("flaky_attempts":2)")), charge_);
+  auto p =
+      plugin_pipeline(group("charge-cards", "charge-cards", cfg(R"("flaky_attempts":2)")), charge_);
   p->start();
   ASSERT_TRUE(
-      eventually("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
+      eventually_sql("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status"), "<none>");
   auto audit = db_.sql(
@@ -162,15 +122,16 @@ TEST_F(FailurePathTest, TerminalDelayThrowUndecodableEachRecordedAsTheRuntimeDec
   auto g = group("charge-cards", "charge-cards",
                  cfg(R"("delay_orders":["order-2"],"delay_ms":150,"throw_orders":["order-3"])"));
   g.retry.max_retries = 1;
-  auto p = pipeline(g, charge_);
+  auto p = plugin_pipeline(g, charge_);
   p->start();
   ASSERT_TRUE(
-      eventually("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                 "AND message_id IN (1, 4)"));
+      eventually_sql("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                     "AND message_id IN (1, 4)"));
   // order-2 is delayed again and again: it never spends the budget (max_retries 1).
-  ASSERT_TRUE(eventually("SELECT delays >= 3 FROM sqlstreams.exceptions_1 WHERE message_id = 2"));
   ASSERT_TRUE(
-      eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
+      eventually_sql("SELECT delays >= 3 FROM sqlstreams.exceptions_1 WHERE message_id = 2"));
+  ASSERT_TRUE(
+      eventually_sql("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status, attempts, last_error"), "dead|1|order order-1 was cancelled");
   EXPECT_NE(exception(4, "last_error").find("payload does not decode"), std::string::npos);
@@ -187,58 +148,54 @@ TEST_F(FailurePathTest, TimeoutIsAFailureAndThePoolKeepsItsSize) {
       group("charge-cards", "charge-cards", cfg(R"("hang_orders":["order-1"],"hang_ms":4000)"));
   g.handler_timeout = 300ms;
   g.retry.max_retries = 0;
-  auto p = pipeline(g, charge_);
+  auto p = plugin_pipeline(g, charge_);
   p->start();
   ASSERT_TRUE(
-      eventually("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
+      eventually_sql("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
   EXPECT_EQ(p->live_workers(), 2) << "the stuck worker was replaced";
   EXPECT_EQ(p->metrics().workers_abandoned.load(), 1u);
   EXPECT_NE(exception(1, "last_error").find("timed out after 300ms"), std::string::npos);
   produce({order(4), order(5)});
   ASSERT_TRUE(
-      eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                 "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
+      eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                     "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
   p->stop(std::chrono::steady_clock::now() + 5s);
 }
 
 TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
   produce({order(1), order(2), order(3)});
-  auto charge =
-      pipeline(group("charge-cards", "charge-cards", cfg(R"("provider":"unreachable")")), charge_);
-  auto audit = pipeline(group("audit-payments", "audit-payments", cfg("")), audit_);
+  auto charge = plugin_pipeline(
+      group("charge-cards", "charge-cards", cfg(R"("provider":"unreachable")")), charge_);
+  auto audit = plugin_pipeline(group("audit-payments", "audit-payments", cfg("")), audit_);
   charge->start();
   audit->start();
-  ASSERT_TRUE(eventually("SELECT committed = 3 FROM sqlstreams.cursors_1 WHERE group_id = " +
-                         std::to_string(audit_.id)));
-  ASSERT_TRUE(eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE group_id = " +
-                         std::to_string(charge_.id)));
+  ASSERT_TRUE(eventually_sql("SELECT committed = 3 FROM sqlstreams.cursors_1 WHERE group_id = " +
+                             std::to_string(audit_.id)));
+  ASSERT_TRUE(eventually_sql("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE group_id = " +
+                             std::to_string(charge_.id)));
   charge->stop(std::chrono::steady_clock::now() + 5s);
   audit->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE group_id = " +
                             std::to_string(audit_.id)),
             0);
   ASSERT_TRUE(
-      eventually("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                 "AND group_id = " +
-                 std::to_string(charge_.id)));
+      eventually_sql("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
+                     "AND group_id = " +
+                     std::to_string(charge_.id)));
 }
 
 TEST_F(FailurePathTest, OtherSchemaVersionsArePassedOverAndCountedPerVersion) {
-  {
-    store::Session s(opts_);
-    store::Producer p(s);
-    p.produce_batch("payments.requested", {{order(1)},
-                                           {R"({"order":{"id":"order-2"}})", 2},
-                                           {order(3)},
-                                           {R"({"order":{"id":"order-4"}})", 2},
-                                           {R"({"v3":true})", 3}});
-  }
-  auto p = pipeline(group("charge-cards", "charge-cards", cfg("")), charge_);
+  produce_messages({{order(1)},
+                    {R"({"order":{"id":"order-2"}})", 2},
+                    {order(3)},
+                    {R"({"order":{"id":"order-4"}})", 2},
+                    {R"({"v3":true})", 3}});
+  auto p = plugin_pipeline(group("charge-cards", "charge-cards", cfg("")), charge_);
   p->start();
   ASSERT_TRUE(
-      eventually("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                 "FROM sqlstreams.cursors_1 WHERE group_id = " +
-                 std::to_string(charge_.id)));
+      eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
+                     "FROM sqlstreams.cursors_1 WHERE group_id = " +
+                     std::to_string(charge_.id)));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->metrics().succeeded.load(), 2u);
   EXPECT_EQ(p->metrics().skipped_version.load(), 3u);

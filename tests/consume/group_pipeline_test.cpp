@@ -8,9 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
@@ -50,58 +48,31 @@ class RecordingHandler final : public plugin_host::HandlerInstance {
   std::string name_ = "recording";
 };
 
-class GroupPipelineTest : public ::testing::Test {
+class GroupPipelineTest : public StreamFixture {
  protected:
   void SetUp() override {
-    opts_.url = db_.url();
-    store::Session s(opts_);
-    store::migrate(s);
-    store::StreamSpec spec;
-    spec.name = "payments.requested";
-    spec.partition_size = 10'000;
-    auto stream = store::declare_stream(s, spec).stream;
-    group_ = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+    declare_stream("payments.requested", 10'000);
+    group_ = declare_group("charge-cards");
   }
-  void produce(int n) {
-    store::Session s(opts_);
-    store::Producer p(s);
-    std::vector<store::NewMessage> batch;
-    for (int i = 0; i < n; ++i) batch.push_back({R"({"order_id":"o"})"});
-    p.produce_batch("payments.requested", batch);
-  }
+  void produce(int n) { produce_same(n, R"({"order_id":"o"})"); }
   std::unique_ptr<GroupPipeline> pipeline(std::shared_ptr<Recorder> r, const std::string& holder,
                                           int batch = 100) {
-    PipelineOptions o;
-    o.group.name = "charge-cards";
-    o.group.stream = "payments.requested";
+    PipelineOptions o = fast_options(group_, holder);
     o.group.concurrency = 3;
     o.group.batch_size = batch;
-    o.group.poll_interval = 10ms;
-    o.group.max_poll_interval = 50ms;
     o.group.lease_ttl = 10s;
     o.group.handler_timeout = 2s;
-    o.session = opts_;
-    o.ref = group_;
-    o.holder = holder;
     return std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(std::move(r)));
   }
   // Claimed through `target` and every range resolved (ready exceptions, which the retry loop
   // owns, may still hold `committed` back).
   bool wait_resolved(int64_t target, std::chrono::seconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (db_.scalar<bool>("SELECT claimed >= " + std::to_string(target) +
-                           " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) FROM "
-                           "sqlstreams.cursors_1")) {
-        return true;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
+    return eventually_sql("SELECT claimed >= " + std::to_string(target) +
+                              " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) FROM "
+                              "sqlstreams.cursors_1",
+                          timeout);
   }
 
-  testing::TestDatabase db_;
-  store::SessionOptions opts_;
   store::GroupRef group_;
 };
 

@@ -8,10 +8,7 @@
 
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
@@ -41,50 +38,26 @@ class PoisonHandler final : public plugin_host::HandlerInstance {
   std::string name_ = "poison";
 };
 
-class PoisonCommitTest : public ::testing::Test {
+class PoisonCommitTest : public StreamFixture {
  protected:
   void SetUp() override {
-    opts_.url = db_.url();
-    store::Session s(opts_);
-    store::migrate(s);
-    store::StreamSpec spec;
-    spec.name = "payments.requested";
-    spec.partition_size = 10'000;
-    auto stream = store::declare_stream(s, spec).stream;
-    group_ = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+    declare_stream("payments.requested", 10'000);
+    group_ = declare_group("charge-cards");
     db_.sql(std::string("ALTER TABLE sqlstreams.exceptions_1 ADD CONSTRAINT refuse_marked CHECK "
                         "(last_error NOT LIKE '%") +
             kRefused + "%')");
-    store::Producer p(s);
-    std::vector<store::NewMessage> batch;
-    for (int i = 0; i < 20; ++i) batch.push_back({R"({"order_id":"o"})"});
-    p.produce_batch("payments.requested", batch);
+    produce_same(20, R"({"order_id":"o"})");
   }
   std::unique_ptr<GroupPipeline> pipeline() {
-    PipelineOptions o;
-    o.group.name = "charge-cards";
-    o.group.stream = "payments.requested";
+    PipelineOptions o = fast_options(group_);
     o.group.concurrency = 2;
     o.group.batch_size = 10;  // two ranges; the poison one shares a commit with an innocent one
-    o.group.poll_interval = 10ms;
-    o.group.max_poll_interval = 50ms;
     o.group.lease_ttl = 10s;
     o.group.handler_timeout = 2s;
     o.group.retry.initial_backoff = 100ms;
     o.group.retry.base_delay = 100ms;
     o.group.retry.max_delay = 1s;
-    o.session = opts_;
-    o.ref = group_;
-    o.holder = "test:1";
     return std::make_unique<GroupPipeline>(o, std::make_unique<PoisonHandler>());
-  }
-  bool eventually(const std::string& sql, std::chrono::seconds timeout = 30s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (db_.scalar<bool>(sql)) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
   }
   std::string row(int64_t id) {
     auto r = db_.sql(
@@ -94,8 +67,6 @@ class PoisonCommitTest : public ::testing::Test {
     return r.empty() ? "<none>" : r[0][0].as<std::string>();
   }
 
-  testing::TestDatabase db_;
-  store::SessionOptions opts_;
   store::GroupRef group_;
 };
 
@@ -104,9 +75,9 @@ TEST_F(PoisonCommitTest, RefusedOutcomeIsIsolatedAndDeadWhileNeighboursCommit) {
   p->start();
   // Both ranges resolve (no lease left) and the retried message 3 ends dead too.
   ASSERT_TRUE(
-      eventually("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 20 AND NOT EXISTS "
-                 "(SELECT 1 FROM sqlstreams.leases_1) AND EXISTS (SELECT 1 FROM "
-                 "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead')"))
+      eventually_sql("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 20 AND NOT EXISTS "
+                     "(SELECT 1 FROM sqlstreams.leases_1) AND EXISTS (SELECT 1 FROM "
+                     "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead')"))
       << "the group wedged: leases=" << db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1")
       << " message 3: " << row(3);
   auto deadline = std::chrono::steady_clock::now() + 5s;

@@ -8,39 +8,29 @@
 
 #include <thread>
 
-#include "consume/group_pipeline.hpp"
-#include "plugin_host/plugin_host.hpp"
 #include "process.hpp"
-#include "store/produce/producer.hpp"
-#include "store/schema/migrate.hpp"
-#include "test_database.hpp"
+#include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
 namespace {
 
 using namespace std::chrono_literals;
 
-TEST(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
-  testing::TestDatabase db;
-  store::SessionOptions opts;
-  opts.url = db.url();
-  store::Session s(opts);
-  store::migrate(s);
-  store::StreamSpec spec;
-  spec.name = "payments.requested";
-  spec.partition_size = 100000;
-  auto stream = store::declare_stream(s, spec).stream;
-  auto group = store::declare_group(s, stream, "charge-cards", store::StartAt::kBeginning).group;
+class RetryBacklog : public StreamFixture {};
+
+TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
+  declare_stream("payments.requested", 100000);
+  auto group = declare_group("charge-cards");
   constexpr int kBacklog = 3000;
-  std::vector<store::NewMessage> batch;
+  std::vector<std::string> batch;
   for (int i = 1; i <= kBacklog; ++i) {
-    batch.push_back({R"({"order_id":"order-)" + std::to_string(i) +
-                     R"(","amount_cents":100,"currency":"EUR"})"});
+    batch.push_back(R"({"order_id":"order-)" + std::to_string(i) +
+                    R"(","amount_cents":100,"currency":"EUR"})");
   }
-  store::Producer(s).produce_batch("payments.requested", batch);
+  produce(batch);
   // Every message failed once and is due now; the range side has nothing left to claim.
-  db.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3000, committed = 3000, settled_head = 3000");
-  db.sql(
+  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3000, committed = 3000, settled_head = 3000");
+  db_.sql(
       "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
       "can_run_after, last_error) SELECT " +
       std::to_string(group.id) +
@@ -59,24 +49,18 @@ TEST(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
   g.lease_ttl = 10s;
   g.handler_timeout = 2s;
   g.plugin_config_json = R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
-  plugin_host::PluginRegistry registry(SQLSTREAMS_PLUGIN_DIR);
-  PipelineOptions o;
-  o.group = g;
-  o.session = opts;
-  o.ref = group;
-  o.holder = "test:1";
-  GroupPipeline p(o, registry.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
-  p.start();
+  auto p = plugin_pipeline(g, group);
+  p->start();
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   int64_t left = kBacklog;
   while (std::chrono::steady_clock::now() < deadline) {
-    left = db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1");
+    left = db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1");
     if (left == 0) break;
     std::this_thread::sleep_for(50ms);
   }
-  p.stop(std::chrono::steady_clock::now() + 5s);
+  p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(left, 0) << "retry backlog not drained within 60 s";
-  EXPECT_EQ(p.metrics().succeeded.load(), static_cast<uint64_t>(kBacklog));
+  EXPECT_EQ(p->metrics().succeeded.load(), static_cast<uint64_t>(kBacklog));
 }
 
 }  // namespace
