@@ -59,8 +59,10 @@ int run(const RunFlags& f) {
   ops::block_signals();  // before any thread exists (a plugin's constructor may start one)
   const std::filesystem::path plugin_dir =
       f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
-  // Every group's plugin, config and versions, all reported at once, before the database.
-  check_group_plugins(*service::process_registry(plugin_dir), config);
+  // Every group's plugin, config and versions, all reported at once, before the database. The
+  // Host then runs its groups from this registry: each plugin is loaded once.
+  auto registry = std::make_shared<plugin_host::PluginRegistry>(plugin_dir);
+  check_group_plugins(*registry, config);
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
                store::describe_conninfo(session_options.url), session_options.schema);
@@ -69,6 +71,7 @@ int run(const RunFlags& f) {
   // fails on a plugin writes nothing to the database.
   o.prepare_database = prepare_database;
   o.plugin_dir = plugin_dir;
+  o.registry = std::move(registry);
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);
   o.session = session_options;

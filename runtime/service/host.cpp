@@ -70,12 +70,6 @@ ops::GroupSample sample_of_metrics(const consume::GroupMetrics& m) {
 
 }  // namespace
 
-// Plugins are never unloaded (R10): one registry for the process, never destroyed.
-plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir) {
-  static plugin_host::PluginRegistry* registry = new plugin_host::PluginRegistry(dir);
-  return registry;
-}
-
 const char* state_name(HostState s) {
   switch (s) {
     case HostState::kStarting:
@@ -95,8 +89,15 @@ const char* state_name(HostState s) {
 Host::Host(HostOptions options)
     : options_(std::move(options)),
       holder_(fmt::format("{}:{}", machine_name(options_.config), getpid())),
-      registry_(process_registry(options_.plugin_dir)),
+      registry_(options_.registry
+                    ? options_.registry
+                    : std::make_shared<plugin_host::PluginRegistry>(options_.plugin_dir)),
       config_(options_.config) {
+  if (!registry_->loads_from(options_.plugin_dir)) {
+    throw std::invalid_argument(fmt::format(
+        "service::Host: the plugin registry given loads from '{}', the host's plugin_dir is '{}'",
+        registry_->plugin_dir().string(), options_.plugin_dir.string()));
+  }
   if (!options_.load) options_.load = [](const auto& path) { return config::load_config(path); };
   for (auto& g : config_.groups) resolve_schema_versions(*registry_, g);
 }
@@ -175,7 +176,7 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
     return ids;
   };
   return std::make_unique<maintain::MaintenanceRunner>(
-      std::move(mo), maintain::fleet_workers(config, streams, groups, holder_));
+      std::move(mo), maintain::fleet_workers(config, streams, groups, holder_, janitor_counters_));
 }
 
 void Host::start_poller(Millis interval) {
@@ -385,7 +386,7 @@ std::vector<ops::GroupSample> Host::samples() const {
 ops::HostSample Host::host_sample() const {
   ops::HostSample h;
   h.version = options_.version;
-  const auto& j = maintain::janitor_counters();
+  const auto& j = janitor_counters_;
   h.janitor_runs = j.runs.load();
   h.janitor_failures = j.failures.load();
   h.partitions_created = j.partitions_created.load();

@@ -30,6 +30,7 @@
 #include "config/config.hpp"
 #include "consume/group_pipeline.hpp"
 #include "maintain/runner.hpp"
+#include "maintain/worker.hpp"
 #include "ops/http_server.hpp"
 #include "ops/metrics.hpp"
 #include "ops/status_page.hpp"
@@ -42,8 +43,12 @@ namespace sqlstreams::service {
 
 struct HostOptions {
   config::Config config;
-  store::SessionOptions session;       // resolved once at start (flags, environment, url_file)
-  std::filesystem::path plugin_dir;    // where plugins load from for the life of the process
+  store::SessionOptions session;     // resolved once at start (flags, environment, url_file)
+  std::filesystem::path plugin_dir;  // where plugins load from for the life of the process
+  // The registry the groups' plugins load through (plugins stay mapped, R10). `run` passes the
+  // one it checked every group's plugin with, so each plugin is loaded once; none = the Host
+  // makes its own for plugin_dir. A given registry must load from plugin_dir.
+  std::shared_ptr<plugin_host::PluginRegistry> registry;
   bool plugin_dir_overridden = false;  // --plugin-dir: host.plugin_dir edits do not matter
   std::string version;
   // Run once by start() after every plugin loaded and every handler was created, before any
@@ -59,11 +64,6 @@ struct HostOptions {
 // omits it; throws plugin_host::PluginLoadError (exit 3) when a group asks for a version its
 // handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
 void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group);
-
-// The process's one PluginRegistry (plugins are never unloaded, R10), made on the first call
-// with `dir`; later calls return the same one. `run` checks every group's plugin through it
-// before the Host starts, so each plugin is loaded once.
-plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir);
 
 enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };
 const char* state_name(HostState s);
@@ -146,7 +146,8 @@ class Host {
 
   HostOptions options_;
   std::string holder_;
-  plugin_host::PluginRegistry* registry_;  // process-wide, never destroyed (plugins stay mapped)
+  std::shared_ptr<plugin_host::PluginRegistry> registry_;  // options_.registry, or its own
+  maintain::JanitorCounters janitor_counters_;  // this host's janitors (sqlstreams_janitor_total)
   std::atomic<HostState> state_{HostState::kStarting};
   SysTime started_at_{};
   std::function<void()> tick_;
