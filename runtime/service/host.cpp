@@ -27,44 +27,12 @@ std::string machine_name(const config::Config& config) {
   return buf;
 }
 
-void add_into(ops::GroupSample& into, const ops::GroupSample& from) {
-  for (size_t i = 0; i < ops::kGroupCounters; ++i) into.counters[i] += from.counters[i];
-  auto& a = into.handler_seconds;
-  const auto& b = from.handler_seconds;
-  if (a.upper_bounds.empty()) a.upper_bounds = b.upper_bounds;
-  a.counts.resize(std::max(a.counts.size(), b.counts.size()));
-  for (size_t i = 0; i < b.counts.size(); ++i) a.counts[i] += b.counts[i];
-  a.count += b.count;
-  a.sum += b.sum;
-}
-
-ops::GroupSample sample_of_metrics(const consume::GroupMetrics& m) {
-  using C = ops::GroupCounter;
+// What a pipeline counted; the rest of a GroupSample is filled by Host::sample_of.
+ops::GroupSample counts_of(const consume::GroupPipeline& p) {
   ops::GroupSample s;
-  s[C::kMessagesClaimed] = m.messages_claimed.load();
-  s[C::kSucceeded] = m.succeeded.load();
-  s[C::kRetried] = m.retried.load();
-  s[C::kDelayed] = m.delayed.load();
-  s[C::kDead] = m.dead.load();
-  s[C::kSkippedVersion] = m.skipped_version.load();
-  s[C::kRangesClaimed] = m.ranges_claimed.load();
-  s[C::kRangesCommitted] = m.ranges_committed.load();
-  s[C::kRangesReclaimed] = m.ranges_reclaimed.load();
-  s[C::kRangesQuarantined] = m.ranges_quarantined.load();
-  s[C::kRangesHandedBack] = m.ranges_handed_back.load();
-  s[C::kLeaseLost] = m.lease_lost.load();
-  s[C::kRetriesClaimed] = m.retries_claimed.load();
-  s[C::kRetryLeaseLost] = m.retry_lease_lost.load();
-  s[C::kHandlerTimeouts] = m.handler_timeouts.load();
-  s[C::kWorkersAbandoned] = m.workers_abandoned.load();
-  s[C::kStoreErrors] = m.store_errors.load();
-  s[C::kCommitRejected] = m.commit_rejected.load();
-  s[C::kCommitsInDoubt] = m.commits_in_doubt.load();
-  const auto& h = m.handler_seconds;
-  s.handler_seconds.upper_bounds.assign(h.kUpperBounds.begin(), h.kUpperBounds.end());
-  for (const auto& b : h.buckets) s.handler_seconds.counts.push_back(b.load());
-  s.handler_seconds.count = h.count.load();
-  s.handler_seconds.sum = static_cast<double>(h.sum_micros.load()) / 1e6;
+  s.counters = p.metrics().snapshot();
+  s.handler_seconds = p.metrics().handler_seconds.snapshot();
+  s.completions_dropped = p.completions_dropped();
   return s;
 }
 
@@ -266,14 +234,16 @@ bool Host::stop_pipelines(const std::vector<std::string>& keys, const std::set<s
   for (const auto& key : keys) {
     auto it = draining_.find(key);
     if (it == draining_.end()) continue;
-    const auto& m = it->second.pipeline->metrics();
+    const ops::GroupSample counts = counts_of(*it->second.pipeline);
+    using C = ops::GroupCounter;
     spdlog::info(
         "group-stopped stream={} group={} succeeded={} retried={} dead={} lease_lost={} "
         "reclaimed={} handed_back={}",
-        it->second.ref.stream, it->second.ref.name, m.succeeded.load(), m.retried.load(),
-        m.dead.load(), m.lease_lost.load(), m.ranges_reclaimed.load(), m.ranges_handed_back.load());
+        it->second.ref.stream, it->second.ref.name, counts[C::kSucceeded], counts[C::kRetried],
+        counts[C::kDead], counts[C::kLeaseLost], counts[C::kRangesReclaimed],
+        counts[C::kRangesHandedBack]);
     if (carry.count(key)) {
-      add_into(carried_[key], sample_of_metrics(m));
+      carried_[key].add_counts(counts);
     } else {
       carried_.erase(key);
     }
@@ -360,8 +330,8 @@ bool Host::ready(std::string* why) const {
 }
 
 ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const {
-  ops::GroupSample s = sample_of_metrics(r.pipeline->metrics());
-  if (auto it = carried_.find(key); it != carried_.end()) add_into(s, it->second);
+  ops::GroupSample s = counts_of(*r.pipeline);
+  if (auto it = carried_.find(key); it != carried_.end()) s.add_counts(it->second);
   s.stream = r.ref.stream;
   s.group = r.ref.name;
   s.concurrency = r.group.concurrency;
@@ -371,6 +341,8 @@ ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const
       std::chrono::duration<double>(r.pipeline->metrics().commit_stalled_for()).count();
   s.hung_handlers = r.pipeline->hung_handlers();
   s.paused = r.pipeline->paused();
+  s.in_flight = static_cast<int64_t>(r.pipeline->in_flight());
+  s.peak_in_flight = static_cast<int64_t>(r.pipeline->peak_in_flight());
   return s;
 }
 
