@@ -27,15 +27,6 @@ std::string machine_name(const config::Config& config) {
   return buf;
 }
 
-// What a pipeline counted; the rest of a GroupSample is filled by Host::sample_of.
-ops::GroupSample counts_of(const consume::GroupPipeline& p) {
-  ops::GroupSample s;
-  s.counters = p.metrics().snapshot();
-  s.handler_seconds = p.metrics().handler_seconds.snapshot();
-  s.completions_dropped = p.completions_dropped();
-  return s;
-}
-
 }  // namespace
 
 const char* state_name(HostState s) {
@@ -138,10 +129,7 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
   mo.ttl = config.host.maintenance_ttl;
   mo.stats_json = [this] { return stats_json(); };
   mo.seen_groups = [this] {  // groups.last_seen_at of the groups this host runs
-    MutexLock lock(mu_);
-    std::vector<int64_t> ids;
-    for (const auto& [key, r] : running_) ids.push_back(r.ref.id);
-    return ids;
+    return pipelines_.group_ids();
   };
   return std::make_unique<maintain::MaintenanceRunner>(
       std::move(mo), maintain::fleet_workers(config, streams, groups, holder_, janitor_counters_));
@@ -176,8 +164,7 @@ void Host::start() {
                 make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
                 plugin_sha256(g)};
       refs.push_back(*ref);
-      MutexLock lock(mu_);
-      running_.emplace(group_key(g.stream, g.name), std::move(r));
+      pipelines_.add(group_key(g.stream, g.name), std::move(r), /*start=*/false);
     }
     maintenance_ = make_maintenance(config, session, refs);
   }
@@ -191,10 +178,7 @@ void Host::start() {
                               "to run without the HTTP endpoints");
     }
   }
-  {
-    MutexLock lock(mu_);
-    for (auto& [key, r] : running_) r.pipeline->start();
-  }
+  pipelines_.start_all();
   maintenance_->start();
   state_ = HostState::kRunning;
   ops::rearm_exit_hook();  // newer than the plugins' statics and every logger/clock in use
@@ -202,65 +186,10 @@ void Host::start() {
                config.host.http_listen.empty() ? "off" : config.host.http_listen);
 }
 
-bool Host::stop_pipelines(const std::vector<std::string>& keys, const std::set<std::string>& carry,
-                          std::chrono::steady_clock::time_point deadline,
-                          const std::function<void()>& tick) {
-  std::vector<consume::GroupPipeline*> stopping;
-  {
-    MutexLock lock(mu_);
-    for (const auto& key : keys) {
-      auto it = running_.find(key);
-      if (it == running_.end()) continue;
-      stopping.push_back(it->second.pipeline.get());
-      draining_.insert_or_assign(key, std::move(it->second));
-      running_.erase(it);
-    }
-  }
-  std::atomic<int> undrained{0};
-  std::atomic<int> remaining{static_cast<int>(stopping.size())};
-  std::vector<std::thread> stoppers;
-  for (auto* p : stopping) {
-    stoppers.emplace_back([&, p] {
-      if (!p->stop(deadline)) undrained++;
-      remaining--;
-    });
-  }
-  while (remaining.load() > 0) {
-    if (tick) tick();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (auto& t : stoppers) t.join();
-  MutexLock lock(mu_);
-  for (const auto& key : keys) {
-    auto it = draining_.find(key);
-    if (it == draining_.end()) continue;
-    const ops::GroupSample counts = counts_of(*it->second.pipeline);
-    using C = ops::GroupCounter;
-    spdlog::info(
-        "group-stopped stream={} group={} succeeded={} retried={} dead={} lease_lost={} "
-        "reclaimed={} handed_back={}",
-        it->second.ref.stream, it->second.ref.name, counts[C::kSucceeded], counts[C::kRetried],
-        counts[C::kDead], counts[C::kLeaseLost], counts[C::kRangesReclaimed],
-        counts[C::kRangesHandedBack]);
-    if (carry.count(key)) {
-      carried_[key].add_counts(counts);
-    } else {
-      carried_.erase(key);
-    }
-    draining_.erase(it);  // safe even when undrained: written-off workers no longer touch it
-  }
-  return undrained.load() == 0;
-}
-
 bool Host::drain(std::chrono::steady_clock::time_point deadline,
                  const std::function<void()>& tick) {
   state_ = HostState::kDraining;
-  std::vector<std::string> keys;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [key, r] : running_) keys.push_back(key);
-  }
-  bool drained = stop_pipelines(keys, {}, deadline, tick);
+  bool drained = pipelines_.stop(pipelines_.keys(), {}, deadline, tick);
   // civetweb takes up to 2 s to stop: meanwhile the last advancer pass runs and the leases go
   // back (after the pipelines' final commits).
   std::thread http_stopper([this] { http_.reset(); });
@@ -276,14 +205,12 @@ config::Config Host::config() const {
   return config_;
 }
 
-size_t Host::group_count() const {
-  MutexLock lock(mu_);
-  return running_.size();
-}
+size_t Host::group_count() const { return pipelines_.size(); }
 
 std::string Host::summary() const {
+  const size_t groups = pipelines_.size();
   MutexLock lock(mu_);
-  return fmt::format("{} group(s) running; reloads: {} applied, {} rejected", running_.size(),
+  return fmt::format("{} group(s) running; reloads: {} applied, {} rejected", groups,
                      reloads_applied_, reloads_rejected_);
 }
 
@@ -304,56 +231,12 @@ bool Host::ready(std::string* why) const {
     if (why) *why = "database unreachable" + (error.empty() ? "" : ": " + error);
     return false;
   }
-  // A committer failing for longer than a lease: its work is being reclaimed elsewhere.
-  MutexLock lock(mu_);
-  for (const auto& [key, r] : running_) {
-    if (r.pipeline->paused()) {
-      if (why) {
-        *why = fmt::format(
-            "group {} paused: {} hung handler thread(s) still running "
-            "(max_hung_handlers {})",
-            key, r.pipeline->hung_handlers(), r.group.max_hung_handlers);
-      }
-      return false;
-    }
-    auto stalled = r.pipeline->metrics().commit_stalled_for();
-    if (stalled > r.group.lease_ttl) {
-      if (why) {
-        *why = fmt::format("committer of {} failing for {:.1f}s (lease_ttl {})", key,
-                           std::chrono::duration<double>(stalled).count(),
-                           format_duration(r.group.lease_ttl));
-      }
-      return false;
-    }
-  }
-  return true;
+  // A group paused by hung handlers, or a committer failing for longer than a lease (its work
+  // is being reclaimed elsewhere).
+  return pipelines_.healthy(why);
 }
 
-ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const {
-  ops::GroupSample s = counts_of(*r.pipeline);
-  if (auto it = carried_.find(key); it != carried_.end()) s.add_counts(it->second);
-  s.stream = r.ref.stream;
-  s.group = r.ref.name;
-  s.concurrency = r.group.concurrency;
-  s.live_workers = r.pipeline->live_workers();
-  s.ranges_in_flight = static_cast<int64_t>(r.pipeline->ranges_in_flight());
-  s.commit_stalled_seconds =
-      std::chrono::duration<double>(r.pipeline->metrics().commit_stalled_for()).count();
-  s.hung_handlers = r.pipeline->hung_handlers();
-  s.paused = r.pipeline->paused();
-  s.in_flight = static_cast<int64_t>(r.pipeline->in_flight());
-  s.peak_in_flight = static_cast<int64_t>(r.pipeline->peak_in_flight());
-  return s;
-}
-
-std::vector<ops::GroupSample> Host::samples() const {
-  MutexLock lock(mu_);
-  std::vector<ops::GroupSample> out;
-  for (const auto* set : {&running_, &draining_}) {
-    for (const auto& [key, r] : *set) out.push_back(sample_of(key, r));
-  }
-  return out;
-}
+std::vector<ops::GroupSample> Host::samples() const { return pipelines_.samples(); }
 
 ops::HostSample Host::host_sample() const {
   ops::HostSample h;
@@ -398,12 +281,10 @@ ops::HostView Host::view() const {
 // The in-process counters the heartbeat publishes for `sqlstreams status` (per group id).
 std::string Host::stats_json() const {
   nlohmann::json groups = nlohmann::json::object();
-  MutexLock lock(mu_);
-  for (const auto& [key, r] : running_) {
-    auto s = sample_of(key, r);
-    groups[std::to_string(r.ref.id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
-                                        {"succeeded", s[ops::GroupCounter::kSucceeded]},
-                                        {"dead", s[ops::GroupCounter::kDead]}};
+  for (const auto& [id, s] : pipelines_.samples_by_group_id()) {
+    groups[std::to_string(id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
+                                  {"succeeded", s[ops::GroupCounter::kSucceeded]},
+                                  {"dead", s[ops::GroupCounter::kDead]}};
   }
   return nlohmann::json{{"groups", groups}}.dump();
 }

@@ -1,6 +1,9 @@
-// service/host — the running `sqlstreams run` process (DESIGN §12). Owns, for the life of the
-// process:
-//   pipelines    one consume::GroupPipeline per configured group, keyed "stream/group"
+// service/host — the running `sqlstreams run` process (DESIGN §12). No process-wide state: it
+// owns, for its life:
+//   registry     the plugin_host::PluginRegistry its groups' plugins load through (the one `run`
+//                checked them with, or its own for plugin_dir) and its janitors' counters
+//   pipelines    service::PipelineSet: one consume::GroupPipeline per configured group, keyed
+//                "stream/group", running or draining, and the counts carried over a restart
 //   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
 //   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
 //   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
@@ -13,7 +16,8 @@
 // Counters of a retuned group carry over to its new pipeline, so /metrics counters only grow.
 // Threading: start(), reload() and drain() run on the control thread (service/run_host.cpp);
 // the read accessors (ready, samples, view, stats_json) are called from HTTP and maintenance
-// threads and take mu_ briefly. mu_ is never held while a pipeline or runner stops.
+// threads and take mu_ (config and reload figures) or the PipelineSet's lock briefly; neither is
+// held while a pipeline or runner starts or stops.
 #pragma once
 
 #include <atomic>
@@ -36,6 +40,7 @@
 #include "ops/status_page.hpp"
 #include "ops/status_poller.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "service/pipeline_set.hpp"
 #include "service/reload_plan.hpp"
 #include "store/connection/session.hpp"
 
@@ -52,9 +57,11 @@ struct HostOptions {
   bool plugin_dir_overridden = false;  // --plugin-dir: host.plugin_dir edits do not matter
   std::string version;
   // Run once by start() after every plugin loaded and every handler was created, before any
-  // group is looked up: migrate, declare, check Rule 2 (cli/cmd_run.cpp). None = nothing.
+  // group is looked up: migrate, declare, check Rule 2 (service::prepare_database,
+  // service/declare.hpp). None = nothing.
   std::function<void(store::Session&, const config::Config&)> prepare_database;
-  // Declares the config's streams and groups (idempotent); run at reload time.
+  // Declares the config's streams and groups (idempotent; service::declare_all); run at reload
+  // time.
   std::function<void(store::Session&, const config::Config&)> declare;
   // Re-reads the config file on SIGHUP (default: config::load_config).
   std::function<config::Config(const std::filesystem::path&)> load;
@@ -107,12 +114,7 @@ class Host {
   void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
 
  private:
-  struct Running {
-    config::GroupConfig group;
-    store::GroupRef ref;
-    std::unique_ptr<consume::GroupPipeline> pipeline;
-    std::string plugin_sha256;  // the plugin image its handler was created from
-  };
+  using Running = PipelineSet::Entry;
   struct Prepared;  // what a reload builds before anything stops (host_reload.cpp)
   bool prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
                std::vector<std::string>& problems);
@@ -129,11 +131,6 @@ class Host {
       const std::vector<store::GroupRef>& groups);
   void start_http(const std::string& listen);
   void start_poller(Millis interval);
-  // Stops the named pipelines in parallel (moved to draining_ meanwhile); the final counts of
-  // those in `carry` are folded into carried_. Returns false when one did not drain.
-  bool stop_pipelines(const std::vector<std::string>& keys, const std::set<std::string>& carry,
-                      std::chrono::steady_clock::time_point deadline,
-                      const std::function<void()>& tick);
   void log_rejected(const std::vector<std::string>& problems);
   // SIGHUP: loads every changed plugin file of `next` beside its running version (logged as
   // plugin-upgraded); false with `problems` when a changed file is refused.
@@ -141,8 +138,6 @@ class Host {
   // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
   void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
   std::string plugin_sha256(const config::GroupConfig& group);
-  ops::GroupSample sample_of(const std::string& key, const Running& r) const
-      SQLSTREAMS_REQUIRES(mu_);
 
   HostOptions options_;
   std::string holder_;
@@ -154,14 +149,11 @@ class Host {
 
   mutable Mutex mu_;
   config::Config config_ SQLSTREAMS_GUARDED_BY(mu_);
-  std::map<std::string, Running> running_ SQLSTREAMS_GUARDED_BY(mu_);
-  std::map<std::string, Running> draining_ SQLSTREAMS_GUARDED_BY(mu_);
-  // Counts of replaced pipelines.
-  std::map<std::string, ops::GroupSample> carried_ SQLSTREAMS_GUARDED_BY(mu_);
   uint64_t reloads_applied_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   uint64_t reloads_rejected_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> last_reload_problems_ SQLSTREAMS_GUARDED_BY(mu_);
 
+  PipelineSet pipelines_;  // declared before maintenance_: its advancers read group ids
   std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
   std::unique_ptr<ops::StatusPoller> poller_;
   std::unique_ptr<ops::HttpServer> http_;
