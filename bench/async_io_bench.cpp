@@ -61,16 +61,17 @@ std::vector<Row> run_async_io(Db& db, const Options& o) {
   const auto t0 = Clock::now();
   pipeline->start();
   const double limit = 60 + static_cast<double>(n) / 1000;
-  while (m.succeeded.load() < static_cast<uint64_t>(n) || pipeline->ranges_in_flight() > 0) {
+  while (m.get(sqlstreams::consume::GroupCounter::kSucceeded) < static_cast<uint64_t>(n) ||
+         pipeline->ranges_in_flight() > 0) {
     if (seconds_since(t0) > limit) throw std::runtime_error("async_io drain did not finish");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the metrics
   }
   const double secs = seconds_since(t0);
   const size_t peak = pipeline->peak_in_flight();
   pipeline->stop(Clock::now() + std::chrono::seconds(30));
-  if (m.succeeded.load() != static_cast<uint64_t>(n)) {
-    throw std::runtime_error(
-        fmt::format("async_io handled {} messages, expected {}", m.succeeded.load(), n));
+  if (m.get(sqlstreams::consume::GroupCounter::kSucceeded) != static_cast<uint64_t>(n)) {
+    throw std::runtime_error(fmt::format("async_io handled {} messages, expected {}",
+                                         m.get(sqlstreams::consume::GroupCounter::kSucceeded), n));
   }
   const double r = static_cast<double>(n) / secs;
   fmt::print(stderr, "  async_io: {} with a peak of {} in flight\n", rate(r), peak);

@@ -87,7 +87,8 @@ std::vector<Row> run_drain(Db& db, const Options& o) {
   double t_handled = 0, t_cursor = 0;
   const double limit = 60 + static_cast<double>(o.backlog) / 1000;
   for (;;) {
-    if (t_handled == 0 && m.succeeded.load() >= static_cast<uint64_t>(o.backlog) &&
+    if (t_handled == 0 &&
+        m.get(sqlstreams::consume::GroupCounter::kSucceeded) >= static_cast<uint64_t>(o.backlog) &&
         pipeline->ranges_in_flight() == 0) {
       t_handled = seconds_since(t0);
     }
@@ -104,7 +105,9 @@ std::vector<Row> run_drain(Db& db, const Options& o) {
   const double rt_handled = static_cast<double>(o.backlog) / t_handled;
   record("drain_cursor", rt_cursor);
   fmt::print(stderr, "  drain runtime: cursor {} handled {} ({} ranges, {} store errors)\n",
-             rate(rt_cursor), rate(rt_handled), m.ranges_claimed.load(), m.store_errors.load());
+             rate(rt_cursor), rate(rt_handled),
+             m.get(sqlstreams::consume::GroupCounter::kRangesClaimed),
+             m.get(sqlstreams::consume::GroupCounter::kStoreErrors));
 
   db.quiesce();
   double raw = raw_drain(db, jobs, o.backlog);

@@ -54,7 +54,9 @@ Outcome run_one(Db& db, const Options& o, int bytes, int ngroups) {
   auto snap = [&] {
     Snapshot sn;
     sn.produced = produced.load();
-    for (auto& p : pipes) sn.handled.push_back(static_cast<int64_t>(p->metrics().succeeded));
+    for (auto& p : pipes)
+      sn.handled.push_back(
+          static_cast<int64_t>(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded)));
     return sn;
   };
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -77,8 +79,8 @@ Outcome run_one(Db& db, const Options& o, int bytes, int ngroups) {
   uint64_t ranges = 0, msgs = 0;
   for (auto& p : pipes) {
     p->stop(Clock::now() + std::chrono::seconds(30));
-    ranges += p->metrics().ranges_claimed;
-    msgs += p->metrics().messages_claimed;
+    ranges += p->metrics().get(sqlstreams::consume::GroupCounter::kRangesClaimed);
+    msgs += p->metrics().get(sqlstreams::consume::GroupCounter::kMessagesClaimed);
   }
   out.msgs_per_range = ranges ? static_cast<double>(msgs) / static_cast<double>(ranges) : 0;
   return out;

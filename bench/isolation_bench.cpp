@@ -30,15 +30,17 @@ double drain(Db& db, const ss::store::StreamRef& s, const std::string& name, int
   const auto t0 = Clock::now();
   pipeline->start();
   const double limit = 60 + static_cast<double>(backlog) / 500;
-  while (m.succeeded.load() < static_cast<uint64_t>(backlog) || pipeline->ranges_in_flight() > 0) {
+  while (m.get(sqlstreams::consume::GroupCounter::kSucceeded) < static_cast<uint64_t>(backlog) ||
+         pipeline->ranges_in_flight() > 0) {
     if (seconds_since(t0) > limit) throw std::runtime_error(name + " drain did not finish");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the metrics
   }
   const double secs = seconds_since(t0);
   pipeline->stop(Clock::now() + std::chrono::seconds(30));
-  if (m.succeeded.load() != static_cast<uint64_t>(backlog)) {
-    throw std::runtime_error(
-        fmt::format("{} handled {} messages, expected {}", name, m.succeeded.load(), backlog));
+  if (m.get(sqlstreams::consume::GroupCounter::kSucceeded) != static_cast<uint64_t>(backlog)) {
+    throw std::runtime_error(fmt::format("{} handled {} messages, expected {}", name,
+                                         m.get(sqlstreams::consume::GroupCounter::kSucceeded),
+                                         backlog));
   }
   return static_cast<double>(backlog) / secs;
 }

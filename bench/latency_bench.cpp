@@ -41,7 +41,8 @@ Row measure(Db& db, const Options& o, bool notify) {
     sent.emplace_back(id, steady_ns());
   }
   auto wait0 = Clock::now();
-  while (pipeline->metrics().succeeded.load() < sent.size() && seconds_since(wait0) < 10) {
+  while (pipeline->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded) < sent.size() &&
+         seconds_since(wait0) < 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   pipeline->stop(Clock::now() + std::chrono::seconds(30));

@@ -85,7 +85,8 @@ std::vector<Row> run_pickup_load(Db& db, const Options& o) {
   if (!load_error.empty()) throw std::runtime_error("pickup_load producer: " + load_error);
   const auto expected = static_cast<uint64_t>(load_produced.load()) + sent.size();
   const auto wait0 = Clock::now();
-  while (pipes[0]->metrics().succeeded.load() < expected && seconds_since(wait0) < 30) {
+  while (pipes[0]->metrics().get(ss::consume::GroupCounter::kSucceeded) < expected &&
+         seconds_since(wait0) < 30) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   for (auto& p : pipes) p->stop(Clock::now() + std::chrono::seconds(30));

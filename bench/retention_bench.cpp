@@ -107,7 +107,7 @@ std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes) {
     Sample x;
     x.t = seconds_since(t0);
     x.produced = produced.load();
-    x.handled = static_cast<int64_t>(m.succeeded.load());
+    x.handled = static_cast<int64_t>(m.get(sqlstreams::consume::GroupCounter::kSucceeded));
     x.dropped = dropped.load();
     x.head = db.head(s);
     x.committed = db.committed(g);

@@ -49,7 +49,8 @@ std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::St
   const auto& m = pipeline->metrics();
   const double r = static_cast<double>(retries) / secs;
   fmt::print(stderr, "  retry backlog: {} ({} retries claimed, {} store errors)\n", rate(r),
-             m.retries_claimed.load(), m.store_errors.load());
+             m.get(sqlstreams::consume::GroupCounter::kRetriesClaimed),
+             m.get(sqlstreams::consume::GroupCounter::kStoreErrors));
   return {Row{"2 drain",
               fmt::format("same run — {} due exception rows retried (no-op handler)",
                           grouped(static_cast<double>(retries))),

@@ -1,8 +1,8 @@
-// `sqlstreams run --config FILE`: load every plugin and create the handlers, then migrate (or
-// refuse, by setting), declare streams and groups and check Rule 2 (service::Host::start runs
-// prepare_database after the plugins), then service::Host (pipelines, maintenance, HTTP, systemd
-// notify) and its control loop: SIGHUP reloads, SIGTERM/SIGINT drains within
-// host.shutdown_timeout, a second signal exits at once.
+// `sqlstreams run --config FILE`: parses the flags, checks every group's plugin, then runs
+// service::Host (which loads the handlers, then migrates or refuses, declares and checks Rule 2
+// through service::prepare_database, then runs pipelines, maintenance, HTTP, systemd notify)
+// and its control loop: SIGHUP reloads, SIGTERM/SIGINT drains within host.shutdown_timeout, a
+// second signal exits at once.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -12,10 +12,10 @@
 #include "common/version.hpp"
 #include "ops/logging.hpp"
 #include "ops/signals.hpp"
+#include "service/declare.hpp"
 #include "service/host.hpp"
 #include "service/run_host.hpp"
 #include "store/connection/conninfo.hpp"
-#include "store/schema/migrate.hpp"
 
 namespace sqlstreams::cli {
 namespace {
@@ -25,55 +25,30 @@ struct RunFlags {
   std::string plugin_dir;
 };
 
-void prepare_database(store::Session& session, const config::Config& config) {
-  if (config.database.migrate == config::MigrateMode::kAuto) {
-    for (const auto& f : store::migrate(session, config.database.migrate_lock_timeout))
-      spdlog::info("migration-applied file={}", f);
-  } else {
-    auto st = store::migration_status(session);
-    if (!st.pending.empty()) {
-      throw ControlPlaneError(ExitCode::kDatabase,
-                              fmt::format("database schema is at version {}, this host needs {} "
-                                          "({} pending) and database.migrate = \"check\"",
-                                          st.database_version, st.known_version, st.pending.size()),
-                              "run `sqlstreams migrate --config FILE` first");
-    }
-  }
-  declare_all(session, config);
-  auto bad = store::streams_violating_cache_rule(session);
-  if (!bad.empty()) {
-    std::string names;
-    for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
-    throw ControlPlaneError(
-        ExitCode::kDatabase,
-        fmt::format("refusing to run: the id sequence of stream(s) {} is not CACHE 1; cached "
-                    "ids are drawn out of time order and the claim fence could skip messages",
-                    names),
-        "ALTER SEQUENCE <schema>.messages_<id>_id_seq CACHE 1");
-  }
-}
-
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
   ops::block_signals();  // before any thread exists (a plugin's constructor may start one)
   const std::filesystem::path plugin_dir =
       f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);
-  // Every group's plugin, config and versions, all reported at once, before the database.
-  check_group_plugins(*service::process_registry(plugin_dir), config);
+  // Every group's plugin, config and versions, all reported at once, before the database. The
+  // Host then runs its groups from this registry: each plugin is loaded once.
+  auto registry = std::make_shared<plugin_host::PluginRegistry>(plugin_dir);
+  check_group_plugins(*registry, config);
   auto session_options = f.db.resolve(config);
   spdlog::info("host-starting config={} database={} schema={}", config.path.string(),
                store::describe_conninfo(session_options.url), session_options.schema);
   service::HostOptions o;
   // Only once every plugin loaded and every handler was created (Host::start): a start that
   // fails on a plugin writes nothing to the database.
-  o.prepare_database = prepare_database;
+  o.prepare_database = service::prepare_database;
   o.plugin_dir = plugin_dir;
+  o.registry = std::move(registry);
   o.plugin_dir_overridden = !f.plugin_dir.empty();
   o.config = std::move(config);
   o.session = session_options;
   o.version = kVersion;
-  o.declare = [](store::Session& session, const config::Config& c) { declare_all(session, c); };
+  o.declare = service::declare_all;
   service::Host host(std::move(o));  // pipelines, maintenance, HTTP, reload (service/host.hpp)
   return service::run_host(host);
 }

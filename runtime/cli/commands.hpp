@@ -41,9 +41,6 @@ std::string printable(std::string_view text);
 // Loads the config (throws config::ConfigError) when a file was given.
 std::optional<config::Config> maybe_load(const std::string& file);
 
-// Creates every stream and group of the config (idempotent); logs what it created.
-void declare_all(store::Session& session, const config::Config& config);
-
 void register_migrate(CLI::App& app, Action& action);
 void register_declare(CLI::App& app, Action& action);
 void register_produce(CLI::App& app, Action& action);

@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
 #include "common/identifier.hpp"
+#include "service/declare.hpp"
 #include "store/connection/conninfo.hpp"
 #include "store/schema/migrate.hpp"
 
@@ -106,33 +107,6 @@ std::string printable(std::string_view text) {
   return out + "\"";
 }
 
-void declare_all(store::Session& session, const config::Config& config) {
-  for (const auto& s : config.streams) {
-    store::StreamSpec spec{
-        s.name,  s.partition_size, s.retention, s.allow_drop_past_committed, s.max_payload_bytes,
-        s.notify};
-    auto declared = store::declare_stream(session, spec);
-    if (declared.created) {
-      spdlog::info("stream-created stream={} id={} partition_size={}", s.name, declared.stream.id,
-                   s.partition_size);
-    }
-  }
-  for (const auto& g : config.groups) {
-    auto stream = store::find_stream(session, g.stream);
-    if (!stream) {
-      throw ControlPlaneError(ExitCode::kDatabase,
-                              "stream '" + g.stream + "' vanished while declaring");
-    }
-    auto declared = store::declare_group(
-        session, *stream, g.name,
-        g.start == config::GroupStart::kHead ? store::StartAt::kHead : store::StartAt::kBeginning);
-    if (declared.created) {
-      spdlog::info("group-created stream={} group={} id={} start={}", g.stream, g.name,
-                   declared.group.id, declared.start_position);
-    }
-  }
-}
-
 void register_migrate(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("migrate",
                                  "Apply pending schema migrations (safe to run from "
@@ -175,7 +149,7 @@ void register_declare(CLI::App& app, Action& action) {
       auto config = maybe_load(flags->config_file);
       store::Session session(flags->resolve(config));
       store::migrate(session, flags->migrate_lock_timeout(config));
-      declare_all(session, *config);
+      service::declare_all(session, *config);
       std::printf("declared %zu stream(s) and %zu group(s)\n", config->streams.size(),
                   config->groups.size());
       return 0;

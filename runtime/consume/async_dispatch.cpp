@@ -131,7 +131,7 @@ void GroupPipeline::check_async_timeouts() {
   }
   for (const Flight& f : expired) {
     if (f.token != 0) handler_->cancel_async(f.token);  // outside mu_ (lock order)
-    metrics_.handler_timeouts++;
+    metrics_.add(GroupCounter::kHandlerTimeouts);
     const int64_t id = f.task.range ? f.task.range->range().messages[f.task.index].id
                                     : f.task.retry->claim.message_id;
     if (auto n = warn_limiter_.admit("handler-timeout")) {

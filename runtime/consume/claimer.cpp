@@ -37,7 +37,7 @@ void GroupPipeline::claim_loop() {
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
     if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
-    metrics_.store_errors++;
+    metrics_.add(GroupCounter::kStoreErrors);
     if (!outage) {
       spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
                     options_.ref.name, store::kind_name(e.kind()), e.what());
@@ -70,13 +70,13 @@ void GroupPipeline::claim_loop() {
       if (SteadyClock::now() >= next_reclaim_check) {
         auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims);
         if (r.quarantined) {
-          metrics_.ranges_quarantined++;
+          metrics_.add(GroupCounter::kRangesQuarantined);
           spdlog::warn("range-quarantined stream={} group={} low={} high={} reclaims={}",
                        options_.ref.stream, options_.ref.name, r.quarantined->low,
                        r.quarantined->high, r.quarantined->reclaims);
         }
         if (r.range) {
-          metrics_.ranges_reclaimed++;
+          metrics_.add(GroupCounter::kRangesReclaimed);
           spdlog::info("lease-reclaimed stream={} group={} low={} high={} reclaims={}",
                        options_.ref.stream, options_.ref.name, r.range->low, r.range->high,
                        r.range->reclaims);

@@ -63,7 +63,7 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
       if (outage) spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
       return Attempt::kDone;
     } catch (const store::StoreError& e) {
-      m.store_errors++;
+      m.add(GroupCounter::kStoreErrors);
       int64_t expected = 0;
       m.commit_failing_since_ns.compare_exchange_strong(
           expected, SteadyClock::now().time_since_epoch().count());
@@ -100,7 +100,7 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
 void log_rejected(const PipelineOptions& o, GroupMetrics& m,
                   const std::vector<store::RejectedWrite>& rejected) {
   for (const auto& r : rejected) {
-    m.commit_rejected++;
+    m.add(GroupCounter::kCommitRejected);
     spdlog::error("commit-rejected stream={} group={} message_id={} sqlstate={}: {} ({})",
                   o.ref.stream, o.ref.name, r.message_id, r.sqlstate,
                   r.audit_only ? "audit row refused; its error text was replaced" : "recorded dead",
@@ -168,7 +168,7 @@ void GroupPipeline::commit_loop() {
       }
       error_backoff = std::chrono::milliseconds(100);
     } catch (const store::StoreError& e) {
-      metrics_.store_errors++;
+      metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("committer store error stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       next_renew = now + error_backoff;
@@ -193,7 +193,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
   for (const auto& r : ranges) {
     if (r->lost.load()) {
       if (dropped()) continue;
-      metrics_.lease_lost++;
+      metrics_.add(GroupCounter::kLeaseLost);
       // Not rate-limited: each lost range explains its re-deliveries (rare by construction).
       spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
                    options_.ref.stream, options_.ref.name, r->range().low, r->range().high);
@@ -206,13 +206,14 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
         if (dropped()) continue;
-        metrics_.lease_lost++;
+        metrics_.add(GroupCounter::kLeaseLost);
         spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
                      options_.ref.stream, options_.ref.name, to_commit[i]->range().low,
                      to_commit[i]->range().high);
         continue;
       }
-      (commits[i].complete ? metrics_.ranges_committed : metrics_.ranges_handed_back)++;
+      metrics_.add(commits[i].complete ? GroupCounter::kRangesCommitted
+                                       : GroupCounter::kRangesHandedBack);
       for (const auto& f : commits[i].failures) log_dead(options_, f);
     }
   };
@@ -226,7 +227,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
       auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
       doubt = false;
       if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.commits_in_doubt++;
+        metrics_.add(GroupCounter::kCommitsInDoubt);
         spdlog::info(
             "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
             "outcome was unknown had been applied",
@@ -274,7 +275,7 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
       if (!ok[i]) {
         if (!gone) gone = group_gone(store);
         if (*gone) continue;
-        metrics_.retry_lease_lost++;
+        metrics_.add(GroupCounter::kRetryLeaseLost);
         if (auto n = warn_limiter_.admit("lease-lost-retry")) {
           spdlog::warn("lease-lost stream={} group={} message_id={}: retry outcome discarded{}",
                        options_.ref.stream, options_.ref.name, results[i].message_id,
@@ -295,7 +296,7 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
       auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
       doubt = false;
       if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.commits_in_doubt++;
+        metrics_.add(GroupCounter::kCommitsInDoubt);
         spdlog::info(
             "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
             "outcome was unknown had been applied",

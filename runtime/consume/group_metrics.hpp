@@ -1,5 +1,7 @@
-// consume/group_metrics — in-process counters of one group's pipeline (read by logs, status
-// and, later, /metrics). Threading: lock-free atomics, written by any pipeline thread.
+// consume/group_metrics — in-process counters of one group's pipeline, read by logs, /metrics
+// and the status page (service/ snapshots them). One atomic per ops::GroupCounter (the enum and
+// its /metrics table live in ops/group_counters.hpp); snapshot() copies them into plain values.
+// Threading: lock-free atomics, written by any pipeline thread, read by any thread.
 #pragma once
 
 #include <array>
@@ -9,7 +11,11 @@
 #include <map>
 #include <mutex>
 
+#include "ops/group_counters.hpp"
+
 namespace sqlstreams::consume {
+
+using ops::GroupCounter;
 
 // How long handler calls took (GET /metrics: sqlstreams_handler_duration_seconds). Buckets are
 // per range (not cumulative); the last one is +Inf. Calls that hit handler_timeout are not
@@ -31,28 +37,28 @@ struct DurationHistogram {
         std::memory_order_relaxed);
     count.fetch_add(1, std::memory_order_relaxed);
   }
+
+  ops::HistogramSample snapshot() const {
+    ops::HistogramSample s;
+    s.upper_bounds.assign(kUpperBounds.begin(), kUpperBounds.end());
+    for (const auto& b : buckets) s.counts.push_back(b.load());
+    s.count = count.load();
+    s.sum = static_cast<double>(sum_micros.load()) / 1e6;
+    return s;
+  }
 };
 
-struct GroupMetrics {
-  std::atomic<uint64_t> ranges_claimed{0};
-  std::atomic<uint64_t> messages_claimed{0};
-  std::atomic<uint64_t> succeeded{0};
-  std::atomic<uint64_t> retried{0};
-  std::atomic<uint64_t> delayed{0};
-  std::atomic<uint64_t> dead{0};
-  std::atomic<uint64_t> skipped_version{0};
-  std::atomic<uint64_t> ranges_committed{0};
-  std::atomic<uint64_t> lease_lost{0};
-  std::atomic<uint64_t> ranges_reclaimed{0};
-  std::atomic<uint64_t> ranges_quarantined{0};
-  std::atomic<uint64_t> ranges_handed_back{0};
-  std::atomic<uint64_t> store_errors{0};
-  std::atomic<uint64_t> retries_claimed{0};
-  std::atomic<uint64_t> handler_timeouts{0};
-  std::atomic<uint64_t> workers_abandoned{0};
-  std::atomic<uint64_t> retry_lease_lost{0};
-  std::atomic<uint64_t> commit_rejected{0};   // rows the database refused: recorded dead
-  std::atomic<uint64_t> commits_in_doubt{0};  // in-doubt commits found committed afterwards
+class GroupMetrics {
+ public:
+  void add(GroupCounter c, uint64_t n = 1) { counts_[ops::index_of(c)].fetch_add(n); }
+  uint64_t get(GroupCounter c) const { return counts_[ops::index_of(c)].load(); }
+  // Every counter, indexed by GroupCounter.
+  ops::GroupCounterValues snapshot() const {
+    ops::GroupCounterValues v{};
+    for (size_t i = 0; i < ops::kGroupCounters; ++i) v[i] = counts_[i].load();
+    return v;
+  }
+
   // steady_clock nanoseconds since the committer's current run of failed commits began; 0 while
   // commits succeed (a stuck committer shows on /readyz and as sqlstreams_commit_stalled_seconds).
   std::atomic<int64_t> commit_failing_since_ns{0};
@@ -70,7 +76,7 @@ struct GroupMetrics {
   // Messages passed over because the group does not declare their schema version (DESIGN §8).
   // Returns true the first time a version is seen (so the caller logs it once).
   bool count_skipped_version(int32_t version) {
-    skipped_version++;
+    add(GroupCounter::kSkippedVersion);
     std::lock_guard lock(versions_mu_);
     return skipped_by_version_[version]++ == 0;
   }
@@ -80,6 +86,7 @@ struct GroupMetrics {
   }
 
  private:
+  std::array<std::atomic<uint64_t>, ops::kGroupCounters> counts_{};
   mutable std::mutex versions_mu_;
   std::map<int32_t, uint64_t> skipped_by_version_;
 };

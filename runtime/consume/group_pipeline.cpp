@@ -73,8 +73,8 @@ int GroupPipeline::live_workers() const {
 }
 
 void GroupPipeline::enqueue(store::ClaimedRange range) {
-  metrics_.ranges_claimed++;
-  metrics_.messages_claimed += range.messages.size();
+  metrics_.add(GroupCounter::kRangesClaimed);
+  metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
   auto work = std::make_shared<RangeWork>(std::move(range));
   std::lock_guard lock(mu_);
   active_[work->range().token] = work;
@@ -88,7 +88,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
 }
 
 void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
-  metrics_.retries_claimed++;
+  metrics_.add(GroupCounter::kRetriesClaimed);
   auto work = std::make_shared<RetryWork>(std::move(claim));
   std::lock_guard lock(mu_);
   active_retries_[work->claim.token] = work;
@@ -354,13 +354,13 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
   auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, random01());
   std::string audit = audit_outcome(decision, outcome);
   if (!decision) {
-    metrics_.succeeded++;
+    metrics_.add(GroupCounter::kSucceeded);
   } else if (decision->status == store::ExceptionStatus::kDead) {
-    metrics_.dead++;
+    metrics_.add(GroupCounter::kDead);
   } else if (outcome.kind == plugin_host::OutcomeKind::kDelay) {
-    metrics_.delayed++;
+    metrics_.add(GroupCounter::kDelayed);
   } else {
-    metrics_.retried++;
+    metrics_.add(GroupCounter::kRetried);
   }
   if (task.range) {
     Slot& slot = task.range->slot(task.index);

@@ -109,7 +109,7 @@ void GroupPipeline::retry_loop() {
                                       c.attempts,        c.delays,
                                       Millis(0),         c.last_error,
                                       c.message->payload};
-            metrics_.dead++;
+            metrics_.add(GroupCounter::kDead);
             std::lock_guard lock(mu_);
             retry_results_.push_back(
                 store::RetryResult{c.message_id, c.token, std::move(dead), false,
@@ -122,7 +122,7 @@ void GroupPipeline::retry_loop() {
         enqueue_retry(std::move(c));
       }
     } catch (const store::StoreError& e) {
-      metrics_.store_errors++;
+      metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       backlog = false;

@@ -47,8 +47,8 @@ void GroupPipeline::check_timeouts() {
     update_pause();
   }
   for (const auto& task : timed_out) {
-    metrics_.handler_timeouts++;
-    metrics_.workers_abandoned++;
+    metrics_.add(GroupCounter::kHandlerTimeouts);
+    metrics_.add(GroupCounter::kWorkersAbandoned);
     const auto& view_id =
         task.range ? task.range->range().messages[task.index].id : task.retry->claim.message_id;
     if (auto n = warn_limiter_.admit("handler-timeout")) {

@@ -15,7 +15,7 @@ Schedule advancer_schedule() {
 std::vector<WorkerSpec> fleet_workers(const config::Config& config,
                                       const std::vector<store::StreamRef>& streams,
                                       const std::vector<store::GroupRef>& groups,
-                                      const std::string& holder) {
+                                      const std::string& holder, JanitorCounters& counters) {
   std::vector<WorkerSpec> out;
   for (const auto& stream : streams) {
     JanitorOptions o;
@@ -30,8 +30,9 @@ std::vector<WorkerSpec> fleet_workers(const config::Config& config,
     o.schedule.period = config.host.janitor_period;
     o.settings.janitor_period = config.host.janitor_period;
     o.schedule.max_failure_backoff = std::max(config.host.janitor_period, Millis(1000));
-    out.push_back({janitor_key(stream.id), kJanitorLane, [o](store::Session& session) {
-                     return std::make_unique<JanitorWorker>(session, o);
+    JanitorCounters* c = &counters;
+    out.push_back({janitor_key(stream.id), kJanitorLane, [o, c](store::Session& session) {
+                     return std::make_unique<JanitorWorker>(session, o, *c);
                    }});
   }
   for (const auto& group : groups) {

@@ -13,18 +13,15 @@ store::WorkerKey advancer_key(int64_t group_id) {
   return {"advancer", fmt::format("group:{}", group_id)};
 }
 
-JanitorWorker::JanitorWorker(store::Session& session, JanitorOptions options)
+JanitorWorker::JanitorWorker(store::Session& session, JanitorOptions options,
+                             JanitorCounters& counters)
     : MaintenanceWorker(janitor_key(options.stream_id), options.schedule),
       options_(std::move(options)),
+      counters_(counters),
       janitor_(session, options_.stream_id) {}
 
-JanitorCounters& janitor_counters() {
-  static JanitorCounters counters;
-  return counters;
-}
-
 void JanitorWorker::run(SysTime now, const store::WorkerFence* fence) {
-  auto& c = janitor_counters();
+  JanitorCounters& c = counters_;
   c.runs++;
   last_ = janitor_.run_once(now, options_.settings, fence);
   c.partitions_created += last_.created.size();

@@ -7,7 +7,8 @@
 //   AdvancerWorker  one per group ("advancer", "group:<id>"): the cursor advancer, reusing
 //                   store::GroupStore::advance_cursor() (read the target in one statement,
 //                   apply it with GREATEST in a second; DESIGN §6.5)
-// run_once(now) runs one pass without a lease (tests, tools). The runner calls run(now, fence):
+// run_once(now) runs one pass without a lease (tests, tools). A janitor counts its passes in
+// the JanitorCounters its owner passes in. The runner calls run(now, fence):
 // the janitor's destructive transactions re-check the lease inside themselves and throw
 // store::FencedOut once it moved. The advancer needs no fence: it only ever moves `committed`
 // forward from one consistent read, so a stale second runner is harmless.
@@ -53,7 +54,9 @@ class MaintenanceWorker {
 store::WorkerKey janitor_key(int64_t stream_id);
 store::WorkerKey advancer_key(int64_t group_id);
 
-// This host's janitor passes, for /metrics (process-wide; lock-free atomics).
+// A host's janitor passes, for /metrics (sqlstreams_janitor_total). Owned by whoever runs the
+// janitors (service::Host) and passed in: nothing is counted process-wide. Lock-free atomics,
+// written by the janitor lane, read by /metrics.
 struct JanitorCounters {
   std::atomic<uint64_t> runs{0};
   std::atomic<uint64_t> failures{0};
@@ -61,7 +64,6 @@ struct JanitorCounters {
   std::atomic<uint64_t> partitions_dropped{0};
   std::atomic<uint64_t> rows_swept{0};
 };
-JanitorCounters& janitor_counters();
 
 struct JanitorOptions {
   int64_t stream_id = 0;
@@ -73,7 +75,8 @@ struct JanitorOptions {
 
 class JanitorWorker final : public MaintenanceWorker {
  public:
-  JanitorWorker(store::Session& session, JanitorOptions options);
+  // `counters` must outlive the worker.
+  JanitorWorker(store::Session& session, JanitorOptions options, JanitorCounters& counters);
   void run(SysTime now, const store::WorkerFence* fence) override;
   const store::JanitorReport& last_report() const { return last_; }
 
@@ -82,6 +85,7 @@ class JanitorWorker final : public MaintenanceWorker {
   void log(const store::JanitorReport& r);
 
   JanitorOptions options_;
+  JanitorCounters& counters_;
   store::StreamJanitor janitor_;
   store::JanitorReport last_;
   std::string last_hold_;  // "group/needs" last logged as `retention-held` ("" = none)

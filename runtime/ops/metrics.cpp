@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 namespace sqlstreams::ops {
@@ -11,50 +12,95 @@ namespace {
 
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
-using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
 
-struct CounterDoc {
-  const char* name;
-  const char* help;
+// Every family besides the group counters (kGroupCounterTable): name, help, type.
+constexpr MetricInfo kOtherMetrics[] = {
+    // This host.
+    {"sqlstreams_janitor_total",
+     "this host's janitor passes and what they did (event: runs, failures, partitions_created, "
+     "partitions_dropped, rows_swept)",
+     MetricType::kCounter},
+    {"sqlstreams_host_info", "this host", MetricType::kGauge},
+    {"sqlstreams_host_ready", "1 when pipelines run and the database answered recently (/readyz)",
+     MetricType::kGauge},
+    {"sqlstreams_reloads_total", "SIGHUP reloads", MetricType::kCounter},
+    {"sqlstreams_status_refresh_errors_total",
+     "failed reads of the fleet status (database unreachable?)", MetricType::kCounter},
+    {"sqlstreams_status_age_seconds", "age of the database figures on this page",
+     MetricType::kGauge},
+    // Each group this host runs, besides its counters.
+    {"sqlstreams_handler_duration_seconds",
+     "time handler calls took (calls that hit handler_timeout are not included)",
+     MetricType::kHistogram},
+    {"sqlstreams_group_workers", "worker threads serving the group's pool", MetricType::kGauge},
+    {"sqlstreams_group_concurrency", "configured worker threads", MetricType::kGauge},
+    {"sqlstreams_group_ranges_in_flight", "claimed ranges not yet committed on this host",
+     MetricType::kGauge},
+    {"sqlstreams_commit_stalled_seconds",
+     "how long the group's committer has been failing to commit (0 = healthy)", MetricType::kGauge},
+    {"sqlstreams_group_hung_handlers",
+     "handler threads written off at handler_timeout that are still running", MetricType::kGauge},
+    {"sqlstreams_group_paused",
+     "1 while the group claims nothing because max_hung_handlers is reached", MetricType::kGauge},
+    {"sqlstreams_group_in_flight",
+     "messages an asynchronous handler accepted and has not completed (0 for a synchronous one)",
+     MetricType::kGauge},
+    {"sqlstreams_group_peak_in_flight",
+     "the most messages an asynchronous handler had in flight at once since the group started",
+     MetricType::kGauge},
+    {"sqlstreams_group_completions_dropped_total",
+     "asynchronous completions dropped: late (after handler_timeout), after a stop, or repeated",
+     MetricType::kCounter},
+    // From the database (the fleet's status).
+    {"sqlstreams_group_lag", "message ids past the group's committed cursor", MetricType::kGauge},
+    {"sqlstreams_group_exceptions", "exception rows of the group by status", MetricType::kGauge},
+    {"sqlstreams_group_leases", "range leases of the group", MetricType::kGauge},
+    {"sqlstreams_group_lost_messages", "messages retention dropped before the group committed them",
+     MetricType::kGauge},
+    {"sqlstreams_group_operator_paused",
+     "1 while an operator has paused the group (sqlstreams group pause)", MetricType::kGauge},
+    {"sqlstreams_group_unseen",
+     "1 when no running host has seen the group recently (no config runs it?)", MetricType::kGauge},
+    {"sqlstreams_stream_head_id", "highest visible message id of the stream", MetricType::kGauge},
+    {"sqlstreams_stream_partitions", "partition tables of the stream", MetricType::kGauge},
+    {"sqlstreams_stream_oldest_message_age_seconds", "age of the oldest retained message",
+     MetricType::kGauge},
+    {"sqlstreams_hosts_live", "hosts with a live heartbeat", MetricType::kGauge},
 };
 
-// In GroupCounter order.
-constexpr std::array<CounterDoc, kGroupCounters> kCounterDocs{{
-    {"sqlstreams_messages_claimed_total", "messages this host claimed in ranges"},
-    {"sqlstreams_messages_succeeded_total", "handler calls that returned OK"},
-    {"sqlstreams_messages_retried_total", "failed attempts recorded as ready exceptions"},
-    {"sqlstreams_messages_delayed_total", "handler calls that asked for a delay"},
-    {"sqlstreams_messages_dead_total", "messages dead-lettered for the group"},
-    {"sqlstreams_messages_skipped_version_total", "messages passed over: undeclared version"},
-    {"sqlstreams_ranges_claimed_total", "ranges claimed (fence or reclaim)"},
-    {"sqlstreams_ranges_committed_total", "ranges resolved by a commit"},
-    {"sqlstreams_ranges_reclaimed_total", "expired range leases taken over"},
-    {"sqlstreams_ranges_quarantined_total", "ranges split up after too many reclaims"},
-    {"sqlstreams_ranges_handed_back_total", "ranges handed back unfinished on a drain"},
-    {"sqlstreams_lease_lost_total", "ranges whose lease was lost: outcomes discarded"},
-    {"sqlstreams_retries_claimed_total", "exception rows claimed for a retry"},
-    {"sqlstreams_retry_lease_lost_total", "retry outcomes discarded: row lease lost"},
-    {"sqlstreams_handler_timeouts_total", "handler calls still running at handler_timeout"},
-    {"sqlstreams_workers_abandoned_total", "worker threads written off after a timeout"},
-    {"sqlstreams_store_errors_total", "database operations that failed and were retried"},
-    {"sqlstreams_commit_rejected_total",
-     "outcomes the database refused deterministically (SQLSTATE 22/23): recorded dead"},
-    {"sqlstreams_commits_in_doubt_total", "in-doubt commits found applied afterwards"},
-}};
+prometheus::MetricType prometheus_type(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return prometheus::MetricType::Counter;
+    case MetricType::kGauge:
+      return prometheus::MetricType::Gauge;
+    case MetricType::kHistogram:
+      return prometheus::MetricType::Histogram;
+  }
+  return prometheus::MetricType::Untyped;
+}
+
+MetricFamily family_of(const MetricInfo& info) {
+  MetricFamily f;
+  f.name = std::string(info.name);
+  f.help = std::string(info.help);
+  f.type = prometheus_type(info.type);
+  return f;
+}
+
+// The family named `name` in the catalog: every family rendered comes from it.
+MetricFamily family(std::string_view name) {
+  for (const auto& info : metric_catalog()) {
+    if (info.name == name) return family_of(info);
+  }
+  throw std::logic_error("ops/metrics: no catalog entry for " + std::string(name));
+}
 
 ClientMetric with_labels(Labels labels) {
   ClientMetric m;
   m.label = std::move(labels);
   return m;
-}
-
-MetricFamily family(const char* name, const char* help, MetricType type) {
-  MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = type;
-  return f;
 }
 
 void add_gauge(MetricFamily& f, Labels labels, double value) {
@@ -63,23 +109,23 @@ void add_gauge(MetricFamily& f, Labels labels, double value) {
   f.metric.push_back(std::move(m));
 }
 
+void add_counter(MetricFamily& f, Labels labels, uint64_t value) {
+  ClientMetric m = with_labels(std::move(labels));
+  m.counter.value = static_cast<double>(value);
+  f.metric.push_back(std::move(m));
+}
+
 Labels group_labels(const std::string& stream, const std::string& group) {
   return {{"stream", stream}, {"group", group}};
 }
 
 void add_group_families(const std::vector<GroupSample>& groups, std::vector<MetricFamily>& out) {
-  for (size_t c = 0; c < kGroupCounters; ++c) {
-    auto f = family(kCounterDocs[c].name, kCounterDocs[c].help, MetricType::Counter);
-    for (const auto& g : groups) {
-      ClientMetric m = with_labels(group_labels(g.stream, g.group));
-      m.counter.value = static_cast<double>(g.counters[c]);
-      f.metric.push_back(std::move(m));
-    }
+  for (const GroupCounterRow& row : kGroupCounterTable) {
+    auto f = family(row.name);
+    for (const auto& g : groups) add_counter(f, group_labels(g.stream, g.group), g[row.counter]);
     out.push_back(std::move(f));
   }
-  auto hist = family("sqlstreams_handler_duration_seconds",
-                     "time handler calls took (calls that hit handler_timeout are not included)",
-                     MetricType::Histogram);
+  auto hist = family("sqlstreams_handler_duration_seconds");
   for (const auto& g : groups) {
     ClientMetric m = with_labels(group_labels(g.stream, g.group));
     const auto& h = g.handler_seconds;
@@ -94,62 +140,44 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     hist.metric.push_back(std::move(m));
   }
   out.push_back(std::move(hist));
-  auto workers = family("sqlstreams_group_workers", "worker threads serving the group's pool",
-                        MetricType::Gauge);
-  auto concurrency =
-      family("sqlstreams_group_concurrency", "configured worker threads", MetricType::Gauge);
-  auto in_flight = family("sqlstreams_group_ranges_in_flight",
-                          "claimed ranges not yet committed on this host", MetricType::Gauge);
-  for (const auto& g : groups) {
-    add_gauge(workers, group_labels(g.stream, g.group), static_cast<double>(g.live_workers));
-    add_gauge(concurrency, group_labels(g.stream, g.group), static_cast<double>(g.concurrency));
-    add_gauge(in_flight, group_labels(g.stream, g.group), static_cast<double>(g.ranges_in_flight));
+  // Gauges (and the dropped completions) per group, in the order they are rendered.
+  using Value = double (*)(const GroupSample&);
+  const std::pair<const char*, Value> per_group[] = {
+      {"sqlstreams_group_workers", [](const GroupSample& g) { return double(g.live_workers); }},
+      {"sqlstreams_group_concurrency", [](const GroupSample& g) { return double(g.concurrency); }},
+      {"sqlstreams_group_ranges_in_flight",
+       [](const GroupSample& g) { return double(g.ranges_in_flight); }},
+      {"sqlstreams_commit_stalled_seconds",
+       [](const GroupSample& g) { return g.commit_stalled_seconds; }},
+      {"sqlstreams_group_hung_handlers",
+       [](const GroupSample& g) { return double(g.hung_handlers); }},
+      {"sqlstreams_group_paused", [](const GroupSample& g) { return g.paused ? 1.0 : 0.0; }},
+      {"sqlstreams_group_in_flight", [](const GroupSample& g) { return double(g.in_flight); }},
+      {"sqlstreams_group_peak_in_flight",
+       [](const GroupSample& g) { return double(g.peak_in_flight); }},
+  };
+  for (const auto& [name, value] : per_group) {
+    auto f = family(name);
+    for (const auto& g : groups) add_gauge(f, group_labels(g.stream, g.group), value(g));
+    out.push_back(std::move(f));
   }
-  auto stalled = family("sqlstreams_commit_stalled_seconds",
-                        "how long the group's committer has been failing to commit (0 = healthy)",
-                        MetricType::Gauge);
+  auto dropped = family("sqlstreams_group_completions_dropped_total");
   for (const auto& g : groups) {
-    add_gauge(stalled, group_labels(g.stream, g.group), g.commit_stalled_seconds);
+    add_counter(dropped, group_labels(g.stream, g.group), g.completions_dropped);
   }
-  auto hung = family("sqlstreams_group_hung_handlers",
-                     "handler threads written off at handler_timeout that are still running",
-                     MetricType::Gauge);
-  auto paused = family("sqlstreams_group_paused",
-                       "1 while the group claims nothing because max_hung_handlers is reached",
-                       MetricType::Gauge);
-  for (const auto& g : groups) {
-    add_gauge(hung, group_labels(g.stream, g.group), static_cast<double>(g.hung_handlers));
-    add_gauge(paused, group_labels(g.stream, g.group), g.paused ? 1.0 : 0.0);
-  }
-  out.push_back(std::move(workers));
-  out.push_back(std::move(concurrency));
-  out.push_back(std::move(in_flight));
-  out.push_back(std::move(stalled));
-  out.push_back(std::move(hung));
-  out.push_back(std::move(paused));
+  out.push_back(std::move(dropped));
 }
 
 void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamily>& out) {
-  auto lag = family("sqlstreams_group_lag", "message ids past the group's committed cursor",
-                    MetricType::Gauge);
-  auto exceptions = family("sqlstreams_group_exceptions", "exception rows of the group by status",
-                           MetricType::Gauge);
-  auto leases = family("sqlstreams_group_leases", "range leases of the group", MetricType::Gauge);
-  auto lost =
-      family("sqlstreams_group_lost_messages",
-             "messages retention dropped before the group committed them", MetricType::Gauge);
-  auto head = family("sqlstreams_stream_head_id", "highest visible message id of the stream",
-                     MetricType::Gauge);
-  auto partitions =
-      family("sqlstreams_stream_partitions", "partition tables of the stream", MetricType::Gauge);
-  auto oldest = family("sqlstreams_stream_oldest_message_age_seconds",
-                       "age of the oldest retained message", MetricType::Gauge);
-  auto operator_paused = family("sqlstreams_group_operator_paused",
-                                "1 while an operator has paused the group (sqlstreams group pause)",
-                                MetricType::Gauge);
-  auto unseen = family("sqlstreams_group_unseen",
-                       "1 when no running host has seen the group recently (no config runs it?)",
-                       MetricType::Gauge);
+  auto lag = family("sqlstreams_group_lag");
+  auto exceptions = family("sqlstreams_group_exceptions");
+  auto leases = family("sqlstreams_group_leases");
+  auto lost = family("sqlstreams_group_lost_messages");
+  auto head = family("sqlstreams_stream_head_id");
+  auto partitions = family("sqlstreams_stream_partitions");
+  auto oldest = family("sqlstreams_stream_oldest_message_age_seconds");
+  auto operator_paused = family("sqlstreams_group_operator_paused");
+  auto unseen = family("sqlstreams_group_unseen");
   for (const auto& s : fleet.streams) {
     add_gauge(head, {{"stream", s.name}}, static_cast<double>(s.head));
     add_gauge(partitions, {{"stream", s.name}}, static_cast<double>(s.partitions));
@@ -178,7 +206,7 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
   }
   int64_t live = 0;
   for (const auto& h : fleet.hosts) live += h.live ? 1 : 0;
-  auto hosts = family("sqlstreams_hosts_live", "hosts with a live heartbeat", MetricType::Gauge);
+  auto hosts = family("sqlstreams_hosts_live");
   add_gauge(hosts, {}, static_cast<double>(live));
   for (auto* f : {&lag, &exceptions, &leases, &lost, &operator_paused, &unseen, &head, &partitions,
                   &oldest, &hosts}) {
@@ -187,37 +215,24 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
 }
 
 void add_host_families(const HostSample& host, std::vector<MetricFamily>& out) {
-  auto info = family("sqlstreams_host_info", "this host", MetricType::Gauge);
+  auto info = family("sqlstreams_host_info");
   add_gauge(info, {{"name", host.name}, {"version", host.version}}, 1);
-  auto ready = family("sqlstreams_host_ready",
-                      "1 when pipelines run and the database answered recently (/readyz)",
-                      MetricType::Gauge);
+  auto ready = family("sqlstreams_host_ready");
   add_gauge(ready, {}, host.ready ? 1 : 0);
-  auto reloads = family("sqlstreams_reloads_total", "SIGHUP reloads", MetricType::Counter);
+  auto reloads = family("sqlstreams_reloads_total");
   for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"applied", host.reloads_applied},
                                   {"rejected", host.reloads_rejected}}) {
-    ClientMetric m = with_labels({{"result", result}});
-    m.counter.value = static_cast<double>(n);
-    reloads.metric.push_back(std::move(m));
+    add_counter(reloads, {{"result", result}}, n);
   }
-  auto errors =
-      family("sqlstreams_status_refresh_errors_total",
-             "failed reads of the fleet status (database unreachable?)", MetricType::Counter);
-  ClientMetric e;
-  e.counter.value = static_cast<double>(host.status_refresh_errors);
-  errors.metric.push_back(std::move(e));
-  auto janitor = family("sqlstreams_janitor_total",
-                        "this host's janitor passes and what they did (event: runs, failures, "
-                        "partitions_created, partitions_dropped, rows_swept)",
-                        MetricType::Counter);
+  auto errors = family("sqlstreams_status_refresh_errors_total");
+  add_counter(errors, {}, host.status_refresh_errors);
+  auto janitor = family("sqlstreams_janitor_total");
   for (const auto& [event, n] : {std::pair<const char*, uint64_t>{"runs", host.janitor_runs},
                                  {"failures", host.janitor_failures},
                                  {"partitions_created", host.partitions_created},
                                  {"partitions_dropped", host.partitions_dropped},
                                  {"rows_swept", host.rows_swept}}) {
-    ClientMetric m = with_labels({{"event", event}});
-    m.counter.value = static_cast<double>(n);
-    janitor.metric.push_back(std::move(m));
+    add_counter(janitor, {{"event", event}}, n);
   }
   out.push_back(std::move(janitor));
   out.push_back(std::move(info));
@@ -225,14 +240,31 @@ void add_host_families(const HostSample& host, std::vector<MetricFamily>& out) {
   out.push_back(std::move(reloads));
   out.push_back(std::move(errors));
   if (host.status_age_seconds) {
-    auto age = family("sqlstreams_status_age_seconds", "age of the database figures on this page",
-                      MetricType::Gauge);
+    auto age = family("sqlstreams_status_age_seconds");
     add_gauge(age, {}, *host.status_age_seconds);
     out.push_back(std::move(age));
   }
 }
 
 }  // namespace
+
+void GroupSample::add_counts(const GroupSample& from) {
+  accumulate(counters, from.counters);
+  handler_seconds.add(from.handler_seconds);
+  completions_dropped += from.completions_dropped;
+}
+
+const std::vector<MetricInfo>& metric_catalog() {
+  static const std::vector<MetricInfo> catalog = [] {
+    std::vector<MetricInfo> all;
+    for (const GroupCounterRow& row : kGroupCounterTable) {
+      all.push_back({row.name, row.help, row.type});
+    }
+    all.insert(all.end(), std::begin(kOtherMetrics), std::end(kOtherMetrics));
+    return all;
+  }();
+  return catalog;
+}
 
 std::string render_metrics(const HostSample& host, const std::vector<GroupSample>& groups,
                            const store::FleetStatus* fleet) {

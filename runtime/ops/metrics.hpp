@@ -1,5 +1,8 @@
 // ops/metrics — the host's /metrics page in the Prometheus text format (version 0.0.4),
-// serialised by prometheus-cpp's TextSerializer from figures gathered at scrape time.
+// serialised by prometheus-cpp's TextSerializer from figures gathered at scrape time. Every
+// family it renders has one entry in metric_catalog() (name, help, type): the group counters
+// come from ops/group_counters.hpp's table, the rest from the table in metrics.cpp. The README's
+// "Metrics" section lists the same names (tests/docs checks both ways).
 //   Counted by this host since it started, labelled {stream, group} (a retuned group's
 //   pipeline is replaced, its counts carry over):
 //     sqlstreams_messages_claimed_total, sqlstreams_messages_succeeded_total, ..._retried_,
@@ -14,6 +17,8 @@
 //     sqlstreams_group_hung_handlers     written-off handler threads still running
 //     sqlstreams_group_paused            1 while the group claims nothing (max_hung_handlers)
 //                                        (0 = healthy; /readyz is 503 past lease_ttl)
+//     sqlstreams_group_in_flight, sqlstreams_group_peak_in_flight   async handler messages
+//     sqlstreams_group_completions_dropped_total   async completions dropped (late, repeated)
 //   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
 //   host.status_interval), labelled {stream, group} or {stream}:
 //     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
@@ -33,48 +38,19 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "ops/group_counters.hpp"
 #include "store/reporting/status.hpp"
 
 namespace sqlstreams::ops {
 
-// Per-group counters, in the order of the metric table in metrics.cpp.
-enum class GroupCounter {
-  kMessagesClaimed,
-  kSucceeded,
-  kRetried,
-  kDelayed,
-  kDead,
-  kSkippedVersion,
-  kRangesClaimed,
-  kRangesCommitted,
-  kRangesReclaimed,
-  kRangesQuarantined,
-  kRangesHandedBack,
-  kLeaseLost,
-  kRetriesClaimed,
-  kRetryLeaseLost,
-  kHandlerTimeouts,
-  kWorkersAbandoned,
-  kStoreErrors,
-  kCommitRejected,
-  kCommitsInDoubt,
-  kCount
-};
-inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
-
-struct HistogramSample {
-  std::vector<double> upper_bounds;  // seconds, ascending, without +Inf
-  std::vector<uint64_t> counts;      // per bucket (not cumulative); one more for +Inf
-  uint64_t count = 0;
-  double sum = 0;  // seconds
-};
-
+// One group this host runs, as /metrics and the status page show it.
 struct GroupSample {
   std::string stream;
   std::string group;
-  std::array<uint64_t, kGroupCounters> counters{};
+  GroupCounterValues counters{};  // indexed by GroupCounter (consume::GroupMetrics::snapshot)
   HistogramSample handler_seconds;
   int64_t concurrency = 0;
   int64_t live_workers = 0;
@@ -82,7 +58,15 @@ struct GroupSample {
   double commit_stalled_seconds = 0;  // how long the committer has been failing; 0 = healthy
   int64_t hung_handlers = 0;          // written-off handler threads still running
   bool paused = false;                // hung_handlers reached max_hung_handlers
-  uint64_t& operator[](GroupCounter c) { return counters[static_cast<size_t>(c)]; }
+  // Asynchronous handlers (ABI 1.2; all 0 for a synchronous one):
+  int64_t in_flight = 0;             // messages accepted and not completed
+  int64_t peak_in_flight = 0;        // the most at once since the pipeline started
+  uint64_t completions_dropped = 0;  // late (after handler_timeout), after stop, or repeated
+  uint64_t& operator[](GroupCounter c) { return counters[index_of(c)]; }
+  uint64_t operator[](GroupCounter c) const { return counters[index_of(c)]; }
+  // Adds the counts of a replaced pipeline (counters, histogram, dropped completions), so that
+  // a retuned group's counters only grow.
+  void add_counts(const GroupSample& from);
 };
 
 struct HostSample {
@@ -97,6 +81,15 @@ struct HostSample {
            rows_swept = 0;
   std::optional<double> status_age_seconds;  // none: never read
 };
+
+// One metric family: what render_metrics can emit, and the README's "Metrics" section lists.
+struct MetricInfo {
+  std::string_view name;
+  std::string_view help;
+  MetricType type;
+};
+// Every family render_metrics can emit (a family with no sample is still listed).
+const std::vector<MetricInfo>& metric_catalog();
 
 std::string render_metrics(const HostSample& host, const std::vector<GroupSample>& groups,
                            const store::FleetStatus* fleet);

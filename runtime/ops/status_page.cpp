@@ -151,21 +151,22 @@ void this_host(std::string& out, const HostView& host) {
   out +=
       "<h2>This host</h2>\n<table id=\"local\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>succeeded</th><th>retried</th><th>dead</th><th>lease lost</th>"
-      "<th>timeouts</th><th>workers</th><th>ranges in flight</th></tr>\n";
+      "<th>timeouts</th><th>workers</th><th>ranges in flight</th><th>messages in flight</th>"
+      "<th>peak in flight</th><th>completions dropped</th></tr>\n";
   for (const auto& g : host.groups) {
-    auto c = [&](GroupCounter k) {
-      return static_cast<int64_t>(g.counters[static_cast<size_t>(k)]);
-    };
+    auto c = [&](GroupCounter k) { return static_cast<int64_t>(g[k]); };
     out += fmt::format(
         "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td>{1}</td>{2}{3}{4}{5}{6}{7}"
-        "<td class=\"n workers\">{8}/{9}</td>{10}</tr>\n",
+        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}</tr>\n",
         html_escape(g.stream), html_escape(g.group),
         num_cell("claimed", c(GroupCounter::kMessagesClaimed)),
         num_cell("succeeded", c(GroupCounter::kSucceeded)),
         num_cell("retried", c(GroupCounter::kRetried)), num_cell("dead", c(GroupCounter::kDead)),
         num_cell("lease-lost", c(GroupCounter::kLeaseLost), true),
         num_cell("timeouts", c(GroupCounter::kHandlerTimeouts), true), g.live_workers,
-        g.concurrency, num_cell("in-flight", g.ranges_in_flight));
+        g.concurrency, num_cell("in-flight", g.ranges_in_flight),
+        num_cell("messages-in-flight", g.in_flight), num_cell("peak-in-flight", g.peak_in_flight),
+        num_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true));
   }
   out += "</table>\n";
   out += fmt::format("<p>Reloads: {} applied, {} rejected.", host.reloads_applied,

@@ -172,14 +172,23 @@ struct PluginUpgrade {
   PluginInfo to;
 };
 
-// Owns every loaded library for the life of the process (declare it before, so it is destroyed
-// after, anything holding instances).
+// Loads plugins from one directory, and only from it: a name or absolute path whose real path
+// (after symlinks) lies outside plugin_dir is refused (PluginLoadError naming the file and the
+// directory). There is no process-wide registry: whoever runs plugins (service::Host, a CLI
+// command, a handler child, a test) makes its own, and two registries with different
+// directories in one process are independent. Loaded libraries stay mapped after the registry
+// goes (RTLD_NODELETE, R10); instances copy what they need, so they may outlive it.
 class PluginRegistry {
  public:
   explicit PluginRegistry(std::filesystem::path plugin_dir);
   ~PluginRegistry();
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
+
+  // The directory plugins load from (absolute, normalized).
+  const std::filesystem::path& plugin_dir() const { return plugin_dir_; }
+  // True when `dir` names plugin_dir() (compared absolute and normalized).
+  bool loads_from(const std::filesystem::path& dir) const;
 
   // Loads `file` (a name inside plugin_dir, or an absolute path) once; throws PluginLoadError.
   const PluginInfo& load(const std::string& file);

@@ -103,6 +103,10 @@ PluginRegistry::PluginRegistry(std::filesystem::path plugin_dir)
 // Libraries stay mapped (RTLD_NODELETE) even after the shared_library objects go.
 PluginRegistry::~PluginRegistry() = default;
 
+bool PluginRegistry::loads_from(const std::filesystem::path& dir) const {
+  return normalize_dir(dir) == plugin_dir_;
+}
+
 std::filesystem::path PluginRegistry::resolve(const std::string& file) const {
   return resolve_plugin_path(plugin_dir_, file);
 }

@@ -87,7 +87,8 @@ fs::path check_plugin_trust(const fs::path& plugin_dir, const fs::path& path) {
     throw PluginLoadError(
         path.string(), "",
         "a file whose real path lies inside plugin_dir '" + real_dir.string() + "'",
-        "a link to '" + real.string() + "', outside it",
+        (real == fs::absolute(path).lexically_normal() ? "a file at '" : "a link to '") +
+            real.string() + "', outside it",
         "copy the plugin into plugin_dir instead of linking to it");
   }
   struct stat st {};

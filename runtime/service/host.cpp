@@ -27,54 +27,7 @@ std::string machine_name(const config::Config& config) {
   return buf;
 }
 
-void add_into(ops::GroupSample& into, const ops::GroupSample& from) {
-  for (size_t i = 0; i < ops::kGroupCounters; ++i) into.counters[i] += from.counters[i];
-  auto& a = into.handler_seconds;
-  const auto& b = from.handler_seconds;
-  if (a.upper_bounds.empty()) a.upper_bounds = b.upper_bounds;
-  a.counts.resize(std::max(a.counts.size(), b.counts.size()));
-  for (size_t i = 0; i < b.counts.size(); ++i) a.counts[i] += b.counts[i];
-  a.count += b.count;
-  a.sum += b.sum;
-}
-
-ops::GroupSample sample_of_metrics(const consume::GroupMetrics& m) {
-  using C = ops::GroupCounter;
-  ops::GroupSample s;
-  s[C::kMessagesClaimed] = m.messages_claimed.load();
-  s[C::kSucceeded] = m.succeeded.load();
-  s[C::kRetried] = m.retried.load();
-  s[C::kDelayed] = m.delayed.load();
-  s[C::kDead] = m.dead.load();
-  s[C::kSkippedVersion] = m.skipped_version.load();
-  s[C::kRangesClaimed] = m.ranges_claimed.load();
-  s[C::kRangesCommitted] = m.ranges_committed.load();
-  s[C::kRangesReclaimed] = m.ranges_reclaimed.load();
-  s[C::kRangesQuarantined] = m.ranges_quarantined.load();
-  s[C::kRangesHandedBack] = m.ranges_handed_back.load();
-  s[C::kLeaseLost] = m.lease_lost.load();
-  s[C::kRetriesClaimed] = m.retries_claimed.load();
-  s[C::kRetryLeaseLost] = m.retry_lease_lost.load();
-  s[C::kHandlerTimeouts] = m.handler_timeouts.load();
-  s[C::kWorkersAbandoned] = m.workers_abandoned.load();
-  s[C::kStoreErrors] = m.store_errors.load();
-  s[C::kCommitRejected] = m.commit_rejected.load();
-  s[C::kCommitsInDoubt] = m.commits_in_doubt.load();
-  const auto& h = m.handler_seconds;
-  s.handler_seconds.upper_bounds.assign(h.kUpperBounds.begin(), h.kUpperBounds.end());
-  for (const auto& b : h.buckets) s.handler_seconds.counts.push_back(b.load());
-  s.handler_seconds.count = h.count.load();
-  s.handler_seconds.sum = static_cast<double>(h.sum_micros.load()) / 1e6;
-  return s;
-}
-
 }  // namespace
-
-// Plugins are never unloaded (R10): one registry for the process, never destroyed.
-plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir) {
-  static plugin_host::PluginRegistry* registry = new plugin_host::PluginRegistry(dir);
-  return registry;
-}
 
 const char* state_name(HostState s) {
   switch (s) {
@@ -95,8 +48,15 @@ const char* state_name(HostState s) {
 Host::Host(HostOptions options)
     : options_(std::move(options)),
       holder_(fmt::format("{}:{}", machine_name(options_.config), getpid())),
-      registry_(process_registry(options_.plugin_dir)),
+      registry_(options_.registry
+                    ? options_.registry
+                    : std::make_shared<plugin_host::PluginRegistry>(options_.plugin_dir)),
       config_(options_.config) {
+  if (!registry_->loads_from(options_.plugin_dir)) {
+    throw std::invalid_argument(fmt::format(
+        "service::Host: the plugin registry given loads from '{}', the host's plugin_dir is '{}'",
+        registry_->plugin_dir().string(), options_.plugin_dir.string()));
+  }
   if (!options_.load) options_.load = [](const auto& path) { return config::load_config(path); };
   for (auto& g : config_.groups) resolve_schema_versions(*registry_, g);
 }
@@ -169,13 +129,10 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
   mo.ttl = config.host.maintenance_ttl;
   mo.stats_json = [this] { return stats_json(); };
   mo.seen_groups = [this] {  // groups.last_seen_at of the groups this host runs
-    MutexLock lock(mu_);
-    std::vector<int64_t> ids;
-    for (const auto& [key, r] : running_) ids.push_back(r.ref.id);
-    return ids;
+    return pipelines_.group_ids();
   };
   return std::make_unique<maintain::MaintenanceRunner>(
-      std::move(mo), maintain::fleet_workers(config, streams, groups, holder_));
+      std::move(mo), maintain::fleet_workers(config, streams, groups, holder_, janitor_counters_));
 }
 
 void Host::start_poller(Millis interval) {
@@ -207,8 +164,7 @@ void Host::start() {
                 make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
                 plugin_sha256(g)};
       refs.push_back(*ref);
-      MutexLock lock(mu_);
-      running_.emplace(group_key(g.stream, g.name), std::move(r));
+      pipelines_.add(group_key(g.stream, g.name), std::move(r), /*start=*/false);
     }
     maintenance_ = make_maintenance(config, session, refs);
   }
@@ -222,10 +178,7 @@ void Host::start() {
                               "to run without the HTTP endpoints");
     }
   }
-  {
-    MutexLock lock(mu_);
-    for (auto& [key, r] : running_) r.pipeline->start();
-  }
+  pipelines_.start_all();
   maintenance_->start();
   state_ = HostState::kRunning;
   ops::rearm_exit_hook();  // newer than the plugins' statics and every logger/clock in use
@@ -233,63 +186,10 @@ void Host::start() {
                config.host.http_listen.empty() ? "off" : config.host.http_listen);
 }
 
-bool Host::stop_pipelines(const std::vector<std::string>& keys, const std::set<std::string>& carry,
-                          std::chrono::steady_clock::time_point deadline,
-                          const std::function<void()>& tick) {
-  std::vector<consume::GroupPipeline*> stopping;
-  {
-    MutexLock lock(mu_);
-    for (const auto& key : keys) {
-      auto it = running_.find(key);
-      if (it == running_.end()) continue;
-      stopping.push_back(it->second.pipeline.get());
-      draining_.insert_or_assign(key, std::move(it->second));
-      running_.erase(it);
-    }
-  }
-  std::atomic<int> undrained{0};
-  std::atomic<int> remaining{static_cast<int>(stopping.size())};
-  std::vector<std::thread> stoppers;
-  for (auto* p : stopping) {
-    stoppers.emplace_back([&, p] {
-      if (!p->stop(deadline)) undrained++;
-      remaining--;
-    });
-  }
-  while (remaining.load() > 0) {
-    if (tick) tick();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  for (auto& t : stoppers) t.join();
-  MutexLock lock(mu_);
-  for (const auto& key : keys) {
-    auto it = draining_.find(key);
-    if (it == draining_.end()) continue;
-    const auto& m = it->second.pipeline->metrics();
-    spdlog::info(
-        "group-stopped stream={} group={} succeeded={} retried={} dead={} lease_lost={} "
-        "reclaimed={} handed_back={}",
-        it->second.ref.stream, it->second.ref.name, m.succeeded.load(), m.retried.load(),
-        m.dead.load(), m.lease_lost.load(), m.ranges_reclaimed.load(), m.ranges_handed_back.load());
-    if (carry.count(key)) {
-      add_into(carried_[key], sample_of_metrics(m));
-    } else {
-      carried_.erase(key);
-    }
-    draining_.erase(it);  // safe even when undrained: written-off workers no longer touch it
-  }
-  return undrained.load() == 0;
-}
-
 bool Host::drain(std::chrono::steady_clock::time_point deadline,
                  const std::function<void()>& tick) {
   state_ = HostState::kDraining;
-  std::vector<std::string> keys;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [key, r] : running_) keys.push_back(key);
-  }
-  bool drained = stop_pipelines(keys, {}, deadline, tick);
+  bool drained = pipelines_.stop(pipelines_.keys(), {}, deadline, tick);
   // civetweb takes up to 2 s to stop: meanwhile the last advancer pass runs and the leases go
   // back (after the pipelines' final commits).
   std::thread http_stopper([this] { http_.reset(); });
@@ -305,14 +205,12 @@ config::Config Host::config() const {
   return config_;
 }
 
-size_t Host::group_count() const {
-  MutexLock lock(mu_);
-  return running_.size();
-}
+size_t Host::group_count() const { return pipelines_.size(); }
 
 std::string Host::summary() const {
+  const size_t groups = pipelines_.size();
   MutexLock lock(mu_);
-  return fmt::format("{} group(s) running; reloads: {} applied, {} rejected", running_.size(),
+  return fmt::format("{} group(s) running; reloads: {} applied, {} rejected", groups,
                      reloads_applied_, reloads_rejected_);
 }
 
@@ -333,59 +231,17 @@ bool Host::ready(std::string* why) const {
     if (why) *why = "database unreachable" + (error.empty() ? "" : ": " + error);
     return false;
   }
-  // A committer failing for longer than a lease: its work is being reclaimed elsewhere.
-  MutexLock lock(mu_);
-  for (const auto& [key, r] : running_) {
-    if (r.pipeline->paused()) {
-      if (why) {
-        *why = fmt::format(
-            "group {} paused: {} hung handler thread(s) still running "
-            "(max_hung_handlers {})",
-            key, r.pipeline->hung_handlers(), r.group.max_hung_handlers);
-      }
-      return false;
-    }
-    auto stalled = r.pipeline->metrics().commit_stalled_for();
-    if (stalled > r.group.lease_ttl) {
-      if (why) {
-        *why = fmt::format("committer of {} failing for {:.1f}s (lease_ttl {})", key,
-                           std::chrono::duration<double>(stalled).count(),
-                           format_duration(r.group.lease_ttl));
-      }
-      return false;
-    }
-  }
-  return true;
+  // A group paused by hung handlers, or a committer failing for longer than a lease (its work
+  // is being reclaimed elsewhere).
+  return pipelines_.healthy(why);
 }
 
-ops::GroupSample Host::sample_of(const std::string& key, const Running& r) const {
-  ops::GroupSample s = sample_of_metrics(r.pipeline->metrics());
-  if (auto it = carried_.find(key); it != carried_.end()) add_into(s, it->second);
-  s.stream = r.ref.stream;
-  s.group = r.ref.name;
-  s.concurrency = r.group.concurrency;
-  s.live_workers = r.pipeline->live_workers();
-  s.ranges_in_flight = static_cast<int64_t>(r.pipeline->ranges_in_flight());
-  s.commit_stalled_seconds =
-      std::chrono::duration<double>(r.pipeline->metrics().commit_stalled_for()).count();
-  s.hung_handlers = r.pipeline->hung_handlers();
-  s.paused = r.pipeline->paused();
-  return s;
-}
-
-std::vector<ops::GroupSample> Host::samples() const {
-  MutexLock lock(mu_);
-  std::vector<ops::GroupSample> out;
-  for (const auto* set : {&running_, &draining_}) {
-    for (const auto& [key, r] : *set) out.push_back(sample_of(key, r));
-  }
-  return out;
-}
+std::vector<ops::GroupSample> Host::samples() const { return pipelines_.samples(); }
 
 ops::HostSample Host::host_sample() const {
   ops::HostSample h;
   h.version = options_.version;
-  const auto& j = maintain::janitor_counters();
+  const auto& j = janitor_counters_;
   h.janitor_runs = j.runs.load();
   h.janitor_failures = j.failures.load();
   h.partitions_created = j.partitions_created.load();
@@ -425,12 +281,10 @@ ops::HostView Host::view() const {
 // The in-process counters the heartbeat publishes for `sqlstreams status` (per group id).
 std::string Host::stats_json() const {
   nlohmann::json groups = nlohmann::json::object();
-  MutexLock lock(mu_);
-  for (const auto& [key, r] : running_) {
-    auto s = sample_of(key, r);
-    groups[std::to_string(r.ref.id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
-                                        {"succeeded", s[ops::GroupCounter::kSucceeded]},
-                                        {"dead", s[ops::GroupCounter::kDead]}};
+  for (const auto& [id, s] : pipelines_.samples_by_group_id()) {
+    groups[std::to_string(id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
+                                  {"succeeded", s[ops::GroupCounter::kSucceeded]},
+                                  {"dead", s[ops::GroupCounter::kDead]}};
   }
   return nlohmann::json{{"groups", groups}}.dump();
 }

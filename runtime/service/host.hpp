@@ -1,6 +1,9 @@
-// service/host — the running `sqlstreams run` process (DESIGN §12). Owns, for the life of the
-// process:
-//   pipelines    one consume::GroupPipeline per configured group, keyed "stream/group"
+// service/host — the running `sqlstreams run` process (DESIGN §12). No process-wide state: it
+// owns, for its life:
+//   registry     the plugin_host::PluginRegistry its groups' plugins load through (the one `run`
+//                checked them with, or its own for plugin_dir) and its janitors' counters
+//   pipelines    service::PipelineSet: one consume::GroupPipeline per configured group, keyed
+//                "stream/group", running or draining, and the counts carried over a restart
 //   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
 //   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
 //   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
@@ -13,7 +16,8 @@
 // Counters of a retuned group carry over to its new pipeline, so /metrics counters only grow.
 // Threading: start(), reload() and drain() run on the control thread (service/run_host.cpp);
 // the read accessors (ready, samples, view, stats_json) are called from HTTP and maintenance
-// threads and take mu_ briefly. mu_ is never held while a pipeline or runner stops.
+// threads and take mu_ (config and reload figures) or the PipelineSet's lock briefly; neither is
+// held while a pipeline or runner starts or stops.
 #pragma once
 
 #include <atomic>
@@ -30,11 +34,13 @@
 #include "config/config.hpp"
 #include "consume/group_pipeline.hpp"
 #include "maintain/runner.hpp"
+#include "maintain/worker.hpp"
 #include "ops/http_server.hpp"
 #include "ops/metrics.hpp"
 #include "ops/status_page.hpp"
 #include "ops/status_poller.hpp"
 #include "plugin_host/plugin_host.hpp"
+#include "service/pipeline_set.hpp"
 #include "service/reload_plan.hpp"
 #include "store/connection/session.hpp"
 
@@ -42,14 +48,20 @@ namespace sqlstreams::service {
 
 struct HostOptions {
   config::Config config;
-  store::SessionOptions session;       // resolved once at start (flags, environment, url_file)
-  std::filesystem::path plugin_dir;    // where plugins load from for the life of the process
+  store::SessionOptions session;     // resolved once at start (flags, environment, url_file)
+  std::filesystem::path plugin_dir;  // where plugins load from for the life of the process
+  // The registry the groups' plugins load through (plugins stay mapped, R10). `run` passes the
+  // one it checked every group's plugin with, so each plugin is loaded once; none = the Host
+  // makes its own for plugin_dir. A given registry must load from plugin_dir.
+  std::shared_ptr<plugin_host::PluginRegistry> registry;
   bool plugin_dir_overridden = false;  // --plugin-dir: host.plugin_dir edits do not matter
   std::string version;
   // Run once by start() after every plugin loaded and every handler was created, before any
-  // group is looked up: migrate, declare, check Rule 2 (cli/cmd_run.cpp). None = nothing.
+  // group is looked up: migrate, declare, check Rule 2 (service::prepare_database,
+  // service/declare.hpp). None = nothing.
   std::function<void(store::Session&, const config::Config&)> prepare_database;
-  // Declares the config's streams and groups (idempotent); run at reload time.
+  // Declares the config's streams and groups (idempotent; service::declare_all); run at reload
+  // time.
   std::function<void(store::Session&, const config::Config&)> declare;
   // Re-reads the config file on SIGHUP (default: config::load_config).
   std::function<config::Config(const std::filesystem::path&)> load;
@@ -59,11 +71,6 @@ struct HostOptions {
 // omits it; throws plugin_host::PluginLoadError (exit 3) when a group asks for a version its
 // handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
 void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group);
-
-// The process's one PluginRegistry (plugins are never unloaded, R10), made on the first call
-// with `dir`; later calls return the same one. `run` checks every group's plugin through it
-// before the Host starts, so each plugin is loaded once.
-plugin_host::PluginRegistry* process_registry(const std::filesystem::path& dir);
 
 enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };
 const char* state_name(HostState s);
@@ -107,12 +114,7 @@ class Host {
   void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
 
  private:
-  struct Running {
-    config::GroupConfig group;
-    store::GroupRef ref;
-    std::unique_ptr<consume::GroupPipeline> pipeline;
-    std::string plugin_sha256;  // the plugin image its handler was created from
-  };
+  using Running = PipelineSet::Entry;
   struct Prepared;  // what a reload builds before anything stops (host_reload.cpp)
   bool prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
                std::vector<std::string>& problems);
@@ -129,11 +131,6 @@ class Host {
       const std::vector<store::GroupRef>& groups);
   void start_http(const std::string& listen);
   void start_poller(Millis interval);
-  // Stops the named pipelines in parallel (moved to draining_ meanwhile); the final counts of
-  // those in `carry` are folded into carried_. Returns false when one did not drain.
-  bool stop_pipelines(const std::vector<std::string>& keys, const std::set<std::string>& carry,
-                      std::chrono::steady_clock::time_point deadline,
-                      const std::function<void()>& tick);
   void log_rejected(const std::vector<std::string>& problems);
   // SIGHUP: loads every changed plugin file of `next` beside its running version (logged as
   // plugin-upgraded); false with `problems` when a changed file is refused.
@@ -141,26 +138,22 @@ class Host {
   // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
   void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
   std::string plugin_sha256(const config::GroupConfig& group);
-  ops::GroupSample sample_of(const std::string& key, const Running& r) const
-      SQLSTREAMS_REQUIRES(mu_);
 
   HostOptions options_;
   std::string holder_;
-  plugin_host::PluginRegistry* registry_;  // process-wide, never destroyed (plugins stay mapped)
+  std::shared_ptr<plugin_host::PluginRegistry> registry_;  // options_.registry, or its own
+  maintain::JanitorCounters janitor_counters_;  // this host's janitors (sqlstreams_janitor_total)
   std::atomic<HostState> state_{HostState::kStarting};
   SysTime started_at_{};
   std::function<void()> tick_;
 
   mutable Mutex mu_;
   config::Config config_ SQLSTREAMS_GUARDED_BY(mu_);
-  std::map<std::string, Running> running_ SQLSTREAMS_GUARDED_BY(mu_);
-  std::map<std::string, Running> draining_ SQLSTREAMS_GUARDED_BY(mu_);
-  // Counts of replaced pipelines.
-  std::map<std::string, ops::GroupSample> carried_ SQLSTREAMS_GUARDED_BY(mu_);
   uint64_t reloads_applied_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   uint64_t reloads_rejected_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> last_reload_problems_ SQLSTREAMS_GUARDED_BY(mu_);
 
+  PipelineSet pipelines_;  // declared before maintenance_: its advancers read group ids
   std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
   std::unique_ptr<ops::StatusPoller> poller_;
   std::unique_ptr<ops::HttpServer> http_;

@@ -12,16 +12,10 @@
 namespace sqlstreams::service {
 
 size_t Host::reap_dropped() {
-  std::vector<std::string> keys;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [key, r] : running_) {
-      if (r.pipeline->dropped()) keys.push_back(key);
-    }
-  }
+  const std::vector<std::string> keys = pipelines_.dropped();
   if (keys.empty()) return 0;
   const auto deadline = std::chrono::steady_clock::now() + config().host.shutdown_timeout;
-  stop_pipelines(keys, {}, deadline, tick_);
+  pipelines_.stop(keys, {}, deadline, tick_);
   config::Config remaining;
   std::vector<store::GroupRef> refs;
   {
@@ -30,8 +24,8 @@ size_t Host::reap_dropped() {
       return std::find(keys.begin(), keys.end(), group_key(g.stream, g.name)) != keys.end();
     });
     remaining = config_;
-    for (const auto& [key, r] : running_) refs.push_back(r.ref);
   }
+  refs = pipelines_.refs();
   for (const auto& key : keys) {
     spdlog::info(
         "group-forgotten group={}: its pipeline stopped; reload (SIGHUP) or restart with it in "

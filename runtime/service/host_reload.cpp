@@ -100,11 +100,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     auto node = prepared.fresh.extract(key);
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
-    {
-      MutexLock lock(mu_);
-      running_.insert_or_assign(key, std::move(node.mapped()));
-    }
-    p->start();
+    pipelines_.add(key, std::move(node.mapped()), /*start=*/true);
     spdlog::info("group-started stream={} group={} reason=added", p->options().ref.stream,
                  p->options().ref.name);
   }
@@ -112,7 +108,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
   stopping.insert(stopping.end(), plan.retuned.begin(), plan.retuned.end());
   const auto deadline = std::chrono::steady_clock::now() + next.host.shutdown_timeout;
   std::set<std::string> carry(plan.retuned.begin(), plan.retuned.end());
-  if (!stop_pipelines(stopping, carry, deadline, tick_)) {
+  if (!pipelines_.stop(stopping, carry, deadline, tick_)) {
     spdlog::warn(
         "reload-drain-timeout: handler(s) of a removed or retuned group were still "
         "running after host.shutdown_timeout; their work was handed back");
@@ -121,11 +117,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     auto node = prepared.fresh.extract(key);
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
-    {
-      MutexLock lock(mu_);
-      running_.insert_or_assign(key, std::move(node.mapped()));
-    }
-    p->start();
+    pipelines_.add(key, std::move(node.mapped()), /*start=*/true);
     spdlog::info("group-started stream={} group={} reason=retuned concurrency={} batch_size={}",
                  p->options().ref.stream, p->options().ref.name, p->options().group.concurrency,
                  p->options().group.batch_size);
@@ -194,12 +186,7 @@ void Host::plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan) {
     for (const auto& candidate : next.groups) {
       if (group_key(candidate.stream, candidate.name) == key) g = &candidate;
     }
-    std::string running_sha;
-    {
-      MutexLock lock(mu_);
-      if (auto it = running_.find(key); it != running_.end())
-        running_sha = it->second.plugin_sha256;
-    }
+    const std::string running_sha = pipelines_.plugin_sha256(key).value_or("");
     if (g != nullptr && !running_sha.empty() && running_sha != plugin_sha256(*g)) {
       plan.retuned.push_back(key);  // drains, then restarts on the new image
     } else {

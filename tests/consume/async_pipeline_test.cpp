@@ -72,7 +72,8 @@ TEST_F(AsyncPipelineTest, OneThreadHoldsManyMessagesCompletedOutOfOrder) {
   p->start();
   ASSERT_TRUE(eventually([&] { return all_committed(kMessages); }));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
-  EXPECT_EQ(p->metrics().succeeded.load(), static_cast<uint64_t>(kMessages));
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
+            static_cast<uint64_t>(kMessages));
   EXPECT_EQ(exceptions(), 0);
   EXPECT_EQ(p->in_flight(), 0u);
   // One start thread (concurrency 1) held far more than one message at a time.
@@ -96,7 +97,8 @@ TEST_F(AsyncPipelineTest, MaxInFlightBoundsWhatTheHandlerHolds) {
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->peak_in_flight(), 25u) << "reached, never passed";
   EXPECT_LE(observed, 25u);
-  EXPECT_EQ(p->metrics().succeeded.load(), static_cast<uint64_t>(kMessages));
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
+            static_cast<uint64_t>(kMessages));
 }
 
 TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropped) {
@@ -119,8 +121,9 @@ TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropp
   // The plugin completes message 1 (OK) at 1.5 s: dropped and counted, nothing recorded.
   ASSERT_TRUE(eventually([&] { return p->completions_dropped() == 1; }, 10s));
   p->stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(p->metrics().handler_timeouts.load(), 1u);
-  EXPECT_EQ(p->metrics().succeeded.load(), 1u) << "message 2 only";
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 1u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 1u)
+      << "message 2 only";
   EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id = 1"), 1)
       << "one attempt recorded: the timeout; the late OK left no trace";
   EXPECT_EQ(db_.scalar<int>("SELECT attempts FROM sqlstreams.exceptions_1 WHERE message_id = 1"),
@@ -134,7 +137,9 @@ TEST_F(AsyncPipelineTest, StopDrainsInFlightCompletionsWithinTheDeadline) {
   p->start();
   ASSERT_TRUE(eventually([&] { return p->in_flight() == static_cast<size_t>(kMessages); }));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 10s));
-  EXPECT_EQ(p->metrics().succeeded.load(), static_cast<uint64_t>(kMessages)) << "drained";
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
+            static_cast<uint64_t>(kMessages))
+      << "drained";
   EXPECT_TRUE(all_committed(kMessages));
   EXPECT_EQ(exceptions(), 0);
 }
@@ -150,7 +155,7 @@ TEST_F(AsyncPipelineTest, StopPastTheDeadlineHandsInFlightBackAndLosesNothing) {
     ASSERT_TRUE(eventually([&] { return p->in_flight() == static_cast<size_t>(kMessages); }));
     p->stop(std::chrono::steady_clock::now() + 200ms);
     EXPECT_EQ(p->in_flight(), 0u);
-    EXPECT_EQ(p->metrics().succeeded.load(), 0u);
+    EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 0u);
   }  // pipeline and instance destroyed with 100 messages never completed
   EXPECT_EQ(plugin_host::async_pending_messages(), 0u);
   ASSERT_TRUE(eventually(
@@ -162,7 +167,8 @@ TEST_F(AsyncPipelineTest, StopPastTheDeadlineHandsInFlightBackAndLosesNothing) {
   again->start();
   ASSERT_TRUE(eventually([&] { return all_committed(kMessages); }));
   again->stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(again->metrics().succeeded.load(), static_cast<uint64_t>(kMessages));
+  EXPECT_EQ(again->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
+            static_cast<uint64_t>(kMessages));
   EXPECT_EQ(exceptions(), 0);
 }
 

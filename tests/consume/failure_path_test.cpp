@@ -153,7 +153,7 @@ TEST_F(FailurePathTest, TimeoutIsAFailureAndThePoolKeepsItsSize) {
   ASSERT_TRUE(
       eventually_sql("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
   EXPECT_EQ(p->live_workers(), 2) << "the stuck worker was replaced";
-  EXPECT_EQ(p->metrics().workers_abandoned.load(), 1u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 1u);
   EXPECT_NE(exception(1, "last_error").find("timed out after 300ms"), std::string::npos);
   produce({order(4), order(5)});
   ASSERT_TRUE(
@@ -198,8 +198,8 @@ TEST_F(FailurePathTest, OtherSchemaVersionsArePassedOverAndCountedPerVersion) {
                      "FROM sqlstreams.cursors_1 WHERE group_id = " +
                      std::to_string(charge_.id)));
   p->stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(p->metrics().succeeded.load(), 2u);
-  EXPECT_EQ(p->metrics().skipped_version.load(), 3u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 2u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSkippedVersion), 3u);
   auto by_version = p->metrics().skipped_by_version();
   EXPECT_EQ(by_version[2], 2u);
   EXPECT_EQ(by_version[3], 1u);

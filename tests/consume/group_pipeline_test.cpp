@@ -91,7 +91,7 @@ TEST_F(GroupPipelineTest, DeliversEveryMessageAndRecordsFailures) {
             1);
   EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = 'ready'"),
             20);
-  EXPECT_EQ(p->metrics().succeeded.load(), 979u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 979u);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1"), 49)
       << "the first ready exception (id 50) holds committed back";
 }
@@ -108,8 +108,8 @@ TEST_F(GroupPipelineTest, TwoPipelinesShareOneGroupWithoutDuplicates) {
   b->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(rec->calls.size(), 2000u);
   EXPECT_EQ(rec->total(), 2000);
-  EXPECT_GT(a->metrics().ranges_committed.load(), 0u);
-  EXPECT_GT(b->metrics().ranges_committed.load(), 0u);
+  EXPECT_GT(a->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 0u);
+  EXPECT_GT(b->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 0u);
 }
 
 TEST_F(GroupPipelineTest, DrainHandsBackUnstartedWorkAndTheNextHostFinishesIt) {

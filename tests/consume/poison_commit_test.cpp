@@ -97,9 +97,9 @@ TEST_F(PoisonCommitTest, RefusedOutcomeIsIsolatedAndDeadWhileNeighboursCommit) {
   EXPECT_EQ(row(8), "ready|provider unreachable") << "an innocent neighbour is recorded normally";
   EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 3)
       << "the other 17 messages succeeded";
-  EXPECT_EQ(p->metrics().commit_rejected.load(), 2u);
-  EXPECT_EQ(p->metrics().ranges_committed.load(), 2u);
-  EXPECT_EQ(p->metrics().lease_lost.load(), 0u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kCommitRejected), 2u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 2u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kLeaseLost), 0u);
   EXPECT_EQ(p->metrics().commit_stalled_for(), std::chrono::steady_clock::duration{});
 }
 

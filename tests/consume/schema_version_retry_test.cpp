@@ -76,8 +76,8 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDelete
   p.stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 0)
       << "every row resolved: versions 1 succeeded, the others passed over";
-  EXPECT_EQ(p.metrics().succeeded.load(), 2u);
-  EXPECT_EQ(p.metrics().skipped_version.load(), 3u);
+  EXPECT_EQ(p.metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 2u);
+  EXPECT_EQ(p.metrics().get(sqlstreams::consume::GroupCounter::kSkippedVersion), 3u);
   auto by_version = p.metrics().skipped_by_version();
   EXPECT_EQ(by_version[2], 2u);
   EXPECT_EQ(by_version[3], 1u);

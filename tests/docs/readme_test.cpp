@@ -1,17 +1,20 @@
 // The README is checked against the code it describes (issue 15): the option table under
 // "Configuration" is exactly what `sqlstreams config schema` prints (config_schema_markdown),
-// and the "Repository layout" block names every folder under runtime/ (and under runtime/store/)
-// and nothing that is gone.
+// the "Repository layout" block names every folder under runtime/ (and under runtime/store/)
+// and nothing that is gone, and the "Metrics" table lists every metric the host can expose
+// (ops::metric_catalog()), with its type, and nothing else.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "ops/metrics.hpp"
 
 namespace {
 
@@ -90,6 +93,48 @@ TEST(Readme, LayoutNamesEveryStoreFolder) {
   }
   EXPECT_EQ(described, folders_in("runtime/store"))
       << "README \"Repository layout\" and runtime/store/ disagree";
+}
+
+// The "Metrics" section's table: `name` → type, from its rows "| `sqlstreams_...` | type | ...".
+std::map<std::string, std::string> readme_metrics() {
+  const std::string text = readme();
+  const size_t section = text.find("\n### Metrics\n");
+  if (section == std::string::npos) return {};
+  const size_t end = text.find("\n#", section + 1);
+  std::istringstream lines(text.substr(section, end - section));
+  std::map<std::string, std::string> out;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t name_end = line.find('`', 3);
+    const size_t type_start = line.find("| ", name_end) + 2;
+    const std::string type = line.substr(type_start, line.find(' ', type_start) - type_start);
+    out[line.substr(3, name_end - 3)] = type;
+  }
+  return out;
+}
+
+// Every metric the host can expose (ops::metric_catalog(), which tests/ops checks against what
+// render_metrics emits) is listed in the README, with its type, and every listed one exists.
+TEST(Readme, MetricsSectionListsEveryMetricTheHostExposes) {
+  const char* kType[] = {"counter", "gauge", "histogram"};  // ops::MetricType order
+  std::map<std::string, std::string> exposed;
+  for (const auto& m : sqlstreams::ops::metric_catalog()) {
+    exposed[std::string(m.name)] = kType[static_cast<int>(m.type)];
+  }
+  const auto listed = readme_metrics();
+  ASSERT_FALSE(listed.empty()) << "README has no \"### Metrics\" table";
+  for (const auto& [name, type] : exposed) {
+    auto it = listed.find(name);
+    if (it == listed.end()) {
+      ADD_FAILURE() << "README \"Metrics\" does not list " << name;
+    } else {
+      EXPECT_EQ(it->second, type) << name;
+    }
+  }
+  for (const auto& [name, type] : listed) {
+    EXPECT_TRUE(exposed.count(name))
+        << "README \"Metrics\" lists " << name << ", which the host does not expose";
+  }
 }
 
 }  // namespace

@@ -139,7 +139,9 @@ TEST_F(IsolatedPipeline, ACrashMidBatchChargesOnlyTheCrashingMessage) {
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
                                 "WHERE message_id <> 50 AND outcome = 'ok'"),
             kMessages - 1);
-  EXPECT_EQ(p->metrics().retried.load() + p->metrics().dead.load(), 2u);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kRetried) +
+                p->metrics().get(sqlstreams::consume::GroupCounter::kDead),
+            2u);
 }
 
 // Two children: the rest of the crashed batch goes back to the queue and runs on the other

@@ -1,8 +1,9 @@
 // The janitor against a real PostgreSQL (DESIGN §9): the documented retention example,
 // allow_drop_past_committed, dead letters outliving their partition, the row sweep, the audit
-// trim, and the lease fence.
+// trim, the lease fence, and the counters a janitor reports to its owner.
 #include <thread>
 
+#include "maintain/worker.hpp"
 #include "maintain_fixture.hpp"
 #include "store/fleet/worker_leases.hpp"
 #include "store/group/group_store.hpp"
@@ -270,6 +271,33 @@ TEST_F(JanitorTest, FencedPassStopsWhenTheLeaseMoved) {
   ASSERT_EQ(fresh.size(), 1u) << "the thief's lease expired";
   store::WorkerFence ok{fresh[0].id, fresh[0].token};
   EXPECT_EQ(janitor.run_once(now_ + 11s, settings_, &ok).dropped.size(), 2u);
+}
+
+// Janitor counters belong to whoever runs the janitors (service::Host), never to the process:
+// two owners in one process (two hosts, a host and a tool) each see their own passes only.
+TEST_F(JanitorTest, EachOwnerCountsItsOwnJanitorPasses) {
+  produce(4);
+  age(1, 4, 31);
+  set_committed(charge_, 4);
+  set_committed(audit_, 4);
+  maintain::JanitorCounters first, second;
+  maintain::JanitorOptions o;
+  o.stream_id = stream_.id;
+  o.stream = stream_.name;
+  o.settings = settings_;
+  maintain::JanitorWorker a(*session_, o, first);
+  auto other = session();
+  maintain::JanitorWorker b(*other, o, second);
+  a.run_once(now_);
+  EXPECT_EQ(first.runs.load(), 1u);
+  EXPECT_EQ(first.partitions_dropped.load(), 2u) << "ids 1-2 and 3-4";
+  EXPECT_EQ(second.runs.load(), 0u) << "another owner's pass is not this owner's";
+  b.run_once(now_);
+  b.run_once(now_);
+  EXPECT_EQ(first.runs.load(), 1u);
+  EXPECT_EQ(second.runs.load(), 2u);
+  EXPECT_EQ(second.partitions_dropped.load(), 0u) << "nothing left to drop";
+  EXPECT_EQ(second.failures.load(), 0u);
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
 // ops/metrics: the Prometheus text carries counters, the handler histogram (cumulative buckets)
-// and pool gauges per stream+group, the database figures from the status, and host figures.
+// and pool gauges per stream+group, the database figures from the status, and host figures;
+// every family it renders is in metric_catalog() and the counter table has a row per counter.
 #include "ops/metrics.hpp"
 
 #include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
 
 namespace sqlstreams::ops {
 namespace {
@@ -98,6 +103,96 @@ TEST(Metrics, LabelValuesAreEscaped) {
   g.group = "c\\d";
   std::string text = render_metrics(HostSample{}, {g}, nullptr);
   EXPECT_NE(text.find(R"(stream="a\"b",group="c\\d")"), std::string::npos) << text;
+}
+
+TEST(Metrics, AsyncHandlerFiguresPerGroup) {
+  GroupSample g = sample();
+  g.in_flight = 5;
+  g.peak_in_flight = 7;
+  g.completions_dropped = 2;
+  std::string text = render_metrics(HostSample{}, {g}, nullptr);
+  const std::string l = R"({stream="payments.requested",group="charge-cards")";
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_in_flight" + l + "} 5")) << text;
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_peak_in_flight" + l + "} 7"));
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_completions_dropped_total" + l + "} 2"));
+  EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_in_flight gauge"));
+  EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_peak_in_flight gauge"));
+  EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_completions_dropped_total counter"));
+}
+
+// One row per GroupCounter, in enum order (a new counter is one enum value + one row).
+TEST(Metrics, TheCounterTableHasARowForEveryCounter) {
+  ASSERT_EQ(kGroupCounterTable.size(), kGroupCounters);
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < kGroupCounters; ++i) {
+    const GroupCounterRow& row = kGroupCounterTable[i];
+    EXPECT_EQ(index_of(row.counter), i) << row.name;
+    EXPECT_TRUE(names.insert(row.name).second) << "twice: " << row.name;
+    EXPECT_EQ(row.name.rfind("sqlstreams_", 0), 0u) << row.name;
+    EXPECT_EQ(row.type, MetricType::kCounter) << row.name;
+    EXPECT_TRUE(row.name.ends_with("_total")) << row.name;
+    EXPECT_FALSE(row.help.empty()) << row.name;
+  }
+  // Each counter reaches /metrics under its own row's name, with its own value.
+  GroupSample g;
+  g.stream = "s";
+  g.group = "g";
+  for (size_t i = 0; i < kGroupCounters; ++i) g.counters[i] = 100 + i;
+  const std::string text = render_metrics(HostSample{}, {g}, nullptr);
+  for (size_t i = 0; i < kGroupCounters; ++i) {
+    const std::string line = std::string(kGroupCounterTable[i].name) +
+                             R"({stream="s",group="g"} )" + std::to_string(100 + i);
+    EXPECT_TRUE(has_line(text, line)) << line;
+  }
+}
+
+// The families rendered with every input present, by name → "# TYPE" word.
+std::map<std::string, std::string> rendered_families() {
+  HostSample host;
+  host.status_age_seconds = 1.5;
+  store::FleetStatus fleet;
+  store::StreamStatus s;
+  s.name = "s";
+  s.oldest_age = Millis(1000);
+  s.groups.push_back(store::GroupStatus{});
+  fleet.streams.push_back(s);
+  std::istringstream lines(render_metrics(host, {sample()}, &fleet));
+  std::map<std::string, std::string> out;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream words(line.substr(7));
+    std::string name, type;
+    words >> name >> type;
+    out[name] = type;
+  }
+  return out;
+}
+
+TEST(Metrics, EveryRenderedFamilyIsInTheCatalogAndBack) {
+  const char* kType[] = {"counter", "gauge", "histogram"};  // MetricType order
+  std::map<std::string, std::string> catalog;
+  for (const MetricInfo& m : metric_catalog()) {
+    EXPECT_TRUE(catalog.emplace(m.name, kType[static_cast<int>(m.type)]).second)
+        << "twice: " << m.name;
+    EXPECT_FALSE(m.help.empty()) << m.name;
+  }
+  EXPECT_EQ(rendered_families(), catalog);
+}
+
+TEST(Metrics, AddCountsCarriesCountersHistogramAndDroppedCompletions) {
+  GroupSample total = sample();
+  GroupSample more = sample();
+  more.completions_dropped = 3;
+  total.add_counts(more);
+  EXPECT_EQ(total[GroupCounter::kSucceeded], 80u);
+  EXPECT_EQ(total[GroupCounter::kWorkersAbandoned], 6u);
+  EXPECT_EQ(total.handler_seconds.counts, (std::vector<uint64_t>{10, 6, 4}));
+  EXPECT_EQ(total.handler_seconds.count, 20u);
+  EXPECT_DOUBLE_EQ(total.handler_seconds.sum, 3.0);
+  EXPECT_EQ(total.completions_dropped, 3u);
+  GroupSample empty;
+  empty.add_counts(sample());
+  EXPECT_EQ(empty.handler_seconds.upper_bounds, (std::vector<double>{0.01, 0.1}));
 }
 
 }  // namespace

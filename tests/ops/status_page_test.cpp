@@ -44,6 +44,9 @@ StatusPageInput input() {
   local[GroupCounter::kSucceeded] = 99;
   local.concurrency = 4;
   local.live_workers = 4;
+  local.in_flight = 37;
+  local.peak_in_flight = 64;
+  local.completions_dropped = 2;
   in.host.groups.push_back(local);
   return in;
 }
@@ -58,6 +61,12 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
   EXPECT_NE(html.find("href=\"/groups/payments.requested/charge-cards/dead\">5</a>"),
             std::string::npos);
   EXPECT_NE(html.find("<td class=\"n succeeded\">99</td>"), std::string::npos);
+  EXPECT_NE(html.find("<th>messages in flight</th><th>peak in flight</th>"
+                      "<th>completions dropped</th>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n messages-in-flight\">37</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n peak-in-flight\">64</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n completions-dropped bad\">2</td>"), std::string::npos);
   EXPECT_NE(html.find("janitor payments.requested"), std::string::npos);
   EXPECT_EQ(html.find("<script>"), std::string::npos) << "escaped";
   EXPECT_NE(html.find("h1&lt;script&gt;"), std::string::npos);

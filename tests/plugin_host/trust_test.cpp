@@ -150,8 +150,35 @@ TEST_F(TrustTest, ASymlinkPointingOutOfPluginDirIsRefusedBeforeItRuns) {
 
 TEST_F(TrustTest, AnAbsolutePathOutsidePluginDirIsRefused) {
   const std::string what = load_error((root_ / "outside" / "other.so").string());
-  EXPECT_HAS(what, "real path lies inside plugin_dir");
+  EXPECT_HAS(what, "plugin '" + (root_ / "outside" / "other.so").string() + "'");
+  EXPECT_HAS(what, "real path lies inside plugin_dir '" + plugins().string() + "'");
+  EXPECT_HAS(what, "a file at '" + (root_ / "outside" / "other.so").string() + "', outside it");
   EXPECT_FALSE(constructor_ran());
+}
+
+// No registry is process-wide: each keeps the directory it was made with (issue 15).
+TEST_F(TrustTest, TwoRegistriesInOneProcessEachLoadOnlyFromTheirOwnDirectory) {
+  PluginRegistry inside(plugins());
+  PluginRegistry outside(root_ / "outside");
+  EXPECT_EQ(inside.plugin_dir(), plugins());
+  EXPECT_EQ(outside.plugin_dir(), root_ / "outside");
+  EXPECT_EQ(inside.load("plugin.so").path, (plugins() / "plugin.so").string());
+  EXPECT_EQ(outside.load("other.so").path, (root_ / "outside" / "other.so").string());
+  try {
+    inside.load("other.so");
+    FAIL() << "other.so is not in plugins/";
+  } catch (const PluginLoadError& e) {
+    EXPECT_HAS(std::string(e.what()), "plugin_dir '" + plugins().string() + "' holds: plugin.so");
+  }
+  try {
+    outside.load((plugins() / "plugin.so").string());
+    FAIL() << "plugins/plugin.so is outside outside/";
+  } catch (const PluginLoadError& e) {
+    EXPECT_HAS(std::string(e.what()),
+               "real path lies inside plugin_dir '" + (root_ / "outside").string() + "'");
+  }
+  EXPECT_TRUE(inside.loads_from(root_ / "plugins" / "."));
+  EXPECT_FALSE(inside.loads_from(root_ / "outside"));
 }
 
 TEST_F(TrustTest, ASymlinkToAnotherFileInsidePluginDirLoads) {

@@ -1,6 +1,8 @@
 // The HTTP endpoints of a real `sqlstreams run` (civetweb on host.http_listen): /healthz,
 // /readyz (which follows the database), /metrics with the figures of the messages this host
-// handled and the database's view (lag, exceptions), and a clear refusal of a busy port.
+// handled and the database's view (lag, exceptions), the figures of asynchronous handlers (in
+// flight, peak, dropped completions) on /metrics and the status page, and a clear refusal of a
+// busy port.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -81,6 +83,64 @@ TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
       << m;
 
   EXPECT_EQ(http_get(port, "/nope").status, 404);
+  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+}
+
+// The value of the sample line starting with `prefix` ("name{labels}"), or -1 when none.
+double metric_value(const std::string& text, const std::string& prefix) {
+  const size_t at = ("\n" + text).find("\n" + prefix + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + prefix.size() + 1));
+}
+
+// plugins/async_io: "timer" completes every message after 200 ms (many in flight at once);
+// "late" completes after 1.5 s, past its 1 s handler_timeout, so each completion is dropped.
+TEST(HttpEndpoints, AsyncHandlerFiguresOnMetricsAndTheStatusPage) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  const int port = free_tcp_port();
+  HostSpec spec;
+  spec.http_listen = "127.0.0.1:" + std::to_string(port);
+  spec.groups = {GroupSpec{.name = "timer",
+                           .handler = "timer-io",
+                           .plugin = "async_io.so",
+                           .config = "delay_ms = 200\n"},
+                 GroupSpec{.name = "late",
+                           .handler = "timer-io",
+                           .plugin = "async_io.so",
+                           .config = "delay_ms = 1500\n",
+                           .handler_timeout = "1s",
+                           .max_retries = 0}};
+  HostProcess host(dir, spec, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
+  produce_payments(db.url(), 100);
+  const std::string timer = R"({stream="payments.requested",group="timer"})";
+  const std::string late = R"({stream="payments.requested",group="late"})";
+  std::string m;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        m = http_get(port, "/metrics").body;
+        return metric_value(m, "sqlstreams_messages_succeeded_total" + timer) == 100 &&
+               metric_value(m, "sqlstreams_group_in_flight" + timer) == 0 &&
+               metric_value(m, "sqlstreams_group_completions_dropped_total" + late) >= 1;
+      },
+      60s))
+      << m << tail(host.log());
+  EXPECT_GT(metric_value(m, "sqlstreams_group_peak_in_flight" + timer), 1) << m;
+  EXPECT_LE(metric_value(m, "sqlstreams_group_peak_in_flight" + timer), 100) << m;
+  EXPECT_EQ(metric_value(m, "sqlstreams_group_completions_dropped_total" + timer), 0) << m;
+  EXPECT_GE(metric_value(m, "sqlstreams_handler_timeouts_total" + late), 1) << m;
+
+  const std::string page = http_get(port, "/").body;
+  EXPECT_NE(page.find("<th>messages in flight</th><th>peak in flight</th>"
+                      "<th>completions dropped</th>"),
+            std::string::npos)
+      << page;
+  const size_t row = page.find("<tr data-stream=\"payments.requested\" data-group=\"late\"><td>");
+  ASSERT_NE(row, std::string::npos) << page;
+  const std::string late_row = page.substr(row, page.find("</tr>", row) - row);
+  EXPECT_NE(late_row.find("<td class=\"n completions-dropped bad\">"), std::string::npos)
+      << late_row;
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
 

@@ -98,9 +98,9 @@ std::string host_toml(const HostSpec& s) {
     << "\"\nmaintenance_ttl = \"3s\"\n\n[[streams]]\nname = \"" << kStream
     << "\"\npartition_size = 100000\n";
   for (const auto& g : s.groups) {
-    t << "\n[[groups]]\nname = \"" << g.name << "\"\nstream = \"" << kStream
-      << "\"\nplugin = \"payments.so\"\nhandler = \"" << g.handler
-      << "\"\nconcurrency = " << g.concurrency << "\nbatch_size = " << g.batch_size
+    t << "\n[[groups]]\nname = \"" << g.name << "\"\nstream = \"" << kStream << "\"\nplugin = \""
+      << g.plugin << "\"\nhandler = \"" << g.handler << "\"\nconcurrency = " << g.concurrency
+      << "\nbatch_size = " << g.batch_size
       << "\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\nlease_ttl = \"" << g.lease_ttl
       << "\"\nhandler_timeout = \"" << g.handler_timeout << "\"\n"
       << g.extra << "[groups.retry]\nmax_retries = " << g.max_retries

@@ -65,6 +65,7 @@ class NotifySocket {
 struct GroupSpec {
   std::string name = "charge-cards";
   std::string handler = "charge-cards";
+  std::string plugin = "payments.so";
   int concurrency = 2;
   int batch_size = 50;
   std::string config;  // extra lines of [groups.config]

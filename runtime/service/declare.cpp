@@ -1,0 +1,68 @@
+// declare_all and prepare_database (moved here from cli/, issue 15 §2).
+#include "service/declare.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/errors.hpp"
+#include "store/schema/catalog.hpp"
+#include "store/schema/migrate.hpp"
+
+namespace sqlstreams::service {
+
+void declare_all(store::Session& session, const config::Config& config) {
+  for (const auto& s : config.streams) {
+    store::StreamSpec spec{
+        s.name,  s.partition_size, s.retention, s.allow_drop_past_committed, s.max_payload_bytes,
+        s.notify};
+    auto declared = store::declare_stream(session, spec);
+    if (declared.created) {
+      spdlog::info("stream-created stream={} id={} partition_size={}", s.name, declared.stream.id,
+                   s.partition_size);
+    }
+  }
+  for (const auto& g : config.groups) {
+    auto stream = store::find_stream(session, g.stream);
+    if (!stream) {
+      throw ControlPlaneError(ExitCode::kDatabase,
+                              "stream '" + g.stream + "' vanished while declaring");
+    }
+    auto declared = store::declare_group(
+        session, *stream, g.name,
+        g.start == config::GroupStart::kHead ? store::StartAt::kHead : store::StartAt::kBeginning);
+    if (declared.created) {
+      spdlog::info("group-created stream={} group={} id={} start={}", g.stream, g.name,
+                   declared.group.id, declared.start_position);
+    }
+  }
+}
+
+void prepare_database(store::Session& session, const config::Config& config) {
+  if (config.database.migrate == config::MigrateMode::kAuto) {
+    for (const auto& f : store::migrate(session, config.database.migrate_lock_timeout))
+      spdlog::info("migration-applied file={}", f);
+  } else {
+    auto st = store::migration_status(session);
+    if (!st.pending.empty()) {
+      throw ControlPlaneError(ExitCode::kDatabase,
+                              fmt::format("database schema is at version {}, this host needs {} "
+                                          "({} pending) and database.migrate = \"check\"",
+                                          st.database_version, st.known_version, st.pending.size()),
+                              "run `sqlstreams migrate --config FILE` first");
+    }
+  }
+  declare_all(session, config);
+  auto bad = store::streams_violating_cache_rule(session);
+  if (!bad.empty()) {
+    std::string names;
+    for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
+    throw ControlPlaneError(
+        ExitCode::kDatabase,
+        fmt::format("refusing to run: the id sequence of stream(s) {} is not CACHE 1; cached "
+                    "ids are drawn out of time order and the claim fence could skip messages",
+                    names),
+        "ALTER SEQUENCE <schema>.messages_<id>_id_seq CACHE 1");
+  }
+}
+
+}  // namespace sqlstreams::service
