@@ -1,6 +1,7 @@
 // service/host — the running `sqlstreams run` process (DESIGN §12). Owns, for the life of the
 // process:
-//   pipelines    one consume::GroupPipeline per configured group, keyed "stream/group"
+//   pipelines    one consume::GroupPipeline per configured group, keyed "stream/group"; the
+//                pipelines of one stream share its consume::ReadCache (host.read_cache_bytes)
 //   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
 //   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
 //   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
@@ -161,6 +162,8 @@ class Host {
   uint64_t reloads_rejected_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> last_reload_problems_ SQLSTREAMS_GUARDED_BY(mu_);
 
+  // The fan-out read cache of each stream, shared by its pipelines (consume/read_cache).
+  consume::ReadCaches read_caches_;
   std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
   std::unique_ptr<ops::StatusPoller> poller_;
   std::unique_ptr<ops::HttpServer> http_;
