@@ -23,7 +23,7 @@ ReadCache::Member::Member(std::shared_ptr<ReadCache> cache) : cache_(std::move(c
 ReadCache::Member::~Member() { cache_->leave(this); }
 
 std::optional<store::CachedSpan> ReadCache::Member::lookup(int64_t low, int64_t high) {
-  return cache_->lookup(low, high);
+  return cache_->lookup(this, low, high);
 }
 
 void ReadCache::Member::fill(int64_t low, int64_t high, const Messages& messages) {
@@ -44,12 +44,14 @@ std::unique_ptr<ReadCache::Member> ReadCache::join() {
 void ReadCache::leave(const Member* who) {
   std::lock_guard lock(mu_);
   members_.erase(who);
+  if (reading_.erase(who)) read_done_.notify_all();
   evict_passed();
 }
 
 void ReadCache::note(const Member* who, int64_t claimed) {
   std::lock_guard lock(mu_);
   members_[who] = claimed;
+  if (reading_.erase(who)) read_done_.notify_all();
   evict_passed();
 }
 
@@ -73,31 +75,57 @@ std::vector<std::pair<int64_t, int64_t>> ReadCache::spans() const {
   return out;
 }
 
-std::optional<store::CachedSpan> ReadCache::lookup(int64_t low, int64_t high) {
+std::vector<std::shared_ptr<const ReadCache::Span>> ReadCache::chain(int64_t low,
+                                                                     int64_t high) const {
+  // The span holding id low + 1 (spans never overlap: at most one), then the spans that start
+  // exactly where the previous one ends.
+  std::vector<std::shared_ptr<const Span>> out;
+  auto it = spans_.upper_bound(low);
+  if (it == spans_.begin() || std::prev(it)->second->high <= low) return out;
+  int64_t at = std::prev(it)->second->high;
+  out.push_back(std::prev(it)->second);
+  for (; at < high && it != spans_.end() && it->first == at; ++it) {
+    out.push_back(it->second);
+    at = it->second->high;
+  }
+  return out;
+}
+
+bool ReadCache::being_read(const Member* who, int64_t low) const {
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [member, r] : reading_) {
+    if (member != who && r.low <= low && low < r.high && now - r.since < kReadWait) return true;
+  }
+  return false;
+}
+
+std::optional<store::CachedSpan> ReadCache::lookup(const Member* who, int64_t low, int64_t high) {
   if (high <= low) return std::nullopt;
-  std::vector<std::shared_ptr<const Span>> chain;
+  std::vector<std::shared_ptr<const Span>> found;
   {
-    std::lock_guard lock(mu_);
-    // The span holding id low + 1 (spans never overlap: at most one), then the spans that
-    // start exactly where the previous one ends.
-    auto it = spans_.upper_bound(low);
-    if (it != spans_.begin() && std::prev(it)->second->high > low) {
-      int64_t at = std::prev(it)->second->high;
-      chain.push_back(std::prev(it)->second);
-      for (; at < high && it != spans_.end() && it->first == at; ++it) {
-        chain.push_back(it->second);
-        at = it->second->high;
-      }
+    std::unique_lock lock(mu_);
+    if (reading_.erase(who)) read_done_.notify_all();  // its earlier read is over
+    found = chain(low, high);
+    if (found.empty() && being_read(who, low)) {
+      // Another group is reading these ids right now: wait for its read, not read them too.
+      stats_.waits++;
+      stats_.waiting++;
+      read_done_.wait_for(lock, kReadWait, [&] {
+        found = chain(low, high);
+        return !found.empty() || !being_read(who, low);
+      });
+      stats_.waiting--;
     }
-    if (chain.empty()) {
+    if (found.empty()) {
       stats_.misses++;
+      reading_[who] = Reading{low, high, std::chrono::steady_clock::now()};
       return std::nullopt;
     }
     stats_.hits++;
   }
   store::CachedSpan out;
-  out.high = std::min(high, chain.back()->high);
-  for (const auto& span : chain) {
+  out.high = std::min(high, found.back()->high);
+  for (const auto& span : found) {
     auto first = first_after(span->messages, low);
     auto last = first_after(span->messages, out.high);
     out.messages.insert(out.messages.end(), first, last);
@@ -118,6 +146,7 @@ void ReadCache::fill(const Member* who, int64_t low, int64_t high, const Message
     std::lock_guard lock(mu_);
     if (!others_need(who, high)) {
       stats_.skipped++;
+      if (reading_.erase(who)) read_done_.notify_all();
       return;
     }
   }
@@ -159,6 +188,7 @@ void ReadCache::fill(const Member* who, int64_t low, int64_t high, const Message
     for (const auto& m : part->messages) part->bytes += bytes_of(m);
     store_span(std::move(part));
   }
+  if (reading_.erase(who)) read_done_.notify_all();
   evict_passed();
 }
 

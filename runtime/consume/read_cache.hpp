@@ -9,6 +9,10 @@
 // other member is past it) is not stored.
 // Serves: lookup(low, high) returns the stored spans that chain without a gap from `low`, cut at
 // `high` — never a span wider than one that was filled, nothing when id low + 1 is not stored.
+// One read per span: a lookup that finds nothing marks (low, high] as being read by its member
+// (until that member's next fill, lookup or claim, or kReadWait); a lookup of another member
+// that finds id low + 1 being read waits for that read (at most kReadWait) instead of reading
+// it too — groups that claim at the same moment share the first one's read.
 // Evicts: at once every span all members have passed (claimed >= its high; a member that has not
 // claimed yet holds everything); then, when a new span would exceed the budget, the lowest spans.
 // A span larger than the whole budget is not stored. Bytes are counted per message: payload +
@@ -19,6 +23,8 @@
 // is used by one claimer thread; it keeps its cache alive.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,6 +41,8 @@ namespace sqlstreams::consume {
 class ReadCache : public std::enable_shared_from_this<ReadCache> {
  public:
   static constexpr int64_t kSpanOverhead = 128;
+  // The longest a lookup waits for another member's read of the same ids.
+  static constexpr std::chrono::milliseconds kReadWait{100};
 
   struct Stats {
     uint64_t hits = 0;     // lookups answered (a prefix or all of what was asked)
@@ -45,6 +53,8 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     int64_t bytes = 0;     // what the stored spans count now
     size_t spans = 0;      // stored spans now
     size_t members = 0;    // groups claiming through it now
+    uint64_t waits = 0;    // lookups that waited for another member's read
+    size_t waiting = 0;    // lookups waiting now
   };
 
   // One group's claims through the cache (store::RangeCache for its GroupStore).
@@ -85,7 +95,10 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     int64_t bytes = 0;
   };
 
-  std::optional<store::CachedSpan> lookup(int64_t low, int64_t high);
+  std::optional<store::CachedSpan> lookup(const Member* who, int64_t low, int64_t high);
+  // The stored spans that chain from `low` up to `high` (empty: id low + 1 is not stored).
+  std::vector<std::shared_ptr<const Span>> chain(int64_t low, int64_t high) const;  // mu_
+  bool being_read(const Member* who, int64_t low) const;                            // mu_
   void fill(const Member* who, int64_t low, int64_t high,
             const std::vector<store::StoredMessage>& messages);
   void note(const Member* who, int64_t claimed);
@@ -97,8 +110,16 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
   const int64_t budget_;
   mutable std::mutex mu_;
   std::map<int64_t, std::shared_ptr<const Span>> spans_;  // by low; never overlapping (mu_)
+  std::condition_variable read_done_;                     // a marked read was filled or dropped
   // Each member's last claimed position; nullopt until its first claim (mu_).
   std::map<const Member*, std::optional<int64_t>> members_;
+  // The span each member is reading now (marked by its missed lookup) and since when (mu_).
+  struct Reading {
+    int64_t low = 0;
+    int64_t high = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<const Member*, Reading> reading_;
   Stats stats_;  // mu_
 };
 

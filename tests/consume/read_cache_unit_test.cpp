@@ -3,7 +3,9 @@
 // eviction (passed by every member, then the lowest spans for the byte budget).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "consume/read_cache.hpp"
@@ -208,6 +210,49 @@ TEST(ReadCache, TheByteBudgetHolds) {
   for (int64_t id = 201; id <= 300; ++id) big.push_back(message(id, 100));
   a->fill(200, 300, big);
   EXPECT_EQ(cache->spans(), (Spans{{170, 180}, {180, 190}, {190, 200}}));
+}
+
+// Groups that claim the same ids at the same moment share one read: a lookup that finds them
+// being read by another member waits for that read instead of reading them too.
+TEST(ReadCache, ALookupWaitsForAnotherMembersReadOfTheSameIds) {
+  auto cache = std::make_shared<ReadCache>(kLarge);
+  auto a = cache->join();
+  auto b = cache->join();
+  EXPECT_FALSE(a->lookup(0, 100).has_value());  // a reads (0, 100] now
+  std::optional<store::CachedSpan> got;
+  std::thread follower([&] { got = b->lookup(0, 100); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cache->stats().waiting == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(cache->stats().waiting, 1u) << "b did not wait for a's read";
+  a->fill(0, 100, read(0, 100));
+  follower.join();
+  ASSERT_TRUE(got.has_value()) << "b read the ids a was reading";
+  EXPECT_EQ(got->high, 100);
+  EXPECT_EQ(ids_of(got->messages), iota(1, 100));
+  EXPECT_EQ(cache->stats().waits, 1u);
+  EXPECT_EQ(cache->stats().misses, 1u);
+}
+
+TEST(ReadCache, TheWaitIsBoundedAndOnlyForTheSameIds) {
+  auto cache = std::make_shared<ReadCache>(kLarge);
+  auto a = cache->join();
+  auto b = cache->join();
+  EXPECT_FALSE(a->lookup(0, 100).has_value());  // a reads (0, 100] and never fills
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(b->lookup(100, 200).has_value()) << "(100, 200] is not being read";
+  EXPECT_EQ(cache->stats().waits, 0u);
+  EXPECT_FALSE(b->lookup(50, 100).has_value());  // waits for a, which never fills: reads
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, ReadCache::kReadWait - std::chrono::milliseconds(1));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_EQ(cache->stats().waits, 1u);
+  // a's claim ended (its next claim position): nobody waits for it any more.
+  a->note_claimed(100);
+  auto c = cache->join();
+  EXPECT_FALSE(c->lookup(0, 10).has_value());
+  EXPECT_EQ(cache->stats().waits, 1u);
 }
 
 TEST(ReadCaches, OneCachePerStreamWhileItsGroupsRun) {
