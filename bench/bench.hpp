@@ -56,6 +56,9 @@ struct Options {
   Tuning tuning{5000, 2, 4};    // drain + end-to-end pipelines
   std::vector<int> e2e_bytes{100, 1024};
   std::vector<int> e2e_groups{1, 4};
+  // Phase 3: the fan-out read cache of a stream with several groups (host.read_cache_bytes's
+  // default); those workloads also run once without it (0), as the comparison.
+  int64_t read_cache_bytes = int64_t{64} << 20;
   int64_t retention_messages = 5'000'000;      // phase 5 messages
   int64_t retention_partition_size = 200'000;  // phase 5 stream partition_size
   double retention_seconds = 5;                // phase 5 stream retention
@@ -118,9 +121,11 @@ class Db {
   // Any spec; `spec.name` gets the run's "bench.<tag>." prefix.
   ss::store::StreamRef stream(ss::store::StreamSpec spec);
   ss::store::GroupRef group(const ss::store::StreamRef& s, const std::string& name);
+  // `cache`: the stream's fan-out read cache, shared by its pipelines (null: none).
   std::unique_ptr<ss::consume::GroupPipeline> pipeline(
       const ss::store::GroupRef& g, const Tuning& t, bool notify,
-      std::unique_ptr<ss::plugin_host::HandlerInstance> handler) const;
+      std::unique_ptr<ss::plugin_host::HandlerInstance> handler,
+      std::shared_ptr<ss::consume::ReadCache> cache = nullptr) const;
   int64_t head(const ss::store::StreamRef& s);
   int64_t committed(const ss::store::GroupRef& g);
   int64_t exception_rows(const ss::store::StreamRef& s, const ss::store::GroupRef& g);

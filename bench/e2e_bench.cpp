@@ -8,6 +8,11 @@
 // Reference: the raw multi-row INSERT of phase 1 (same payload), run for e2e_seconds/4 just
 // before and just after each workload (the disk's speed drifts); ratio = the slowest group's
 // consumed rate / that reference.
+// Fan-out (issue 14): a workload with several groups runs twice, with the stream's read cache
+// (consume/read_cache, Options::read_cache_bytes, the host's default) and without it (every
+// group reads its ranges itself, as before the cache); a row per payload size and group count
+// then gives each group's consumed rate ÷ the single-group rate (the slowest group's), goal
+// >= 0.9.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -28,16 +33,20 @@ struct Outcome {
   std::vector<double> per_group;  // consumed msgs/s
   double produced = 0;            // msgs/s
   int64_t max_lag = 0, max_cursor_lag = 0;
-  double msgs_per_range = 0;  // average claimed range size (diagnostic)
+  double msgs_per_range = 0;            // average claimed range size (diagnostic)
+  ss::consume::ReadCache::Stats cache;  // diagnostic (all 0 without a cache)
 };
 
-Outcome run_one(Db& db, const Options& o, int bytes, int ngroups) {
-  auto s = db.stream(fmt::format("e2e-{}-g{}", bytes, ngroups));
+Outcome run_one(Db& db, const Options& o, int bytes, int ngroups, int64_t cache_bytes) {
+  auto s = db.stream(fmt::format("e2e-{}-g{}{}", bytes, ngroups, cache_bytes > 0 ? "" : "-nc"));
+  std::shared_ptr<ss::consume::ReadCache> cache;
+  if (cache_bytes > 0) cache = std::make_shared<ss::consume::ReadCache>(cache_bytes);
   std::vector<ss::store::GroupRef> groups;
   std::vector<std::unique_ptr<ss::consume::GroupPipeline>> pipes;
   for (int i = 0; i < ngroups; ++i) {
     groups.push_back(db.group(s, fmt::format("g{}", i)));
-    pipes.push_back(db.pipeline(groups.back(), o.tuning, false, std::make_unique<NoopHandler>()));
+    pipes.push_back(
+        db.pipeline(groups.back(), o.tuning, false, std::make_unique<NoopHandler>(), cache));
   }
   for (auto& p : pipes) p->start();
   std::atomic<bool> stop{false};
@@ -83,6 +92,7 @@ Outcome run_one(Db& db, const Options& o, int bytes, int ngroups) {
     msgs += p->metrics().get(sqlstreams::consume::GroupCounter::kMessagesClaimed);
   }
   out.msgs_per_range = ranges ? static_cast<double>(msgs) / static_cast<double>(ranges) : 0;
+  if (cache) out.cache = cache->stats();
   return out;
 }
 
@@ -92,45 +102,75 @@ std::vector<Row> run_e2e(Db& db, const Options& o) {
   std::vector<Row> rows;
   for (int bytes : o.e2e_bytes) {
     RawInsert raw(db, bytes);
+    const std::string size = bytes == 1024 ? "1 KB" : fmt::format("{} B", bytes);
+    double one_group = 0;  // the single-group consumed rate of this payload size
+    struct FanOut {
+      int groups;
+      bool cached;
+      double slowest;
+    };
+    std::vector<FanOut> fan_out;
     for (int ngroups : o.e2e_groups) {
-      db.quiesce();
-      auto t_raw = Clock::now();
-      int64_t raw_n = raw.run_for(o.e2e_seconds / 4);
-      double raw_s = seconds_since(t_raw);
-      Outcome r = run_one(db, o, bytes, ngroups);
-      t_raw = Clock::now();
-      raw_n += raw.run_for(o.e2e_seconds / 4);
-      raw_s += seconds_since(t_raw);
-      const double ref = static_cast<double>(raw_n) / raw_s;
+      // Several groups: with the read cache (as a host runs them) and, for comparison, without.
+      std::vector<int64_t> variants{0};
+      if (ngroups > 1 && o.read_cache_bytes > 0) variants = {o.read_cache_bytes, 0};
+      for (int64_t cache_bytes : variants) {
+        db.quiesce();
+        auto t_raw = Clock::now();
+        int64_t raw_n = raw.run_for(o.e2e_seconds / 4);
+        double raw_s = seconds_since(t_raw);
+        Outcome r = run_one(db, o, bytes, ngroups, cache_bytes);
+        t_raw = Clock::now();
+        raw_n += raw.run_for(o.e2e_seconds / 4);
+        raw_s += seconds_since(t_raw);
+        const double ref = static_cast<double>(raw_n) / raw_s;
 
-      double overall = 0, slowest = 1e18;
-      std::string per_group;
-      for (size_t i = 0; i < r.per_group.size(); ++i) {
-        overall += r.per_group[i];
-        slowest = std::min(slowest, r.per_group[i]);
-        per_group += (i ? " / " : "") + rate(r.per_group[i]);
+        double overall = 0, slowest = 1e18;
+        std::string per_group;
+        for (size_t i = 0; i < r.per_group.size(); ++i) {
+          overall += r.per_group[i];
+          slowest = std::min(slowest, r.per_group[i]);
+          per_group += (i ? " / " : "") + rate(r.per_group[i]);
+        }
+        if (ngroups == 1) one_group = slowest;
+        if (ngroups > 1) fan_out.push_back({ngroups, cache_bytes > 0, slowest});
+        fmt::print(stderr,
+                   "  e2e {} B × {} group(s){}: consumed {} (overall {}), produced {}, raw {}, "
+                   "{:.0f} msgs/range; cache hits {} misses {} stored {} skipped {} evicted {}\n",
+                   bytes, ngroups,
+                   ngroups == 1 ? "" : (cache_bytes > 0 ? ", read cache on" : ", read cache off"),
+                   per_group, rate(overall), rate(r.produced), rate(ref), r.msgs_per_range,
+                   r.cache.hits, r.cache.misses, r.cache.stored, r.cache.skipped, r.cache.evicted);
+        std::string runtime =
+            ngroups == 1
+                ? fmt::format("consumed {}; produced {}; lag at end {} msgs (cursor {})", per_group,
+                              rate(r.produced), grouped(r.max_lag), grouped(r.max_cursor_lag))
+                : fmt::format(
+                      "consumed per group {}; overall {}; produced {}; max lag at end {} "
+                      "msgs (cursor {})",
+                      per_group, rate(overall), rate(r.produced), grouped(r.max_lag),
+                      grouped(r.max_cursor_lag));
+        rows.push_back(Row{"3 e2e",
+                           fmt::format("{}, 1 stream / {} group{}{}, {:.0f} s", size, ngroups,
+                                       ngroups > 1 ? "s" : "",
+                                       ngroups == 1      ? ""
+                                       : cache_bytes > 0 ? ", read cache on"
+                                                         : ", read cache off",
+                                       o.e2e_seconds),
+                           runtime, rate(ref) + " multi-row INSERT (just before + after)",
+                           fmt_ratio(slowest / ref),
+                           fmt::format("≥ 0.5×: {}", slowest >= 0.5 * ref ? "MET" : "MISSED")});
       }
-      fmt::print(stderr,
-                 "  e2e {} B × {} group(s): consumed {} (overall {}), produced {}, raw {}, "
-                 "{:.0f} msgs/range\n",
-                 bytes, ngroups, per_group, rate(overall), rate(r.produced), rate(ref),
-                 r.msgs_per_range);
-      std::string runtime =
-          ngroups == 1
-              ? fmt::format("consumed {}; produced {}; lag at end {} msgs (cursor {})", per_group,
-                            rate(r.produced), grouped(r.max_lag), grouped(r.max_cursor_lag))
-              : fmt::format(
-                    "consumed per group {}; overall {}; produced {}; max lag at end {} "
-                    "msgs (cursor {})",
-                    per_group, rate(overall), rate(r.produced), grouped(r.max_lag),
-                    grouped(r.max_cursor_lag));
-      rows.push_back(Row{"3 e2e",
-                         fmt::format("{}, 1 stream / {} group{}, {:.0f} s",
-                                     bytes == 1024 ? "1 KB" : fmt::format("{} B", bytes), ngroups,
-                                     ngroups > 1 ? "s" : "", o.e2e_seconds),
-                         runtime, rate(ref) + " multi-row INSERT (just before + after)",
-                         fmt_ratio(slowest / ref),
-                         fmt::format("≥ 0.5×: {}", slowest >= 0.5 * ref ? "MET" : "MISSED")});
+    }
+    if (one_group <= 0) continue;  // no single-group run to compare with
+    for (const FanOut& f : fan_out) {
+      const double ratio = f.slowest / one_group;
+      rows.push_back(
+          Row{"3 e2e",
+              fmt::format("{}, {} groups: each group's rate ÷ the single-group rate, read cache {}",
+                          size, f.groups, f.cached ? "on" : "off"),
+              fmt::format("slowest group {} ÷ 1 group {}", rate(f.slowest), rate(one_group)), "—",
+              fmt_ratio(ratio), fmt::format("≥ 0.9: {}", ratio >= 0.9 ? "MET" : "MISSED")});
     }
   }
   return rows;

@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--queue-ranges", o.tuning.queue_ranges, "drain/e2e GroupConfig.queue_ranges");
   app.add_option("--e2e-bytes", o.e2e_bytes, "phase 3 payload sizes")->delimiter(',');
   app.add_option("--e2e-groups", o.e2e_groups, "phase 3 group counts")->delimiter(',');
+  app.add_option("--read-cache-bytes", o.read_cache_bytes,
+                 "phase 3 fan-out read cache per stream (default 64 MiB; 0: off)");
   app.add_option("--retention-messages", o.retention_messages,
                  "phase 5 messages (default 5,000,000; --quick 300,000)");
   app.add_option("--retention-partition-size", o.retention_partition_size,

@@ -78,7 +78,8 @@ ss::store::GroupRef Db::group(const ss::store::StreamRef& s, const std::string& 
 
 std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
     const ss::store::GroupRef& g, const Tuning& t, bool notify,
-    std::unique_ptr<ss::plugin_host::HandlerInstance> handler) const {
+    std::unique_ptr<ss::plugin_host::HandlerInstance> handler,
+    std::shared_ptr<ss::consume::ReadCache> cache) const {
   ss::consume::PipelineOptions po;
   po.group.name = g.name;
   po.group.stream = g.stream;
@@ -90,6 +91,7 @@ std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
   po.notify = notify;
   po.run_advancer = true;  // the cursor advances without the maintenance fleet
   po.holder = fmt::format("bench:{}", ::getpid());
+  po.read_cache = std::move(cache);
   return std::make_unique<ss::consume::GroupPipeline>(std::move(po), std::move(handler));
 }
 

@@ -79,6 +79,9 @@ struct HostConfig {
   Millis maintenance_ttl{15'000};  // maintenance-worker leases and the heartbeat; renewed at half
   Millis janitor_period{30'000};   // per stream, jittered ±25%
   Millis status_interval{5000};    // /metrics gauges, /readyz and the status page re-read the DB
+  // Per stream that two or more groups of this host consume: bytes of range reads kept for the
+  // other groups (consume/read_cache); 0 = off. Takes effect at a restart.
+  int64_t read_cache_bytes = int64_t{64} << 20;
 };
 
 struct StreamConfig {

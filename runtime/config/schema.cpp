@@ -22,6 +22,7 @@ constexpr Millis kCentury{36'500 * kDay.count()};
 constexpr int64_t kMaxPartitionSize = 1'000'000'000;
 constexpr size_t kMaxPath = 4096;  // PATH_MAX
 constexpr size_t kMaxName = 255;
+constexpr int64_t kMaxReadCacheBytes = int64_t{64} << 30;  // 64 GiB per stream
 
 // Spellings in enum order (set_enum relies on it).
 constexpr std::array<std::string_view, 2> kMigrateModes{"auto", "check"};
@@ -160,6 +161,13 @@ const Table<HostConfig>& host_table() {
        .constraint = duration_range(Millis{100}, kHour),
        .doc = "how often /metrics, /readyz and the status page re-read the fleet's status",
        .apply = set(&H::status_interval)},
+      {.name = "read_cache_bytes",
+       .type = Type::kInt,
+       .def = int64_t{64} << 20,
+       .constraint = int_range(0, kMaxReadCacheBytes),
+       .doc = "per stream read by 2+ groups of this host: bytes of one group's range reads kept "
+              "for the others; 0 = off; applies at restart",
+       .apply = set(&H::read_cache_bytes)},
   }};
   return table;
 }

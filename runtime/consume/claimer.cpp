@@ -25,6 +25,8 @@ void GroupPipeline::claim_loop() {
   const auto& g = options_.group;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  // The stream's fan-out read cache on this host (DESIGN §6.2 step 4), when there is one.
+  auto cache = options_.read_cache ? options_.read_cache->join() : nullptr;
   auto idle = g.poll_interval;
   // While a pending observation waits for its proof, only transactions already in flight hold
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
@@ -68,7 +70,7 @@ void GroupPipeline::claim_loop() {
     }
     try {
       if (SteadyClock::now() >= next_reclaim_check) {
-        auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims);
+        auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims, cache.get());
         if (r.quarantined) {
           metrics_.add(GroupCounter::kRangesQuarantined);
           spdlog::warn("range-quarantined stream={} group={} low={} high={} reclaims={}",
@@ -107,7 +109,7 @@ void GroupPipeline::claim_loop() {
         idle = std::min(idle * 2, g.max_poll_interval);
         continue;
       }
-      auto res = store.claim(obs, g.batch_size, g.lease_ttl);
+      auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);

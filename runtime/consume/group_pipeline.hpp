@@ -63,6 +63,7 @@
 #include "config/config.hpp"
 #include "consume/group_metrics.hpp"
 #include "consume/range_work.hpp"
+#include "consume/read_cache.hpp"
 #include "ops/log_limiter.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/connection/session.hpp"
@@ -80,6 +81,9 @@ struct PipelineOptions {
   const Clock* clock = &SystemClock::instance();  // dates audit records only (expiries: the DB)
   std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;
+  // Shared by the groups of one stream on this host (ReadCaches::for_stream); null = every claim
+  // reads its range itself.
+  std::shared_ptr<ReadCache> read_cache;
 };
 
 class GroupPipeline {

@@ -110,6 +110,7 @@ std::unique_ptr<consume::GroupPipeline> Host::make_pipeline(
   o.notify = stream && stream->notify;
   o.holder = holder_;
   o.run_advancer = false;  // the fleet's advancer worker runs it (maintain/)
+  o.read_cache = read_caches_.for_stream(ref.stream_id, config.host.read_cache_bytes);
   return std::make_unique<consume::GroupPipeline>(std::move(o), std::move(handler));
 }
 

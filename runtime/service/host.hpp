@@ -4,6 +4,8 @@
 //                checked them with, or its own for plugin_dir) and its janitors' counters
 //   pipelines    service::PipelineSet: one consume::GroupPipeline per configured group, keyed
 //                "stream/group", running or draining, and the counts carried over a restart
+//   read caches  the pipelines of one stream share its consume::ReadCache
+//                (host.read_cache_bytes; consume/read_cache)
 //   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
 //   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
 //   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
@@ -153,6 +155,9 @@ class Host {
   uint64_t reloads_rejected_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   std::vector<std::string> last_reload_problems_ SQLSTREAMS_GUARDED_BY(mu_);
 
+  // The fan-out read cache of each stream, shared by its pipelines (consume/read_cache);
+  // declared before pipelines_, which hold pointers into it.
+  consume::ReadCaches read_caches_;
   PipelineSet pipelines_;  // declared before maintenance_: its advancers read group ids
   std::unique_ptr<maintain::MaintenanceRunner> maintenance_;
   std::unique_ptr<ops::StatusPoller> poller_;

@@ -57,6 +57,9 @@ ReloadPlan plan_reload(const config::Config& running, const config::Config& next
   if (running.host.log_format != next.host.log_format) {
     plan.needs_restart.push_back("host.log_format");
   }
+  if (running.host.read_cache_bytes != next.host.read_cache_bytes) {
+    plan.needs_restart.push_back("host.read_cache_bytes");
+  }
 
   std::vector<config::StreamConfig> streams_before, streams_after;
   for (const auto& s : running.streams) streams_before.push_back(stream_without_position(s));
@@ -76,6 +79,7 @@ config::Config effective_config(const config::Config& running, config::Config ne
   next.host.name = running.host.name;
   next.host.plugin_dir = running.host.plugin_dir;
   next.host.log_format = running.host.log_format;
+  next.host.read_cache_bytes = running.host.read_cache_bytes;
   if (next.path.parent_path() != running.path.parent_path()) {
     // plugin_dir is relative to the config's folder: keep resolving it as before.
     next.host.plugin_dir = running.plugin_dir().string();

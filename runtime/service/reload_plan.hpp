@@ -5,7 +5,8 @@
 //       stream's `notify` changed: the host drains its pipeline and starts a new one. Unchanged
 //       groups keep running untouched.
 //   needs_restart   keys that only take effect on a restart (database.*, host.name,
-//       host.plugin_dir, host.log_format): the running values are kept and the keys logged.
+//       host.plugin_dir, host.log_format, host.read_cache_bytes): the running values are kept
+//       and the keys logged.
 //   maintenance_changed   the janitor/advancer workers or their settings changed (streams,
 //       the set of groups, host.maintenance_ttl, host.janitor_period): the runner restarts.
 // Threading: pure.

@@ -125,6 +125,7 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(empty.host.maintenance_ttl, dh.maintenance_ttl);
   EXPECT_EQ(empty.host.janitor_period, dh.janitor_period);
   EXPECT_EQ(empty.host.status_interval, dh.status_interval);
+  EXPECT_EQ(empty.host.read_cache_bytes, dh.read_cache_bytes);
 }
 
 TEST(ValidConfig, FullFileSetsEveryKey) {
@@ -144,6 +145,7 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(c.host.maintenance_ttl, milliseconds(4000));
   EXPECT_EQ(c.host.janitor_period, milliseconds(60'000));
   EXPECT_EQ(c.host.status_interval, milliseconds(2000));
+  EXPECT_EQ(c.host.read_cache_bytes, 0);
 
   ASSERT_EQ(c.streams.size(), 2u);
   const StreamConfig& s = c.streams[0];
@@ -281,7 +283,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 10 + 7 + 20 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 20 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

@@ -60,7 +60,8 @@ Observation GroupStore::observe() {
   });
 }
 
-ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl) {
+ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl,
+                              RangeCache* cache) {
   return guarded(session_, "claim", [&] {
     // Taken before the lease's statement is sent: this host's deadline is never later than
     // the expiry the database computes from its own clock.
@@ -85,15 +86,26 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
 
     ClaimInputs in{claimed,  settled, pending_head, pending_xid, pending_proven,
                    obs.head, obs.xid, obs_proven,   batch};
+    bool unproven = false;                     // a planted defect: nothing read here may be shared
     if (chaos_plant("claim-without-proof")) {  // test builds: the observation counts as proven
       if (!in.observed_xid) in.observed_xid = "0";
       in.observed_proven = true;
+      unproven = true;
     }
     const ClaimPlan plan = plan_claim(in);  // the fence arithmetic (claim_plan.hpp)
     const int64_t proven = plan.proven;
     const std::optional<int64_t>& new_pending_head = plan.pending_head;
     const std::optional<std::string>& new_pending_xid = plan.pending_xid;
-    const int64_t new_claimed = plan.claimed;
+    int64_t new_claimed = plan.claimed;
+    // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step 4):
+    // take just that prefix. A claim may always take fewer ids than the fence allows.
+    std::optional<CachedSpan> hit;
+    if (cache && new_claimed > claimed) {
+      hit = cache->lookup(claimed, new_claimed);
+      // Never past what the fence allows, whatever the cache answers.
+      if (hit && (hit->high <= claimed || hit->high > new_claimed)) hit.reset();
+      if (hit) new_claimed = hit->high;
+    }
 
     ClaimResult result;
     result.proven = proven;
@@ -114,16 +126,25 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       range.low = claimed;
       range.high = new_claimed;
       range.deadline = deadline;
-      // A later statement than the proof: its snapshot is no older than the proof.
-      range.messages = read_range(tx, conn, read_range_, claimed, new_claimed);
+      if (hit) {
+        range.messages = std::move(hit->messages);
+        range.from_cache = true;
+      } else {
+        // A later statement than the proof: its snapshot is no older than the proof.
+        range.messages = read_range(tx, conn, read_range_, claimed, new_claimed);
+        // new_claimed <= proven: the read is final and may serve the other groups.
+        if (cache && !unproven) cache->fill(claimed, new_claimed, range.messages);
+      }
       result.range = std::move(range);
     }
     tx.commit();  // even when empty: the pending observation must persist
+    if (cache) cache->note_claimed(new_claimed);
     return result;
   });
 }
 
-ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims) {
+ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims,
+                                          RangeCache* cache) {
   return guarded(session_, "reclaim", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     auto& conn = connection_of(session_);
@@ -160,7 +181,14 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
       result.quarantined = std::move(range);
       return result;
     }
-    range.messages = read_range(tx, conn, read_range_, range.low, range.high);
+    std::optional<CachedSpan> hit;
+    if (cache && range.high > range.low) hit = cache->lookup(range.low, range.high);
+    if (hit && hit->high == range.high) {
+      range.messages = std::move(hit->messages);
+      range.from_cache = true;
+    } else {
+      range.messages = read_range(tx, conn, read_range_, range.low, range.high);
+    }
     tx.commit();
     result.range = std::move(range);
     return result;

@@ -18,6 +18,7 @@
 #include "store/connection/session.hpp"
 #include "store/core/statement.hpp"
 #include "store/core/stream_tables.hpp"
+#include "store/group/range_cache.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
 namespace sqlstreams::store {
@@ -51,6 +52,7 @@ struct ClaimedRange {
   // database's expiry (database now + lease_ttl), so never later than it.
   SteadyTime deadline{};
   std::vector<StoredMessage> messages;
+  bool from_cache = false;  // the messages came from a RangeCache, not from a range read
 };
 
 struct ClaimResult {
@@ -153,13 +155,20 @@ class GroupStore {
 
   Observation observe();
   // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
-  [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl);
+  // With a `cache` (DESIGN §6.2 step 4): when it covers a prefix of the range the fence allows,
+  // the claim takes just that prefix (never more than the fence allows) and its messages
+  // instead of reading them; otherwise it reads the range and offers the read to the cache.
+  // The cursor update and the lease are written the same way in both cases.
+  [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl,
+                                  RangeCache* cache = nullptr);
 
   // Takes the oldest lease of the group expired by the database's clock: rotates its token,
   // bumps `reclaims` (not for a handed-back lease) and extends it. A lease reaching
   // max_reclaims is quarantined: each of its messages becomes a `ready` exception (due at once)
-  // and the lease is deleted.
-  [[nodiscard]] ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims);
+  // and the lease is deleted. With a `cache`, a range it covers in full is not read again
+  // (a reclaim never fills the cache).
+  [[nodiscard]] ReclaimResult reclaim_expired(Millis lease_ttl, int32_t max_reclaims,
+                                              RangeCache* cache = nullptr);
 
   // One transaction for all ranges. Returns, per range, true when committed, false when its
   // lease was lost (its outcomes were discarded). A committed range first deletes the old
