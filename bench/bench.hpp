@@ -113,6 +113,17 @@ class StampHandler final : public ss::plugin_host::HandlerInstance {
 
 int64_t steady_ns();
 
+// Pickup latencies of paced messages: `sent` (id, steady ns when the commit was acknowledged)
+// matched with a StampHandler's (id, steady ns of the handler call), for the messages sent at
+// or after `warmup_ns`. ms ascending; missing = sent but never handled.
+struct Pickup {
+  std::vector<double> ms;
+  size_t missing = 0;
+  double pct(double p) const;  // 0 when empty
+};
+Pickup pickup_latencies(const std::vector<std::pair<int64_t, int64_t>>& sent,
+                        const std::vector<std::pair<int64_t, int64_t>>& stamps, int64_t warmup_ns);
+
 // Control-plane set-up through the runtime's own store API, plus read-only monitoring.
 class Db {
  public:

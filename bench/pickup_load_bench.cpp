@@ -13,7 +13,6 @@
 #include <atomic>
 #include <stdexcept>
 #include <thread>
-#include <unordered_map>
 
 #include "bench.hpp"
 
@@ -91,23 +90,10 @@ std::vector<Row> run_pickup_load(Db& db, const Options& o) {
   }
   for (auto& p : pipes) p->stop(Clock::now() + std::chrono::seconds(30));
 
-  std::unordered_map<int64_t, int64_t> seen;
-  for (auto [id, ns] : stamps->take()) seen.emplace(id, ns);
-  std::vector<double> ms;
-  size_t missing = 0;
-  for (auto [id, committed_ns] : sent) {
-    if (committed_ns < warmup_ns) continue;
-    auto it = seen.find(id);
-    if (it == seen.end()) {
-      ++missing;
-      continue;
-    }
-    ms.push_back(std::max<double>(0, static_cast<double>(it->second - committed_ns) / 1e6));
-  }
-  std::sort(ms.begin(), ms.end());
-  auto pct = [&](double p) {
-    return ms.empty() ? 0.0 : ms[std::min(ms.size() - 1, static_cast<size_t>(p * ms.size()))];
-  };
+  const Pickup pickup = pickup_latencies(sent, stamps->take(), warmup_ns);
+  const std::vector<double>& ms = pickup.ms;
+  const size_t missing = pickup.missing;
+  auto pct = [&](double p) { return pickup.pct(p); };
   const double p99 = pct(0.99);
   std::string result = fmt::format(
       "p50 {:.1f} ms, p99 {:.1f} ms, max {:.1f} ms (n={}); load produced {}{}", pct(0.5), p99,

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "bench.hpp"
 #include "store/schema/migrate.hpp"
@@ -143,6 +145,29 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
     }
     producer.produce_batch(stream, batch);
   }
+}
+
+Pickup pickup_latencies(const std::vector<std::pair<int64_t, int64_t>>& sent,
+                        const std::vector<std::pair<int64_t, int64_t>>& stamps, int64_t warmup_ns) {
+  std::unordered_map<int64_t, int64_t> seen;
+  for (auto [id, ns] : stamps) seen.emplace(id, ns);
+  Pickup out;
+  for (auto [id, committed_ns] : sent) {
+    if (committed_ns < warmup_ns) continue;
+    auto it = seen.find(id);
+    if (it == seen.end()) {
+      ++out.missing;
+      continue;
+    }
+    out.ms.push_back(std::max<double>(0, static_cast<double>(it->second - committed_ns) / 1e6));
+  }
+  std::sort(out.ms.begin(), out.ms.end());
+  return out;
+}
+
+double Pickup::pct(double p) const {
+  if (ms.empty()) return 0.0;
+  return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))];
 }
 
 }  // namespace bench
