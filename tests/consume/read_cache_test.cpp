@@ -439,7 +439,7 @@ TEST_F(ReadCacheTest, TwoPipelinesOnOneStreamSeeWhatAFreshReadReturns) {
     }
   }
   const auto stats = cache->stats();
-  EXPECT_EQ(stats.hits, pipes[1]->metrics().ranges_claimed.load())
+  EXPECT_EQ(stats.hits, pipes[1]->metrics().get(GroupCounter::kRangesClaimed))
       << "every range of b was served from a's reads";
   EXPECT_EQ(stats.spans, 0u) << "both groups passed every span";
   EXPECT_EQ(stats.bytes, 0);
