@@ -24,7 +24,7 @@ size_t GroupPipeline::range_limit() const {
 }
 
 size_t GroupPipeline::in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return flights_.size();
 }
 
@@ -41,9 +41,10 @@ void GroupPipeline::async_worker_loop(std::shared_ptr<WorkerState> me) {
     Task task;
     uint64_t flight = 0;
     {
-      std::unique_lock lock(mu_);
-      work_cv_.wait(lock,
-                    [&] { return stop_workers_ || (!tasks_.empty() && flights_.size() < limit); });
+      MutexLock lock(mu_);
+      work_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
+        return stop_workers_ || (!tasks_.empty() && flights_.size() < limit);
+      });
       if (stop_workers_) break;  // stop() handed the queue back already
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -79,13 +80,13 @@ void GroupPipeline::async_worker_loop(std::shared_ptr<WorkerState> me) {
       }
       me->finishing = true;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto it = flights_.find(flight); it != flights_.end()) it->second.token = token;
     me->busy = false;
     me->task = Task{};
     me->batch.clear();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --running_workers_;
   claim_cv_.notify_all();
 }
@@ -94,7 +95,7 @@ void GroupPipeline::on_async_done(uint64_t flight, const plugin_host::Outcome& o
   Task task;
   SteadyClock::time_point started;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = flights_.find(flight);
     if (it == flights_.end()) {  // timed out or handed back meanwhile: the outcome is stale
       late_completions_++;
@@ -116,7 +117,7 @@ void GroupPipeline::on_async_done(uint64_t flight, const plugin_host::Outcome& o
 void GroupPipeline::check_async_timeouts() {
   std::vector<Flight> expired;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_workers_) return;
     const auto now = SteadyClock::now();
     for (auto it = flights_.begin(); it != flights_.end();) {
@@ -152,8 +153,9 @@ void GroupPipeline::check_async_timeouts() {
 void GroupPipeline::drain_async(SteadyClock::time_point deadline) {
   std::map<uint64_t, Flight> left;
   {
-    std::unique_lock lock(mu_);
-    claim_cv_.wait_until(lock, deadline, [&] { return flights_.empty(); });
+    MutexLock lock(mu_);
+    claim_cv_.wait_until(lock.native(), deadline,
+                         [&]() SQLSTREAMS_REQUIRES(mu_) { return flights_.empty(); });
     left.swap(flights_);
   }
   // Completions from now on find no flight (late_completions_) or a cancelled token.
@@ -165,7 +167,7 @@ void GroupPipeline::drain_async(SteadyClock::time_point deadline) {
     gate_->pipeline = nullptr;
   }
   if (left.empty()) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, f] : left) hand_back(f.task);  // never completed: handed back, not charged
   spdlog::warn(
       "drain-timeout stream={} group={} in_flight={}: asynchronous messages not completed by the "

@@ -17,8 +17,8 @@ constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 }  // namespace
 
 void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
-  std::unique_lock lock(mu_);
-  claim_cv_.wait_for(lock, d, [&] { return stop_claiming_; });
+  MutexLock lock(mu_);
+  claim_cv_.wait_for(lock.native(), d, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
 }
 
 void GroupPipeline::claim_loop() {
@@ -51,10 +51,10 @@ void GroupPipeline::claim_loop() {
   };
   for (;;) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
-      claim_cv_.wait_until(lock, next_state_check, [&] {
+      claim_cv_.wait_until(lock.native(), next_state_check, [&]() SQLSTREAMS_REQUIRES(mu_) {
         return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
       });
       if (stop_claiming_) break;
@@ -129,7 +129,7 @@ void GroupPipeline::claim_loop() {
 namespace sqlstreams::consume {
 
 bool GroupPipeline::operator_paused() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return operator_paused_;
 }
 
@@ -139,7 +139,7 @@ bool GroupPipeline::follow_group_state(const store::GroupState& st) {
     return false;
   }
   const bool pause = st.kind == store::GroupState::Kind::kPaused;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (pause == operator_paused_) return true;
   operator_paused_ = pause;
   if (pause) {
@@ -175,7 +175,7 @@ void GroupPipeline::mark_dropped() {
       "this host stops its pipeline and discards its unfinished work. It is not declared again "
       "until the host restarts or reloads (SIGHUP) with the group still in its config",
       options_.ref.stream, options_.ref.name, options_.ref.id);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   hand_back_queued();
   claim_cv_.notify_all();
 }

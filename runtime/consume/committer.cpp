@@ -124,12 +124,12 @@ void GroupPipeline::commit_loop() {
     std::vector<store::RetryResult> retries;
     bool final_flush;
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       // Only deadlines this loop will move: next_advance stays put when the advancer is off
       // (a past wake time here made an idle host spin a core per group).
       auto wake = std::min(next_renew, SteadyClock::now() + watch_every);
       if (options_.run_advancer) wake = std::min(wake, next_advance);
-      commit_cv_.wait_until(lock, wake, [&] {
+      commit_cv_.wait_until(lock.native(), wake, [&]() SQLSTREAMS_REQUIRES(mu_) {
         return !finished_.empty() || !retry_results_.empty() || final_flush_;
       });
       final_flush = final_flush_;
@@ -151,7 +151,7 @@ void GroupPipeline::commit_loop() {
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
     if (poke) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       retry_poke_ = true;
       claim_cv_.notify_all();
     }
@@ -261,7 +261,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
           options_.ref.stream, options_.ref.name);
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& r : ranges) active_.erase(r->range().token);
   claim_cv_.notify_all();
 }
@@ -323,7 +323,7 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
                           stop_deadline_ns_, [&] { commit(&rejected); });
     if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& r : results) active_retries_.erase(r.token);
   claim_cv_.notify_all();
 }
@@ -331,7 +331,7 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
 void GroupPipeline::renew_leases(store::GroupStore& store) {
   std::vector<std::string> tokens, retry_tokens;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [token, r] : active_) tokens.push_back(token);
     for (const auto& [token, r] : active_retries_) retry_tokens.push_back(token);
   }
@@ -339,7 +339,7 @@ void GroupPipeline::renew_leases(store::GroupStore& store) {
   const int64_t deadline = steady_ms(SteadyClock::now() + options_.group.lease_ttl);
   auto lost = store.renew_leases(tokens, options_.group.lease_ttl);
   auto lost_retries = store.renew_retry_leases(retry_tokens, options_.group.lease_ttl);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& t : tokens) {
     if (auto it = active_.find(t); it != active_.end()) it->second->deadline_ms.store(deadline);
   }
@@ -362,7 +362,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   // From now on no commit retries past the deadline, including one already retrying.
   stop_deadline_ns_.store(deadline.time_since_epoch().count());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_claiming_ = true;
   }
   claim_cv_.notify_all();
@@ -371,7 +371,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   {
     // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
     // retry rows return to `ready` without counting an attempt.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     hand_back_queued();
     stop_workers_ = true;
   }
@@ -379,8 +379,9 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   bool drained;
   std::vector<std::shared_ptr<WorkerState>> workers;
   {
-    std::unique_lock lock(mu_);
-    drained = claim_cv_.wait_until(lock, deadline, [&] { return running_workers_ == 0; });
+    MutexLock lock(mu_);
+    drained = claim_cv_.wait_until(
+        lock.native(), deadline, [&]() SQLSTREAMS_REQUIRES(mu_) { return running_workers_ == 0; });
     workers.swap(workers_);
   }
   for (auto& w : workers) {
@@ -405,7 +406,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
   }
   if (async_) drain_async(deadline);
   if (!drained) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (auto& w : workers) {  // the rest of a written-off batch never started: hand it back
       if (w->abandoned.load() && w->at + 1 < w->batch.size()) {
         requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1), w->batch.end());
@@ -417,7 +418,7 @@ bool GroupPipeline::stop(SteadyClock::time_point deadline) {
         options_.ref.stream, options_.ref.name);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     final_flush_ = true;
   }
   commit_cv_.notify_all();

@@ -36,7 +36,7 @@ double GroupPipeline::random01() {
 
 void GroupPipeline::start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (int i = 0; i < options_.group.concurrency; ++i) spawn_worker();
   }
   committer_ = start_thread("ss-commit", [this] { commit_loop(); });
@@ -58,17 +58,17 @@ void GroupPipeline::spawn_worker() {
 }
 
 size_t GroupPipeline::ranges_in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return active_.size();
 }
 
 bool GroupPipeline::paused() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return paused_;
 }
 
 int GroupPipeline::live_workers() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return running_workers_;
 }
 
@@ -76,7 +76,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
   metrics_.add(GroupCounter::kRangesClaimed);
   metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
   auto work = std::make_shared<RangeWork>(std::move(range));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   active_[work->range().token] = work;
   if (work->size() == 0) {  // a gap-only range: nothing to run
     finished_.push_back(work);
@@ -90,7 +90,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
 void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
   metrics_.add(GroupCounter::kRetriesClaimed);
   auto work = std::make_shared<RetryWork>(std::move(claim));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   active_retries_[work->claim.token] = work;
   tasks_.push_back(Task{nullptr, 0, work});
   work_cv_.notify_one();
@@ -99,7 +99,7 @@ void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
 void GroupPipeline::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
                                 SlotState state) {
   if (range->resolve(index, state)) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     finished_.push_back(range);
     commit_cv_.notify_one();
   }
@@ -127,7 +127,7 @@ class GroupPipeline::WorkerSink final : public plugin_host::BatchSink {
     pipeline_->observe_handler_time(now - me_->started);
     pipeline_->complete(batch_[index], outcome);
     if (index + 1 >= batch_.size()) return true;
-    std::lock_guard lock(pipeline_->mu_);
+    MutexLock lock(pipeline_->mu_);
     if (!pipeline_->may_continue(batch_[index + 1])) return false;  // stays `finishing`
     me_->at = index + 1;
     me_->task = batch_[index + 1];
@@ -154,8 +154,9 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
   for (;;) {
     batch.clear();
     {
-      std::unique_lock lock(mu_);
-      work_cv_.wait(lock, [&] { return !tasks_.empty() || stop_workers_; });
+      MutexLock lock(mu_);
+      work_cv_.wait(lock.native(),
+                    [&]() SQLSTREAMS_REQUIRES(mu_) { return !tasks_.empty() || stop_workers_; });
       if (tasks_.empty()) break;
       take_batch(batch);
       if (batch.empty()) continue;
@@ -180,14 +181,14 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
       }
       me->finishing = true;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     // What never reached the handler (its child died before it, or the batch was stopped).
     if (reached < batch.size()) requeue_front(batch.begin() + reached, batch.end());
     me->busy = false;
     me->task = Task{};
     me->batch.clear();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --running_workers_;
   claim_cv_.notify_all();
 }
@@ -377,7 +378,7 @@ void GroupPipeline::complete(const Task& task, const plugin_host::Outcome& outco
   if (write_audit) {
     result.audit = store::AuditEntry{msg->id, before.attempts + 1, audit, outcome.error, now};
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   retry_results_.push_back(std::move(result));
   commit_cv_.notify_one();
 }

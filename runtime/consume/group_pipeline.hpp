@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/mutex.hpp"
 #include "common/random.hpp"
 #include "config/config.hpp"
 #include "consume/group_metrics.hpp"
@@ -162,24 +163,24 @@ class GroupPipeline {
   size_t range_limit() const;  // ranges the claimer keeps claimed
   void commit_loop();
 
-  void spawn_worker();  // requires mu_
+  void spawn_worker() SQLSTREAMS_REQUIRES(mu_);
   // Pops the next tasks that may start, as many as one handle_batch() call should take (1 for
   // an in-process handler); requires mu_.
-  void take_batch(std::vector<Task>& batch);
-  size_t batch_limit() const;  // requires mu_
+  void take_batch(std::vector<Task>& batch) SQLSTREAMS_REQUIRES(mu_);
+  size_t batch_limit() const SQLSTREAMS_REQUIRES(mu_);
   // Puts tasks that never reached the handler back at the front of the queue, in order (handed
   // back at once while the group stops or pauses); requires mu_.
   void requeue_front(std::vector<Task>::const_iterator first,
-                     std::vector<Task>::const_iterator last);
+                     std::vector<Task>::const_iterator last) SQLSTREAMS_REQUIRES(mu_);
   // Whether a task of a running batch still has its lease to start (may_start without its side
   // effects); requires mu_.
-  bool may_continue(const Task& task) const;
+  bool may_continue(const Task& task) const SQLSTREAMS_REQUIRES(mu_);
   void observe_handler_time(std::chrono::steady_clock::duration took);
   class WorkerSink;
   void enqueue(store::ClaimedRange range);
   void enqueue_retry(store::RetryClaim claim);
   // False when the task must not start (lease lost or too short); it was resolved already.
-  bool may_start(const Task& task);
+  bool may_start(const Task& task) SQLSTREAMS_REQUIRES(mu_);
   static plugin_host::MessageView view_of(const Task& task, const WorkerState& worker);
   // Records an outcome; only the first resolver of a task wins.
   void complete(const Task& task, const plugin_host::Outcome& outcome);
@@ -190,8 +191,8 @@ class GroupPipeline {
                             std::chrono::steady_clock::time_point give_up);
   void renew_leases(store::GroupStore& store);
   void check_timeouts();
-  void update_pause();  // pauses or resumes on hung_handlers(); requires mu_
-  bool claiming_paused() const { return paused_ || operator_paused_; }  // requires mu_
+  void update_pause() SQLSTREAMS_REQUIRES(mu_);  // pauses or resumes on hung_handlers()
+  bool claiming_paused() const SQLSTREAMS_REQUIRES(mu_) { return paused_ || operator_paused_; }
   // Follows the group's row: pauses or resumes for the operator; false when it was dropped.
   bool follow_group_state(const store::GroupState& state);
   // True (after logging `group-dropped` once) when the group is gone; `store` asks the database
@@ -200,18 +201,19 @@ class GroupPipeline {
   void mark_dropped();
   // An unstarted or never-completed task goes back uncharged (a range slot: skipped, so the
   // range commits its resolved prefix and the rest is reclaimable; a retry row: ready). mu_
-  void hand_back(const Task& task);
-  void hand_back_queued();  // unstarted tasks go back (ranges: reclaimable; rows: ready); mu_
+  void hand_back(const Task& task) SQLSTREAMS_REQUIRES(mu_);
+  // unstarted tasks go back (ranges: reclaimable; rows: ready)
+  void hand_back_queued() SQLSTREAMS_REQUIRES(mu_);
   void sleep_idle(std::chrono::milliseconds d);
   double random01();
 
   PipelineOptions options_;
   std::shared_ptr<plugin_host::HandlerInstance> handler_;
   std::set<int32_t> accepted_versions_;
-  size_t max_batch_ = 1;                // handler_->max_batch()
-  bool async_ = false;                  // handler_->asynchronous()
-  std::map<uint64_t, Flight> flights_;  // async messages in flight, by flight id (mu_)
-  uint64_t next_flight_ = 1;            // mu_
+  size_t max_batch_ = 1;                                           // handler_->max_batch()
+  bool async_ = false;                                             // handler_->asynchronous()
+  std::map<uint64_t, Flight> flights_ SQLSTREAMS_GUARDED_BY(mu_);  // async, by flight id
+  uint64_t next_flight_ SQLSTREAMS_GUARDED_BY(mu_) = 1;
   std::atomic<size_t> peak_in_flight_{0};
   std::atomic<uint64_t> late_completions_{0};  // completions of flights no longer tracked
   std::shared_ptr<AsyncGate> gate_ = std::make_shared<AsyncGate>();
@@ -219,27 +221,30 @@ class GroupPipeline {
   std::atomic<int64_t> mean_handler_ns_{0};
   GroupMetrics metrics_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable work_cv_;    // workers: tasks available / stopping
   std::condition_variable claim_cv_;   // claimer: capacity freed / stopping; stop(): drained
   std::condition_variable commit_cv_;  // committer: results ready / flush
-  std::deque<Task> tasks_;
-  std::map<std::string, std::shared_ptr<RangeWork>> active_;          // by lease token
-  std::map<std::string, std::shared_ptr<RetryWork>> active_retries_;  // by row lease token
-  std::vector<std::shared_ptr<RangeWork>> finished_;
-  std::vector<store::RetryResult> retry_results_;
-  std::vector<std::shared_ptr<WorkerState>> workers_;
-  bool stop_claiming_ = false;
-  bool stop_workers_ = false;
-  bool final_flush_ = false;
-  bool paused_ = false;               // hung handlers reached max_hung_handlers
-  bool operator_paused_ = false;      // groups.paused_at is set
+  std::deque<Task> tasks_ SQLSTREAMS_GUARDED_BY(mu_);
+  // by lease token
+  std::map<std::string, std::shared_ptr<RangeWork>> active_ SQLSTREAMS_GUARDED_BY(mu_);
+  // by row lease token
+  std::map<std::string, std::shared_ptr<RetryWork>> active_retries_ SQLSTREAMS_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<RangeWork>> finished_ SQLSTREAMS_GUARDED_BY(mu_);
+  std::vector<store::RetryResult> retry_results_ SQLSTREAMS_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<WorkerState>> workers_ SQLSTREAMS_GUARDED_BY(mu_);
+  bool stop_claiming_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  bool stop_workers_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  bool final_flush_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  bool paused_ SQLSTREAMS_GUARDED_BY(mu_) = false;           // hung handlers hit the cap
+  bool operator_paused_ SQLSTREAMS_GUARDED_BY(mu_) = false;  // groups.paused_at is set
   std::atomic<bool> dropped_{false};  // the group row is gone (dropped by an operator)
   // Written-off handler threads still running: shared with them, since they may return after
   // the pipeline is gone.
   std::shared_ptr<std::atomic<int>> hung_ = std::make_shared<std::atomic<int>>(0);
-  bool retry_poke_ = false;  // the committer wrote a `ready` row: the retry loop looks again
-  int running_workers_ = 0;
+  // the committer wrote a `ready` row: the retry loop looks again
+  bool retry_poke_ SQLSTREAMS_GUARDED_BY(mu_) = false;
+  int running_workers_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   // stop()'s deadline (steady_clock ticks); max until stop() runs. Commits read it on every
   // retry so a drain is never held up by the database (DESIGN §7).
   std::atomic<int64_t> stop_deadline_ns_{

@@ -47,14 +47,15 @@ void GroupPipeline::retry_loop() {
     size_t room;
     bool suspects;
     {
-      std::unique_lock lock(mu_);
-      claim_cv_.wait_until(lock, next_poll,
-                           [&] { return stop_claiming_ || dropped_.load() || retry_poke_; });
+      MutexLock lock(mu_);
+      claim_cv_.wait_until(lock.native(), next_poll, [&]() SQLSTREAMS_REQUIRES(mu_) {
+        return stop_claiming_ || dropped_.load() || retry_poke_;
+      });
       if (stop_claiming_ || dropped_.load()) break;
       retry_poke_ = false;
       suspects = isolating || SteadyClock::now() >= next_suspect_check;
       if (suspects) {
-        claim_cv_.wait(lock, [&] {
+        claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
           return stop_claiming_ || dropped_.load() ||
                  (!claiming_paused() && active_retries_.empty());
         });
@@ -62,7 +63,7 @@ void GroupPipeline::retry_loop() {
       } else {
         // In a backlog, claim in big batches: wait until half the capacity is free again.
         const size_t low_water = backlog ? capacity / 2 : capacity - 1;
-        claim_cv_.wait(lock, [&] {
+        claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
           return stop_claiming_ || dropped_.load() ||
                  (!claiming_paused() && active_retries_.size() <= low_water);
         });
@@ -110,7 +111,7 @@ void GroupPipeline::retry_loop() {
                                       Millis(0),         c.last_error,
                                       c.message->payload};
             metrics_.add(GroupCounter::kDead);
-            std::lock_guard lock(mu_);
+            MutexLock lock(mu_);
             retry_results_.push_back(
                 store::RetryResult{c.message_id, c.token, std::move(dead), false,
                                    store::AuditEntry{c.message_id, c.attempts, "dead", c.last_error,

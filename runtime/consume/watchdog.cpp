@@ -18,7 +18,7 @@ void GroupPipeline::check_timeouts() {
   if (async_) check_async_timeouts();
   std::vector<Task> timed_out;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_workers_) return;
     auto now = SteadyClock::now();
     for (auto& w : workers_) {
