@@ -71,6 +71,7 @@ std::vector<Row> run_pickup_load(Db& db, const Options& o) {
   std::vector<std::pair<int64_t, int64_t>> sent;
   const auto period = std::chrono::duration<double>(1.0 / o.latency_rate);
   const int64_t warmup_ns = steady_ns() + 1'000'000'000;
+  const int64_t load_at_t0 = load_produced.load();
   const auto t0 = Clock::now();
   for (int64_t i = 0; seconds_since(t0) < o.latency_seconds + 1; ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(period * i));
@@ -78,7 +79,7 @@ std::vector<Row> run_pickup_load(Db& db, const Options& o) {
     sent.emplace_back(id, steady_ns());
   }
   const double window = seconds_since(t0);
-  const int64_t load_n = load_produced.load();
+  const int64_t load_n = load_produced.load() - load_at_t0;  // during the paced window
   stop = true;
   load.join();
   if (!load_error.empty()) throw std::runtime_error("pickup_load producer: " + load_error);
