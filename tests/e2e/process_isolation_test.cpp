@@ -39,11 +39,10 @@ int children_of(pid_t pid) {
   DIR* proc = ::opendir("/proc");
   while (dirent* e = ::readdir(proc)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    if (cmdline.find("__handler-child") != std::string::npos &&
-        cmdline.find(marker) != std::string::npos) {
+    // A process may end between readdir and the read (a crashing handler child does, often).
+    const auto cmdline = testing::read_proc_file(std::string("/proc/") + e->d_name + "/cmdline");
+    if (cmdline && cmdline->find("__handler-child") != std::string::npos &&
+        cmdline->find(marker) != std::string::npos) {
       ++n;
     }
   }

@@ -48,4 +48,10 @@ std::string write_temp_file(const std::string& name_hint, const std::string& tex
 // the runtime's crash handler and supervisor instead of ASan's report-and-exit.
 std::string asan_options_letting_faults_through();
 
+// The whole of a /proc file, or nullopt when it cannot be read — the process (or thread) it
+// belongs to may end between listing /proc and reading the file: open then fails with ENOENT, or
+// read fails with ESRCH. (std::ifstream + istreambuf_iterator throws std::ios_base::failure on
+// the ESRCH: a test that counts processes must not die because one of them ended.)
+std::optional<std::string> read_proc_file(const std::string& path);
+
 }  // namespace sqlstreams::testing
