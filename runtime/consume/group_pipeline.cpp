@@ -74,6 +74,7 @@ int GroupPipeline::live_workers() const {
 
 void GroupPipeline::enqueue(store::ClaimedRange range) {
   metrics_.add(GroupCounter::kRangesClaimed);
+  if (range.from_cache) metrics_.add(GroupCounter::kRangesFromCache);
   metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
   auto work = std::make_shared<RangeWork>(std::move(range));
   MutexLock lock(mu_);

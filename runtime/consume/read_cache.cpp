@@ -22,6 +22,8 @@ ReadCache::Member::Member(std::shared_ptr<ReadCache> cache) : cache_(std::move(c
 
 ReadCache::Member::~Member() { cache_->leave(this); }
 
+void ReadCache::Member::await_read(int64_t low) { cache_->await_read(this, low); }
+
 std::optional<store::CachedSpan> ReadCache::Member::lookup(int64_t low, int64_t high) {
   return cache_->lookup(this, low, high);
 }
@@ -99,6 +101,18 @@ bool ReadCache::being_read(const Member* who, int64_t low) const {
   return false;
 }
 
+void ReadCache::await_read(const Member* who, int64_t low) {
+  std::unique_lock lock(mu_);
+  if (reading_.erase(who)) read_done_.notify_all();  // its earlier read is over
+  if (!chain(low, low + 1).empty() || !being_read(who, low)) return;
+  // Another group is reading these ids right now: wait for its read, not read them too.
+  stats_.waits++;
+  stats_.waiting++;
+  read_done_.wait_for(lock, kReadWait,
+                      [&] { return !chain(low, low + 1).empty() || !being_read(who, low); });
+  stats_.waiting--;
+}
+
 std::optional<store::CachedSpan> ReadCache::lookup(const Member* who, int64_t low, int64_t high) {
   if (high <= low) return std::nullopt;
   std::vector<std::shared_ptr<const Span>> found;
@@ -106,16 +120,6 @@ std::optional<store::CachedSpan> ReadCache::lookup(const Member* who, int64_t lo
     std::unique_lock lock(mu_);
     if (reading_.erase(who)) read_done_.notify_all();  // its earlier read is over
     found = chain(low, high);
-    if (found.empty() && being_read(who, low)) {
-      // Another group is reading these ids right now: wait for its read, not read them too.
-      stats_.waits++;
-      stats_.waiting++;
-      read_done_.wait_for(lock, kReadWait, [&] {
-        found = chain(low, high);
-        return !found.empty() || !being_read(who, low);
-      });
-      stats_.waiting--;
-    }
     if (found.empty()) {
       stats_.misses++;
       reading_[who] = Reading{low, high, std::chrono::steady_clock::now()};

@@ -10,9 +10,11 @@
 // Serves: lookup(low, high) returns the stored spans that chain without a gap from `low`, cut at
 // `high` — never a span wider than one that was filled, nothing when id low + 1 is not stored.
 // One read per span: a lookup that finds nothing marks (low, high] as being read by its member
-// (until that member's next fill, lookup or claim, or kReadWait); a lookup of another member
-// that finds id low + 1 being read waits for that read (at most kReadWait) instead of reading
-// it too — groups that claim at the same moment share the first one's read.
+// (until that member's next fill, lookup or claim, or kReadWait). Another member's await_read
+// (before its claim transaction, holding no lock or xid) that finds id low + 1 being read and
+// not stored waits for that read (at most kReadWait), so that its lookup then finds it instead
+// of reading it too — groups that claim at the same moment share the first one's read. A
+// lookup itself never waits.
 // Evicts: at once every span all members have passed (claimed >= its high; a member that has not
 // claimed yet holds everything); then, when a new span would exceed the budget, the lowest spans.
 // A span larger than the whole budget is not stored. Bytes are counted per message: payload +
@@ -53,8 +55,8 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     int64_t bytes = 0;     // what the stored spans count now
     size_t spans = 0;      // stored spans now
     size_t members = 0;    // groups claiming through it now
-    uint64_t waits = 0;    // lookups that waited for another member's read
-    size_t waiting = 0;    // lookups waiting now
+    uint64_t waits = 0;    // await_reads that waited for another member's read
+    size_t waiting = 0;    // await_reads waiting now
   };
 
   // One group's claims through the cache (store::RangeCache for its GroupStore).
@@ -65,6 +67,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     Member(const Member&) = delete;
     Member& operator=(const Member&) = delete;
 
+    void await_read(int64_t low) override;
     std::optional<store::CachedSpan> lookup(int64_t low, int64_t high) override;
     void fill(int64_t low, int64_t high,
               const std::vector<store::StoredMessage>& messages) override;
@@ -95,6 +98,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     int64_t bytes = 0;
   };
 
+  void await_read(const Member* who, int64_t low);
   std::optional<store::CachedSpan> lookup(const Member* who, int64_t low, int64_t high);
   // The stored spans that chain from `low` up to `high` (empty: id low + 1 is not stored).
   std::vector<std::shared_ptr<const Span>> chain(int64_t low, int64_t high) const;  // mu_

@@ -380,6 +380,47 @@ class Recording final : public plugin_host::HandlerInstance {
   std::string name_ = "recording";
 };
 
+// Regression: a claim that waits for another group's read of the same ids (at most
+// ReadCache::kReadWait) used to wait inside its claim transaction, holding its cursor row lock
+// and an xid — and an open xid holds back the proof of every other claimer of the cluster
+// (DESIGN §6.2 step 2). It now waits before the transaction begins. Sampled while b waits:
+// whether any backend of this database holds an xid (a sample counts only when b was waiting
+// both before and after it).
+TEST_F(ReadCacheTest, AClaimWaitingForAnotherGroupsReadHoldsNoXid) {
+  auto cache = std::make_shared<ReadCache>(64 << 20);
+  auto a = claimer(0, cache);
+  auto b = claimer(1, cache);
+  int samples = 0;
+  for (int round = 0; round < 20 && samples < 3; ++round) {
+    produce(10);
+    const int64_t at = claimed_of(1);
+    // a is reading (at, at + 10] now (a miss marks it) and never fills: b waits kReadWait.
+    ASSERT_FALSE(a->member->lookup(at, at + 10).has_value());
+    std::optional<store::ClaimedRange> got;
+    std::thread follower([&] { got = b->claim(10); });
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (cache->stats().waiting == 0 && !got && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    if (cache->stats().waiting == 1) {
+      const auto holding = db_.scalar<int64_t>(
+          "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+          "backend_xid IS NOT NULL AND pid <> pg_backend_pid()");
+      if (cache->stats().waiting == 1) {
+        ++samples;
+        EXPECT_EQ(holding, 0) << "a claim held an xid while it waited for another group's read";
+      }
+    }
+    follower.join();
+    ASSERT_TRUE(got.has_value());
+    EXPECT_FALSE(got->from_cache) << "a never filled: b read";
+    expect_fresh(*got);
+    a->member->note_claimed(got->high);  // a's read is over
+  }
+  EXPECT_GE(samples, 1) << "never sampled while b waited";
+  EXPECT_GE(cache->stats().waits, 1u);
+}
+
 TEST_F(ReadCacheTest, TwoPipelinesOnOneStreamSeeWhatAFreshReadReturns) {
   auto cache = std::make_shared<ReadCache>(64 << 20);
   // b starts paused by an operator: it joins the cache and claims nothing until it is resumed,
@@ -441,6 +482,8 @@ TEST_F(ReadCacheTest, TwoPipelinesOnOneStreamSeeWhatAFreshReadReturns) {
   const auto stats = cache->stats();
   EXPECT_EQ(stats.hits, pipes[1]->metrics().get(GroupCounter::kRangesClaimed))
       << "every range of b was served from a's reads";
+  EXPECT_EQ(pipes[1]->metrics().get(GroupCounter::kRangesFromCache), stats.hits);
+  EXPECT_EQ(pipes[0]->metrics().get(GroupCounter::kRangesFromCache), 0u);
   EXPECT_EQ(stats.spans, 0u) << "both groups passed every span";
   EXPECT_EQ(stats.bytes, 0);
 }

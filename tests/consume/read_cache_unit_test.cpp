@@ -212,15 +212,19 @@ TEST(ReadCache, TheByteBudgetHolds) {
   EXPECT_EQ(cache->spans(), (Spans{{170, 180}, {180, 190}, {190, 200}}));
 }
 
-// Groups that claim the same ids at the same moment share one read: a lookup that finds them
-// being read by another member waits for that read instead of reading them too.
-TEST(ReadCache, ALookupWaitsForAnotherMembersReadOfTheSameIds) {
+// Groups that claim the same ids at the same moment share one read: before its claim
+// transaction, a member that finds them being read by another member waits for that read
+// (await_read), and its lookup then finds them instead of reading them too.
+TEST(ReadCache, AwaitReadWaitsForAnotherMembersReadOfTheSameIds) {
   auto cache = std::make_shared<ReadCache>(kLarge);
   auto a = cache->join();
   auto b = cache->join();
   EXPECT_FALSE(a->lookup(0, 100).has_value());  // a reads (0, 100] now
   std::optional<store::CachedSpan> got;
-  std::thread follower([&] { got = b->lookup(0, 100); });
+  std::thread follower([&] {
+    b->await_read(0);
+    got = b->lookup(0, 100);
+  });
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (cache->stats().waiting == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
@@ -241,9 +245,10 @@ TEST(ReadCache, TheWaitIsBoundedAndOnlyForTheSameIds) {
   auto b = cache->join();
   EXPECT_FALSE(a->lookup(0, 100).has_value());  // a reads (0, 100] and never fills
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(b->lookup(100, 200).has_value()) << "(100, 200] is not being read";
+  b->await_read(100);  // (100, 200] is not being read
   EXPECT_EQ(cache->stats().waits, 0u);
-  EXPECT_FALSE(b->lookup(50, 100).has_value());  // waits for a, which never fills: reads
+  b->await_read(50);  // waits for a, which never fills: b reads
+  EXPECT_FALSE(b->lookup(50, 100).has_value());
   const auto waited = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(waited, ReadCache::kReadWait - std::chrono::milliseconds(1));
   EXPECT_LT(waited, std::chrono::seconds(5));
@@ -251,8 +256,23 @@ TEST(ReadCache, TheWaitIsBoundedAndOnlyForTheSameIds) {
   // a's claim ended (its next claim position): nobody waits for it any more.
   a->note_claimed(100);
   auto c = cache->join();
+  c->await_read(0);
   EXPECT_FALSE(c->lookup(0, 10).has_value());
   EXPECT_EQ(cache->stats().waits, 1u);
+}
+
+// The lookup runs inside the claim's transaction (a cursor row lock and an xid held): it never
+// waits, even for ids another member is reading right now; only await_read, before the
+// transaction, does.
+TEST(ReadCache, ALookupNeverWaits) {
+  auto cache = std::make_shared<ReadCache>(kLarge);
+  auto a = cache->join();
+  auto b = cache->join();
+  EXPECT_FALSE(a->lookup(0, 100).has_value());  // a reads (0, 100] and never fills
+  EXPECT_FALSE(b->lookup(0, 100).has_value());
+  EXPECT_FALSE(b->lookup(50, 100).has_value());
+  EXPECT_EQ(cache->stats().waits, 0u);
+  EXPECT_EQ(cache->stats().misses, 3u);
 }
 
 TEST(ReadCaches, OneCachePerStreamWhileItsGroupsRun) {

@@ -62,6 +62,8 @@ Observation GroupStore::observe() {
 
 ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl,
                               RangeCache* cache) {
+  // Outside the transaction: a wait for another group's read of these ids holds nothing.
+  if (cache && obs.head > obs.claimed) cache->await_read(obs.claimed);
   return guarded(session_, "claim", [&] {
     // Taken before the lease's statement is sent: this host's deadline is never later than
     // the expiry the database computes from its own clock.

@@ -28,8 +28,14 @@ struct CachedSpan {
 class RangeCache {
  public:
   virtual ~RangeCache() = default;
+  // Called before the claim's transaction begins, so that no row lock and no xid is held while
+  // it waits (an open xid would hold back every other claimer's proof, DESIGN §6.2 step 2):
+  // when id low + 1 is not stored but another claim is reading it right now, wait (bounded) for
+  // that read, so that the lookup inside the transaction finds it instead of reading it again.
+  virtual void await_read(int64_t low) = 0;
   // The longest known-final prefix (low, h] of (low, high], low < h <= high, with its messages;
-  // nullopt when id low + 1 is not covered. Never a span wider than one that was filled.
+  // nullopt when id low + 1 is not covered. Never a span wider than one that was filled. Never
+  // waits (it runs inside the claim's transaction).
   virtual std::optional<CachedSpan> lookup(int64_t low, int64_t high) = 0;
   // A range read of (low, high] that obeyed DESIGN §6.2 step 4 (high <= a proven head, read by
   // a later statement than the proof). Never called with anything else.
