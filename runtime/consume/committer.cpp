@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/duration.hpp"
+#include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "consume/lease_timing.hpp"
 #include "store/group/group_store.hpp"
@@ -15,6 +16,7 @@ namespace sqlstreams::consume {
 namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
+constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
@@ -54,13 +56,14 @@ template <class Op>
 Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
                      SteadyClock::time_point give_up, const std::atomic<int64_t>& stop_deadline_ns,
                      Op&& op) {
-  auto backoff = std::chrono::milliseconds(100);
-  bool outage = false;
+  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
   for (;;) {
     try {
       op();
       m.commit_failing_since_ns.store(0);
-      if (outage) spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
+      if (outage.on_success()) {
+        spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
+      }
       return Attempt::kDone;
     } catch (const store::StoreError& e) {
       m.add(GroupCounter::kStoreErrors);
@@ -74,16 +77,16 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
             what, o.ref.stream, o.ref.name, e.sqlstate(), e.what());
         return Attempt::kRejected;
       }
-      if (!outage) {
+      const auto step = outage.on_failure();
+      if (step.log_now) {
         spdlog::error(
             "{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
             "repeated commit safe)",
             what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
-        outage = true;
       }
       auto deadline = std::min(
           give_up, SteadyClock::time_point(SteadyClock::duration(stop_deadline_ns.load())));
-      if (SteadyClock::now() + backoff > deadline) {
+      if (SteadyClock::now() + step.delay > deadline) {
         spdlog::error(
             "{}-abandoned stream={} group={}: the leases will expire and the work "
             "will be claimed again",
@@ -91,8 +94,7 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
         m.commit_failing_since_ns.store(0);  // nothing waits on this committer any more
         return Attempt::kGaveUp;
       }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, kMaxErrorBackoff);
+      std::this_thread::sleep_for(step.delay);
     }
   }
 }
@@ -118,7 +120,7 @@ void GroupPipeline::commit_loop() {
                                       std::chrono::milliseconds(250));
   auto next_renew = SteadyClock::now() + renew_every;
   auto next_advance = SteadyClock::now() + kAdvanceEvery;
-  auto error_backoff = std::chrono::milliseconds(100);
+  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
   for (;;) {
     std::vector<std::shared_ptr<RangeWork>> batch;
     std::vector<store::RetryResult> retries;
@@ -166,14 +168,14 @@ void GroupPipeline::commit_loop() {
         store.advance_cursor();
         next_advance = now + kAdvanceEvery;
       }
-      error_backoff = std::chrono::milliseconds(100);
+      (void)outage.on_success();  // each failure is logged (debug) as it happens
     } catch (const store::StoreError& e) {
       metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("committer store error stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
-      next_renew = now + error_backoff;
-      next_advance = now + error_backoff;
-      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+      const auto step = outage.on_failure();
+      next_renew = now + step.delay;
+      next_advance = now + step.delay;
     }
     if (final_flush) break;
   }

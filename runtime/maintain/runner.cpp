@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "common/outage_backoff.hpp"
 #include "common/thread.hpp"
 #include "maintain/fair_share.hpp"
 
@@ -92,12 +93,14 @@ void MaintenanceRunner::lease_loop() {
   const Millis acquire_every = std::clamp(ttl / 4, kMinTick, Millis(1000));
   auto next_beat = Steady::now();
   auto next_acquire = Steady::now();
-  bool outage = false;
+  // A constant delay (initial == cap): the leases' renewals and the heartbeat need a quick retry.
+  OutageBackoff outage(kOutageBackoff, kOutageBackoff);
   MutexLock lock(mu_);
   while (!stop_leases_) {
     const bool acquiring = !stop_lanes_;
     lock.unlock();
-    auto wake = Steady::now() + kOutageBackoff;
+    const SteadyTime turn = Steady::now();  // an outage's delay counts from here
+    SteadyTime wake;
     // Each step on its own: a failing heartbeat must not keep leases from being renewed (or
     // from being given up: renew_due() stops the work of every lease it could not renew).
     std::optional<std::string> failure;
@@ -121,13 +124,15 @@ void MaintenanceRunner::lease_loop() {
       }
     }
     if (failure) {
-      if (!outage) {
+      const auto step = outage.on_failure();
+      if (step.log_now) {
         spdlog::error("maintenance-database-unavailable holder={}: {}", options_.holder, *failure);
       }
-      outage = true;
+      wake = turn + step.delay;
     } else {
-      if (outage) spdlog::info("maintenance-database-recovered holder={}", options_.holder);
-      outage = false;
+      if (outage.on_success()) {
+        spdlog::info("maintenance-database-recovered holder={}", options_.holder);
+      }
       wake = Steady::now() + acquire_every;
       if (options_.host) wake = std::min(wake, next_beat);
       if (acquiring) wake = std::min(wake, next_acquire);
