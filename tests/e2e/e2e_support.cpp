@@ -63,7 +63,7 @@ std::string host_config(const HostOptions& o) {
     t << "\n[[groups]]\n"
       << "name = \"" << name << "\"\n"
       << "stream = \"" << kStream << "\"\n"
-      << "plugin = \"payments.so\"\n"
+      << "plugin = \"" << o.plugin << "\"\n"
       << "handler = \"" << name << "\"\n"
       << "concurrency = " << o.concurrency << "\n"
       << "batch_size = " << o.batch_size << "\n"

@@ -59,7 +59,8 @@ class OwnCluster {
 };
 
 // One host's configuration: stream payments.requested, group charge-cards and (optionally)
-// audit-payments, both recording every call to `record_file`.
+// audit-payments of `plugin` (the test plugin payments_faults.so by default: the knobs below and
+// in charge_config are its own), both recording every call to `record_file`.
 struct HostOptions {
   std::string name = "e2e-host";
   std::string shutdown_timeout = "10s";
@@ -67,10 +68,11 @@ struct HostOptions {
   std::string handler_timeout = "1s";
   int concurrency = 4;
   int batch_size = 200;
-  std::string record_file;    // "" = no record file
-  int64_t sleep_ms = 0;       // per-message work in both handlers
-  std::string charge_config;  // extra TOML lines for charge-cards' [groups.config]
-  std::string charge_retry;   // TOML lines for charge-cards' [groups.retry] ("" = defaults)
+  std::string plugin = "payments_faults.so";  // tests/plugins/payments_faults
+  std::string record_file;                    // "" = no record file
+  int64_t sleep_ms = 0;                       // per-message work in both handlers
+  std::string charge_config;                  // extra TOML lines for charge-cards' [groups.config]
+  std::string charge_retry;  // TOML lines for charge-cards' [groups.retry] ("" = defaults)
   bool audit_group = true;
   int noop_groups = 0;  // extra groups idle-1..N on the same stream running noop.so
   std::map<std::string, std::string> env;  // extra environment of the host process

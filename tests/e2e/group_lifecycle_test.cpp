@@ -305,7 +305,8 @@ TEST_F(GroupLifecycle, AStartThatFailsOnAPluginWritesNoStreamAndNoGroup) {
       text.replace(text.find("handler = \"charge-cards\""), 24, c.broken);
     }
     if (name == "create-throws") {
-      text.replace(text.find("plugin = \"payments.so\""), 22, "plugin = \"sdk_fixture.so\"");
+      const std::string plugin = "plugin = \"" + o.plugin + "\"";
+      text.replace(text.find(plugin), plugin.size(), "plugin = \"sdk_fixture.so\"");
       plugin_dir = SQLSTREAMS_FIXTURE_DIR;
     }
     const std::string config = dir_.file(name + ".toml");
