@@ -11,16 +11,6 @@
 namespace sqlstreams::service_test {
 namespace {
 
-bool has_line(const std::string& text, const std::string& line) {
-  return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
-}
-
-std::string lsan_options() {
-  const char* old = std::getenv("LSAN_OPTIONS");
-  return std::string(old && *old ? std::string(old) + ":" : "") +
-         "suppressions=" SQLSTREAMS_SERVICE_LSAN_SUPPRESSIONS;
-}
-
 TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   testing::TestDatabase db;
   ScratchDir dir;

@@ -69,7 +69,7 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   }
   EXPECT_EQ(host.count_in_log("group-stopped stream=payments.requested group=audit-payments"), 0)
       << "the unchanged group's pipeline never stopped";
-  auto records = read_records(dir.file("records.txt"));
+  auto records = read_records({dir.file("records.txt")});
   EXPECT_EQ(once_each(records, "audit-payments", kMessages), "") << "unchanged: exactly once";
   EXPECT_EQ(once_each(records, "charge-cards", kMessages), "") << "retuned: nothing lost/repeated";
   EXPECT_EQ(once_each(records, "fraud-check", kMessages), "") << "added: from the beginning";
