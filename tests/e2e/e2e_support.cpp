@@ -107,6 +107,14 @@ void declare(const std::string& database_url, const std::string& config_file) {
   ASSERT_EQ(code, 0) << out;
 }
 
+std::string declare_host(const ScratchDir& dir, const std::string& database_url,
+                         const HostOptions& o, const std::string& file) {
+  const std::string config = dir.file(file);
+  std::ofstream(config) << host_config(o);
+  declare(database_url, config);
+  return config;
+}
+
 int64_t stream_id(const std::string& url) {
   return scalar<int64_t>(
       url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") + kStream + "'");
