@@ -2,26 +2,16 @@
 
 namespace payments {
 
-AuditPaymentsConfig AuditPaymentsConfig::parse(const nlohmann::json& config) {
-  sqlstreams::ConfigReader r(config);
-  AuditPaymentsConfig c;
-  c.record_file = r.get<std::string>("record_file", "");
-  c.sleep_ms = r.get<int64_t>("sleep_ms", 0);
-  if (c.sleep_ms < 0) {
-    throw sqlstreams::ConfigError::at(
-        "sleep_ms", "config key 'sleep_ms': must be >= 0 (got " + std::to_string(c.sleep_ms) + ")");
-  }
-  r.reject_unknown_keys();
-  return c;
+void AuditPayments::validate(const nlohmann::json& config) {
+  if (!config.is_object() || config.empty()) return;
+  std::string keys;
+  for (const auto& item : config.items()) keys += (keys.empty() ? "'" : ", '") + item.key() + "'";
+  throw sqlstreams::ConfigError::at(
+      config.begin().key(), "unknown config key(s) " + keys + " (audit-payments takes none)");
 }
 
-AuditPayments::AuditPayments(const nlohmann::json& config)
-    : config_(AuditPaymentsConfig::parse(config)), record_(config_.record_file) {}
-
 sqlstreams::Result AuditPayments::handle(const Payment& /*payment*/,
-                                         const sqlstreams::MessageContext& message) {
-  sleep_ms(config_.sleep_ms);
-  record_.append(message, "ok");
+                                         const sqlstreams::MessageContext& /*message*/) {
   return sqlstreams::ok();
 }
 

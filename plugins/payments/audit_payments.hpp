@@ -1,20 +1,11 @@
 // payments/audit_payments — the `audit-payments` handler: accepts every decodable payment (OK).
-// Config (JSON object, optional keys): record_file (path), sleep_ms (simulated work).
-// Threading: concurrent (kConcurrent); immutable after construction.
+// Config: none (an empty table; any key is rejected).
+// Threading: concurrent (kConcurrent); stateless.
 #pragma once
 
-#include <string>
-
 #include "payment.hpp"
-#include "record_file.hpp"
 
 namespace payments {
-
-struct AuditPaymentsConfig {
-  std::string record_file;
-  int64_t sleep_ms = 0;
-  static AuditPaymentsConfig parse(const nlohmann::json& config);  // throws ConfigError
-};
 
 class AuditPayments : public sqlstreams::TypedHandler<Payment> {
  public:
@@ -23,15 +14,11 @@ class AuditPayments : public sqlstreams::TypedHandler<Payment> {
   static constexpr bool kConcurrent = true;
   static Payment upcast(const PaymentV1& v1) { return payments::upcast(v1); }
 
-  static void validate(const nlohmann::json& config) { AuditPaymentsConfig::parse(config); }
-  explicit AuditPayments(const nlohmann::json& config);
+  static void validate(const nlohmann::json& config);
+  explicit AuditPayments(const nlohmann::json& config) { validate(config); }
 
   sqlstreams::Result handle(const Payment& payment,
                             const sqlstreams::MessageContext& message) override;
-
- private:
-  const AuditPaymentsConfig config_;
-  const RecordFile record_;
 };
 
 }  // namespace payments

@@ -1,8 +1,13 @@
-// common/clock — injected time. Owns: the Clock interface, the system clock and a manual clock
-// for tests. Nothing in the runtime calls std::chrono::system_clock::now() directly.
-// Threading: SystemClock is stateless; ManualClock is internally synchronised.
+// common/clock — injected time. Owns: the Clock interface (wall time: audit dates, the janitor's
+// "now"), the SteadyClock interface (this host's own deadlines: handler timeouts, lease renewal
+// and start checks, the maintenance runner's schedule), the real clocks and a manual one of each
+// for tests. Nothing in the runtime calls std::chrono::system_clock::now() directly; the
+// components that judge timeouts and renewals read an injected SteadyClock.
+// Threading: SystemClock and RealSteadyClock are stateless; the manual clocks are internally
+// synchronised.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -59,6 +64,69 @@ class ManualClock final : public Clock {
  private:
   mutable std::mutex mu_;
   SysTime now_;
+};
+
+// This host's steady time, injected (DESIGN §14: timeout tests advance a manual clock instead of
+// sleeping). A component that waits on a condition variable for a SteadyTime deadline converts
+// it with to_real(); a deadline measured on the real steady clock elsewhere (the store takes a
+// lease's deadline before its statement) comes in through from_real().
+class SteadyClock {
+ public:
+  virtual ~SteadyClock() = default;
+  virtual SteadyTime now() const = 0;
+  // The std::chrono::steady_clock time at which to wake up to reach `t` on this clock.
+  virtual std::chrono::steady_clock::time_point to_real(SteadyTime t) const = 0;
+  // A std::chrono::steady_clock time as this clock sees it.
+  virtual SteadyTime from_real(std::chrono::steady_clock::time_point t) const = 0;
+};
+
+class RealSteadyClock final : public SteadyClock {
+ public:
+  SteadyTime now() const override { return std::chrono::steady_clock::now(); }
+  std::chrono::steady_clock::time_point to_real(SteadyTime t) const override { return t; }
+  SteadyTime from_real(std::chrono::steady_clock::time_point t) const override { return t; }
+  // Never destroyed, as SystemClock::instance().
+  static const RealSteadyClock& instance() {
+    static const RealSteadyClock* const clock = new RealSteadyClock();
+    return *clock;
+  }
+};
+
+// Moves only when advance() is called. It starts at the real steady time of its construction
+// (or `start`). from_real() keeps the time left: from_real(real now + d) is now() + d. A waiter
+// re-reads it at least every kRecheck of real time: to_real(now() + d) is the real now +
+// min(d, kRecheck), so what a test advanced is seen within kRecheck (no wake-up is needed).
+class ManualSteadyClock final : public SteadyClock {
+ public:
+  ManualSteadyClock() : now_(std::chrono::steady_clock::now()) {}
+  explicit ManualSteadyClock(SteadyTime start) : now_(start) {}
+  SteadyTime now() const override {
+    std::lock_guard lock(mu_);
+    return now_;
+  }
+  static constexpr std::chrono::milliseconds kRecheck{5};
+  std::chrono::steady_clock::time_point to_real(SteadyTime t) const override {
+    return std::chrono::steady_clock::now() + std::min<SteadyTime::duration>(t - now(), kRecheck);
+  }
+  SteadyTime from_real(std::chrono::steady_clock::time_point t) const override {
+    return shift(now(), t - std::chrono::steady_clock::now());
+  }
+  void advance(std::chrono::milliseconds d) {
+    std::lock_guard lock(mu_);
+    now_ += d;
+  }
+
+ private:
+  // base + d, saturating at the time_point's range (deadlines such as time_point::max() pass).
+  static SteadyTime shift(SteadyTime base, SteadyTime::duration d) {
+    using D = SteadyTime::duration;
+    if (d > D::zero() && base > SteadyTime::max() - d) return SteadyTime::max();
+    if (d < D::zero() && base < SteadyTime::min() - d) return SteadyTime::min();
+    return base + d;
+  }
+
+  mutable std::mutex mu_;
+  SteadyTime now_;
 };
 
 }  // namespace sqlstreams

@@ -12,7 +12,7 @@
 
 namespace sqlstreams::consume {
 
-using SteadyClock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 size_t GroupPipeline::range_limit() const {
   const auto& g = options_.group;
@@ -49,7 +49,7 @@ void GroupPipeline::async_worker_loop(std::shared_ptr<WorkerState> me) {
       task = std::move(tasks_.front());
       tasks_.pop_front();
       if (!may_start(task)) continue;
-      const auto now = SteadyClock::now();
+      const auto now = options_.steady_clock->now();
       flight = next_flight_++;
       flights_.emplace(flight, Flight{task, now, 0});
       if (flights_.size() > peak_in_flight_.load()) peak_in_flight_.store(flights_.size());
@@ -93,7 +93,7 @@ void GroupPipeline::async_worker_loop(std::shared_ptr<WorkerState> me) {
 
 void GroupPipeline::on_async_done(uint64_t flight, const plugin_host::Outcome& outcome) {
   Task task;
-  SteadyClock::time_point started;
+  SteadyTime started;
   {
     MutexLock lock(mu_);
     auto it = flights_.find(flight);
@@ -107,7 +107,7 @@ void GroupPipeline::on_async_done(uint64_t flight, const plugin_host::Outcome& o
     work_cv_.notify_one();
     if (flights_.empty()) claim_cv_.notify_all();  // stop() may be waiting for the drain
   }
-  const auto took = SteadyClock::now() - started;
+  const auto took = options_.steady_clock->now() - started;
   metrics_.handler_seconds.observe(took);
   complete(task, outcome);
 }
@@ -119,7 +119,7 @@ void GroupPipeline::check_async_timeouts() {
   {
     MutexLock lock(mu_);
     if (stop_workers_) return;
-    const auto now = SteadyClock::now();
+    const auto now = options_.steady_clock->now();
     for (auto it = flights_.begin(); it != flights_.end();) {
       if (now - it->second.started < options_.group.handler_timeout) {
         ++it;
@@ -150,7 +150,7 @@ void GroupPipeline::check_async_timeouts() {
   }
 }
 
-void GroupPipeline::drain_async(SteadyClock::time_point deadline) {
+void GroupPipeline::drain_async(Steady::time_point deadline) {
   std::map<uint64_t, Flight> left;
   {
     MutexLock lock(mu_);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "store/group/group_store.hpp"
 #include "store/reporting/group_lifecycle.hpp"
@@ -31,8 +32,7 @@ void GroupPipeline::claim_loop() {
   // While a pending observation waits for its proof, only transactions already in flight hold
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
   auto proof_wait = std::chrono::milliseconds(1);
-  auto error_backoff = g.poll_interval;
-  bool outage = false;
+  OutageBackoff outage(g.poll_interval, kMaxErrorBackoff);
   auto next_reclaim_check = SteadyClock::now();
   auto next_state_check = SteadyClock::now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
@@ -40,13 +40,12 @@ void GroupPipeline::claim_loop() {
   auto failed = [&](const store::StoreError& e) {
     if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
     metrics_.add(GroupCounter::kStoreErrors);
-    if (!outage) {
+    const auto step = outage.on_failure();
+    if (step.log_now) {
       spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
                     options_.ref.name, store::kind_name(e.kind()), e.what());
-      outage = true;
     }
-    sleep_idle(error_backoff);
-    error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+    sleep_idle(step.delay);
     return false;
   };
   for (;;) {
@@ -88,12 +87,10 @@ void GroupPipeline::claim_loop() {
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
       }
       auto obs = store.observe();
-      if (outage) {
+      if (outage.on_success()) {
         spdlog::info("database-reconnected stream={} group={}", options_.ref.stream,
                      options_.ref.name);
-        outage = false;
       }
-      error_backoff = g.poll_interval;
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
         sleep_idle(proof_wait);  // read-only while the pending pair is unproven
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));

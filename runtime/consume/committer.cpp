@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/duration.hpp"
+#include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "consume/lease_timing.hpp"
 #include "store/group/group_store.hpp"
@@ -13,8 +14,9 @@
 namespace sqlstreams::consume {
 
 namespace {
-using SteadyClock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
+constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
 constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
@@ -52,21 +54,22 @@ enum class Attempt { kDone, kGaveUp, kRejected };
 // of an outage and keeps the metrics' commit_failing_since_ns.
 template <class Op>
 Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
-                     SteadyClock::time_point give_up, const std::atomic<int64_t>& stop_deadline_ns,
+                     Steady::time_point give_up, const std::atomic<int64_t>& stop_deadline_ns,
                      Op&& op) {
-  auto backoff = std::chrono::milliseconds(100);
-  bool outage = false;
+  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
   for (;;) {
     try {
       op();
       m.commit_failing_since_ns.store(0);
-      if (outage) spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
+      if (outage.on_success()) {
+        spdlog::info("{}-recovered stream={} group={}", what, o.ref.stream, o.ref.name);
+      }
       return Attempt::kDone;
     } catch (const store::StoreError& e) {
       m.add(GroupCounter::kStoreErrors);
       int64_t expected = 0;
-      m.commit_failing_since_ns.compare_exchange_strong(
-          expected, SteadyClock::now().time_since_epoch().count());
+      m.commit_failing_since_ns.compare_exchange_strong(expected,
+                                                        Steady::now().time_since_epoch().count());
       if (e.deterministic()) {
         spdlog::error(
             "{}-rejected stream={} group={} sqlstate={}: {} (isolating the offending "
@@ -74,16 +77,16 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
             what, o.ref.stream, o.ref.name, e.sqlstate(), e.what());
         return Attempt::kRejected;
       }
-      if (!outage) {
+      const auto step = outage.on_failure();
+      if (step.log_now) {
         spdlog::error(
             "{}-failed stream={} group={} kind={}: {} (retrying; tokens make a "
             "repeated commit safe)",
             what, o.ref.stream, o.ref.name, store::kind_name(e.kind()), e.what());
-        outage = true;
       }
-      auto deadline = std::min(
-          give_up, SteadyClock::time_point(SteadyClock::duration(stop_deadline_ns.load())));
-      if (SteadyClock::now() + backoff > deadline) {
+      auto deadline =
+          std::min(give_up, Steady::time_point(Steady::duration(stop_deadline_ns.load())));
+      if (Steady::now() + step.delay > deadline) {
         spdlog::error(
             "{}-abandoned stream={} group={}: the leases will expire and the work "
             "will be claimed again",
@@ -91,8 +94,7 @@ Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what
         m.commit_failing_since_ns.store(0);  // nothing waits on this committer any more
         return Attempt::kGaveUp;
       }
-      std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, kMaxErrorBackoff);
+      std::this_thread::sleep_for(step.delay);
     }
   }
 }
@@ -116,9 +118,11 @@ void GroupPipeline::commit_loop() {
   const auto renew_every = lease_timing(g.lease_ttl, g.handler_timeout).renew_every;
   const auto watch_every = std::clamp(g.handler_timeout / 4, std::chrono::milliseconds(10),
                                       std::chrono::milliseconds(250));
-  auto next_renew = SteadyClock::now() + renew_every;
-  auto next_advance = SteadyClock::now() + kAdvanceEvery;
-  auto error_backoff = std::chrono::milliseconds(100);
+  // Renewals and the watchdog on the injected clock; the advancer on real time.
+  const SteadyClock& clock = *options_.steady_clock;
+  auto next_renew = clock.now() + renew_every;
+  auto next_advance = Steady::now() + kAdvanceEvery;
+  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
   for (;;) {
     std::vector<std::shared_ptr<RangeWork>> batch;
     std::vector<store::RetryResult> retries;
@@ -127,7 +131,7 @@ void GroupPipeline::commit_loop() {
       MutexLock lock(mu_);
       // Only deadlines this loop will move: next_advance stays put when the advancer is off
       // (a past wake time here made an idle host spin a core per group).
-      auto wake = std::min(next_renew, SteadyClock::now() + watch_every);
+      auto wake = clock.to_real(std::min(next_renew, clock.now() + watch_every));
       if (options_.run_advancer) wake = std::min(wake, next_advance);
       commit_cv_.wait_until(lock.native(), wake, [&]() SQLSTREAMS_REQUIRES(mu_) {
         return !finished_.empty() || !retry_results_.empty() || final_flush_;
@@ -144,9 +148,8 @@ void GroupPipeline::commit_loop() {
     }
     // The final flush gives up at stop()'s deadline (shutdown_timeout): while the database is
     // down the leases expire and the work is reclaimed (at-least-once, nothing lost).
-    auto give_up = final_flush
-                       ? SteadyClock::time_point(SteadyClock::duration(stop_deadline_ns_.load()))
-                       : SteadyClock::time_point::max() - std::chrono::hours(1);
+    auto give_up = final_flush ? Steady::time_point(Steady::duration(stop_deadline_ns_.load()))
+                               : Steady::time_point::max() - std::chrono::hours(1);
     const bool poke = !final_flush && has_ready_outcome(batch, retries);
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
@@ -156,24 +159,25 @@ void GroupPipeline::commit_loop() {
       claim_cv_.notify_all();
     }
     if (!final_flush) check_timeouts();
-    auto now = SteadyClock::now();
+    const auto now = clock.now();
+    const auto real_now = Steady::now();
     try {
       if (now >= next_renew && !final_flush) {
         renew_leases(store);
         next_renew = now + renew_every;
       }
-      if (options_.run_advancer && (now >= next_advance || final_flush)) {
+      if (options_.run_advancer && (real_now >= next_advance || final_flush)) {
         store.advance_cursor();
-        next_advance = now + kAdvanceEvery;
+        next_advance = real_now + kAdvanceEvery;
       }
-      error_backoff = std::chrono::milliseconds(100);
+      (void)outage.on_success();  // each failure is logged (debug) as it happens
     } catch (const store::StoreError& e) {
       metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("committer store error stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
-      next_renew = now + error_backoff;
-      next_advance = now + error_backoff;
-      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+      const auto step = outage.on_failure();
+      next_renew = now + step.delay;
+      next_advance = real_now + step.delay;
     }
     if (final_flush) break;
   }
@@ -181,7 +185,7 @@ void GroupPipeline::commit_loop() {
 
 void GroupPipeline::commit_batch(store::GroupStore& store,
                                  const std::vector<std::shared_ptr<RangeWork>>& ranges,
-                                 SteadyClock::time_point give_up) {
+                                 Steady::time_point give_up) {
   std::vector<std::shared_ptr<RangeWork>> to_commit;
   std::vector<store::RangeCommit> commits;
   // Leases lost because the group was dropped are no news: `group-dropped` said it once.
@@ -268,7 +272,7 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
 
 void GroupPipeline::commit_retry_results(store::GroupStore& store,
                                          std::vector<store::RetryResult> results,
-                                         SteadyClock::time_point give_up) {
+                                         Steady::time_point give_up) {
   std::optional<bool> gone;  // as in commit_batch
   auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
@@ -336,7 +340,7 @@ void GroupPipeline::renew_leases(store::GroupStore& store) {
     for (const auto& [token, r] : active_retries_) retry_tokens.push_back(token);
   }
   // Taken before the renewals are sent: never later than the expiry the database sets.
-  const int64_t deadline = steady_ms(SteadyClock::now() + options_.group.lease_ttl);
+  const int64_t deadline = steady_ms(options_.steady_clock->now() + options_.group.lease_ttl);
   auto lost = store.renew_leases(tokens, options_.group.lease_ttl);
   auto lost_retries = store.renew_retry_leases(retry_tokens, options_.group.lease_ttl);
   MutexLock lock(mu_);
@@ -358,7 +362,7 @@ void GroupPipeline::renew_leases(store::GroupStore& store) {
   }
 }
 
-bool GroupPipeline::stop(SteadyClock::time_point deadline) {
+bool GroupPipeline::stop(Steady::time_point deadline) {
   // From now on no commit retries past the deadline, including one already retrying.
   stop_deadline_ns_.store(deadline.time_since_epoch().count());
   {

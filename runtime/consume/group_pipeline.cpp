@@ -76,6 +76,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
   metrics_.add(GroupCounter::kRangesClaimed);
   if (range.from_cache) metrics_.add(GroupCounter::kRangesFromCache);
   metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
+  range.deadline = options_.steady_clock->from_real(range.deadline);  // the store's: real
   auto work = std::make_shared<RangeWork>(std::move(range));
   MutexLock lock(mu_);
   active_[work->range().token] = work;
@@ -90,6 +91,7 @@ void GroupPipeline::enqueue(store::ClaimedRange range) {
 
 void GroupPipeline::enqueue_retry(store::RetryClaim claim) {
   metrics_.add(GroupCounter::kRetriesClaimed);
+  claim.deadline = options_.steady_clock->from_real(claim.deadline);  // the store's: real
   auto work = std::make_shared<RetryWork>(std::move(claim));
   MutexLock lock(mu_);
   active_retries_[work->claim.token] = work;
@@ -123,7 +125,7 @@ class GroupPipeline::WorkerSink final : public plugin_host::BatchSink {
       }
       me_->finishing = true;
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = pipeline_->options_.steady_clock->now();
     pipeline_->metrics_.handler_seconds.observe(now - me_->started);
     pipeline_->observe_handler_time(now - me_->started);
     pipeline_->complete(batch_[index], outcome);
@@ -165,7 +167,7 @@ void GroupPipeline::worker_loop(std::shared_ptr<WorkerState> me) {
       me->task = batch.front();
       me->batch = batch;
       me->at = 0;
-      me->started = std::chrono::steady_clock::now();
+      me->started = options_.steady_clock->now();
       std::lock_guard mine(me->mu);
       me->finishing = false;
     }
@@ -243,7 +245,7 @@ bool GroupPipeline::may_continue(const Task& task) const {
   const auto& g = options_.group;
   const int64_t left =
       (task.range ? task.range->deadline_ms.load() : task.retry->deadline_ms.load()) -
-      steady_ms(std::chrono::steady_clock::now());
+      steady_ms(options_.steady_clock->now());
   const bool lost = task.range ? task.range->lost.load() : task.retry->lost.load();
   return !lost && left >= lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
 }
@@ -259,7 +261,7 @@ void GroupPipeline::observe_handler_time(std::chrono::steady_clock::duration too
 // a whole handler run; passes over schema versions the group does not declare.
 bool GroupPipeline::may_start(const Task& task) {
   const auto& g = options_.group;
-  const int64_t now_ms = steady_ms(std::chrono::steady_clock::now());
+  const int64_t now_ms = steady_ms(options_.steady_clock->now());
   const int64_t needed = lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
   if (task.range) {
     auto& r = *task.range;

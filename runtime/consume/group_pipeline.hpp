@@ -80,6 +80,10 @@ struct PipelineOptions {
   bool notify = false;  // LISTEN for the stream's wake-up hint
   std::string holder;   // "<host name>:<pid>", written into leases and audit rows
   const Clock* clock = &SystemClock::instance();  // dates audit records only (expiries: the DB)
+  // This host's deadlines: handler_timeout (the watchdog, sync and async), the lease time a
+  // message needs left to start, lease renewal. Tests pass a ManualSteadyClock and advance it.
+  // (Polling, the advancer, stop()'s deadline and commit retries run on real time.)
+  const SteadyClock* steady_clock = &RealSteadyClock::instance();
   std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;
   // Shared by the groups of one stream on this host (ReadCaches::for_stream); null = every claim
@@ -133,7 +137,7 @@ class GroupPipeline {
     // a write-off hands back those after `at`, which never started.
     std::vector<Task> batch;
     size_t at = 0;
-    std::chrono::steady_clock::time_point started;
+    SteadyTime started;  // options_.steady_clock
     // What the handler's MessageView points at, owned here: a written-off handler may still
     // read its view after the pipeline is gone (found by ThreadSanitizer).
     std::string stream, group;
@@ -146,7 +150,7 @@ class GroupPipeline {
   // async_dispatch.cpp: one message an async handler accepted and has not completed.
   struct Flight {
     Task task;
-    std::chrono::steady_clock::time_point started;
+    SteadyTime started;  // options_.steady_clock
     uint64_t token = 0;  // the handler's completion token; 0 while start_async runs
   };
   // Reaches the pipeline from a plugin's completing thread while it lives: stop() closes it, so

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "store/group/group_store.hpp"
 
@@ -35,7 +36,7 @@ void GroupPipeline::retry_loop() {
   const size_t capacity = retry_capacity();
   auto next_poll = SteadyClock::now();
   bool backlog = false;  // the last claim was full: more rows are probably due
-  auto error_backoff = std::chrono::milliseconds(g.poll_interval);
+  OutageBackoff outage(g.poll_interval, kMaxErrorBackoff);
   // Suspects (rows whose host stopped while running them: maybe killed by that very message)
   // are claimed one at a time, only while no other retry of the group runs here, and each
   // result is committed before the next claim: a message that crashes hosts takes no innocent
@@ -94,7 +95,7 @@ void GroupPipeline::retry_loop() {
           next_poll += wait;
         }
       }
-      error_backoff = g.poll_interval;
+      (void)outage.on_success();  // each failure is logged (debug) as it happens
       for (auto& c : due) {
         if (c.expired_inflight) {
           if (auto n = warn_limiter_.admit("retry-lease-expired")) {
@@ -127,8 +128,7 @@ void GroupPipeline::retry_loop() {
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       backlog = false;
-      next_poll = SteadyClock::now() + error_backoff;
-      error_backoff = std::min(error_backoff * 2, kMaxErrorBackoff);
+      next_poll = SteadyClock::now() + outage.on_failure().delay;
     }
   }
 }

@@ -9,8 +9,6 @@
 
 namespace sqlstreams::consume {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // A handler still running at handler_timeout is a failed attempt; its thread is written off
 // (C++ cannot kill a thread) and replaced so the pool keeps its size. The messages of its batch
 // after the hung one never started: they go back to the queue, not charged.
@@ -20,7 +18,7 @@ void GroupPipeline::check_timeouts() {
   {
     MutexLock lock(mu_);
     if (stop_workers_) return;
-    auto now = SteadyClock::now();
+    const auto now = options_.steady_clock->now();
     for (auto& w : workers_) {
       if (!w->busy || w->abandoned.load() || now - w->started < options_.group.handler_timeout) {
         continue;

@@ -6,13 +6,13 @@
 #include <random>
 #include <set>
 
+#include "common/outage_backoff.hpp"
 #include "common/thread.hpp"
 #include "maintain/fair_share.hpp"
 
 namespace sqlstreams::maintain {
 namespace {
 
-using Steady = std::chrono::steady_clock;
 constexpr Millis kMinTick{20};
 constexpr Millis kOutageBackoff{500};
 
@@ -90,54 +90,58 @@ void MaintenanceRunner::lease_loop() {
   const Millis beat_every = std::max(kMinTick, ttl / 3);
   // Looking for free leases is one cheap query: at least once a second, even with a long TTL.
   const Millis acquire_every = std::clamp(ttl / 4, kMinTick, Millis(1000));
-  auto next_beat = Steady::now();
-  auto next_acquire = Steady::now();
-  bool outage = false;
+  auto next_beat = steady_now();
+  auto next_acquire = steady_now();
+  // A constant delay (initial == cap): the leases' renewals and the heartbeat need a quick retry.
+  OutageBackoff outage(kOutageBackoff, kOutageBackoff);
   MutexLock lock(mu_);
   while (!stop_leases_) {
     const bool acquiring = !stop_lanes_;
     lock.unlock();
-    auto wake = Steady::now() + kOutageBackoff;
+    const SteadyTime turn = steady_now();  // an outage's delay counts from here
+    SteadyTime wake;
     // Each step on its own: a failing heartbeat must not keep leases from being renewed (or
     // from being given up: renew_due() stops the work of every lease it could not renew).
     std::optional<std::string> failure;
-    if (options_.host && Steady::now() >= next_beat) {
+    if (options_.host && steady_now() >= next_beat) {
       try {
         heartbeat(session);
-        next_beat = Steady::now() + beat_every;
+        next_beat = steady_now() + beat_every;
       } catch (const store::StoreError& e) {
         failure = e.what();
       }
     }
     renew_due(session);
-    if (acquiring && Steady::now() >= next_acquire) {
+    if (acquiring && steady_now() >= next_acquire) {
       try {
         acquire_free(session);
         next_acquire =
-            Steady::now() +
+            steady_now() +
             Millis(static_cast<int64_t>(acquire_every.count() * (0.75 + 0.5 * random01())));
       } catch (const store::StoreError& e) {
         failure = e.what();
       }
     }
     if (failure) {
-      if (!outage) {
+      const auto step = outage.on_failure();
+      if (step.log_now) {
         spdlog::error("maintenance-database-unavailable holder={}: {}", options_.holder, *failure);
       }
-      outage = true;
+      wake = turn + step.delay;
     } else {
-      if (outage) spdlog::info("maintenance-database-recovered holder={}", options_.holder);
-      outage = false;
-      wake = Steady::now() + acquire_every;
+      if (outage.on_success()) {
+        spdlog::info("maintenance-database-recovered holder={}", options_.holder);
+      }
+      wake = steady_now() + acquire_every;
       if (options_.host) wake = std::min(wake, next_beat);
       if (acquiring) wake = std::min(wake, next_acquire);
     }
     lock.lock();
     for (const auto& s : slots_) {
       if (!s->lease) continue;
-      wake = std::min(wake, std::max(Steady::now(), s->renew_at));
+      wake = std::min(wake, std::max(steady_now(), s->renew_at));
     }
-    lease_cv_.wait_until(lock.native(), wake,
+    lease_cv_.wait_until(lock.native(), options_.steady_clock->to_real(wake),
                          [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_leases_; });
   }
   const bool abandoned = abandoned_;
@@ -161,8 +165,8 @@ void MaintenanceRunner::lane_loop(const std::string& lane) {
       lane_cv_.wait(lock.native());
       continue;
     }
-    if (due->next_run > Steady::now()) {
-      lane_cv_.wait_until(lock.native(), due->next_run);
+    if (due->next_run > steady_now()) {
+      lane_cv_.wait_until(lock.native(), options_.steady_clock->to_real(due->next_run));
       continue;
     }
     lock.unlock();
@@ -221,7 +225,7 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
       spdlog::debug("maintenance-failed kind={} owner={} failures={} retry_in_ms={}: {}", key.kind,
                     key.owner, slot.failures, delay.count(), *error);
     }
-    slot.next_run = Steady::now() + delay;
+    slot.next_run = steady_now() + delay;
     return;
   }
   if (slot.failures > 0) {
@@ -229,7 +233,7 @@ void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
                  slot.failures);
   }
   slot.failures = 0;
-  slot.next_run = Steady::now() + next_run_delay(worker.schedule(), 0, random01());
+  slot.next_run = steady_now() + next_run_delay(worker.schedule(), 0, random01());
 }
 
 void MaintenanceRunner::heartbeat(store::Session& session) {
@@ -253,7 +257,7 @@ void MaintenanceRunner::heartbeat(store::Session& session) {
 
 void MaintenanceRunner::renew_due(store::Session& session) {
   // Taken before the renewal is sent: the next renewal is due before the database's expiry.
-  const SteadyTime now = Steady::now();
+  const SteadyTime now = steady_now();
   std::vector<store::WorkerLease> due;
   {
     MutexLock lock(mu_);
@@ -285,7 +289,7 @@ void MaintenanceRunner::renew_due(store::Session& session) {
 }
 
 void MaintenanceRunner::acquire_free(store::Session& session) {
-  const SteadyTime now = Steady::now();
+  const SteadyTime now = steady_now();
   std::vector<store::WorkerKey> unheld;
   int64_t held = 0;
   {
@@ -335,7 +339,7 @@ void MaintenanceRunner::acquire_free(store::Session& session) {
       s->lease = lease;
       s->free_since.reset();
       s->renew_at = now + options_.ttl / 2;
-      s->next_run = Steady::now();
+      s->next_run = steady_now();
       s->failures = 0;
     }
   }

@@ -48,6 +48,9 @@ struct RunnerOptions {
   std::optional<store::HostInfo> host;  // the heartbeat row; none = no heartbeat
   Millis ttl{15'000};
   const Clock* clock = &SystemClock::instance();
+  // Renewal deadlines, acquire and heartbeat cadence, the lanes' schedule (tests advance a
+  // ManualSteadyClock; the leases' expiries live in the database, on its clock).
+  const SteadyClock* steady_clock = &RealSteadyClock::instance();
   std::function<double()> random01;         // injected jitter; default: seeded splitmix64
   std::function<std::string()> stats_json;  // published with each heartbeat (a JSON object)
   // The ids of the groups this host runs: their groups.last_seen_at rides on each heartbeat.
@@ -88,6 +91,7 @@ class MaintenanceRunner {
   void run_slot(Slot& slot, MaintenanceWorker& worker);
   void shutdown_leases(store::Session& session);
   double random01();
+  SteadyTime steady_now() const { return options_.steady_clock->now(); }
 
   RunnerOptions options_;
   // mu_ guards the flags below and every Slot's fields (the slots_ vector itself is fixed at

@@ -1,7 +1,8 @@
 // GroupPipeline with an asynchronous handler (ABI 1.2): the real async_io.so (a timer thread
 // completes every message) against a real PostgreSQL. Completions arrive out of order from the
 // plugin's thread; max_in_flight bounds what the handler holds; a message not completed by
-// handler_timeout gets the timeout retry once and its late completion is dropped; stop() drains
+// handler_timeout (on the pipeline's injected steady clock, which the test advances) gets the
+// timeout retry once and its late completion is dropped; stop() drains
 // in-flight completions up to its deadline and hands the rest back (nothing lost); a plugin
 // completing after its instance was destroyed is harmless.
 #include <gtest/gtest.h>
@@ -38,8 +39,9 @@ class AsyncPipelineTest : public StreamFixture {
     g.plugin_config_json = plugin_config;
     return g;
   }
-  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g) {
-    return plugin_pipeline(g, ref_);
+  std::unique_ptr<GroupPipeline> pipeline(const config::GroupConfig& g,
+                                          const SteadyClock* steady = nullptr) {
+    return plugin_pipeline(g, ref_, steady);
   }
   bool eventually(const std::function<bool()>& pred, std::chrono::seconds timeout = 30s) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -102,13 +104,23 @@ TEST_F(AsyncPipelineTest, MaxInFlightBoundsWhatTheHandlerHolds) {
 }
 
 TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropped) {
-  produce({R"({"delay_ms": 1500})", R"({"delay_ms": 0})"});
+  // Message 1 completes after 1 s of real time: long after the test moves the pipeline's clock
+  // past handler_timeout, which it does as soon as message 2 is done.
+  produce({R"({"delay_ms": 1000})", R"({"delay_ms": 0})"});
   auto g = group("{}");
   g.handler_timeout = 300ms;
   g.lease_ttl = 5s;
   g.audit = config::AuditMode::kAll;
-  auto p = pipeline(g);
+  ManualSteadyClock clock;
+  auto p = pipeline(g, &clock);
   p->start();
+  ASSERT_TRUE(eventually([&] {
+    return p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded) == 1 &&
+           p->in_flight() == 1;
+  }));
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 0u)
+      << "no handler_timeout passed on the pipeline's clock yet";
+  clock.advance(300ms);
   ASSERT_TRUE(eventually([&] {
     return sql_true(
         "SELECT status = 'ready' AND attempts = 1 FROM sqlstreams.exceptions_1 WHERE message_id "
@@ -118,7 +130,7 @@ TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropp
       db_.scalar<std::string>("SELECT last_error FROM sqlstreams.exceptions_1 WHERE message_id = 1")
           .find("handler timed out after 300ms"),
       std::string::npos);
-  // The plugin completes message 1 (OK) at 1.5 s: dropped and counted, nothing recorded.
+  // The plugin completes message 1 (OK) at 1 s: dropped and counted, nothing recorded.
   ASSERT_TRUE(eventually([&] { return p->completions_dropped() == 1; }, 10s));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 1u);

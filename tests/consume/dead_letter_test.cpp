@@ -32,7 +32,7 @@ class DeadLetterTest : public StreamFixture {
     config::GroupConfig g;
     g.name = "charge-cards";
     g.stream = "payments.requested";
-    g.plugin = "payments.so";
+    g.plugin = "payments_faults.so";
     g.handler = "charge-cards";
     g.poll_interval = 10ms;
     g.max_poll_interval = 50ms;

@@ -1,4 +1,4 @@
-// The failure path (DESIGN §7) with the real payments.so through a real pipeline and a real
+// The failure path (DESIGN §7) with the real payments_faults.so through a real pipeline and a real
 // PostgreSQL: retries with backoff, terminal errors, delays, exceptions, undecodable payloads,
 // timeouts, group independence. Short policy durations keep it fast; no long sleeps.
 #include <gtest/gtest.h>
@@ -33,7 +33,7 @@ class FailurePathTest : public StreamFixture {
     config::GroupConfig g;
     g.name = name;
     g.stream = "payments.requested";
-    g.plugin = "payments.so";
+    g.plugin = "payments_faults.so";
     g.handler = handler;
     g.concurrency = 2;
     g.batch_size = 50;

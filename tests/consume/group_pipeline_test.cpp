@@ -1,13 +1,18 @@
 // GroupPipeline against a real PostgreSQL with an in-process handler: every message delivered,
-// failures recorded as exceptions, two pipelines share a group, a drain hands work back.
+// failures recorded as exceptions, two pipelines share a group, a drain hands work back; on a
+// manual steady clock, leases are renewed every renew_every and a handler is timed out at
+// handler_timeout exactly, not before (no real time waited for either).
 #include "consume/group_pipeline.hpp"
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "consume/lease_timing.hpp"
 #include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
@@ -47,6 +52,51 @@ class RecordingHandler final : public plugin_host::HandlerInstance {
   std::shared_ptr<Recorder> r_;
   std::string name_ = "recording";
 };
+
+// Holds message 1 until released (a handler the test controls), others return at once.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false;
+  bool released = false;
+  bool wait_entered(std::chrono::seconds timeout) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, timeout, [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard l(mu);
+    released = true;
+    cv.notify_all();
+  }
+};
+
+class GatedHandler final : public plugin_host::HandlerInstance {
+ public:
+  explicit GatedHandler(std::shared_ptr<Gate> g) : g_(std::move(g)) {}
+  plugin_host::Outcome handle(const plugin_host::MessageView& m) noexcept override {
+    if (m.id != 1) return {};
+    std::unique_lock l(g_->mu);
+    g_->entered = true;
+    g_->cv.notify_all();
+    g_->cv.wait(l, [&] { return g_->released; });
+    return {};
+  }
+  bool concurrent() const override { return true; }
+  const std::string& plugin_name() const override { return name_; }
+
+ private:
+  std::shared_ptr<Gate> g_;
+  std::string name_ = "gated";
+};
+
+bool eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return pred();
+}
 
 class GroupPipelineTest : public StreamFixture {
  protected:
@@ -134,6 +184,50 @@ TEST_F(GroupPipelineTest, DrainHandsBackUnstartedWorkAndTheNextHostFinishesIt) {
   second->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(rec->calls.size(), 600u) << "nothing lost across the drain";
   EXPECT_EQ(rec->total(), 600) << "a graceful drain causes no duplicates";
+}
+
+TEST_F(GroupPipelineTest, RenewsAndTimesOutOnTheInjectedSteadyClock) {
+  produce(1);
+  auto gate = std::make_shared<Gate>();
+  ManualSteadyClock clock;
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.concurrency = 1;
+  o.group.lease_ttl = 10s;
+  o.group.handler_timeout = 8s;
+  o.steady_clock = &clock;
+  constexpr auto kRenewEvery = 500ms;
+  ASSERT_EQ(lease_timing(o.group.lease_ttl, o.group.handler_timeout).renew_every, kRenewEvery);
+  auto p = std::make_unique<GroupPipeline>(o, std::make_unique<GatedHandler>(gate));
+  p->start();
+  ASSERT_TRUE(gate->wait_entered(30s)) << "message 1 never reached the handler";
+  // The range lease's expiry, set on the database's clock by each renewal.
+  auto expiry = [&] {
+    return db_.scalar<int64_t>(
+        "SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM sqlstreams.leases_1");
+  };
+  auto timeouts = [&] {
+    return p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts);
+  };
+  int64_t last = expiry();
+  // The handler has run 0.5 s, 1 s, … 7.5 s on the pipeline's clock: each step is one renewal,
+  // and none reaches handler_timeout.
+  for (auto ran = kRenewEvery; ran < o.group.handler_timeout; ran += kRenewEvery) {
+    clock.advance(kRenewEvery);
+    ASSERT_TRUE(eventually([&] { return expiry() > last; }))
+        << "no renewal after " << ran.count() << " ms";
+    last = expiry();
+    ASSERT_EQ(timeouts(), 0u) << "timed out after " << ran.count() << " ms, before 8 s";
+  }
+  clock.advance(kRenewEvery);  // 8 s: handler_timeout
+  ASSERT_TRUE(eventually([&] { return timeouts() == 1; }));
+  EXPECT_EQ(p->live_workers(), 1) << "the stuck worker was replaced";
+  EXPECT_EQ(p->hung_handlers(), 1);
+  gate->release();
+  ASSERT_TRUE(eventually([&] { return p->hung_handlers() == 0; }));
+  ASSERT_TRUE(
+      eventually_sql("SELECT attempts = 1 AND last_error LIKE '%timed out after 8s%' FROM "
+                     "sqlstreams.exceptions_1 WHERE message_id = 1"));
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
   config::GroupConfig g;
   g.name = "charge-cards";
   g.stream = "payments.requested";
-  g.plugin = "payments.so";
+  g.plugin = "payments_faults.so";
   g.handler = "charge-cards";
   g.concurrency = 1;
   g.batch_size = 500;

@@ -1,6 +1,7 @@
 // Schema versions on the retry path (DESIGN §8): quarantined rows and due retries of a version
 // the group does not accept are passed over and counted per version, and their exception row
-// is deleted; accepted versions still run. Real payments.so, real pipeline, real PostgreSQL.
+// is deleted; accepted versions still run. Real payments_faults.so (record_file), real pipeline,
+// real PostgreSQL.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -52,7 +53,7 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDelete
   config::GroupConfig g;
   g.name = "charge-cards";
   g.stream = "payments.requested";
-  g.plugin = "payments.so";
+  g.plugin = "payments_faults.so";
   g.handler = "charge-cards";  // declares version 1
   g.schema_versions = {1};
   g.poll_interval = 10ms;

@@ -48,9 +48,11 @@ PipelineOptions StreamFixture::fast_options(const store::GroupRef& ref, const st
 }
 
 std::unique_ptr<GroupPipeline> StreamFixture::plugin_pipeline(const config::GroupConfig& g,
-                                                              const store::GroupRef& ref) {
+                                                              const store::GroupRef& ref,
+                                                              const SteadyClock* steady) {
   PipelineOptions o = fast_options(ref);
   o.group = g;
+  if (steady != nullptr) o.steady_clock = steady;
   return std::make_unique<GroupPipeline>(
       o, registry_.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
 }

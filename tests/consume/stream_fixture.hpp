@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "consume/group_pipeline.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/connection/session.hpp"
@@ -32,9 +33,11 @@ class StreamFixture : public ::testing::Test {
   // Options of a pipeline of `ref` as the tests run it: the group's name and stream set,
   // polling every 10 ms backing off to 50 ms, this fixture's session, holder `holder`.
   PipelineOptions fast_options(const store::GroupRef& ref, const std::string& holder = "test:1");
-  // A pipeline of `g` (its plugin, handler and config) on `ref`, from the real plugin registry.
+  // A pipeline of `g` (its plugin, handler and config) on `ref`, from the real plugin registry;
+  // its deadlines on `steady` (null: the real steady clock).
   std::unique_ptr<GroupPipeline> plugin_pipeline(const config::GroupConfig& g,
-                                                 const store::GroupRef& ref);
+                                                 const store::GroupRef& ref,
+                                                 const SteadyClock* steady = nullptr);
   // The boolean query `sql` now (no row or NULL counts as false).
   bool sql_true(const std::string& sql);
   // Polls the boolean query `sql` (no row or NULL counts as false) until true or `timeout`.

@@ -15,9 +15,7 @@ class CliDead : public ::testing::Test {
   void SetUp() override {
     HostOptions o;
     o.audit_group = false;
-    config_ = dir_.file("host.toml");
-    std::ofstream(config_) << host_config(o);
-    declare(db_.url(), config_);
+    config_ = declare_host(dir_, db_.url(), o);
     const std::string n = std::to_string(stream_id(db_.url()));
     exceptions_ = "sqlstreams.exceptions_" + n;
     query(

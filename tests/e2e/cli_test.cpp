@@ -43,9 +43,7 @@ class CliProduce : public ::testing::Test {
   void SetUp() override {
     HostOptions o;
     o.audit_group = false;
-    config_ = dir_.file("host.toml");
-    std::ofstream(config_) << host_config(o);
-    declare(db_.url(), config_);
+    config_ = declare_host(dir_, db_.url(), o);
   }
   int64_t messages() const {
     return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_" +

@@ -63,7 +63,7 @@ std::string host_config(const HostOptions& o) {
     t << "\n[[groups]]\n"
       << "name = \"" << name << "\"\n"
       << "stream = \"" << kStream << "\"\n"
-      << "plugin = \"payments.so\"\n"
+      << "plugin = \"" << o.plugin << "\"\n"
       << "handler = \"" << name << "\"\n"
       << "concurrency = " << o.concurrency << "\n"
       << "batch_size = " << o.batch_size << "\n"
@@ -87,30 +87,11 @@ std::string host_config(const HostOptions& o) {
 }
 
 Host::Host(const ScratchDir& dir, HostOptions options, const std::string& database_url)
-    : options_(std::move(options)), config_file_(dir.file(options_.name + ".toml")) {
-  std::ofstream(config_file_) << host_config(options_);
-  auto env = options_.env;
-  env["SQLSTREAMS_DATABASE_URL"] = database_url;
-  process_ = std::make_unique<testing::ChildProcess>(
-      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_, "--plugin-dir",
-                               SQLSTREAMS_PLUGIN_DIR},
-      env, dir.file(options_.name + ".log"));
-}
+    : testing::RunningHost(dir.file(options.name + ".toml"), host_config(options), database_url,
+                           options.env, dir.file(options.name + ".log")),
+      options_(std::move(options)) {}
 
 std::string Host::holder() const { return options_.name + ":" + std::to_string(pid()); }
-
-int Host::count_in_log(const std::string& needle) const { return count_of(log(), needle); }
-
-bool Host::wait_for_log(const std::string& needle, Millis timeout) {
-  return wait_until([&] { return log().find(needle) != std::string::npos || !process_->running(); },
-                    timeout) &&
-         log().find(needle) != std::string::npos;
-}
-
-std::optional<int> Host::stop(Millis timeout) {
-  process_->signal(SIGTERM);
-  return process_->wait(timeout);
-}
 
 std::pair<int, std::string> cli(const std::vector<std::string>& args,
                                 const std::string& database_url, const std::string& stdin_text) {
@@ -121,32 +102,22 @@ std::pair<int, std::string> cli(const std::vector<std::string>& args,
   return testing::run_command(argv, env, stdin_text);
 }
 
-pqxx::result query(const std::string& url, const std::string& sql) {
-  pqxx::connection c(url);
-  pqxx::work tx(c);
-  auto r = tx.exec(sql);
-  tx.commit();
-  return r;
-}
-
 void declare(const std::string& database_url, const std::string& config_file) {
   auto [code, out] = cli({"declare", "--config", config_file}, database_url);
   ASSERT_EQ(code, 0) << out;
 }
 
+std::string declare_host(const ScratchDir& dir, const std::string& database_url,
+                         const HostOptions& o, const std::string& file) {
+  const std::string config = dir.file(file);
+  std::ofstream(config) << host_config(o);
+  declare(database_url, config);
+  return config;
+}
+
 int64_t stream_id(const std::string& url) {
   return scalar<int64_t>(
       url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") + kStream + "'");
-}
-
-void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t batch) {
-  for (int64_t lo = from; lo < from + n; lo += batch) {
-    int64_t hi = std::min(from + n - 1, lo + batch - 1);
-    query(url, "SELECT sqlstreams.produce_batch('" + std::string(kStream) +
-                   "', array_agg(jsonb_build_object('order_id', 'order-' || g, 'amount_cents', "
-                   "100 + g, 'currency', 'EUR') ORDER BY g)) FROM generate_series(" +
-                   std::to_string(lo) + ", " + std::to_string(hi) + ") AS g");
-  }
 }
 
 int64_t head(const std::string& url) {
@@ -189,24 +160,6 @@ void wait_drained(const std::string& url, Millis timeout) {
   ADD_FAILURE() << s.str();
 }
 
-Records read_records(const std::vector<std::string>& files) {
-  Records out;
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::istringstream fields(line);
-      std::string group, outcome;
-      int64_t id = 0;
-      int attempt = 0;
-      if (fields >> group >> id >> attempt >> outcome) out[group][id]++;
-    }
-  }
-  return out;
-}
-
 size_t calls(const Records& r, const std::string& group) {
   auto it = r.find(group);
   if (it == r.end()) return 0;
@@ -216,9 +169,7 @@ size_t calls(const Records& r, const std::string& group) {
 }
 
 size_t count_calls(const std::string& file, const std::string& group) {
-  std::ifstream in(file);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return static_cast<size_t>(count_of(content, group + " "));
+  return static_cast<size_t>(count_of(testing::read_file(file), group + " "));
 }
 
 std::vector<int64_t> duplicates(const Records& r, const std::string& group) {
@@ -246,27 +197,7 @@ std::string missing_ids(const Records& r, const std::string& group, int64_t n) {
 }
 
 std::string lsan_options_for_lost_connections() {
-  const char* inherited = std::getenv("LSAN_OPTIONS");
-  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
-  return out + "suppressions=" SQLSTREAMS_E2E_LSAN_SUPPRESSIONS;
-}
-
-std::string tail(const std::string& text, size_t lines) {
-  size_t pos = text.size();
-  for (size_t i = 0; i <= lines && pos > 0; ++i) {
-    pos = text.rfind('\n', pos - 1);
-    if (pos == std::string::npos) return text;
-  }
-  return text.substr(pos + 1);
-}
-
-int count_of(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t pos = text.find(needle); pos != std::string::npos;
-       pos = text.find(needle, pos + needle.size())) {
-    ++n;
-  }
-  return n;
+  return testing::lsan_options_with(SQLSTREAMS_E2E_LSAN_SUPPRESSIONS);
 }
 
 }  // namespace sqlstreams::e2e

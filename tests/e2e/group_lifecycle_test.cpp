@@ -204,10 +204,7 @@ TEST_F(GroupLifecycle, DroppingAGroupARunningHostConsumesStopsOnlyThatPipeline) 
 }
 
 TEST_F(GroupLifecycle, DropIsRefusedWithoutATerminalAndUnknownGroupsAreNamed) {
-  HostOptions o;
-  const std::string config = dir_.file("host.toml");
-  std::ofstream(config) << host_config(o);
-  declare(url(), config);
+  declare_host(dir_, url(), HostOptions{});
   auto [code, out] = group_cmd("drop", kAudit);  // stdin is not a terminal, no --yes
   EXPECT_EQ(code, 64) << out;
   EXPECT_NE(out.find("stdin is not a terminal; nothing dropped"), std::string::npos) << out;
@@ -251,10 +248,7 @@ TEST_F(GroupLifecycle, DropIsRefusedWithoutATerminalAndUnknownGroupsAreNamed) {
 // On a terminal (a pseudo-terminal from util-linux `script`), drop asks for the group's name:
 // anything else drops nothing; the name drops it.
 TEST_F(GroupLifecycle, OnATerminalDropNeedsTheGroupsNameTyped) {
-  HostOptions o;
-  const std::string config = dir_.file("host.toml");
-  std::ofstream(config) << host_config(o);
-  declare(url(), config);
+  declare_host(dir_, url(), HostOptions{});
   const std::string command =
       std::string(SQLSTREAMS_BINARY) + " group drop " + kAudit + " --stream " + kStream;
   const std::map<std::string, std::string> env{{"SQLSTREAMS_DATABASE_URL", url()}};
@@ -305,7 +299,8 @@ TEST_F(GroupLifecycle, AStartThatFailsOnAPluginWritesNoStreamAndNoGroup) {
       text.replace(text.find("handler = \"charge-cards\""), 24, c.broken);
     }
     if (name == "create-throws") {
-      text.replace(text.find("plugin = \"payments.so\""), 22, "plugin = \"sdk_fixture.so\"");
+      const std::string plugin = "plugin = \"" + o.plugin + "\"";
+      text.replace(text.find(plugin), plugin.size(), "plugin = \"sdk_fixture.so\"");
       plugin_dir = SQLSTREAMS_FIXTURE_DIR;
     }
     const std::string config = dir_.file(name + ".toml");

@@ -48,14 +48,13 @@ std::unique_ptr<testing::ChildProcess> start_host(const ScratchDir& dir, const s
                                                   const std::string& url, int n) {
   const std::string file = dir.file("crashy.toml");
   std::ofstream(file) << config;
+  auto env = testing::sanitizer_options_letting_faults_through();
+  env["SQLSTREAMS_DATABASE_URL"] = url;
+  env["LSAN_OPTIONS"] = lsan_options_for_lost_connections();
   return std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", file, "--plugin-dir",
                                SQLSTREAMS_FIXTURE_DIR},
-      std::map<std::string, std::string>{
-          {"SQLSTREAMS_DATABASE_URL", url},
-          {"ASAN_OPTIONS", testing::asan_options_letting_faults_through()},
-          {"LSAN_OPTIONS", lsan_options_for_lost_connections()}},
-      dir.file("crashy-" + std::to_string(n) + ".log"));
+      env, dir.file("crashy-" + std::to_string(n) + ".log"));
 }
 
 std::string line_with(const std::string& log, const std::string& needle) {

@@ -28,12 +28,7 @@ const std::string kFixtures = SQLSTREAMS_FIXTURE_DIR;
 const std::string kUpgraded = "\"event\":\"plugin-upgraded\"";
 const std::string kApplied = "\"event\":\"reload-applied\"";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::read_file;
 
 // "v1 3" lines → version → ids handled.
 std::map<std::string, std::set<int64_t>> by_version(const std::string& records) {

@@ -65,11 +65,11 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   ScratchDir dir;
   const std::string config = dir.file("isolated.toml");
   std::ofstream(config) << isolation_config(f.how);
+  auto env = testing::sanitizer_options_letting_faults_through();
+  env["SQLSTREAMS_DATABASE_URL"] = db.url();
+  env["LSAN_OPTIONS"] = lsan_options_for_lost_connections();
   testing::ChildProcess host(
-      {SQLSTREAMS_BINARY, "run", "--config", config, "--plugin-dir", SQLSTREAMS_FIXTURE_DIR},
-      {{"SQLSTREAMS_DATABASE_URL", db.url()},
-       {"ASAN_OPTIONS", testing::asan_options_letting_faults_through()},
-       {"LSAN_OPTIONS", lsan_options_for_lost_connections()}},
+      {SQLSTREAMS_BINARY, "run", "--config", config, "--plugin-dir", SQLSTREAMS_FIXTURE_DIR}, env,
       dir.file("host.log"));
   ASSERT_TRUE(wait_until([&] { return host.log().find("host-ready") != std::string::npos; }, 60s))
       << tail(host.log());

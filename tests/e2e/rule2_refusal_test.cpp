@@ -15,9 +15,7 @@ TEST(Rule2Refusal, RunExits4NamingTheStreamWhenItsSequenceIsCached) {
   ScratchDir dir;
   HostOptions o;
   o.name = "rule2";
-  auto config = dir.file("declare.toml");
-  std::ofstream(config) << host_config(o);
-  declare(db.url(), config);
+  declare_host(dir, db.url(), o, "declare.toml");
   db.sql("ALTER SEQUENCE sqlstreams.messages_" + std::to_string(stream_id(db.url())) +
          "_id_seq CACHE 10");
 

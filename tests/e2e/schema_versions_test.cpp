@@ -14,6 +14,7 @@ namespace {
 // for versions 1 and 3.
 std::string config_asking_for_v2(const ScratchDir& dir) {
   HostOptions o;
+  o.plugin = "payments.so";  // the example's versions
   o.audit_group = false;
   std::string text = host_config(o);
   const std::string handler = "handler = \"charge-cards\"\n";

@@ -26,7 +26,7 @@ class IsolatedPipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Before any thread: read by the children.
-    ::setenv("ASAN_OPTIONS", testing::asan_options_letting_faults_through().c_str(), 1);
+    testing::let_faults_through_sanitizers_in_children();
   }
 
   void SetUp() override {

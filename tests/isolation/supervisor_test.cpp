@@ -31,7 +31,7 @@ class Supervisor : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // Before any thread: read by the children.
-    ::setenv("ASAN_OPTIONS", testing::asan_options_letting_faults_through().c_str(), 1);
+    testing::let_faults_through_sanitizers_in_children();
   }
 
   static IsolationOptions options(const std::string& how, int children = 2,

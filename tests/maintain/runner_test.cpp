@@ -1,6 +1,8 @@
 // Maintenance runners on one database (real PostgreSQL, real clock, short TTLs): exactly one
-// runner holds a worker; a refused renewal stops the work at once; a crashed holder's worker
-// moves within the TTL; a graceful stop hands over at once; heartbeats and status.
+// runner holds a worker; a refused renewal stops the work at once (on a manual steady clock:
+// the renewal is sent when the test moves the clock to half the TTL, not after real waiting); a
+// crashed holder's worker moves within the TTL; a graceful stop hands over at once; heartbeats
+// and status.
 #include "maintain/runner.hpp"
 
 #include <atomic>
@@ -46,8 +48,10 @@ bool wait_for(const std::function<bool()>& pred, Millis timeout) {
 class RunnerTest : public MaintainTest {
  protected:
   std::unique_ptr<maintain::MaintenanceRunner> runner(const std::string& name,
-                                                      std::atomic<int>& runs) {
+                                                      std::atomic<int>& runs,
+                                                      const SteadyClock* steady = nullptr) {
     maintain::RunnerOptions o;
+    if (steady != nullptr) o.steady_clock = steady;
     o.session = options();
     o.holder = name + ":1";
     o.host = store::HostInfo{name, 1, "test", SystemClock::instance().now()};
@@ -104,24 +108,42 @@ TEST_F(RunnerTest, OnlyOneRunnerHoldsAWorkerAndItMovesWhenTheHolderDies) {
 }
 
 TEST_F(RunnerTest, ARefusedRenewalStopsTheWorkAtOnce) {
+  // The runner's schedule runs on a manual clock: a pass, a renewal or an acquire round happens
+  // only when the test moves it (the lease's expiry stays on the database's clock).
+  ManualSteadyClock clock;
   std::atomic<int> runs{0};
-  auto a = runner("host-a", runs);
+  auto a = runner("host-a", runs, &clock);
   a->start();
-  ASSERT_TRUE(wait_for([&] { return !a->held().empty() && runs.load() > 2; }, 3s));
+  ASSERT_TRUE(wait_for(
+      [&] {
+        clock.advance(CountingWorker::fast().period);
+        return !a->held().empty() && runs.load() > 2;
+      },
+      3s));
   // Another holder takes the row (as after a clock jump or a partition): the next renewal,
   // at half the TTL, is refused and the work stops.
   db_.sql(
       "UPDATE sqlstreams.workers SET token = gen_random_uuid(), holder = 'thief:9', "
       "expires_at = now() + interval '1 hour'");
-  ASSERT_TRUE(wait_for([&] { return a->held().empty(); }, ttl_));
-  std::this_thread::sleep_for(100ms);
+  clock.advance(ttl_ / 2);
+  ASSERT_TRUE(wait_for([&] { return a->held().empty(); }, 3s));
   const int stopped_at = runs.load();
-  std::this_thread::sleep_for(500ms);
+  // Ten periods of the worker pass on the runner's clock, each seen by its threads (they look
+  // at the clock every ManualSteadyClock::kRecheck): no pass.
+  for (int i = 0; i < 10; ++i) {
+    clock.advance(CountingWorker::fast().period);
+    std::this_thread::sleep_for(2 * ManualSteadyClock::kRecheck);
+  }
   EXPECT_EQ(runs.load(), stopped_at) << "no pass after the lease was lost";
   EXPECT_EQ(holder(), "thief:9");
-  // The thief's lease expires: the runner takes it back.
+  // The thief's lease expires: the runner takes it back at its next acquire round.
   db_.sql("UPDATE sqlstreams.workers SET expires_at = now() - interval '1 second'");
-  EXPECT_TRUE(wait_for([&] { return !a->held().empty(); }, ttl_ * 2));
+  EXPECT_TRUE(wait_for(
+      [&] {
+        clock.advance(ttl_ / 4);
+        return !a->held().empty();
+      },
+      3s));
   a->stop();
 }
 

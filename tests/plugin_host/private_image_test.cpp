@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
+#include "text.hpp"
 
 namespace {
 
@@ -22,12 +23,7 @@ using sqlstreams::plugin_host::OutcomeKind;
 using sqlstreams::plugin_host::PluginLoadError;
 using sqlstreams::plugin_host::PluginRegistry;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using sqlstreams::testing::read_file;
 
 // Rewrites `to` in place with the bytes of `from`: same inode, as `cp` does.
 void rewrite_in_place(const fs::path& from, const fs::path& to) {

@@ -17,16 +17,6 @@
 namespace sqlstreams::service_test {
 namespace {
 
-bool has_line(const std::string& text, const std::string& line) {
-  return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
-}
-
-std::string lsan_options() {
-  const char* old = std::getenv("LSAN_OPTIONS");
-  return std::string(old && *old ? std::string(old) + ":" : "") +
-         "suppressions=" SQLSTREAMS_SERVICE_LSAN_SUPPRESSIONS;
-}
-
 HostSpec payments_host(int port) {
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);

@@ -2,7 +2,7 @@
 // written off (its thread cannot be killed); once `max_hung_handlers` written-off threads are
 // still running, the group pauses — claims nothing, hands its queued work back — with a log
 // line, the gauge sqlstreams_group_paused and /readyz 503, and resumes when they return.
-// A real plugin that hangs: payments.so's charge-cards with hang_orders.
+// A real plugin that hangs: the test plugin payments_faults.so's charge-cards with hang_orders.
 #include <gtest/gtest.h>
 
 #include "service_support.hpp"
@@ -11,16 +11,6 @@
 namespace sqlstreams::service_test {
 namespace {
 
-bool has_line(const std::string& text, const std::string& line) {
-  return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
-}
-
-std::string lsan_options() {
-  const char* old = std::getenv("LSAN_OPTIONS");
-  return std::string(old && *old ? std::string(old) + ":" : "") +
-         "suppressions=" SQLSTREAMS_SERVICE_LSAN_SUPPRESSIONS;
-}
-
 TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   testing::TestDatabase db;
   ScratchDir dir;
@@ -28,7 +18,8 @@ TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   // order-1 and order-2 hang for 4 s, far past handler_timeout: two written-off threads.
-  spec.groups = {GroupSpec{.concurrency = 2,
+  spec.groups = {GroupSpec{.plugin = "payments_faults.so",
+                           .concurrency = 2,
                            .config = "hang_orders = [\"order-1\", \"order-2\"]\nhang_ms = 4000\n",
                            .extra = "max_hung_handlers = 2\n",
                            .handler_timeout = "500ms",

@@ -22,12 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::read_file;
 
 // DESTDIR=<dir>/stage cmake --install <build> --prefix /usr; returns the stage.
 std::string install_tree(const ScratchDir& dir) {

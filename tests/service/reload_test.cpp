@@ -29,9 +29,12 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   testing::TestDatabase db;
   ScratchDir dir;
   const std::string record = "record_file = \"" + dir.file("records.txt") + "\"\n";
-  GroupSpec charge{.concurrency = 2, .config = record + "sleep_ms = 10\n"};
+  // The test plugin payments_faults.so: record_file and sleep_ms are its knobs.
+  GroupSpec charge{
+      .plugin = "payments_faults.so", .concurrency = 2, .config = record + "sleep_ms = 10\n"};
   GroupSpec audit{.name = "audit-payments",
                   .handler = "audit-payments",
+                  .plugin = "payments_faults.so",
                   .concurrency = 2,
                   .batch_size = 20,
                   .config = record + "sleep_ms = 20\n"};
@@ -47,7 +50,8 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   HostSpec next = spec;
   next.http_listen = "127.0.0.1:" + std::to_string(port);
   next.groups[0].concurrency = 4;
-  next.groups.push_back(GroupSpec{.name = "fraud-check", .config = record});
+  next.groups.push_back(
+      GroupSpec{.name = "fraud-check", .plugin = "payments_faults.so", .config = record});
   host.rewrite_config(next);
   host.process().signal(SIGHUP);
   ASSERT_TRUE(host.wait_for_log("\"event\":\"reload-applied\"", 30s)) << tail(host.log());
@@ -65,7 +69,7 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   }
   EXPECT_EQ(host.count_in_log("group-stopped stream=payments.requested group=audit-payments"), 0)
       << "the unchanged group's pipeline never stopped";
-  auto records = read_records(dir.file("records.txt"));
+  auto records = read_records({dir.file("records.txt")});
   EXPECT_EQ(once_each(records, "audit-payments", kMessages), "") << "unchanged: exactly once";
   EXPECT_EQ(once_each(records, "charge-cards", kMessages), "") << "retuned: nothing lost/repeated";
   EXPECT_EQ(once_each(records, "fraud-check", kMessages), "") << "added: from the beginning";

@@ -113,48 +113,11 @@ std::string host_toml(const HostSpec& s) {
 
 HostProcess::HostProcess(const ScratchDir& dir, const HostSpec& spec,
                          const std::string& database_url, std::map<std::string, std::string> env)
-    : config_file_(dir.file(spec.name + ".toml")) {
-  rewrite_config(spec);
-  env["SQLSTREAMS_DATABASE_URL"] = database_url;
-  process_ = std::make_unique<testing::ChildProcess>(
-      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_, "--plugin-dir",
-                               SQLSTREAMS_PLUGIN_DIR},
-      env, dir.file(spec.name + ".log"));
-}
+    : testing::RunningHost(dir.file(spec.name + ".toml"), host_toml(spec), database_url,
+                           std::move(env), dir.file(spec.name + ".log")) {}
 
-void HostProcess::rewrite_config(const HostSpec& spec) { rewrite_config_text(host_toml(spec)); }
-
-void HostProcess::rewrite_config_text(const std::string& toml) {
-  std::string tmp = config_file_ + ".new";
-  std::ofstream(tmp) << toml;
-  std::filesystem::rename(tmp, config_file_);  // atomic: the host never reads half a file
-}
-
-int HostProcess::count_in_log(const std::string& needle) const {
-  std::string text = log();
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
-  return n;
-}
-
-bool HostProcess::wait_for_log(const std::string& needle, Millis timeout, int n) {
-  return wait_until([&] { return count_in_log(needle) >= n || !process_->running(); }, timeout) &&
-         count_in_log(needle) >= n;
-}
-
-std::optional<int> HostProcess::stop(Millis timeout) {
-  process_->signal(SIGTERM);
-  return process_->wait(timeout);
-}
-
-void produce_payments(const std::string& url, int64_t n, int64_t from) {
-  pqxx::connection c(url);
-  pqxx::work tx(c);
-  tx.exec("SELECT sqlstreams.produce_batch('" + std::string(kStream) +
-          "', array_agg(jsonb_build_object('order_id', 'order-' || g, 'amount_cents', 100 + g, "
-          "'currency', 'EUR') ORDER BY g)) FROM generate_series(" +
-          std::to_string(from) + ", " + std::to_string(from + n - 1) + ") AS g");
-  tx.commit();
+std::string lsan_options() {
+  return testing::lsan_options_with(SQLSTREAMS_SERVICE_LSAN_SUPPRESSIONS);
 }
 
 int64_t committed(const std::string& url, const std::string& group) {
@@ -167,28 +130,6 @@ int64_t committed(const std::string& url, const std::string& group) {
       tx.exec("SELECT c.committed FROM sqlstreams.cursors_" + sid[0][0].as<std::string>() +
               " c JOIN sqlstreams.groups g ON g.id = c.group_id WHERE g.name = '" + group + "'");
   return r.empty() ? 0 : r[0][0].as<int64_t>();
-}
-
-std::map<std::string, std::map<int64_t, int>> read_records(const std::string& file) {
-  std::map<std::string, std::map<int64_t, int>> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string group;
-    int64_t id = 0;
-    if (fields >> group >> id) out[group][id]++;
-  }
-  return out;
-}
-
-std::string tail(const std::string& text, size_t lines) {
-  size_t at = text.size();
-  for (size_t n = 0; n <= lines && at > 0; ++n) {
-    at = text.rfind('\n', at - 1);
-    if (at == std::string::npos) return text;
-  }
-  return text.substr(at + 1);
 }
 
 }  // namespace sqlstreams::service_test

@@ -1,7 +1,8 @@
 // tests/service — helpers for the service tests: real `sqlstreams run` hosts with their own
 // config and log in a scratch folder, a datagram socket standing in for systemd's
-// NOTIFY_SOCKET, a tiny HTTP GET (civetweb's client, the library the host serves with),
-// producing payments, and polling waits (no fixed long sleeps).
+// NOTIFY_SOCKET, a tiny HTTP GET (civetweb's client, the library the host serves with), and
+// the committed cursor. Scratch folders, waits, the host process, producing payments and
+// reading record files come from tests/support.
 // Threading: test thread only (NotifySocket receives on its own thread).
 #pragma once
 
@@ -16,8 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "host_process.hpp"
+#include "payments.hpp"
 #include "process.hpp"
 #include "scratch.hpp"
+#include "text.hpp"
 
 namespace sqlstreams::service_test {
 
@@ -33,6 +37,10 @@ class ScratchDir : public testing::ScratchDir {
   ScratchDir() : testing::ScratchDir("sqlstreams-svc") {}
 };
 using testing::free_tcp_port;
+using testing::has_line;
+using testing::produce_payments;
+using testing::read_records;
+using testing::tail;
 using testing::wait_until;
 
 struct HttpResult {
@@ -84,34 +92,20 @@ struct HostSpec {
 };
 std::string host_toml(const HostSpec& spec);
 
-// `sqlstreams run --config <dir>/<name>.toml --plugin-dir <build>/plugins`.
-class HostProcess {
+// `sqlstreams run --config <dir>/<name>.toml --plugin-dir <build>/plugins` (tests/support's
+// RunningHost: log, count_in_log, wait_for_log, stop, rewrite_config_text).
+class HostProcess : public testing::RunningHost {
  public:
   HostProcess(const ScratchDir& dir, const HostSpec& spec, const std::string& database_url,
               std::map<std::string, std::string> env = {});
-  testing::ChildProcess& process() { return *process_; }
-  pid_t pid() const { return process_->pid(); }
-  const std::string& config_file() const { return config_file_; }
-  void rewrite_config(const HostSpec& spec);  // write a new config (then SIGHUP)
-  void rewrite_config_text(const std::string& toml);
-  std::string log() const { return process_->log(); }
-  int count_in_log(const std::string& needle) const;
-  // Waits for the `n`th occurrence of `needle`; false on timeout or when the host exited.
-  bool wait_for_log(const std::string& needle, Millis timeout, int n = 1);
-  std::optional<int> stop(Millis timeout);
-
- private:
-  std::string config_file_;
-  std::unique_ptr<testing::ChildProcess> process_;
+  void rewrite_config(const HostSpec& spec) { rewrite_config_text(host_toml(spec)); }
 };
 
-// Produces payments order-<from> .. order-<from + n - 1> (one produce_batch).
-void produce_payments(const std::string& url, int64_t n, int64_t from = 1);
+// produce_payments, read_records, tail: tests/support.
+// LSAN_OPTIONS (the inherited ones plus tests/service/lsan.supp) for hosts whose database
+// connections get cut under them.
+std::string lsan_options();
 // Committed cursor of a group (0 when it does not exist yet).
 int64_t committed(const std::string& url, const std::string& group);
-// group -> message id -> handler calls, from a payments record file.
-std::map<std::string, std::map<int64_t, int>> read_records(const std::string& file);
-
-std::string tail(const std::string& text, size_t lines = 40);
 
 }  // namespace sqlstreams::service_test

@@ -132,10 +132,26 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), ss.str()};
 }
 
-std::string asan_options_letting_faults_through() {
-  const char* inherited = std::getenv("ASAN_OPTIONS");
-  std::string out = inherited && *inherited ? std::string(inherited) + ":" : "";
-  return out + "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+std::map<std::string, std::string> sanitizer_options_letting_faults_through() {
+  std::map<std::string, std::string> out;
+  for (const char* name : {"ASAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* inherited = std::getenv(name);
+    out[name] = (inherited && *inherited ? std::string(inherited) + ":" : "") +
+                "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:handle_abort=0";
+  }
+  return out;
+}
+
+void let_faults_through_sanitizers_in_children() {
+  for (const auto& [name, value] : sanitizer_options_letting_faults_through()) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+}
+
+std::string lsan_options_with(const std::string& suppressions_file) {
+  const char* inherited = std::getenv("LSAN_OPTIONS");
+  return (inherited && *inherited ? std::string(inherited) + ":" : "") +
+         "suppressions=" + suppressions_file;
 }
 
 std::optional<std::string> read_proc_file(const std::string& path) {

@@ -43,10 +43,17 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
 // Writes `text` to a fresh temp file and returns its path.
 std::string write_temp_file(const std::string& name_hint, const std::string& text);
 
-// ASAN_OPTIONS for a child that must die by its own fatal signal (a plugin that segfaults or
-// aborts on purpose): the inherited options plus handle_segv=0 and friends, so the fault reaches
-// the runtime's crash handler and supervisor instead of ASan's report-and-exit.
-std::string asan_options_letting_faults_through();
+// ASAN_OPTIONS and TSAN_OPTIONS for a child that must die by its own fatal signal (a plugin that
+// segfaults or aborts on purpose): the inherited options plus handle_segv=0 and friends, so the
+// fault reaches the runtime's crash handler and supervisor instead of the sanitizer's
+// report-and-exit (ASan and TSan both turn a SIGSEGV into exit status 1 or 66 otherwise).
+std::map<std::string, std::string> sanitizer_options_letting_faults_through();
+// The same, set in this process's environment for the children it starts (call before any
+// thread starts).
+void let_faults_through_sanitizers_in_children();
+
+// LSAN_OPTIONS for a child: the inherited options plus suppressions=`suppressions_file`.
+std::string lsan_options_with(const std::string& suppressions_file);
 
 // The whole of a /proc file, or nullopt when it cannot be read — the process (or thread) it
 // belongs to may end between listing /proc and reading the file: open then fails with ENOENT, or

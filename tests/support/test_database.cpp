@@ -54,12 +54,16 @@ TestDatabase::~TestDatabase() {
   }
 }
 
-pqxx::result TestDatabase::sql(const std::string& statement) const {
-  pqxx::connection c(url_);
+pqxx::result query(const std::string& url, const std::string& statement) {
+  pqxx::connection c(url);
   pqxx::work tx(c);
   auto r = tx.exec(statement);
   tx.commit();
   return r;
+}
+
+pqxx::result TestDatabase::sql(const std::string& statement) const {
+  return query(url_, statement);
 }
 
 TestLogins::~TestLogins() {

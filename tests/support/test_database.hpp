@@ -55,6 +55,14 @@ class TestLogins {
   std::vector<std::string> roles_;
 };
 
+// One statement in its own transaction on `url` (a new connection per call).
+pqxx::result query(const std::string& url, const std::string& statement);
+// First column of the first row of query(url, statement) as T.
+template <class T>
+T scalar(const std::string& url, const std::string& statement) {
+  return query(url, statement).at(0).at(0).as<T>();
+}
+
 // Replaces the database name of a postgresql:// URL.
 std::string with_database(const std::string& url, const std::string& db);
 

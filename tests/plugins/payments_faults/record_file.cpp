@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace payments {
+namespace payments_faults {
 
 RecordFile::RecordFile(const std::string& path) {
   if (path.empty()) return;
@@ -38,4 +38,4 @@ void sleep_ms(int64_t ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
-}  // namespace payments
+}  // namespace payments_faults

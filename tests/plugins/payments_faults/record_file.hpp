@@ -1,5 +1,5 @@
-// payments/record_file — test support shared by both handlers: an optional file that gets one
-// line "<group> <message id> <attempt> <outcome>\n" per call, written with a single write(2) on
+// payments_faults/record_file — test support shared by both handlers: an optional file that gets
+// one line "<group> <message id> <attempt> <outcome>\n" per call, written with a single write(2) on
 // an O_APPEND descriptor so several host processes can share one file; and simulated work.
 // Threading: RecordFile::append is safe from many threads (one write per line).
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace payments {
+namespace payments_faults {
 
 class RecordFile {
  public:
@@ -27,4 +27,4 @@ class RecordFile {
 
 void sleep_ms(int64_t ms);
 
-}  // namespace payments
+}  // namespace payments_faults

@@ -1,0 +1,38 @@
+#include "payments.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "test_database.hpp"
+#include "text.hpp"
+
+namespace sqlstreams::testing {
+
+void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t batch) {
+  for (int64_t lo = from; lo < from + n; lo += batch) {
+    const int64_t hi = std::min(from + n - 1, lo + batch - 1);
+    query(url, "SELECT sqlstreams.produce_batch('" + std::string(kPaymentsStream) +
+                   "', array_agg(jsonb_build_object('order_id', 'order-' || g, 'amount_cents', "
+                   "100 + g, 'currency', 'EUR') ORDER BY g)) FROM generate_series(" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + ") AS g");
+  }
+}
+
+Records read_records(const std::vector<std::string>& files) {
+  Records out;
+  for (const auto& f : files) {
+    const std::string content = read_file(f);
+    std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string group, outcome;
+      int64_t id = 0;
+      int attempt = 0;
+      if (fields >> group >> id >> attempt >> outcome) out[group][id]++;
+    }
+  }
+  return out;
+}
+
+}  // namespace sqlstreams::testing

@@ -1,0 +1,26 @@
+// tests/support/payments — the payments workload that the process-level suites (e2e, service)
+// drive through real hosts: producing payment requests on `payments.requested`, and reading the
+// record files of the test plugin payments_faults.so (tests/plugins/payments_faults: one line
+// "<group> <message id> <attempt> <outcome>" per handler call).
+// Threading: test thread only; each call opens its own connection.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sqlstreams::testing {
+
+inline constexpr const char* kPaymentsStream = "payments.requested";
+
+// Produces payments order-<from> .. order-<from + n - 1> (v1 payloads) with produce_batch, in
+// transactions of `batch` messages.
+void produce_payments(const std::string& url, int64_t n, int64_t from = 1, int64_t batch = 5000);
+
+// group -> message id -> number of handler calls, from record files (complete lines only: a
+// host killed mid-write leaves no half line counted).
+using Records = std::map<std::string, std::map<int64_t, int>>;
+Records read_records(const std::vector<std::string>& files);
+
+}  // namespace sqlstreams::testing
