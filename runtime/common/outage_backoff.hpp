@@ -16,6 +16,10 @@ namespace sqlstreams {
 
 class OutageBackoff {
  public:
+  // The longest wait of the consume loops between attempts while the database is away
+  // (DESIGN §12: back off to 5 s).
+  static constexpr std::chrono::milliseconds kMaxDelay{5000};
+
   struct Step {
     std::chrono::milliseconds delay;  // wait this long before the next attempt
     bool log_now;                     // the first failure of this outage: log it

@@ -14,7 +14,6 @@ namespace sqlstreams::consume {
 namespace {
 using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
-constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 }  // namespace
 
 void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
@@ -32,7 +31,7 @@ void GroupPipeline::claim_loop() {
   // While a pending observation waits for its proof, only transactions already in flight hold
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
   auto proof_wait = std::chrono::milliseconds(1);
-  OutageBackoff outage(g.poll_interval, kMaxErrorBackoff);
+  OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   auto next_reclaim_check = SteadyClock::now();
   auto next_state_check = SteadyClock::now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);

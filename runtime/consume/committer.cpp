@@ -17,7 +17,6 @@ namespace {
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
 constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
-constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
   if (f.status != store::ExceptionStatus::kDead) return;
@@ -56,7 +55,7 @@ template <class Op>
 Attempt with_retries(const PipelineOptions& o, GroupMetrics& m, const char* what,
                      Steady::time_point give_up, const std::atomic<int64_t>& stop_deadline_ns,
                      Op&& op) {
-  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
+  OutageBackoff outage(kFirstErrorBackoff, OutageBackoff::kMaxDelay);
   for (;;) {
     try {
       op();
@@ -122,7 +121,7 @@ void GroupPipeline::commit_loop() {
   const SteadyClock& clock = *options_.steady_clock;
   auto next_renew = clock.now() + renew_every;
   auto next_advance = Steady::now() + kAdvanceEvery;
-  OutageBackoff outage(kFirstErrorBackoff, kMaxErrorBackoff);
+  OutageBackoff outage(kFirstErrorBackoff, OutageBackoff::kMaxDelay);
   for (;;) {
     std::vector<std::shared_ptr<RangeWork>> batch;
     std::vector<store::RetryResult> retries;

@@ -17,7 +17,6 @@ namespace sqlstreams::consume {
 
 namespace {
 using SteadyClock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kMaxErrorBackoff{5000};
 constexpr size_t kMaxRetryCapacity = 1000;
 }  // namespace
 
@@ -36,7 +35,7 @@ void GroupPipeline::retry_loop() {
   const size_t capacity = retry_capacity();
   auto next_poll = SteadyClock::now();
   bool backlog = false;  // the last claim was full: more rows are probably due
-  OutageBackoff outage(g.poll_interval, kMaxErrorBackoff);
+  OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   // Suspects (rows whose host stopped while running them: maybe killed by that very message)
   // are claimed one at a time, only while no other retry of the group runs here, and each
   // result is committed before the next claim: a message that crashes hosts takes no innocent
