@@ -77,7 +77,7 @@ inline constexpr std::array<GroupCounterRow, kGroupCounters> kGroupCounterTable{
     {GroupCounter::kRangesClaimed, "sqlstreams_ranges_claimed_total",
      "ranges claimed (fence or reclaim)", MetricType::kCounter},
     {GroupCounter::kRangesFromCache, "sqlstreams_ranges_read_from_cache_total",
-     "claimed ranges whose messages came from the host's fan-out read cache, not a range read",
+     "claimed ranges whose messages came (all, or a prefix) from the host's fan-out read cache",
      MetricType::kCounter},
     {GroupCounter::kRangesCommitted, "sqlstreams_ranges_committed_total",
      "ranges resolved by a commit", MetricType::kCounter},

@@ -205,13 +205,45 @@ TEST_F(ReadCacheTest, NeverServesASpanWiderThanWhatWasRead) {
   std::vector<int64_t> seen;
   while (auto rb = b->claim(20)) {
     expect_fresh(*rb);
-    if (rb->from_cache) {
-      EXPECT_LE(rb->high, 10) << "served past what a read";
-    }
+    EXPECT_LE(rb->cached_high, 10) << "served past what a read";
     for (const auto& m : rb->messages) seen.push_back(m.id);
   }
   ASSERT_EQ(seen.size(), 20u);
   for (int64_t i = 0; i < 20; ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
+// A claim whose fence allows more than the cached prefix takes all of it in one claim: the
+// prefix from the cache, the rest read (and kept for the groups behind). Before, it took only
+// the prefix and needed a second claim cycle for the rest — under load, one more claim
+// transaction per group and one more cycle of pickup latency.
+TEST_F(ReadCacheTest, AClaimTakesTheCachedPrefixAndReadsTheRest) {
+  produce(20);
+  auto cache = std::make_shared<ReadCache>(64 << 20);
+  auto a = claimer(0, cache);
+  auto b = claimer(1, cache);
+  auto c = claimer(2, cache);  // behind: keeps every span
+  auto ra = a->claim(10);
+  ASSERT_TRUE(ra.has_value());
+  EXPECT_EQ(ra->high, 10);
+  auto rb = b->claim(100);
+  ASSERT_TRUE(rb.has_value());
+  EXPECT_TRUE(rb->from_cache);
+  EXPECT_EQ(rb->low, 0);
+  EXPECT_EQ(rb->cached_high, 10);
+  EXPECT_EQ(rb->high, 20) << "the fence allowed (0, 20]: one claim takes it";
+  expect_fresh(*rb);
+  EXPECT_EQ(cache->spans(), (std::vector<std::pair<int64_t, int64_t>>{{0, 10}, {10, 20}}));
+  auto rc = c->claim(100);
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_TRUE(rc->from_cache);
+  EXPECT_EQ(rc->cached_high, 20) << "both reads chain from 0";
+  EXPECT_EQ(rc->high, 20);
+  expect_fresh(*rc);
+  auto ra2 = a->claim(100);
+  ASSERT_TRUE(ra2.has_value());
+  EXPECT_EQ(ra2->low, 10);
+  EXPECT_EQ(ra2->cached_high, 20) << "b's read of the rest served a";
+  expect_fresh(*ra2);
 }
 
 // A range the cache covers only in part, but not from its start, is read in full.
@@ -260,7 +292,10 @@ TEST_F(ReadCacheTest, AnUnprovenSpanNeverLandsInTheCache) {
   bool first = true;
   while (auto rb = b->claim(100)) {
     expect_fresh(*rb);
-    EXPECT_EQ(rb->from_cache, first) << "(0, 5] from the cache, then a read";
+    EXPECT_EQ(rb->from_cache, first) << "(0, 5] from the cache, the rest read";
+    if (first) {
+      EXPECT_EQ(rb->cached_high, 5);
+    }
     first = false;
     for (const auto& m : rb->messages) seen.push_back(m.id);
   }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
@@ -100,13 +101,12 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     const std::optional<std::string>& new_pending_xid = plan.pending_xid;
     int64_t new_claimed = plan.claimed;
     // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step 4):
-    // take just that prefix. A claim may always take fewer ids than the fence allows.
+    // take that prefix from it and read only the rest.
     std::optional<CachedSpan> hit;
     if (cache && new_claimed > claimed) {
       hit = cache->lookup(claimed, new_claimed);
       // Never past what the fence allows, whatever the cache answers.
       if (hit && (hit->high <= claimed || hit->high > new_claimed)) hit.reset();
-      if (hit) new_claimed = hit->high;
     }
 
     ClaimResult result;
@@ -128,14 +128,23 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       range.low = claimed;
       range.high = new_claimed;
       range.deadline = deadline;
+      range.cached_high = claimed;
       if (hit) {
         range.messages = std::move(hit->messages);
         range.from_cache = true;
-      } else {
+        range.cached_high = hit->high;
+      }
+      if (range.cached_high < new_claimed) {
         // A later statement than the proof: its snapshot is no older than the proof.
-        range.messages = read_range(tx, conn, read_range_, claimed, new_claimed);
+        auto read = read_range(tx, conn, read_range_, range.cached_high, new_claimed);
         // new_claimed <= proven: the read is final and may serve the other groups.
-        if (cache && !unproven) cache->fill(claimed, new_claimed, range.messages);
+        if (cache && !unproven) cache->fill(range.cached_high, new_claimed, read);
+        if (range.messages.empty()) {
+          range.messages = std::move(read);
+        } else {
+          range.messages.insert(range.messages.end(), std::make_move_iterator(read.begin()),
+                                std::make_move_iterator(read.end()));
+        }
       }
       result.range = std::move(range);
     }
@@ -185,9 +194,11 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
     }
     std::optional<CachedSpan> hit;
     if (cache && range.high > range.low) hit = cache->lookup(range.low, range.high);
+    range.cached_high = range.low;
     if (hit && hit->high == range.high) {
       range.messages = std::move(hit->messages);
       range.from_cache = true;
+      range.cached_high = range.high;
     } else {
       range.messages = read_range(tx, conn, read_range_, range.low, range.high);
     }

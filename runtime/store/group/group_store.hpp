@@ -52,7 +52,10 @@ struct ClaimedRange {
   // database's expiry (database now + lease_ttl), so never later than it.
   SteadyTime deadline{};
   std::vector<StoredMessage> messages;
-  bool from_cache = false;  // the messages came from a RangeCache, not from a range read
+  // The messages of (low, cached_high] came from a RangeCache (from_cache), the rest from a
+  // range read; cached_high == low when nothing came from the cache.
+  bool from_cache = false;
+  int64_t cached_high = 0;
 };
 
 struct ClaimResult {
