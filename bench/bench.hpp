@@ -17,8 +17,11 @@
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +45,7 @@ struct Tuning {
   int32_t batch_size = 500;
   int32_t concurrency = 4;
   int32_t queue_ranges = 4;
+  std::function<void(const ss::consume::ClaimTiming&)> on_claim;  // diagnostics (pickup_load)
 };
 
 struct Options {
@@ -111,7 +115,12 @@ class StampHandler final : public ss::plugin_host::HandlerInstance {
   std::vector<std::pair<int64_t, int64_t>> seen_;
 };
 
+// CPU seconds: of one process (utime + stime), and of the whole machine (all cores, not idle).
+double cpu_seconds(pid_t pid);
+double machine_busy_seconds();
+
 int64_t steady_ns();
+int64_t steady_ns_of(Clock::time_point t);
 
 // Pickup latencies of paced messages: `sent` (id, steady ns when the commit was acknowledged)
 // matched with a StampHandler's (id, steady ns of the handler call), for the messages sent at

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <unordered_map>
 
 #include "bench.hpp"
@@ -17,9 +20,34 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
+double cpu_seconds(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(text.substr(text.rfind(')') + 2));
+  std::string field;
+  long ticks = 0;
+  for (int i = 3; rest >> field && i <= 15; ++i) {
+    if (i == 14 || i == 15) ticks += std::stol(field);
+  }
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  in >> cpu;  // "cpu": the sum over all cores
+  long ticks = 0;
+  long value = 0;
+  for (int i = 0; i < 8 && in >> value; ++i) {
+    if (i != 3 && i != 4) ticks += value;  // everything but idle and iowait
+  }
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int64_t steady_ns() { return steady_ns_of(Clock::now()); }
+
+int64_t steady_ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 std::string grouped(double value) {
@@ -94,6 +122,7 @@ std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
   po.run_advancer = true;  // the cursor advances without the maintenance fleet
   po.holder = fmt::format("bench:{}", ::getpid());
   po.read_cache = std::move(cache);
+  po.on_claim = t.on_claim;
   return std::make_unique<ss::consume::GroupPipeline>(std::move(po), std::move(handler));
 }
 

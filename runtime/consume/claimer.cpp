@@ -34,6 +34,8 @@ void GroupPipeline::claim_loop() {
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   auto next_reclaim_check = SteadyClock::now();
   auto next_state_check = SteadyClock::now();
+  ClaimTiming timing;  // this cycle's, for options_.on_claim
+  timing.cycle_began = SteadyClock::now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
@@ -49,6 +51,7 @@ void GroupPipeline::claim_loop() {
   };
   for (;;) {
     {
+      const auto waited_from = SteadyClock::now();
       MutexLock lock(mu_);
       // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
@@ -56,6 +59,7 @@ void GroupPipeline::claim_loop() {
         return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
       });
       if (stop_claiming_) break;
+      timing.backpressure += SteadyClock::now() - waited_from;
     }
     if (SteadyClock::now() >= next_state_check) {
       next_state_check = SteadyClock::now() + g.poll_interval;
@@ -91,28 +95,48 @@ void GroupPipeline::claim_loop() {
                      options_.ref.name);
       }
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
+        const auto slept_from = SteadyClock::now();
         sleep_idle(proof_wait);  // read-only while the pending pair is unproven
+        timing.proof_sleep += SteadyClock::now() - slept_from;
+        ++timing.unproven;
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
         continue;
       }
       if (!obs.worth_claiming()) {
         // Caught up: no xid, no write. Back off the polling.
+        const auto idle_from = SteadyClock::now();
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
           sleep_idle(idle);
         }
         idle = std::min(idle * 2, g.max_poll_interval);
+        timing = ClaimTiming{};
+        timing.cycle_began = SteadyClock::now();
+        timing.idle_began = idle_from;
         continue;
       }
+      timing.claim_began = SteadyClock::now();
       auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);
+        if (options_.on_claim) {
+          timing.claim_ended = SteadyClock::now();
+          timing.low = res.range->low;
+          timing.high = res.range->high;
+          timing.from_cache = res.range->from_cache;
+          options_.on_claim(timing);
+        }
         enqueue(std::move(*res.range));
+        timing = ClaimTiming{};
+        timing.cycle_began = SteadyClock::now();
         continue;  // more may be claimable right away
       }
+      const auto slept_from = SteadyClock::now();
+      ++timing.unproven;
       sleep_idle(proof_wait);  // an unproven observation waits for older producers
+      timing.proof_sleep += SteadyClock::now() - slept_from;
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
       if (failed(e)) break;

@@ -52,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -73,6 +74,24 @@
 
 namespace sqlstreams::consume {
 
+// Where one claim cycle's time went (diagnostics: the bench's pickup breakdown). A cycle starts
+// when the claimer wakes from an idle wait or has just taken the previous range, and ends with
+// the claim that took the range (low, high]; steady-clock times.
+struct ClaimTiming {
+  int64_t low = 0;
+  int64_t high = 0;
+  std::chrono::steady_clock::time_point cycle_began;
+  // When the wait for work (NOTIFY or poll) that began the cycle began; unset when the cycle
+  // began right after the previous claim.
+  std::optional<std::chrono::steady_clock::time_point> idle_began;
+  std::chrono::steady_clock::time_point claim_began;   // the claim call (its await_read included)
+  std::chrono::steady_clock::time_point claim_ended;   // committed, before the hand-off to workers
+  std::chrono::steady_clock::duration backpressure{};  // waiting for a free queue_ranges slot
+  std::chrono::steady_clock::duration proof_sleep{};   // sleeping for an unproven observation
+  int unproven = 0;                                    // unproven observations and empty claims
+  bool from_cache = false;
+};
+
 struct PipelineOptions {
   config::GroupConfig group;
   store::SessionOptions session;
@@ -89,6 +108,9 @@ struct PipelineOptions {
   // Shared by the groups of one stream on this host (ReadCaches::for_stream); null = every claim
   // reads its range itself.
   std::shared_ptr<ReadCache> read_cache;
+  // Diagnostics: called on the claim thread after each claim that took a fresh range (not a
+  // reclaim). Null (the host): nothing is measured.
+  std::function<void(const ClaimTiming&)> on_claim;
 };
 
 class GroupPipeline {

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "consume/lease_timing.hpp"
 #include "stream_fixture.hpp"
@@ -160,6 +161,41 @@ TEST_F(GroupPipelineTest, TwoPipelinesShareOneGroupWithoutDuplicates) {
   EXPECT_EQ(rec->total(), 2000);
   EXPECT_GT(a->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 0u);
   EXPECT_GT(b->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 0u);
+}
+
+// The diagnostics hook (the bench's pickup breakdown): one ClaimTiming per fresh range, the
+// ranges chaining from 0 to the head, each cycle's times in order.
+TEST_F(GroupPipelineTest, ReportsEveryClaimedRangeWithItsTimes) {
+  produce(450);
+  std::mutex mu;
+  std::vector<ClaimTiming> seen;
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.batch_size = 100;
+  o.on_claim = [&](const ClaimTiming& t) {
+    std::lock_guard l(mu);
+    seen.push_back(t);
+  };
+  auto rec = std::make_shared<Recorder>();
+  GroupPipeline p(o, std::make_unique<RecordingHandler>(rec));
+  p.start();
+  ASSERT_TRUE(wait_resolved(450, 60s));
+  p.stop(std::chrono::steady_clock::now() + 5s);
+  std::lock_guard l(mu);
+  ASSERT_EQ(seen.size(), p.metrics().get(GroupCounter::kRangesClaimed));
+  int64_t at = 0;
+  for (const auto& t : seen) {
+    EXPECT_EQ(t.low, at) << "ranges chain in claim order";
+    EXPECT_GT(t.high, t.low);
+    EXPECT_LE(t.high - t.low, 100);
+    EXPECT_LE(t.cycle_began, t.claim_began);
+    EXPECT_LE(t.claim_began, t.claim_ended);
+    if (t.idle_began) {
+      EXPECT_LE(*t.idle_began, t.cycle_began);
+    }
+    EXPECT_FALSE(t.from_cache);
+    at = t.high;
+  }
+  EXPECT_EQ(at, 450);
 }
 
 TEST_F(GroupPipelineTest, DrainHandsBackUnstartedWorkAndTheNextHostFinishesIt) {
