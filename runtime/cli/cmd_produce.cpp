@@ -148,9 +148,15 @@ int produce(const ProduceFlags& f) {
   };
   try {
     producer.produce_batch(f.stream, messages, options);
-  } catch (...) {
+  } catch (const store::StoreError& e) {
     if (tty) std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "nothing was produced (one transaction)\n");
+    if (e.kind() == store::StoreError::Kind::kInDoubt) {
+      std::fprintf(stderr,
+                   "the connection was lost while the batch committed: it may or may not have "
+                   "been produced (all or nothing); look before sending it again\n");
+    } else {
+      std::fprintf(stderr, "nothing was produced (one transaction)\n");
+    }
     throw;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -1,5 +1,8 @@
 // Produce: ids ascend, rollback leaves nothing, batches are all-or-nothing, Rule 1 holds on
 // every path that draws ids, bad input is rejected clearly, missing partitions heal.
+#include <optional>
+#include <thread>
+
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -87,6 +90,86 @@ TEST_F(ProduceTest, RuleOneEveryIdDrawOwnsAnXidFirst) {
             "sqlstreams.next_id_1()");
   // Producers need EXECUTE on the functions only.
   EXPECT_TRUE(db_.scalar<bool>("SELECT prosecdef FROM pg_proc WHERE proname = 'produce'"));
+}
+
+// Rule 1 on the producer's own paths, checked where it matters: a BEFORE INSERT trigger sees
+// each row after its id was drawn, and refuses it when the transaction had no xid yet. The
+// whole batch in one autocommit statement (the xid taken by the statement's CASE), several
+// chunks in one transaction, a single message, and a notify stream (its hint sent in the same
+// statement) all pass it; a plain INSERT drawing nextval() itself is refused (the check works).
+TEST_F(ProduceTest, RuleOneHoldsOnEveryProducerPathStatementByStatement) {
+  db_.sql(
+      "CREATE FUNCTION pg_temp_rule_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "IF pg_current_xact_id_if_assigned() IS NULL THEN RAISE EXCEPTION 'id % drawn before "
+      "the xid', NEW.id; END IF; RETURN NEW; END $$");
+  db_.sql(
+      "CREATE TRIGGER rule_one BEFORE INSERT ON sqlstreams.messages_1 FOR EACH ROW EXECUTE "
+      "FUNCTION pg_temp_rule_one()");
+  store::Producer p(*session_);
+  std::vector<store::NewMessage> batch;
+  for (int i = 0; i < 40; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});
+  EXPECT_EQ(p.produce_batch("payments.requested", batch).size(), 40u);
+  store::Producer::BatchOptions chunks;
+  chunks.chunk = 7;
+  EXPECT_EQ(p.produce_batch("payments.requested", batch, chunks).size(), 40u);
+  // nextval() takes an xid itself when it WAL-logs the sequence (every 32 values): single
+  // messages in a row, so that some draw does not.
+  for (int i = 0; i < 3; ++i) EXPECT_GT(p.produce("payments.requested", {R"({"one":1})"}), 0);
+  batch[3].payload = "[1]";  // the checked variant
+  EXPECT_THROW(p.produce_batch("payments.requested", batch), store::StoreError);
+  batch[3].payload = R"({"n":3})";
+  EXPECT_EQ(count_messages(db_), 83);
+  EXPECT_THROW(db_.sql("INSERT INTO sqlstreams.messages_1 (id, payload) SELECT "
+                       "nextval('sqlstreams.messages_1_id_seq'), '{}'::jsonb"),
+               std::exception)
+      << "the trigger must refuse an id drawn before the xid";
+  store::StreamSpec spec;
+  spec.name = "payments.requested";
+  spec.partition_size = 1000;
+  spec.notify = true;
+  store::declare_stream(*session_, spec);
+  store::Producer notifying(*session_);
+  EXPECT_EQ(notifying.produce_batch("payments.requested", batch).size(), 40u);
+  EXPECT_EQ(count_messages(db_), 123);
+}
+
+// A batch in one autocommit statement whose connection dies while it runs may have committed:
+// the producer says "in doubt" (kInDoubt), never "not stored".
+TEST_F(ProduceTest, AConnectionLostDuringTheStatementIsInDoubt) {
+  db_.sql(
+      "CREATE FUNCTION pg_temp_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "PERFORM pg_advisory_xact_lock_shared(4242); RETURN NEW; END $$");
+  db_.sql(
+      "CREATE TRIGGER hold BEFORE INSERT ON sqlstreams.messages_1 FOR EACH ROW EXECUTE "
+      "FUNCTION pg_temp_hold()");
+  pqxx::connection holder(db_.url());
+  pqxx::work lock(holder);
+  lock.exec("SELECT pg_advisory_xact_lock(4242)");
+  std::optional<store::StoreError::Kind> kind;
+  std::thread producing([&] {
+    auto s = session();
+    store::Producer p(*s);
+    try {
+      p.produce("payments.requested", {R"({"a":1})"});
+    } catch (const store::StoreError& e) {
+      kind = e.kind();
+    }
+  });
+  bool waiting = false;
+  for (int i = 0; i < 1000 && !waiting; ++i) {
+    waiting = db_.scalar<int64_t>(
+                  "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                  "'Lock' AND wait_event = 'advisory'") == 1;
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(waiting) << "the INSERT never waited in the trigger";
+  db_.sql(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = "
+      "'Lock' AND wait_event = 'advisory'");
+  producing.join();
+  lock.abort();
+  ASSERT_TRUE(kind.has_value()) << "the lost connection was not reported";
+  EXPECT_EQ(*kind, store::StoreError::Kind::kInDoubt);
 }
 
 TEST_F(ProduceTest, BadInputGetsClearErrors) {

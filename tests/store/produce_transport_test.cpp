@@ -93,13 +93,16 @@ TEST_F(ProduceTransportTest, PreparedStatementsAreRepreparedAfterALostConnection
   ASSERT_EQ(p.produce_batch("payments.requested", plain).size(), 3u);
   ASSERT_EQ(p.produce_batch("payments.requested", keyed).size(), 3u);
   ASSERT_EQ(p.stored_sizes({R"({"a":1})"}), std::vector<int64_t>{8});
-  // Every session of this database but ours: the producer's backend goes away.
+  // Every session of this database but ours: the producer's backend goes away (and is gone
+  // before the next call: pg_terminate_backend only signals it).
   db_.sql(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+      "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = "
       "current_database() AND pid <> pg_backend_pid()");
   try {
     p.produce_batch("payments.requested", plain);
+    ADD_FAILURE() << "produced on a connection whose backend is gone";
   } catch (const store::StoreError& e) {
+    // Found before the statement was sent: nothing can have been stored.
     EXPECT_EQ(e.kind(), store::StoreError::Kind::kConnection) << e.what();
   }
   // The next calls run on a new connection, which has none of the old statements.

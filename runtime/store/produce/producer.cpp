@@ -166,21 +166,37 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
   }
 }
 
-size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
-                                bool any_key, bool check) {
-  const size_t variant = (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
+size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool single,
+                                bool any_version, bool any_key, bool check) {
+  const size_t variant =
+      (single ? 8 : 0) + (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
   std::string& sql = st.insert[variant].sql;
   if (sql.empty()) {
     const StreamTables tables(schema_sql, st.ref.id);
+    // A single statement (the whole batch, run in autocommit) keeps Rule 1 by itself: the CASE
+    // takes the statement's xid (pg_current_xact_id(), volatile, evaluated for every row before
+    // its nextval()) before the first id is drawn, and sends the stream's NOTIFY hint once (an
+    // InitPlan) in the same transaction. Otherwise the transaction took its xid beforehand.
+    const std::string notify_param = fmt::format("${}", check ? 6 : 4);
+    const std::string draw =
+        single ? fmt::format(
+                     "nextval(CASE WHEN pg_current_xact_id() IS NOT NULL{} THEN "
+                     "'{}'::regclass END)",
+                     st.ref.notify ? fmt::format(" AND (SELECT true FROM pg_notify({}::text, "
+                                                 "''))",
+                                                 notify_param)
+                                   : std::string(),
+                     tables.id_seq)
+               : fmt::format("nextval('{}')", tables.id_seq);
     // Items are numbered within the whole batch ($4 = offset). The size is measured as the SQL
     // functions measure it (octet_length(payload::text)), so every producer agrees. The
     // variant without checks is used only for a chunk whose payloads provably pass them
     // (needs_no_check): objects that fit max_payload_bytes once stored.
     sql = fmt::format(
         "INSERT INTO {0} (id, schema_version, message_key, payload) "
-        "SELECT nextval('{1}'), {2}, {3}, e.p FROM "
+        "SELECT {1}, {2}, {3}, e.p FROM "
         "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
-        tables.messages, tables.id_seq,
+        tables.messages, draw,
         any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
         any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
         check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
@@ -190,7 +206,10 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
                             "$5::integer) ELSE true END) ",
                             schema_sql)
               : std::string());
-    st.insert[variant].name = fmt::format("{}_{}", prepared_name(kProduce, st.ref.id), variant);
+    // The notify flag is in the name: a Producer made after the stream's notify setting changed
+    // builds a different text, and the connection may still hold the old one under its name.
+    st.insert[variant].name = fmt::format("{}_{}{}", prepared_name(kProduce, st.ref.id), variant,
+                                          single && st.ref.notify ? "_notify" : "");
   }
   return variant;
 }
@@ -232,49 +251,81 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
                                             const std::vector<NewMessage>& messages,
                                             const BatchOptions& options) {
   const size_t chunk = options.chunk == 0 ? messages.size() : options.chunk;
+  // The whole batch in one INSERT runs alone in autocommit: one round trip, Rule 1 kept by the
+  // statement itself (insert_variant). Several chunks share one transaction that owns its xid
+  // (and sends the NOTIFY hint) first.
+  const bool single = messages.size() <= chunk;
+  const std::string channel = StreamTables(session_.schema_sql(), st.ref.id).channel();
+  std::vector<std::string_view> payloads;
+  std::vector<int64_t> versions;
+  std::vector<std::optional<std::string>> keys;
+  auto insert_chunk = [&](pqxx::transaction_base& tx, pqxx::connection_base& conn, size_t begin,
+                          size_t end, std::vector<int64_t>& out) {
+    payloads.clear();
+    versions.clear();
+    keys.clear();
+    bool any_key = false, any_version = false, check = false;
+    for (size_t i = begin; i < end; ++i) {
+      check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
+      payloads.emplace_back(messages[i].payload);
+      versions.push_back(messages[i].schema_version);
+      keys.push_back(messages[i].key);
+      any_key |= messages[i].key.has_value();
+      any_version |= messages[i].schema_version != 1;
+    }
+    const std::string array = jsonb_binary_array(payloads);
+    // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
+    const size_t v = insert_variant(session_.schema_sql(), st, single, any_version, any_key, check);
+    const pqxx::binarystring bytes(array.data(), array.size());
+    const std::string versions_param = any_version ? int_array(versions) : "{}";
+    const std::string keys_param = any_key ? text_array(keys) : "{}";
+    const auto offset = static_cast<int64_t>(begin);
+    const bool notify = single && st.ref.notify;
+    pqxx::result r;
+    if (check && notify) {
+      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                        st.ref.max_payload_bytes, channel);
+    } else if (check) {
+      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                        st.ref.max_payload_bytes);
+    } else if (notify) {
+      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, channel);
+    } else {
+      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
+    }
+    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    if (options.progress) options.progress(out.size());
+  };
   auto ids = guarded(session_, "produce", [&] {
     auto& conn = connection_of(session_);
+    std::vector<int64_t> out;
+    out.reserve(messages.size());
+    if (single) {
+      // A connection whose backend already went (a restart, a terminated idle session) fails
+      // here, before anything is sent: "not stored" (kConnection), not "in doubt".
+      conn.get_notifs();
+      pqxx::nontransaction tx(conn);
+      try {
+        insert_chunk(tx, conn, 0, messages.size(), out);
+      } catch (const pqxx::broken_connection& e) {
+        // The statement was its own transaction: it may have committed before the connection
+        // went. Say so, as a lost COMMIT does (StoreError kInDoubt), never "not stored".
+        throw pqxx::in_doubt_error(e.what());
+      }
+      return out;
+    }
     pqxx::work tx(conn);
     // Rule 1: own an xid before drawing any id.
     if (st.ref.notify) {
       static const Statement kNotify{prepared_name(kOwnXidNotify),
                                      "SELECT pg_current_xact_id(), pg_notify($1, '')"};
-      exec_prepared(tx, conn, kNotify, StreamTables(session_.schema_sql(), st.ref.id).channel());
+      exec_prepared(tx, conn, kNotify, channel);
     } else {
       static const Statement kXid{prepared_name(kOwnXid), "SELECT pg_current_xact_id()"};
       exec_prepared(tx, conn, kXid);
     }
-    std::vector<int64_t> out;
-    out.reserve(messages.size());
-    std::vector<std::string_view> payloads;
-    std::vector<int64_t> versions;
-    std::vector<std::optional<std::string>> keys;
     for (size_t begin = 0; begin < messages.size(); begin += chunk) {
-      const size_t end = std::min(messages.size(), begin + chunk);
-      payloads.clear();
-      versions.clear();
-      keys.clear();
-      bool any_key = false, any_version = false, check = false;
-      for (size_t i = begin; i < end; ++i) {
-        check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
-        payloads.emplace_back(messages[i].payload);
-        versions.push_back(messages[i].schema_version);
-        keys.push_back(messages[i].key);
-        any_key |= messages[i].key.has_value();
-        any_version |= messages[i].schema_version != 1;
-      }
-      const std::string array = jsonb_binary_array(payloads);
-      // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
-      const size_t v = insert_variant(session_.schema_sql(), st, any_version, any_key, check);
-      const pqxx::binarystring bytes(array.data(), array.size());
-      const std::string versions_param = any_version ? int_array(versions) : "{}";
-      const std::string keys_param = any_key ? text_array(keys) : "{}";
-      pqxx::result r =
-          check ? exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param,
-                                static_cast<int64_t>(begin), st.ref.max_payload_bytes)
-                : exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
-      for (const auto& row : r) out.push_back(row[0].as<int64_t>());
-      if (options.progress) options.progress(out.size());
+      insert_chunk(tx, conn, begin, std::min(messages.size(), begin + chunk), out);
     }
     tx.commit();
     return out;

@@ -52,8 +52,10 @@ class Producer {
   int64_t produce(const std::string& stream, const NewMessage& message);
 
   struct BatchOptions {
-    size_t chunk = 0;  // messages per INSERT statement (0: one statement), one transaction
-    std::function<void(size_t inserted)> progress;  // after each statement, before the commit
+    // Messages per INSERT statement (0: one statement). One statement runs alone in autocommit;
+    // several share one transaction.
+    size_t chunk = 0;
+    std::function<void(size_t inserted)> progress;  // after each statement
   };
   // Returns the ids in input order; nothing is written when it throws (one transaction).
   std::vector<int64_t> produce_batch(const std::string& stream,
@@ -84,17 +86,17 @@ class Producer {
   struct StreamState {
     StreamRef ref;
     int64_t partitions_upto = 0;
-    // The prepared INSERT per variant (payloads checked in SQL, schema_version column sent,
-    // message_key column sent).
-    std::array<Statement, 8> insert;
+    // The prepared INSERT per variant (one statement in autocommit, payloads checked in SQL,
+    // schema_version column sent, message_key column sent).
+    std::array<Statement, 16> insert;
   };
   StreamState& stream_state(const std::string& stream);
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
                                     const BatchOptions& options);
 
   // Builds (once) the INSERT of a variant; returns its index in `insert`.
-  static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool any_version,
-                               bool any_key, bool check);
+  static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool single,
+                               bool any_version, bool any_key, bool check);
   // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
   std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
 
