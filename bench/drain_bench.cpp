@@ -118,12 +118,13 @@ std::vector<Row> run_drain(Db& db, const Options& o) {
       "{} × 100 B backlog; batch_size {}, concurrency {}, queue_ranges {}",
       grouped(static_cast<double>(o.backlog)), t.batch_size, t.concurrency, t.queue_ranges);
   std::string raw_text = rate(raw) + fmt::format(" SKIP LOCKED, {} workers × 100", kRawWorkers);
-  std::vector<Row> rows{Row{"2 drain", what + " — until cursor `committed` = head", rate(rt_cursor),
-                            raw_text, fmt_ratio(rt_cursor / raw),
-                            fmt::format("≥ 3×: {}", rt_cursor >= 3 * raw ? "MET" : "MISSED")},
-                        Row{"2 drain", "same run — until all handled + range commits done",
-                            rate(rt_handled), raw_text, fmt_ratio(rt_handled / raw),
-                            fmt::format("≥ 3×: {}", rt_handled >= 3 * raw ? "MET" : "MISSED")}};
+  std::vector<Row> rows{
+      Row{"2 drain", what + " — until cursor `committed` = head", rate(rt_cursor), raw_text,
+          fmt_ratio(rt_cursor / raw),
+          fmt::format("≥ 4× (issue 14): {}", rt_cursor >= 4 * raw ? "MET" : "MISSED")},
+      Row{"2 drain", "same run — until all handled + range commits done", rate(rt_handled),
+          raw_text, fmt_ratio(rt_handled / raw),
+          fmt::format("≥ 3×: {}", rt_handled >= 3 * raw ? "MET" : "MISSED")}};
   auto retry_rows = run_retry_backlog(db, o, s, raw);
   rows.insert(rows.end(), retry_rows.begin(), retry_rows.end());
   return rows;

@@ -82,7 +82,10 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
     rows.push_back(
         Row{"1 produce",
             fmt::format("{} payload, batches of {}", bytes == 100 ? "100 B" : "1 KB", kBatch),
-            rate(rt), rate(rw) + " multi-row INSERT", fmt_ratio(rt / rw), ""});
+            rate(rt), rate(rw) + " multi-row INSERT", fmt_ratio(rt / rw),
+            // Issue 14's goal is for 100 B payloads; 1 KB is shown for scale.
+            bytes == 100 ? fmt::format("≥ 0.95× (issue 14): {}", rt >= 0.95 * rw ? "MET" : "MISSED")
+                         : ""});
   }
   return rows;
 }
