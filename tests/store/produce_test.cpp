@@ -129,6 +129,11 @@ TEST_F(ProduceTest, RuleOneHoldsOnEveryProducerPathStatementByStatement) {
   store::Producer notifying(*session_);
   EXPECT_EQ(notifying.produce_batch("payments.requested", batch).size(), 40u);
   EXPECT_EQ(count_messages(db_), 123);
+  // The checked variant of a notify stream (its channel is the 6th parameter): an exponent
+  // makes the database measure the payload.
+  batch[5].payload = R"({"n":1e2})";
+  EXPECT_EQ(notifying.produce_batch("payments.requested", batch).size(), 40u);
+  EXPECT_EQ(count_messages(db_), 163);
 }
 
 // A batch in one autocommit statement whose connection dies while it commits has committed (or
