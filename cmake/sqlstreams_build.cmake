@@ -50,3 +50,9 @@ function(sqlstreams_apply_warnings)
     endif()
   endforeach()
 endfunction()
+
+# Unity builds (presets asan and tsan, hence CI): the sources of a target are compiled in
+# batches of SQLSTREAMS_UNITY_BATCH, so the heavy headers (libpqxx, spdlog, nlohmann, Boost)
+# are parsed once a batch, not once a file. runtime/ turns it on for its libraries.
+option(SQLSTREAMS_UNITY_BUILD "Compile the runtime libraries as unity batches" OFF)
+set(SQLSTREAMS_UNITY_BATCH 8 CACHE STRING "source files per unity batch")

@@ -5,6 +5,8 @@ set -euo pipefail
 
 PACKAGES=(
   cmake g++ make pkg-config ca-certificates
+  # the build: Ninja, and ccache as the compiler launcher of every preset (CMakePresets.json)
+  ninja-build ccache
   # scripts/format.sh --check and scripts/thread_safety.sh (clang -Wthread-safety), both run by
   # scripts/test.sh
   clang-format clang

@@ -29,8 +29,12 @@ def annotated(path):  # does this file include common/mutex.hpp, directly or thr
         seen[path] = any(inc == "common/mutex.hpp" or annotated(os.path.join(root, inc))
                          for inc in include.findall(text))
     return seen[path]
-for e in entries:
-    if not e["file"].startswith(root) or not annotated(e["file"]):
+def sources(e):  # a unity batch (SQLSTREAMS_UNITY_BUILD) stands for the sources it includes
+    if "/Unity/unity_" not in e["file"]:
+        return [e["file"]]
+    return include.findall(open(e["file"], encoding="utf-8").read())
+for e, file in ((e, f) for e in entries for f in sources(e)):
+    if not file.startswith(root) or not annotated(file):
         continue
     args = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
     out, skip = ["clang++"], False
@@ -42,7 +46,7 @@ for e in entries:
         elif a != "-c" and a != e["file"] and not a.startswith("-fsanitize"):
             out.append(a)
     out += ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety",
-            e["file"]]
+            file]
     print(shlex.join(out))
 PY
 )

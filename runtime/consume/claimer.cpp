@@ -12,7 +12,7 @@
 namespace sqlstreams::consume {
 
 namespace {
-using SteadyClock = std::chrono::steady_clock;
+using Monotonic = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
 }  // namespace
 
@@ -32,10 +32,10 @@ void GroupPipeline::claim_loop() {
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
   auto proof_wait = std::chrono::milliseconds(1);
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
-  auto next_reclaim_check = SteadyClock::now();
-  auto next_state_check = SteadyClock::now();
+  auto next_reclaim_check = Monotonic::now();
+  auto next_state_check = Monotonic::now();
   ClaimTiming timing;  // this cycle's, for options_.on_claim
-  timing.cycle_began = SteadyClock::now();
+  timing.cycle_began = Monotonic::now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
@@ -51,7 +51,7 @@ void GroupPipeline::claim_loop() {
   };
   for (;;) {
     {
-      const auto waited_from = SteadyClock::now();
+      const auto waited_from = Monotonic::now();
       MutexLock lock(mu_);
       // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
@@ -59,10 +59,10 @@ void GroupPipeline::claim_loop() {
         return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
       });
       if (stop_claiming_) break;
-      timing.backpressure += SteadyClock::now() - waited_from;
+      timing.backpressure += Monotonic::now() - waited_from;
     }
-    if (SteadyClock::now() >= next_state_check) {
-      next_state_check = SteadyClock::now() + g.poll_interval;
+    if (Monotonic::now() >= next_state_check) {
+      next_state_check = Monotonic::now() + g.poll_interval;
       try {
         if (!follow_group_state(store.state())) break;  // dropped
       } catch (const store::StoreError& e) {
@@ -71,7 +71,7 @@ void GroupPipeline::claim_loop() {
       continue;
     }
     try {
-      if (SteadyClock::now() >= next_reclaim_check) {
+      if (Monotonic::now() >= next_reclaim_check) {
         auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims, cache.get());
         if (r.quarantined) {
           metrics_.add(GroupCounter::kRangesQuarantined);
@@ -86,7 +86,7 @@ void GroupPipeline::claim_loop() {
                        r.range->reclaims);
           enqueue(std::move(*r.range));
         }
-        if (!r.found) next_reclaim_check = SteadyClock::now() + kReclaimCheckEvery;
+        if (!r.found) next_reclaim_check = Monotonic::now() + kReclaimCheckEvery;
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
       }
       auto obs = store.observe();
@@ -95,16 +95,16 @@ void GroupPipeline::claim_loop() {
                      options_.ref.name);
       }
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
-        const auto slept_from = SteadyClock::now();
+        const auto slept_from = Monotonic::now();
         sleep_idle(proof_wait);  // read-only while the pending pair is unproven
-        timing.proof_sleep += SteadyClock::now() - slept_from;
+        timing.proof_sleep += Monotonic::now() - slept_from;
         ++timing.unproven;
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
         continue;
       }
       if (!obs.worth_claiming()) {
         // Caught up: no xid, no write. Back off the polling.
-        const auto idle_from = SteadyClock::now();
+        const auto idle_from = Monotonic::now();
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
@@ -112,17 +112,17 @@ void GroupPipeline::claim_loop() {
         }
         idle = std::min(idle * 2, g.max_poll_interval);
         timing = ClaimTiming{};
-        timing.cycle_began = SteadyClock::now();
+        timing.cycle_began = Monotonic::now();
         timing.idle_began = idle_from;
         continue;
       }
-      timing.claim_began = SteadyClock::now();
+      timing.claim_began = Monotonic::now();
       auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);
         if (options_.on_claim) {
-          timing.claim_ended = SteadyClock::now();
+          timing.claim_ended = Monotonic::now();
           timing.low = res.range->low;
           timing.high = res.range->high;
           timing.from_cache = res.range->from_cache;
@@ -130,13 +130,13 @@ void GroupPipeline::claim_loop() {
         }
         enqueue(std::move(*res.range));
         timing = ClaimTiming{};
-        timing.cycle_began = SteadyClock::now();
+        timing.cycle_began = Monotonic::now();
         continue;  // more may be claimable right away
       }
-      const auto slept_from = SteadyClock::now();
+      const auto slept_from = Monotonic::now();
       ++timing.unproven;
       sleep_idle(proof_wait);  // an unproven observation waits for older producers
-      timing.proof_sleep += SteadyClock::now() - slept_from;
+      timing.proof_sleep += Monotonic::now() - slept_from;
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
       if (failed(e)) break;

@@ -16,7 +16,7 @@
 namespace sqlstreams::consume {
 
 namespace {
-using SteadyClock = std::chrono::steady_clock;
+using Monotonic = std::chrono::steady_clock;
 constexpr size_t kMaxRetryCapacity = 1000;
 }  // namespace
 
@@ -33,7 +33,7 @@ void GroupPipeline::retry_loop() {
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   const size_t capacity = retry_capacity();
-  auto next_poll = SteadyClock::now();
+  auto next_poll = Monotonic::now();
   bool backlog = false;  // the last claim was full: more rows are probably due
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   // Suspects (rows whose host stopped while running them: maybe killed by that very message)
@@ -41,7 +41,7 @@ void GroupPipeline::retry_loop() {
   // result is committed before the next claim: a message that crashes hosts takes no innocent
   // row down with it twice. Looked for at start, then every lease_ttl (a suspect appears at
   // most a lease_ttl after its host died), and again right after each suspect.
-  auto next_suspect_check = SteadyClock::now();
+  auto next_suspect_check = Monotonic::now();
   bool isolating = false;
   for (;;) {
     size_t room;
@@ -53,7 +53,7 @@ void GroupPipeline::retry_loop() {
       });
       if (stop_claiming_ || dropped_.load()) break;
       retry_poke_ = false;
-      suspects = isolating || SteadyClock::now() >= next_suspect_check;
+      suspects = isolating || Monotonic::now() >= next_suspect_check;
       if (suspects) {
         claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
           return stop_claiming_ || dropped_.load() ||
@@ -76,10 +76,10 @@ void GroupPipeline::retry_loop() {
       auto due =
           store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
                                   suspects ? Pick::kSuspects : Pick::kReady, g.retry.max_retries);
-      next_poll = SteadyClock::now();
+      next_poll = Monotonic::now();
       if (suspects) {
         isolating = !due.empty();
-        if (!isolating) next_suspect_check = SteadyClock::now() + g.lease_ttl;
+        if (!isolating) next_suspect_check = Monotonic::now() + g.lease_ttl;
       } else {
         backlog = due.size() == room;
         if (!backlog) {
@@ -89,7 +89,7 @@ void GroupPipeline::retry_loop() {
             wait = next->count() <= 0 ? g.poll_interval
                                       : std::clamp(*next, std::chrono::milliseconds(1), wait);
             // Claimable, yet no ready row came: maybe an expired inflight row (a suspect).
-            if (next->count() <= 0 && due.empty()) next_suspect_check = SteadyClock::now();
+            if (next->count() <= 0 && due.empty()) next_suspect_check = Monotonic::now();
           }
           next_poll += wait;
         }
@@ -127,7 +127,7 @@ void GroupPipeline::retry_loop() {
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       backlog = false;
-      next_poll = SteadyClock::now() + outage.on_failure().delay;
+      next_poll = Monotonic::now() + outage.on_failure().delay;
     }
   }
 }

@@ -7,12 +7,12 @@
 #include <unordered_map>
 
 #include "common/utf8.hpp"
+#include "plugin_host/loaded_plugin.hpp"
 
 namespace sqlstreams::plugin_host {
 
 namespace {
 constexpr size_t kShards = 64;
-constexpr size_t kMaxErrorBytes = 8192;
 }  // namespace
 
 struct AsyncRegistry::Shard {

@@ -20,6 +20,9 @@
 namespace sqlstreams::plugin_host {
 
 inline constexpr const char* kEntrySymbol = SQLSTREAMS_PLUGIN_ENTRY;
+// The most bytes of a plugin's error text the host ever reads (sync error slot and async
+// completions alike); a longer or unterminated text is cut there.
+inline constexpr size_t kMaxErrorBytes = 8192;
 
 struct HandlerEntry {
   std::string name;

@@ -10,8 +10,6 @@
 namespace sqlstreams::plugin_host {
 namespace {
 
-constexpr size_t kMaxErrorBytes = 8192;
-
 std::string format_error(const std::string& path, const std::string& symbol,
                          const std::string& expected, const std::string& found,
                          const std::string& hint) {

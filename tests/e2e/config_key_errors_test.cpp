@@ -10,7 +10,7 @@
 namespace sqlstreams::e2e {
 namespace {
 
-const std::string kFixtures = std::string(SQLSTREAMS_SOURCE_DIR) + "/tests/e2e/fixtures/";
+const std::string kConfigFixtures = std::string(SQLSTREAMS_SOURCE_DIR) + "/tests/e2e/fixtures/";
 
 void expect_located_rejections(const std::string& file, const std::string& out) {
   // provider = "sometimes" is line 17, column 1; sleep_ms inside the inline table of line 24.
@@ -30,7 +30,7 @@ void expect_located_rejections(const std::string& file, const std::string& out) 
 }
 
 TEST(ConfigKeyErrors, ConfigCheckExits2NamingEachRejectedKey) {
-  const std::string file = kFixtures + "handler_rejects_keys.toml";
+  const std::string file = kConfigFixtures + "handler_rejects_keys.toml";
   auto [code, out] = cli({"config", "check", file, "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
   EXPECT_EQ(code, 2) << out;
   expect_located_rejections(file, out);
@@ -39,7 +39,7 @@ TEST(ConfigKeyErrors, ConfigCheckExits2NamingEachRejectedKey) {
 TEST(ConfigKeyErrors, RunExits2NamingEachRejectedKeyBeforeStarting) {
   testing::TestDatabase db;
   ScratchDir dir;
-  const std::string file = kFixtures + "handler_rejects_keys.toml";
+  const std::string file = kConfigFixtures + "handler_rejects_keys.toml";
   testing::ChildProcess host(
       {SQLSTREAMS_BINARY, "run", "--config", file, "--plugin-dir", SQLSTREAMS_PLUGIN_DIR},
       {{"SQLSTREAMS_DATABASE_URL", db.url()}}, dir.file("host.log"));
@@ -53,7 +53,7 @@ TEST(ConfigKeyErrors, RunExits2NamingEachRejectedKeyBeforeStarting) {
 }
 
 TEST(ConfigKeyErrors, APluginThatDoesNotLoadBesideItIsExit3WithBoth) {
-  const std::string file = kFixtures + "handler_rejects_and_plugin_missing.toml";
+  const std::string file = kConfigFixtures + "handler_rejects_and_plugin_missing.toml";
   auto [code, out] = cli({"config", "check", file, "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
   EXPECT_EQ(code, 3) << out;
   EXPECT_NE(out.find(file + ":15:1: groups[0].config.unreachable_orders (group 'charge-cards')"),

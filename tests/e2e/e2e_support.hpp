@@ -30,6 +30,11 @@ namespace sqlstreams::e2e {
 using namespace std::chrono_literals;
 using Millis = std::chrono::milliseconds;
 
+// Seconds from `t` to now, on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 inline constexpr const char* kStream = "payments.requested";
 inline constexpr const char* kCharge = "charge-cards";
 inline constexpr const char* kAudit = "audit-payments";

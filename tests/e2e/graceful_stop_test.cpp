@@ -14,10 +14,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double seconds_since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
 // Leases that are neither handed back ('-infinity') nor deleted.
 int64_t live_leases(const std::string& url) {
   return scalar<int64_t>(url, "SELECT count(*) FROM sqlstreams.leases_" +

@@ -23,7 +23,7 @@ namespace sqlstreams::e2e {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kFixtures = SQLSTREAMS_FIXTURE_DIR;
+const std::string kProbeFixtures = SQLSTREAMS_FIXTURE_DIR;
 // The host logs JSON lines when its output is not a terminal.
 const std::string kUpgraded = "\"event\":\"plugin-upgraded\"";
 const std::string kApplied = "\"event\":\"reload-applied\"";
@@ -52,8 +52,8 @@ class UpgradeFixture : public ::testing::Test {
     plugins_ = dir_.file("plugins");
     fs::create_directory(plugins_);
     fs::permissions(plugins_, fs::perms(0755));
-    install(kFixtures + "/upgrade_probe_v1.so", "probe.so");
-    install(kFixtures + "/upgrade_probe_v1.so", "other.so");
+    install(kProbeFixtures + "/upgrade_probe_v1.so", "probe.so");
+    install(kProbeFixtures + "/upgrade_probe_v1.so", "other.so");
     config_ = dir_.file("upgrade.toml");
     std::ofstream(config_) << "[host]\nname = \"upgrade-host\"\nshutdown_timeout = \"5s\"\n"
                            << "http_listen = \"\"\n\n[[streams]]\nname = \"" << kStream << "\"\n\n"
@@ -122,7 +122,7 @@ class PluginUpgrade : public UpgradeFixture, public ::testing::WithParamInterfac
 TEST_P(PluginUpgrade, ReplacedFileKeepsRunningUntilSighupThenOnlyItsGroupsRestart) {
   start();
   produce_and_wait(1, 20);
-  replace_probe_with(GetParam(), kFixtures + "/upgrade_probe_v2.so");
+  replace_probe_with(GetParam(), kProbeFixtures + "/upgrade_probe_v2.so");
   produce_and_wait(21, 40);
   ASSERT_TRUE(host_->running()) << tail(host_->log());
   EXPECT_EQ(by_version(probe_records()).count("v2"), 0u) << "upgraded before SIGHUP";
@@ -175,7 +175,7 @@ using PluginUpgradeRefused = UpgradeFixture;
 TEST_F(PluginUpgradeRefused, TheRunningVersionStays) {
   start();
   produce_and_wait(1, 10);
-  replace_probe_with("install", kFixtures + "/bad_magic.so");
+  replace_probe_with("install", kProbeFixtures + "/bad_magic.so");
   host_->signal(SIGHUP);
   ASSERT_TRUE(wait_until([&] { return contains(host_->log(), "reload-rejected problems="); }, 60s))
       << tail(host_->log());

@@ -13,10 +13,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double seconds_since(SteadyClock::time_point t) {
-  return std::chrono::duration<double>(SteadyClock::now() - t).count();
-}
-
 TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   testing::TestDatabase db;
   ScratchDir dir;

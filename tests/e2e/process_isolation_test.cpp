@@ -50,17 +50,17 @@ int children_of(pid_t pid) {
   return n;
 }
 
-struct Fault {
+struct ChildFault {
   std::string how;
   std::string error;      // the dead message's last_error
   std::string log_field;  // in the handler-process-crashed line
 };
-std::ostream& operator<<(std::ostream& os, const Fault& f) { return os << f.how; }
+std::ostream& operator<<(std::ostream& os, const ChildFault& f) { return os << f.how; }
 
-class ProcessIsolation : public ::testing::TestWithParam<Fault> {};
+class ProcessIsolation : public ::testing::TestWithParam<ChildFault> {};
 
 TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunning) {
-  const Fault& f = GetParam();
+  const ChildFault& f = GetParam();
   testing::TestDatabase db;
   ScratchDir dir;
   const std::string config = dir.file("isolated.toml");
@@ -128,12 +128,14 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   EXPECT_EQ(children_of(host.pid()), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, ProcessIsolation,
-    ::testing::Values(Fault{"segv", "handler process crashed (signal 11)", "\"signal\":\"11\""},
-                      Fault{"abort", "handler process crashed (signal 6)", "\"signal\":\"6\""},
-                      Fault{"exit0", "handler process exited (status 70)", "\"status\":\"70\""}),
-    [](const auto& p) { return p.param.how; });
+INSTANTIATE_TEST_SUITE_P(Faults, ProcessIsolation,
+                         ::testing::Values(ChildFault{"segv", "handler process crashed (signal 11)",
+                                                      "\"signal\":\"11\""},
+                                           ChildFault{"abort", "handler process crashed (signal 6)",
+                                                      "\"signal\":\"6\""},
+                                           ChildFault{"exit0", "handler process exited (status 70)",
+                                                      "\"status\":\"70\""}),
+                         [](const auto& p) { return p.param.how; });
 
 }  // namespace
 }  // namespace sqlstreams::e2e

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "maintain_fixture.hpp"
+#include "scratch.hpp"
 #include "store/reporting/status.hpp"
 
 namespace sqlstreams::testing {
@@ -35,15 +36,6 @@ class CountingWorker final : public maintain::MaintenanceWorker {
  private:
   std::atomic<int>& runs_;
 };
-
-bool wait_for(const std::function<bool()>& pred, Millis timeout) {
-  auto until = Steady::now() + timeout;
-  while (Steady::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
 
 class RunnerTest : public MaintainTest {
  protected:
@@ -79,7 +71,7 @@ TEST_F(RunnerTest, OnlyOneRunnerHoldsAWorkerAndItMovesWhenTheHolderDies) {
   auto b = runner("host-b", runs_b);
   a->start();
   b->start();
-  ASSERT_TRUE(wait_for([&] { return a->held().size() + b->held().size() == 1; }, 3s));
+  ASSERT_TRUE(wait_until([&] { return a->held().size() + b->held().size() == 1; }, 3s));
   // For a few TTLs, never both, and only the holder runs the work.
   auto until = Steady::now() + 2500ms;
   while (Steady::now() < until) {
@@ -98,12 +90,12 @@ TEST_F(RunnerTest, OnlyOneRunnerHoldsAWorkerAndItMovesWhenTheHolderDies) {
   auto& live = a_holds ? b : a;
   const auto crashed = Steady::now();
   dead->abandon();
-  ASSERT_TRUE(wait_for([&] { return !live->held().empty(); }, ttl_ * 3));
+  ASSERT_TRUE(wait_until([&] { return !live->held().empty(); }, ttl_ * 3));
   const auto took = std::chrono::duration_cast<Millis>(Steady::now() - crashed);
   EXPECT_LE(took, ttl_ + ttl_ / 2) << "a TTL plus one acquire interval at most";
   EXPECT_EQ(holder(), a_holds ? "host-b:1" : "host-a:1");
   const int before = other_runs.load();
-  EXPECT_TRUE(wait_for([&] { return other_runs.load() > before + 3; }, 2s));
+  EXPECT_TRUE(wait_until([&] { return other_runs.load() > before + 3; }, 2s));
   live->stop();
 }
 
@@ -114,7 +106,7 @@ TEST_F(RunnerTest, ARefusedRenewalStopsTheWorkAtOnce) {
   std::atomic<int> runs{0};
   auto a = runner("host-a", runs, &clock);
   a->start();
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         clock.advance(CountingWorker::fast().period);
         return !a->held().empty() && runs.load() > 2;
@@ -126,7 +118,7 @@ TEST_F(RunnerTest, ARefusedRenewalStopsTheWorkAtOnce) {
       "UPDATE sqlstreams.workers SET token = gen_random_uuid(), holder = 'thief:9', "
       "expires_at = now() + interval '1 hour'");
   clock.advance(ttl_ / 2);
-  ASSERT_TRUE(wait_for([&] { return a->held().empty(); }, 3s));
+  ASSERT_TRUE(wait_until([&] { return a->held().empty(); }, 3s));
   const int stopped_at = runs.load();
   // Ten periods of the worker pass on the runner's clock, each seen by its threads (they look
   // at the clock every ManualSteadyClock::kRecheck): no pass.
@@ -138,7 +130,7 @@ TEST_F(RunnerTest, ARefusedRenewalStopsTheWorkAtOnce) {
   EXPECT_EQ(holder(), "thief:9");
   // The thief's lease expires: the runner takes it back at its next acquire round.
   db_.sql("UPDATE sqlstreams.workers SET expires_at = now() - interval '1 second'");
-  EXPECT_TRUE(wait_for(
+  EXPECT_TRUE(wait_until(
       [&] {
         clock.advance(ttl_ / 4);
         return !a->held().empty();
@@ -152,10 +144,10 @@ TEST_F(RunnerTest, AGracefulStopHandsOverAtOnceAndHeartbeatsShowInStatus) {
   std::atomic<int> runs_a{0}, runs_b{0};
   auto a = runner("host-a", runs_a);
   a->start();
-  ASSERT_TRUE(wait_for([&] { return !a->held().empty(); }, 3s));
+  ASSERT_TRUE(wait_until([&] { return !a->held().empty(); }, 3s));
   auto b = runner("host-b", runs_b);
   b->start();
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         return db_.scalar<int64_t>(
                    "SELECT count(*) FROM sqlstreams.hosts WHERE expires_at > "
@@ -175,7 +167,7 @@ TEST_F(RunnerTest, AGracefulStopHandsOverAtOnceAndHeartbeatsShowInStatus) {
   a->stop();
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.hosts"), 1)
       << "a stopped host removes its row";
-  ASSERT_TRUE(wait_for([&] { return !b->held().empty(); }, 3s));
+  ASSERT_TRUE(wait_until([&] { return !b->held().empty(); }, 3s));
   EXPECT_EQ(holder(), "host-b:1");
   b->stop();
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.workers WHERE holder IS NOT "

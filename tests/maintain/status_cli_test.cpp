@@ -7,21 +7,13 @@
 
 #include "maintain_fixture.hpp"
 #include "process.hpp"
+#include "scratch.hpp"
 
 namespace sqlstreams::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;
-
-bool wait_for(const std::function<bool()>& pred, Millis timeout) {
-  auto until = Steady::now() + timeout;
-  while (Steady::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
 
 std::string host_toml(const std::string& name) {
   return "[host]\nname = \"" + name +
@@ -62,9 +54,9 @@ class FleetTest : public ::testing::Test {
 
 TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   auto a = start_host("host-a");
-  ASSERT_TRUE(wait_for([&] { return !holder_of("janitor").empty(); }, 20s)) << a->log();
+  ASSERT_TRUE(wait_until([&] { return !holder_of("janitor").empty(); }, 20s)) << a->log();
   auto b = start_host("host-b");
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         return db_.scalar<int64_t>(
                    "SELECT count(*) FROM sqlstreams.hosts WHERE expires_at > now()") == 2;
@@ -90,10 +82,10 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   a->signal(SIGKILL);
   a->wait(5s);
   const auto killed = Steady::now();
-  ASSERT_TRUE(wait_for([&] { return holder_of("janitor") == b_holder; }, 10s)) << b->log();
+  ASSERT_TRUE(wait_until([&] { return holder_of("janitor") == b_holder; }, 10s)) << b->log();
   const auto took = std::chrono::duration_cast<Millis>(Steady::now() - killed);
   EXPECT_LE(took, 2000ms) << "TTL 1s, plus one acquire interval and start-up slack";
-  ASSERT_TRUE(wait_for([&] { return holder_of("advancer") == b_holder; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return holder_of("advancer") == b_holder; }, 5s));
 
   // The survivor consumes and advances `committed`; status shows one live host holding both.
   // SQL producers never create partitions (DESIGN §9): 15 ids fit in what declare created
@@ -105,15 +97,15 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
         std::to_string(first) + ", " + std::to_string(last) + ") g");
   };
   produce_sql(1, 15);
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] { return db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams") > 25; },
       10s))
       << b->log();
   produce_sql(16, 25);
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] { return db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1") == 25; }, 20s))
       << b->log();
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         return db_.scalar<int64_t>(
                    "SELECT count(*) FROM sqlstreams.hosts WHERE expires_at > now()") == 1;
@@ -149,7 +141,7 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   // partitions (1-10, 11-20); 21-30 can still receive ids, so the sweep removes its expired,
   // committed rows instead, all but the head row.
   db_.sql("UPDATE sqlstreams.messages_1 SET created_at = now() - interval '31 days'");
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] { return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1") == 1; }, 10s))
       << b->log();
   EXPECT_NE(b->log().find("partition-dropped stream=payments.requested partition=messages_1_p1"),

@@ -11,19 +11,6 @@ namespace {
 
 using DeclareTest = StoreTest;
 
-// A producer holding its own transaction open across test steps.
-struct OpenProducer {
-  explicit OpenProducer(const std::string& url) : conn(url), tx(conn) {}
-  int64_t produce(const std::string& json) {
-    return tx.exec("SELECT sqlstreams.produce('payments.requested', " + tx.quote(json) + ")")[0][0]
-        .as<int64_t>();
-  }
-  void take_xid() { tx.exec("SELECT pg_current_xact_id()"); }
-  int pid() { return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>(); }
-  pqxx::connection conn;
-  pqxx::work tx;
-};
-
 // The classic interleaving: A owns an xid; B draws id 1 and stays open; A draws id 2 and
 // commits. max(id) is 2 while id 1 may still commit.
 struct Interleaving {

@@ -12,18 +12,6 @@ namespace {
 
 using FenceTest = StoreTest;
 
-// A producer holding its own transaction open across test steps.
-struct OpenProducer {
-  explicit OpenProducer(const std::string& url) : conn(url), tx(conn) {}
-  int64_t produce(const std::string& json) {
-    return tx.exec("SELECT sqlstreams.produce('payments.requested', " + tx.quote(json) + ")")[0][0]
-        .as<int64_t>();
-  }
-  void take_xid() { tx.exec("SELECT pg_current_xact_id()"); }
-  pqxx::connection conn;
-  pqxx::work tx;
-};
-
 std::vector<int64_t> ids_of(const std::optional<store::ClaimedRange>& r) {
   std::vector<int64_t> out;
   if (r) {

@@ -8,10 +8,6 @@ namespace {
 
 using ProduceLimitsTest = StoreTest;
 
-int64_t count_messages(const TestDatabase& db) {
-  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
-}
-
 // {sqlstate, message} of `sql` (empty sqlstate when it succeeds).
 std::pair<std::string, std::string> failure_of(const TestDatabase& db, const std::string& sql) {
   try {

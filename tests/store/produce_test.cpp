@@ -8,10 +8,6 @@ namespace {
 
 using ProduceTest = StoreTest;
 
-int64_t count_messages(const TestDatabase& db) {
-  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
-}
-
 TEST_F(ProduceTest, IdsAscendInInputOrder) {
   store::Producer p(*session_);
   std::vector<store::NewMessage> batch;

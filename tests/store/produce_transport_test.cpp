@@ -9,10 +9,6 @@ namespace {
 
 using ProduceTransportTest = StoreTest;
 
-int64_t count_messages(const TestDatabase& db) {
-  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
-}
-
 // The error of producing {ok, bad, ok} (fails the test when it is accepted).
 store::StoreError refusal_of(store::Producer& p, const std::string& bad) {
   try {

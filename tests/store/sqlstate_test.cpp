@@ -9,7 +9,7 @@
 namespace sqlstreams::store {
 namespace {
 
-struct Row {
+struct SqlstateRow {
   const char* sqlstate;
   Condition condition;
   StoreError::Kind kind;
@@ -21,7 +21,7 @@ constexpr StoreError::Kind kTrans = StoreError::Kind::kTransient;
 constexpr StoreError::Kind kRej = StoreError::Kind::kRejected;
 constexpr StoreError::Kind kOth = StoreError::Kind::kOther;
 
-const Row kTable[] = {
+const SqlstateRow kTable[] = {
     {"", Condition::kNone, kOth, false},
     {"08006", Condition::kConnection, kConn, false},
     {"08P01", Condition::kConnection, kConn, false},

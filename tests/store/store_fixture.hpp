@@ -15,6 +15,24 @@
 
 namespace sqlstreams::testing {
 
+// The number of rows in stream 1's message table.
+inline int64_t count_messages(const TestDatabase& db) {
+  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
+}
+
+// A producer holding its own transaction open across test steps.
+struct OpenProducer {
+  explicit OpenProducer(const std::string& url) : conn(url), tx(conn) {}
+  int64_t produce(const std::string& json) {
+    return tx.exec("SELECT sqlstreams.produce('payments.requested', " + tx.quote(json) + ")")[0][0]
+        .as<int64_t>();
+  }
+  void take_xid() { tx.exec("SELECT pg_current_xact_id()"); }
+  int pid() { return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>(); }
+  pqxx::connection conn;
+  pqxx::work tx;
+};
+
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override;
