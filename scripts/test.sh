@@ -15,6 +15,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Hermetic: no test may depend on the caller's environment. Every SQLSTREAMS_* (but the
+# SQLSTREAMS_SKIP_TSAN switch read below) and PG* variable is cleared and the locale fixed;
+# the suite sets what it needs (SQLSTREAMS_TEST_*). Hermetic.TheCallersEnvironmentIsCleared
+# (tests/docs) checks it.
+skip_tsan=${SQLSTREAMS_SKIP_TSAN:-0}
+while IFS='=' read -r name _; do
+  [[ "$name" == SQLSTREAMS_* || "$name" == PG* ]] && unset "$name"
+done < <(env)
+unset LANG LANGUAGE $(env | sed -n 's/^\(LC_[A-Z_]*\)=.*/\1/p')
+export LC_ALL=C.UTF-8
+
+# One line per phase with its duration (README "Tests").
+phase_start=$SECONDS
+run_start=$SECONDS
+phase() { echo "== phase $1: $((SECONDS - phase_start)) s (total $((SECONDS - run_start)) s)"; phase_start=$SECONDS; }
+
 preset=asan
 if [[ "${1:-}" == "--tsan" ]]; then
   preset=tsan
@@ -22,10 +38,13 @@ if [[ "${1:-}" == "--tsan" ]]; then
 fi
 
 scripts/install-deps.sh
+phase deps
 scripts/format.sh --check
 cmake --preset "$preset" >/dev/null
 scripts/thread_safety.sh "build/$preset"
+phase checks
 cmake --build --preset "$preset" -j"$(nproc)"
+phase "build ($preset)"
 
 # A free TCP port for this run's cluster.
 port=55500
@@ -37,6 +56,7 @@ trap cleanup EXIT
 SQLSTREAMS_PG_FSYNC=off SQLSTREAMS_PG_DB=postgres scripts/pg.sh start "$pgdir" "$port" >/dev/null
 export SQLSTREAMS_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:${port}/postgres"
 export SQLSTREAMS_TEST_PG_DIR="$pgdir"
+export SQLSTREAMS_TEST_HERMETIC=1  # Hermetic.TheCallersEnvironmentIsCleared
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # halt_on_error: a report fails its test; second_deadlock_stack: both stacks of an inversion.
@@ -44,7 +64,8 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 
 status=0
 ctest --preset "$preset" -j2 --timeout 600 "$@" || status=$?
-if [[ "$preset" == tsan || $# -gt 0 || "${SQLSTREAMS_SKIP_TSAN:-0}" == 1 ]]; then
+phase "tests ($preset)"
+if [[ "$preset" == tsan || $# -gt 0 || "$skip_tsan" == 1 ]]; then
   exit "$status"
 fi
 
@@ -59,8 +80,10 @@ done
 echo "== TSan job: ${tsan_dirs[*]}"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}"
+phase "build (tsan job)"
 for dir in "${tsan_dirs[@]}"; do
   ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 --timeout 600 \
     --output-on-failure || status=$?
 done
+phase "tests (tsan job)"
 exit "$status"
