@@ -20,10 +20,11 @@ cd "$(dirname "$0")/.."
 # the suite sets what it needs (SQLSTREAMS_TEST_*). Hermetic.TheCallersEnvironmentIsCleared
 # (tests/docs) checks it.
 skip_tsan=${SQLSTREAMS_SKIP_TSAN:-0}
-while IFS='=' read -r name _; do
-  [[ "$name" == SQLSTREAMS_* || "$name" == PG* ]] && unset "$name"
-done < <(env)
-unset LANG LANGUAGE $(env | sed -n 's/^\(LC_[A-Z_]*\)=.*/\1/p')
+for name in $(compgen -e); do  # exported names only (a value with a newline cannot fool it)
+  if [[ "$name" == SQLSTREAMS_* || "$name" == PG* || "$name" == LC_* || "$name" == LANG* ]]; then
+    unset "$name"
+  fi
+done
 export LC_ALL=C.UTF-8
 
 # One line per phase with its duration (README "Tests").
