@@ -28,8 +28,7 @@ TEST(Hermetic, TheCallersEnvironmentIsCleared) {
     }
     EXPECT_NE(name.rfind("PG", 0), 0u) << name << " leaked into the suite";
     const bool locale = name == "LANG" || name == "LANGUAGE" || name.rfind("LC_", 0) == 0;
-    EXPECT_TRUE(!locale || entry == "LC_ALL=C.UTF-8")
-        << entry << ": the locale is the caller's";
+    EXPECT_TRUE(!locale || entry == "LC_ALL=C.UTF-8") << entry << ": the locale is the caller's";
   }
   const char* lc_all = std::getenv("LC_ALL");
   ASSERT_NE(lc_all, nullptr);
