@@ -5,7 +5,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset "asan"), starts a throwaway
 # PostgreSQL for the run, runs every test (unit, integration, e2e), stops PostgreSQL.
 # Then the TSan job: builds the "tsan" preset's test targets of the folders where threads meet
-# (tests/common, consume, maintain, isolation) and runs their unit and integration tests under
+# (tests/common, consume, maintain, isolation; at nice 19 while the asan tests run) and runs their unit and integration tests under
 # ThreadSanitizer; a TSan report fails its test and so the run. The asan result is kept while
 # it runs: the run fails when either failed. SQLSTREAMS_SKIP_TSAN=1 skips the TSan job (local
 # runs only; .ci/run unsets it), and so do ctest arguments (a subset run).
@@ -47,11 +47,36 @@ phase checks
 cmake --build --preset "$preset" -j"$(nproc)"
 phase "build ($preset)"
 
+# The TSan job's build overlaps the asan tests, at the lowest CPU priority: the tests wait on
+# PostgreSQL and host processes about half of the time, and the build takes only what they
+# leave (README "Tests"). Its output goes to build/tsan-job-build.log, printed if it fails.
+tsan_dirs=(common consume maintain isolation)
+tsan_job=0
+if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
+  tsan_job=1
+  # Every test executable of those folders (a test target left unbuilt would fail as NOT_BUILT).
+  tsan_targets=()
+  for dir in "${tsan_dirs[@]}"; do
+    tsan_targets+=($(sed -n 's/^add_executable(\([A-Za-z0-9_]*\).*/\1/p' "tests/$dir/CMakeLists.txt"))
+  done
+  cmake --preset tsan >/dev/null
+  tsan_log=build/tsan-job-build.log
+  setsid nice -n 19 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}" \
+    >"$tsan_log" 2>&1 &
+  tsan_build_pid=$!
+fi
+
 # A free TCP port for this run's cluster.
 port=55500
 while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 pgdir=$(mktemp -d /tmp/sqlstreams-test-pg.XXXXXX)
-cleanup() { scripts/pg.sh stop "$pgdir" >/dev/null 2>&1 || true; rm -rf "$pgdir"; }
+cleanup() {
+  # An early exit (a failed start, ^C) also stops the overlapped TSan build (its own group).
+  # (|| true: under set -e a failed kill of a finished build would become the exit status.)
+  if [[ -n "${tsan_build_pid:-}" ]]; then kill -- "-$tsan_build_pid" 2>/dev/null || true; fi
+  scripts/pg.sh stop "$pgdir" >/dev/null 2>&1 || true
+  rm -rf "$pgdir"
+}
 trap cleanup EXIT
 # fsync off: acceptable for functional tests only, never for the benchmark.
 SQLSTREAMS_PG_FSYNC=off SQLSTREAMS_PG_DB=postgres scripts/pg.sh start "$pgdir" "$port" >/dev/null
@@ -66,22 +91,20 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 status=0
 ctest --preset "$preset" -j2 --timeout 600 "$@" || status=$?
 phase "tests ($preset)"
-if [[ "$preset" == tsan || $# -gt 0 || "$skip_tsan" == 1 ]]; then
+if [[ "$tsan_job" != 1 ]]; then
   exit "$status"
 fi
 
-# The TSan job (README "Tests"). Measured on a 2-core machine shared with another build (load
-# 3-4): these targets build in 706 s from a cold cache, their 125 tests run in ~66 s.
-tsan_dirs=(common consume maintain isolation)
-# Every test executable of those folders (a test target left unbuilt would fail as NOT_BUILT).
-tsan_targets=()
-for dir in "${tsan_dirs[@]}"; do
-  tsan_targets+=($(sed -n 's/^add_executable(\([A-Za-z0-9_]*\).*/\1/p' "tests/$dir/CMakeLists.txt"))
-done
+# The TSan job (README "Tests"): the build started above, then the unit and integration tests
+# of the folders where threads meet.
 echo "== TSan job: ${tsan_dirs[*]}"
-cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}"
-phase "build (tsan job)"
+if ! wait "$tsan_build_pid"; then
+  cat "$tsan_log"
+  echo "TSan job: the build failed (output above, $tsan_log)" >&2
+  exit 1
+fi
+tail -n 1 "$tsan_log"
+phase "build (tsan job, the part left after the asan tests)"
 for dir in "${tsan_dirs[@]}"; do
   ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 --timeout 600 \
     --output-on-failure || status=$?
