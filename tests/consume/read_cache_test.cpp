@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -431,10 +432,15 @@ TEST_F(ReadCacheTest, AClaimWaitingForAnotherGroupsReadHoldsNoXid) {
     const int64_t at = claimed_of(1);
     // a is reading (at, at + 10] now (a miss marks it) and never fills: b waits kReadWait.
     ASSERT_FALSE(a->member->lookup(at, at + 10).has_value());
-    std::optional<store::ClaimedRange> got;
-    std::thread follower([&] { got = b->claim(10); });
+    std::optional<store::ClaimedRange> got;  // read only after the join
+    std::atomic<bool> returned{false};       // (reading `got` here raced its assignment)
+    std::thread follower([&] {
+      got = b->claim(10);
+      returned = true;
+    });
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (cache->stats().waiting == 0 && !got && std::chrono::steady_clock::now() < deadline) {
+    while (cache->stats().waiting == 0 && !returned &&
+           std::chrono::steady_clock::now() < deadline) {
       std::this_thread::yield();
     }
     if (cache->stats().waiting == 1) {
