@@ -7,8 +7,9 @@
 # Then the TSan job: builds the "tsan" preset's test targets of the folders where threads meet
 # (tests/common, consume, maintain, isolation; at nice 19 while the asan tests run) and runs
 # their unit and integration tests under ThreadSanitizer; a TSan report fails its test and so
-# the run. The asan result is kept while it runs: the run fails when either failed. SQLSTREAMS_SKIP_TSAN=1 skips the TSan job (local
-# runs only; .ci/run unsets it), and so do ctest arguments (a subset run).
+# the run. The asan result is kept while it runs: the run fails when either failed.
+# SQLSTREAMS_SKIP_TSAN=1 skips the TSan job (local runs only; .ci/run unsets it), and so do
+# ctest arguments (a subset run).
 # Extra arguments go to ctest (e.g. scripts/test.sh -L unit, scripts/test.sh -R fence).
 # scripts/test.sh --tsan [ctest args]: every unit and integration test under ThreadSanitizer
 # instead (preset "tsan", suppressions with their reasons in tests/tsan.supp).
