@@ -157,12 +157,12 @@ TEST_F(DeclareTest, HeadDeclarationWaitsUntilTheOpenProducerEndsThenDeliversWhat
   EXPECT_EQ(got, (std::vector<int64_t>{3}));
 }
 
-TEST_F(DeclareTest, HeadDeclarationTimeoutNamesTheOldestTransactionAndTheSetting) {
+TEST_F(DeclareTest, HeadDeclarationTimeoutNamesTheOpenProducerAndTheSetting) {
   OpenProducer b(db_.url());
-  b.take_xid();
+  b.produce(R"({"b":1})");  // draws id 1 and stays open
   const int pid = b.pid();
   store::Producer p(*session_);
-  p.produce_batch("payments.requested", {{R"({"a":1})"}});
+  p.produce_batch("payments.requested", {{R"({"a":1})"}});  // id 2, committed: the head
   try {
     store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
                          std::chrono::milliseconds(100));
@@ -178,9 +178,20 @@ TEST_F(DeclareTest, HeadDeclarationTimeoutNamesTheOldestTransactionAndTheSetting
   EXPECT_FALSE(group_exists(db_, "late"));
 }
 
+TEST_F(DeclareTest, AHeadDeclarationDoesNotWaitForTransactionsThatDrewNoIdOfTheStream) {
+  OpenProducer b(db_.url());
+  b.take_xid();  // an application's long writer: it owns an xid, it never produced
+  store::Producer p(*session_);
+  p.produce_batch("payments.requested", {{R"({"a":1})"}});
+  auto late = store::declare_group(*session_, stream_, "late", store::StartAt::kHead,
+                                   std::chrono::milliseconds(2000));
+  EXPECT_TRUE(late.created);
+  EXPECT_EQ(late.start_position, 1);
+}
+
 TEST_F(DeclareTest, ExistingGroupAndEmptyStreamNeverWaitForTheFence) {
   OpenProducer b(db_.url());
-  b.take_xid();  // would stall any proof
+  b.produce(R"({"b":1})");  // an open producer: would stall any proof of the head
   auto again = store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kHead,
                                     std::chrono::milliseconds(0));
   EXPECT_FALSE(again.created);

@@ -9,12 +9,12 @@
 #include "store/core/sql_time.hpp"
 #include "store/core/stream_tables.hpp"
 #include "store/fleet/maintenance_pq.hpp"
+#include "store/group/fence_holders.hpp"
 
 namespace sqlstreams::store {
 namespace {
 
 // Statement names (store/core/statement.hpp).
-constexpr StatementName kOldestXidOwner{"oldest_xid_owner"};
 constexpr StatementName kObserveHead{"declare_observe_head"};
 constexpr StatementName kProveHead{"declare_prove_head"};
 constexpr StatementName kInsertStream{"insert_stream"};
@@ -50,20 +50,14 @@ StreamRef stream_from_row(const pqxx::row& row) {
 
 constexpr const char* kStreamColumns = "id, name, partition_size, max_payload_bytes, notify";
 
-// The oldest transaction that holds back the fence's proof, for the timeout message.
-std::string oldest_xid_owner(pqxx::transaction_base& tx) {
-  auto r = exec(
-      tx, kOldestXidOwner,
-      "SELECT format('backend pid %s (state %s, database %s, application %L, transaction "
-      "started %s)', pid, coalesce(state, '?'), coalesce(datname, '?'), application_name, "
-      "coalesce(to_char(xact_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
-      "'?')), age(backend_xid) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND pid <> "
-      "pg_backend_pid() UNION ALL SELECT format('prepared transaction %L (database %s, prepared "
-      "%s)', gid, database, to_char(prepared AT TIME ZONE 'UTC', "
-      "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), age(transaction) FROM pg_prepared_xacts "
-      "ORDER BY 2 DESC LIMIT 1");
-  return r.empty() ? std::string("none is visible any more (it has just ended)")
-                   : r[0][0].as<std::string>();
+// The transactions that hold back the declaration's proof, for the timeout message.
+std::string fence_holder(pqxx::transaction_base& tx, const std::string& schema_sql,
+                         const std::string& id_seq, const std::string& xid) {
+  auto holders = fence_holders(tx, schema_sql, id_seq, xid);
+  if (holders.empty()) return "none is visible any more (it has just ended)";
+  std::string out = describe(holders.front());
+  if (holders.size() > 1) out += fmt::format(" and {} more", holders.size() - 1);
+  return out;
 }
 
 // DESIGN §6.6: observe (head, xid) alone, then wait until the pair is proven, i.e. every
@@ -73,20 +67,22 @@ std::string oldest_xid_owner(pqxx::transaction_base& tx) {
 int64_t proven_head(Session& session, const StreamRef& stream, const std::string& group,
                     Millis timeout) {
   pqxx::nontransaction tx(connection_of(session));
+  const StreamTables tables(session.schema_sql(), stream.id);
   // One statement: head is read first, the xid taken after it (as GroupStore::observe does).
   auto obs = exec1(tx, kObserveHead,
                    fmt::format("SELECT h.head, CASE WHEN h.head > 0 THEN "
                                "pg_current_xact_id()::text END FROM (SELECT coalesce(max(id), "
                                "0) AS head FROM {}) h",
-                               StreamTables(session.schema_sql(), stream.id).messages));
+                               tables.messages));
   const int64_t head = obs[0].as<int64_t>();
   if (head == 0) return 0;  // nothing at or below 0 can be skipped
   const std::string xid = obs[1].as<std::string>();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (exec1(tx, kProveHead,
-              "SELECT /* sqlstreams: declare-group proof */ $1::xid8 <= "
-              "pg_snapshot_xmin(pg_current_snapshot())",
+              fmt::format("SELECT /* sqlstreams: declare-group proof */ {}.fence_proven($1::xid8, "
+                          "'{}'::regclass)",
+                          session.schema_sql(), tables.id_seq),
               xid)[0]
             .as<bool>()) {
       return head;
@@ -95,13 +91,13 @@ int64_t proven_head(Session& session, const StreamRef& stream, const std::string
       throw StoreError(
           StoreError::Kind::kTransient,
           fmt::format("declaring group '{}' of stream '{}' at the head: waited {} for the "
-                      "transactions that were running at the head observation (head {}, xid "
-                      "{}) to end, and one is still open: {}. The group was not created. End "
-                      "that transaction (or roll back the prepared one) and declare again; set "
-                      "idle_in_transaction_session_timeout so an abandoned session cannot "
-                      "stall declarations and claims",
+                      "producers of the stream that were running at the head observation "
+                      "(head {}, xid {}) to end, and one is still open: {}. The group was not "
+                      "created. End that transaction (or roll back the prepared one) and "
+                      "declare again; set idle_in_transaction_session_timeout so an abandoned "
+                      "producer cannot stall declarations and claims",
                       group, stream.name, format_duration(timeout), head, xid,
-                      oldest_xid_owner(tx)));
+                      fence_holder(tx, session.schema_sql(), tables.id_seq, xid)));
     }
     std::this_thread::sleep_for(kProofPollInterval);
   }
