@@ -46,6 +46,7 @@ void Producers::start() {
   threads_.emplace_back([this] { batch_loop(seed_ * 31 + 3); });
   threads_.emplace_back([this] { cpp_loop(seed_ * 31 + 4); });
   threads_.emplace_back([this] { cli_loop(seed_ * 31 + 5); });
+  threads_.emplace_back([this] { unrelated_writer_loop(seed_ * 31 + 6); });
 }
 
 void Producers::stop() {
@@ -73,6 +74,12 @@ void Producers::sql_tx_loop(uint64_t seed) {
       pqxx::work tx(*c);
       const int n = 1 + rng() % 4;
       const bool sleep_inside = rng() % 5 == 0, roll_back = rng() % 100 < 15;
+      if (rng() % 5 == 0) {
+        // The application's own write first: the transaction owns an old xid when it draws
+        // (later observations are proven past it only by the lock on the sequence).
+        tx.exec("INSERT INTO public.chaos_app (n) VALUES (1)");
+        tx.exec("SELECT pg_sleep(" + std::to_string((rng() % 200) / 1000.0) + ")");
+      }
       for (int i = 0; i < n; ++i) {
         tags.push_back(next_tag("sqltx"));
         ids.push_back(tx.exec_params("SELECT sqlstreams.produce($1, $2::jsonb)", stream,
@@ -98,6 +105,28 @@ void Producers::sql_tx_loop(uint64_t seed) {
       std::this_thread::sleep_for(100ms);
     }
     pause_for(rng, 2, 10);
+  }
+}
+
+// The application beside the streams: a writer of its own table that keeps its transaction
+// (and its xid) open for 2-6 s, over and over. It draws no id, so no claim may wait for it.
+void Producers::unrelated_writer_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::unique_ptr<pqxx::connection> c;
+  while (!stop_) {
+    try {
+      if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
+      pqxx::work tx(*c);
+      tx.exec("INSERT INTO public.chaos_app (n) VALUES (2)");
+      for (int i = 0, n = 20 + static_cast<int>(rng() % 40); i < n && !stop_; ++i) {
+        tx.exec("SELECT pg_sleep(0.1)");
+      }
+      tx.commit();
+      unrelated_commits_++;
+    } catch (const std::exception&) {
+      c.reset();
+      std::this_thread::sleep_for(100ms);
+    }
   }
 }
 

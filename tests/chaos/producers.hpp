@@ -4,6 +4,9 @@
 //   batch    sqlstreams.produce_batch() in its own transaction
 //   cpp      the C++ store::Producer (produce_batch with partition healing)
 //   cli      `sqlstreams produce STREAM` with NDJSON on stdin
+// and the application beside them: a writer of its own table (public.chaos_app) that holds its
+// transaction open for seconds, and sql-tx transactions that write that table before they
+// produce (an xid older than the observations that must be proven past them).
 // Every payload is {"tag": "<path>-<n>", "pad": "..."}; each tag's fate (committed, rolled back,
 // in doubt when the connection died during COMMIT) goes into the History.
 // Threading: Producers owns its threads; stop() joins them.
@@ -26,19 +29,21 @@ class Producers {
   void start();
   void stop();
   int64_t attempted() const { return attempted_.load(); }
+  int64_t unrelated_commits() const { return unrelated_commits_.load(); }
 
  private:
   void sql_tx_loop(uint64_t seed);
   void batch_loop(uint64_t seed);
   void cpp_loop(uint64_t seed);
   void cli_loop(uint64_t seed);
+  void unrelated_writer_loop(uint64_t seed);
   std::string next_tag(const char* path);
 
   std::string url_;
   uint64_t seed_;
   History& history_;
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> counter_{0}, attempted_{0};
+  std::atomic<int64_t> counter_{0}, attempted_{0}, unrelated_commits_{0};
   std::vector<std::thread> threads_;
 };
 

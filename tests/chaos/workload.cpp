@@ -291,6 +291,11 @@ bool ChaosRun::run() {
       {SQLSTREAMS_BINARY, "declare", "--config", options_.work_dir + "/chaos-h0.toml"},
       {{"SQLSTREAMS_DATABASE_URL", options_.url}});
   if (code != 0) throw std::runtime_error("sqlstreams declare failed: " + out);
+  {  // the application's own table, beside the streams (Producers' unrelated writer)
+    pqxx::connection c(options_.url);
+    pqxx::nontransaction t(c);
+    t.exec("CREATE TABLE IF NOT EXISTS public.chaos_app (n bigint)");
+  }
   for (int i = 1; i <= options_.hosts; ++i) {
     m.hosts.push_back(std::make_unique<ChaosHost>(options_, i));
     m.hosts.back()->start();
@@ -307,7 +312,9 @@ bool ChaosRun::run() {
   m.stop_faults = true;
   m.fault_thread.join();
   m.producers->stop();
-  m.event("producers stopped after " + std::to_string(m.producers->attempted()) + " messages");
+  m.event("producers stopped after " + std::to_string(m.producers->attempted()) +
+          " messages; the unrelated writer committed " +
+          std::to_string(m.producers->unrelated_commits()) + " long transactions");
   for (auto& host : m.hosts) {
     host->resume();
     if (!host->running()) {
