@@ -119,7 +119,10 @@ struct GroupConfig {
   int32_t queue_ranges = 4;               // 1..1024 claimed ranges buffered per group
   Millis poll_interval{100};              // poll period while busy / after a non-empty claim
   Millis max_poll_interval{1000};         // idle backoff ceiling (>= poll_interval)
-  Millis lease_ttl{60'000};               // range lease; must be > handler_timeout
+  // Claims held back this long by the fence (an open producer of the stream) log fence-held,
+  // naming the holder, and fence-released at the end.
+  Millis fence_warn_after{5000};
+  Millis lease_ttl{60'000};  // range lease; must be > handler_timeout
   Millis handler_timeout{30'000};
   // 1..1000: handler threads written off at handler_timeout that are still running; at this
   // many the group pauses (stops claiming, /readyz 503) until some return.

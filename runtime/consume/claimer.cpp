@@ -1,9 +1,12 @@
 // GroupPipeline: the claim loop (reclaim first, then observe → prove → claim). Due exception
 // rows are claimed by the retry loop (retrier.cpp).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
+#include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "store/group/group_store.hpp"
@@ -14,6 +17,29 @@ namespace sqlstreams::consume {
 namespace {
 using Monotonic = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
+constexpr size_t kFenceHoldersNamed = 3;
+
+// "backend pid 12 (...); backend pid 14 (...) and 2 more", or why none is named.
+std::string name_fence_holders(store::GroupStore& store) {
+  try {
+    auto holders = store.fence_holders();
+    if (holders.empty()) return "no holder is visible any more (it has just ended)";
+    std::string out;
+    for (size_t i = 0; i < holders.size() && i < kFenceHoldersNamed; ++i) {
+      out += (i ? "; " : "") + store::describe(holders[i]);
+    }
+    if (holders.size() > kFenceHoldersNamed) {
+      out += fmt::format(" and {} more", holders.size() - kFenceHoldersNamed);
+    }
+    return out;
+  } catch (const store::StoreError& e) {
+    return std::string("the holders could not be read: ") + e.what();
+  }
+}
+
+Millis whole_millis(Monotonic::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
 }  // namespace
 
 void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
@@ -34,6 +60,39 @@ void GroupPipeline::claim_loop() {
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   auto next_reclaim_check = Monotonic::now();
   auto next_state_check = Monotonic::now();
+  // The fence's wait (README "The fence"): since when claims have been held back by an open
+  // producer, and whether fence-held was logged for this wait.
+  std::optional<Monotonic::time_point> fence_wait_began;
+  bool fence_held_logged = false;
+  auto fence_waiting = [&] {
+    const auto now = Monotonic::now();
+    if (!fence_wait_began) {
+      fence_wait_began = now;
+      metrics_.fence_waiting_since_ns.store(std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+    }
+    if (!fence_held_logged && now - *fence_wait_began >= g.fence_warn_after) {
+      fence_held_logged = true;
+      spdlog::warn(
+          "fence-held stream={} group={} waited={}: claims wait for {}, a transaction that "
+          "drew an id of this stream and has not ended; every later message of the stream "
+          "waits with it. End it, or bound such sessions with "
+          "idle_in_transaction_session_timeout (README: Operating)",
+          options_.ref.stream, options_.ref.name,
+          format_duration(whole_millis(now - *fence_wait_began)), name_fence_holders(store));
+    }
+  };
+  auto fence_clear = [&] {
+    if (!fence_wait_began) return;
+    if (fence_held_logged) {
+      spdlog::info("fence-released stream={} group={} waited={}", options_.ref.stream,
+                   options_.ref.name,
+                   format_duration(whole_millis(Monotonic::now() - *fence_wait_began)));
+    }
+    fence_wait_began.reset();
+    fence_held_logged = false;
+    metrics_.fence_waiting_since_ns.store(0);
+  };
   ClaimTiming timing;  // this cycle's, for options_.on_claim
   timing.cycle_began = Monotonic::now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
@@ -95,6 +154,7 @@ void GroupPipeline::claim_loop() {
                      options_.ref.name);
       }
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
+        fence_waiting();
         const auto slept_from = Monotonic::now();
         sleep_idle(proof_wait);  // read-only while the pending pair is unproven
         timing.proof_sleep += Monotonic::now() - slept_from;
@@ -103,6 +163,7 @@ void GroupPipeline::claim_loop() {
         continue;
       }
       if (!obs.worth_claiming()) {
+        fence_clear();
         // Caught up: no xid, no write. Back off the polling.
         const auto idle_from = Monotonic::now();
         if (options_.notify) {
@@ -119,6 +180,7 @@ void GroupPipeline::claim_loop() {
       timing.claim_began = Monotonic::now();
       auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
+        fence_clear();
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);
         if (options_.on_claim) {
@@ -133,6 +195,7 @@ void GroupPipeline::claim_loop() {
         timing.cycle_began = Monotonic::now();
         continue;  // more may be claimable right away
       }
+      if (res.proven <= obs.claimed) fence_waiting();  // nothing proven past the claimed ids
       const auto slept_from = Monotonic::now();
       ++timing.unproven;
       sleep_idle(proof_wait);  // an unproven observation waits for older producers

@@ -62,12 +62,24 @@ class GroupMetrics {
   // steady_clock nanoseconds since the committer's current run of failed commits began; 0 while
   // commits succeed (a stuck committer shows on /readyz and as sqlstreams_commit_stalled_seconds).
   std::atomic<int64_t> commit_failing_since_ns{0};
+  // steady_clock nanoseconds since the claimer began waiting for the fence's proof (an open
+  // producer of the stream holds it); 0 while claims are not held back.
+  std::atomic<int64_t> fence_waiting_since_ns{0};
   DurationHistogram handler_seconds;
 
   // How long the committer has been failing to commit (zero when it is not).
   std::chrono::steady_clock::duration commit_stalled_for(
       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
     int64_t since = commit_failing_since_ns.load();
+    if (since == 0) return {};
+    auto d = now.time_since_epoch() - std::chrono::nanoseconds(since);
+    return d.count() > 0 ? d : std::chrono::steady_clock::duration{};
+  }
+
+  // How long claims have been held back by the fence (zero when they are not).
+  std::chrono::steady_clock::duration fence_wait_for(
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) const {
+    int64_t since = fence_waiting_since_ns.load();
     if (since == 0) return {};
     auto d = now.time_since_epoch() - std::chrono::nanoseconds(since);
     return d.count() > 0 ? d : std::chrono::steady_clock::duration{};

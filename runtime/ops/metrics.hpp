@@ -14,6 +14,7 @@
 //     sqlstreams_commit_rejected_total   rows the database refused (SQLSTATE 22/23): dead
 //     sqlstreams_commits_in_doubt_total  in-doubt commits found applied (pg_xact_status)
 //     sqlstreams_commit_stalled_seconds  how long the group's committer has been failing
+//     sqlstreams_group_fence_wait_seconds  how long an open producer has held the claims back
 //     sqlstreams_group_hung_handlers     written-off handler threads still running
 //     sqlstreams_group_paused            1 while the group claims nothing (max_hung_handlers)
 //                                        (0 = healthy; /readyz is 503 past lease_ttl)
@@ -56,6 +57,7 @@ struct GroupSample {
   int64_t live_workers = 0;
   int64_t ranges_in_flight = 0;
   double commit_stalled_seconds = 0;  // how long the committer has been failing; 0 = healthy
+  double fence_wait_seconds = 0;      // how long claims have waited for the fence; 0 = not
   int64_t hung_handlers = 0;          // written-off handler threads still running
   bool paused = false;                // hung_handlers reached max_hung_handlers
   // Asynchronous handlers (ABI 1.2; all 0 for a synchronous one):

@@ -143,6 +143,8 @@ ops::GroupSample PipelineSet::sample_of(const std::string& key, const Entry& e) 
   s.ranges_in_flight = static_cast<int64_t>(e.pipeline->ranges_in_flight());
   s.commit_stalled_seconds =
       std::chrono::duration<double>(e.pipeline->metrics().commit_stalled_for()).count();
+  s.fence_wait_seconds =
+      std::chrono::duration<double>(e.pipeline->metrics().fence_wait_for()).count();
   s.hung_handlers = e.pipeline->hung_handlers();
   s.paused = e.pipeline->paused();
   s.in_flight = static_cast<int64_t>(e.pipeline->in_flight());

@@ -71,7 +71,7 @@ std::string host_config(const HostOptions& o) {
       << "handler_timeout = \"" << o.handler_timeout << "\"\n"
       << "poll_interval = \"20ms\"\n"
       << "max_poll_interval = \"200ms\"\n"
-      << "[groups.config]\n";
+      << o.group_settings << "[groups.config]\n";
     if (!o.record_file.empty()) t << "record_file = \"" << o.record_file << "\"\n";
     if (o.sleep_ms > 0) t << "sleep_ms = " << o.sleep_ms << "\n";
     t << extra;

@@ -88,7 +88,8 @@ struct HostOptions {
   std::string record_file;                    // "" = no record file
   int64_t sleep_ms = 0;                       // per-message work in both handlers
   std::string charge_config;                  // extra TOML lines for charge-cards' [groups.config]
-  std::string charge_retry;  // TOML lines for charge-cards' [groups.retry] ("" = defaults)
+  std::string group_settings;  // extra TOML lines of every group's own table (`key = value`)
+  std::string charge_retry;    // TOML lines for charge-cards' [groups.retry] ("" = defaults)
   bool audit_group = true;
   int noop_groups = 0;  // extra groups idle-1..N on the same stream running noop.so
   std::map<std::string, std::string> env;  // extra environment of the host process

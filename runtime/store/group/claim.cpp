@@ -8,6 +8,7 @@
 #include "store/core/pq.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/group/claim_plan.hpp"
+#include "store/group/fence_holders_tx.hpp"
 #include "store/group/group_store.hpp"
 
 namespace sqlstreams::store {
@@ -16,6 +17,7 @@ namespace {
 // Statement names (store/core/statement.hpp); the prepared ones are in group_store.cpp.
 constexpr StatementName kQuarantineRows{"quarantine_rows"};
 constexpr StatementName kQuarantineLease{"quarantine_lease"};
+constexpr StatementName kPendingXid{"pending_xid"};
 
 std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, pqxx::connection_base& conn,
                                       const Statement& statement, int64_t low, int64_t high) {
@@ -58,6 +60,19 @@ Observation GroupStore::observe() {
     obs.pending_proven = row[4].as<bool>();
     if (!row[5].is_null()) obs.xid = row[5].as<std::string>();
     return obs;
+  });
+}
+
+std::vector<FenceHolder> GroupStore::fence_holders() {
+  return guarded(session_, "fence holders", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    auto rows =
+        exec(tx, kPendingXid,
+             fmt::format("SELECT pending_xid::text FROM {} WHERE group_id = $1", tables_.cursors),
+             group_id_);
+    if (rows.empty() || rows[0][0].is_null()) return std::vector<FenceHolder>{};
+    return store::fence_holders(tx, session_.schema_sql(), tables_.id_seq,
+                                rows[0][0].as<std::string>());
   });
 }
 

@@ -1,8 +1,7 @@
-#include "store/group/fence_holders.hpp"
-
 #include <fmt/format.h>
 
 #include "store/core/pq.hpp"
+#include "store/group/fence_holders_tx.hpp"
 
 namespace sqlstreams::store {
 namespace {

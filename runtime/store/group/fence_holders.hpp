@@ -10,10 +10,6 @@
 
 #include "store/connection/session.hpp"
 
-namespace pqxx {
-class transaction_base;
-}
-
 namespace sqlstreams::store {
 
 struct FenceHolder {
@@ -34,8 +30,5 @@ std::string describe(const FenceHolder& holder);
 // connection, which must have no transaction open.
 std::vector<FenceHolder> fence_holders(Session& session, const std::string& id_seq,
                                        const std::string& xid);
-// The same inside a transaction the caller has open (store/ only).
-std::vector<FenceHolder> fence_holders(pqxx::transaction_base& tx, const std::string& schema_sql,
-                                       const std::string& id_seq, const std::string& xid);
 
 }  // namespace sqlstreams::store

@@ -18,6 +18,7 @@
 #include "store/connection/session.hpp"
 #include "store/core/statement.hpp"
 #include "store/core/stream_tables.hpp"
+#include "store/group/fence_holders.hpp"
 #include "store/group/range_cache.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
@@ -157,6 +158,9 @@ class GroupStore {
   GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
 
   Observation observe();
+  // The open producers that hold the group's pending observation back (oldest first; empty when
+  // none is pending or it is proven by now). Rare path: for the fence-held log line.
+  std::vector<FenceHolder> fence_holders();
   // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
   // With a `cache` (DESIGN §6.2 step 4): when it covers a prefix of the range the fence allows,
   // the claim takes just that prefix (never more than the fence allows) and its messages

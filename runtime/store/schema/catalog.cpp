@@ -9,7 +9,7 @@
 #include "store/core/sql_time.hpp"
 #include "store/core/stream_tables.hpp"
 #include "store/fleet/maintenance_pq.hpp"
-#include "store/group/fence_holders.hpp"
+#include "store/group/fence_holders_tx.hpp"
 
 namespace sqlstreams::store {
 namespace {
