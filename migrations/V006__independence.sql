@@ -13,22 +13,28 @@
 -- own xid (prepared transactions keep theirs under the same virtual transaction). The proof
 -- fails while one such transaction has an xid older than p_xid (TransactionIdPrecedes on the 32
 -- bits pg_locks shows: every live xid is within 2^31 of every other). NULL proves nothing.
+-- PL/pgSQL, so the lock query's plan is cached per session; the claim's statements test the
+-- cheap case inline and call this only when it fails (store/group/fence_sql.hpp).
 CREATE FUNCTION @schema@.fence_proven(p_xid xid8, p_seq regclass)
-RETURNS boolean LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
-  SELECT CASE
-    WHEN p_xid IS NULL THEN false
-    WHEN p_xid <= pg_snapshot_xmin(pg_current_snapshot()) THEN true
-    ELSE NOT EXISTS (
-      SELECT 1 FROM pg_locks l
-       WHERE l.granted
-         AND (l.locktype = 'relation' AND l.relation = p_seq::oid AND l.mode = 'RowExclusiveLock'
-              AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-           OR l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock'
-              AND (l.transactionid::text::bigint - p_xid::text::bigint % 4294967296 + 4294967296)
-                  % 4294967296 >= 2147483648)
-       GROUP BY l.virtualtransaction
-      HAVING bool_or(l.locktype = 'relation') AND bool_or(l.locktype = 'transactionid'))
-  END
+RETURNS boolean LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF p_xid IS NULL THEN
+    RETURN false;
+  END IF;
+  IF p_xid <= pg_snapshot_xmin(pg_current_snapshot()) THEN
+    RETURN true;
+  END IF;
+  RETURN NOT EXISTS (
+    SELECT 1 FROM pg_locks l
+     WHERE l.granted
+       AND (l.locktype = 'relation' AND l.relation = p_seq::oid AND l.mode = 'RowExclusiveLock'
+            AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+         OR l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock'
+            AND (l.transactionid::text::bigint - p_xid::text::bigint % 4294967296 + 4294967296)
+                % 4294967296 >= 2147483648)
+     GROUP BY l.virtualtransaction
+    HAVING bool_or(l.locktype = 'relation') AND bool_or(l.locktype = 'transactionid'));
+END
 $fn$;
 
 -- The transactions fence_proven() waits for, oldest first: a backend (pid, role, application,

@@ -8,6 +8,7 @@
 
 #include "store/core/pq.hpp"
 #include "store/core/sql_time.hpp"
+#include "store/group/fence_sql.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
 namespace sqlstreams::store {
@@ -43,15 +44,16 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "CASE WHEN h.head > c.settled_head AND (c.pending_xid IS NULL OR p.proven) THEN "
                   "pg_current_xact_id()::text END "
                   "FROM (SELECT coalesce(max(id), 0) AS head FROM {0}) h, {1} c, "
-                  "LATERAL (SELECT {2}.fence_proven(c.pending_xid, '{3}'::regclass) AS proven) p "
-                  "WHERE c.group_id = $1",
-                  tables_.messages, tables_.cursors, session_.schema_sql(), tables_.id_seq));
-  claim_lock_ = statement(
-      kClaimLock, fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
-                              "{1}.fence_proven(pending_xid, '{2}'::regclass), "
-                              "{1}.fence_proven($2::xid8, '{2}'::regclass) "
-                              "FROM {0} WHERE group_id = $1 FOR UPDATE",
-                              tables_.cursors, session_.schema_sql(), tables_.id_seq));
+                  "LATERAL (SELECT {2} AS proven) p WHERE c.group_id = $1",
+                  tables_.messages, tables_.cursors,
+                  fence_proven_sql(session_.schema_sql(), "c.pending_xid", tables_.id_seq)));
+  claim_lock_ =
+      statement(kClaimLock,
+                fmt::format("SELECT claimed, settled_head, pending_head, pending_xid::text, "
+                            "{1}, {2} FROM {0} WHERE group_id = $1 FOR UPDATE",
+                            tables_.cursors,
+                            fence_proven_sql(session_.schema_sql(), "pending_xid", tables_.id_seq),
+                            fence_proven_sql(session_.schema_sql(), "$2::xid8", tables_.id_seq)));
   claim_update_ = statement(
       kClaimUpdate, fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
                                 "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",

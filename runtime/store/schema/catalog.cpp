@@ -10,6 +10,7 @@
 #include "store/core/stream_tables.hpp"
 #include "store/fleet/maintenance_pq.hpp"
 #include "store/group/fence_holders_tx.hpp"
+#include "store/group/fence_sql.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -80,9 +81,8 @@ int64_t proven_head(Session& session, const StreamRef& stream, const std::string
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (exec1(tx, kProveHead,
-              fmt::format("SELECT /* sqlstreams: declare-group proof */ {}.fence_proven($1::xid8, "
-                          "'{}'::regclass)",
-                          session.schema_sql(), tables.id_seq),
+              "SELECT /* sqlstreams: declare-group proof */ " +
+                  fence_proven_sql(session.schema_sql(), "$1::xid8", tables.id_seq),
               xid)[0]
             .as<bool>()) {
       return head;
