@@ -122,7 +122,8 @@ struct GroupConfig {
   // Claims held back this long by the fence (an open producer of the stream) log fence-held,
   // naming the holder, and fence-released at the end.
   Millis fence_warn_after{5000};
-  Millis lease_ttl{60'000};  // range lease; must be > handler_timeout
+  bool fence_fails_readyz = false;  // /readyz 503 while such a wait lasts
+  Millis lease_ttl{60'000};         // range lease; must be > handler_timeout
   Millis handler_timeout{30'000};
   // 1..1000: handler threads written off at handler_timeout that are still running; at this
   // many the group pauses (stops claiming, /readyz 503) until some return.

@@ -180,6 +180,16 @@ bool PipelineSet::healthy(std::string* why) const {
       }
       return false;
     }
+    const auto fence_wait = e.pipeline->metrics().fence_wait_for();
+    if (e.group.fence_fails_readyz && fence_wait >= e.group.fence_warn_after) {
+      if (why) {
+        *why = fmt::format(
+            "claims of {} held for {:.1f}s by an open producer of the stream (fence-held in "
+            "the log names it; fence_fails_readyz)",
+            key, std::chrono::duration<double>(fence_wait).count());
+      }
+      return false;
+    }
     auto stalled = e.pipeline->metrics().commit_stalled_for();
     if (stalled > e.group.lease_ttl) {
       if (why) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <pqxx/pqxx>
+
 #include "plugin_host/plugin_host.hpp"
 #include "scratch.hpp"
 #include "service/declare.hpp"
@@ -118,6 +120,43 @@ TEST_F(PipelineSetTest, RunsStopsAndCarriesCountsToTheNextPipeline) {
   set_.add(key_, entry("sha-3"), /*start=*/true);
   EXPECT_EQ(succeeded(), 0u);
   EXPECT_TRUE(set_.stop({key_, "not/running"}, {}, soon(), {}));
+}
+
+TEST_F(PipelineSetTest, AnOpenProducerFailsReadyzOnlyWhenTheGroupAsksAndOnlyWhileItLasts) {
+  config_.groups[0].fence_warn_after = 200ms;
+  config_.groups[0].fence_fails_readyz = true;
+  set_.add(key_, entry("sha-1"), /*start=*/true);
+  pqxx::connection open_conn(db_.url());
+  pqxx::work open(open_conn);
+  open.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"open\"}')");
+  produce(5);  // later ids, committed: they wait for the open producer's id
+  std::string why;
+  ASSERT_TRUE(testing::wait_until([&] { return !set_.healthy(&why); }, 20s));
+  EXPECT_NE(why.find("held for"), std::string::npos) << why;
+  EXPECT_NE(why.find("fence_fails_readyz"), std::string::npos) << why;
+  EXPECT_GT(set_.samples().at(0).fence_wait_seconds, 0.2);
+  EXPECT_EQ(succeeded(), 0u);
+  open.commit();
+  ASSERT_TRUE(testing::wait_until([&] { return succeeded() == 6; }, 20s)) << succeeded();
+  EXPECT_TRUE(set_.healthy(&why)) << why;
+  EXPECT_EQ(set_.samples().at(0).fence_wait_seconds, 0.0);
+  EXPECT_TRUE(set_.stop({key_}, {}, soon(), {}));
+}
+
+TEST_F(PipelineSetTest, AnOpenProducerLeavesReadyzAloneByDefault) {
+  config_.groups[0].fence_warn_after = 100ms;
+  set_.add(key_, entry("sha-1"), /*start=*/true);
+  pqxx::connection open_conn(db_.url());
+  pqxx::work open(open_conn);
+  open.exec("SELECT sqlstreams.produce('payments.requested', '{\"order_id\":\"open\"}')");
+  produce(5);
+  ASSERT_TRUE(
+      testing::wait_until([&] { return set_.samples().at(0).fence_wait_seconds > 0.3; }, 20s));
+  std::string why;
+  EXPECT_TRUE(set_.healthy(&why)) << why;
+  open.commit();
+  ASSERT_TRUE(testing::wait_until([&] { return succeeded() == 6; }, 20s)) << succeeded();
+  EXPECT_TRUE(set_.stop({key_}, {}, soon(), {}));
 }
 
 }  // namespace
