@@ -36,6 +36,13 @@ std::string num_cell(const char* cls, int64_t v, bool bad_if_positive = false) {
                      v);
 }
 
+// How long an open producer has held the group's claims (README "What a producer can hold
+// back"): "-" when nothing holds them, the seconds otherwise.
+std::string fence_cell(double seconds) {
+  if (seconds <= 0) return "<td class=\"n fence-wait\">-</td>";
+  return fmt::format("<td class=\"n fence-wait bad\">{:.1f} s</td>", seconds);
+}
+
 std::string page(const std::string& title, const std::string& body) {
   return fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -152,12 +159,12 @@ void this_host(std::string& out, const HostView& host) {
       "<h2>This host</h2>\n<table id=\"local\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>succeeded</th><th>retried</th><th>dead</th><th>lease lost</th>"
       "<th>timeouts</th><th>workers</th><th>ranges in flight</th><th>messages in flight</th>"
-      "<th>peak in flight</th><th>completions dropped</th></tr>\n";
+      "<th>peak in flight</th><th>completions dropped</th><th>fence wait</th></tr>\n";
   for (const auto& g : host.groups) {
     auto c = [&](GroupCounter k) { return static_cast<int64_t>(g[k]); };
     out += fmt::format(
         "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td>{1}</td>{2}{3}{4}{5}{6}{7}"
-        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}</tr>\n",
+        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}{14}</tr>\n",
         html_escape(g.stream), html_escape(g.group),
         num_cell("claimed", c(GroupCounter::kMessagesClaimed)),
         num_cell("succeeded", c(GroupCounter::kSucceeded)),
@@ -166,7 +173,8 @@ void this_host(std::string& out, const HostView& host) {
         num_cell("timeouts", c(GroupCounter::kHandlerTimeouts), true), g.live_workers,
         g.concurrency, num_cell("in-flight", g.ranges_in_flight),
         num_cell("messages-in-flight", g.in_flight), num_cell("peak-in-flight", g.peak_in_flight),
-        num_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true));
+        num_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true),
+        fence_cell(g.fence_wait_seconds));
   }
   out += "</table>\n";
   out += fmt::format("<p>Reloads: {} applied, {} rejected.", host.reloads_applied,

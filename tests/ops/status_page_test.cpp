@@ -46,6 +46,7 @@ StatusPageInput input() {
   local.live_workers = 4;
   local.in_flight = 37;
   local.peak_in_flight = 64;
+  local.fence_wait_seconds = 12.34;
   local.completions_dropped = 2;
   in.host.groups.push_back(local);
   return in;
@@ -67,6 +68,7 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
   EXPECT_NE(html.find("<td class=\"n messages-in-flight\">37</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"n peak-in-flight\">64</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"n completions-dropped bad\">2</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"n fence-wait bad\">12.3 s</td>"), std::string::npos) << html;
   EXPECT_NE(html.find("janitor payments.requested"), std::string::npos);
   EXPECT_EQ(html.find("<script>"), std::string::npos) << "escaped";
   EXPECT_NE(html.find("h1&lt;script&gt;"), std::string::npos);
@@ -119,6 +121,13 @@ TEST(StatusPage, ShowsPausedUnseenGroupsAndWhoHoldsRetention) {
 TEST(StatusPage, NoRetentionHoldIsADash) {
   std::string html = render_status_page(input());
   EXPECT_NE(html.find("<td class=\"held-by\">-</td>"), std::string::npos) << html;
+}
+
+TEST(StatusPage, AGroupNoProducerHoldsShowsNoFenceWait) {
+  auto in = input();
+  in.host.groups[0].fence_wait_seconds = 0;
+  std::string html = render_status_page(in);
+  EXPECT_NE(html.find("<td class=\"n fence-wait\">-</td>"), std::string::npos) << html;
 }
 
 TEST(StatusPage, SaysWhenTheDatabaseDidNotAnswer) {
