@@ -129,11 +129,11 @@ void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& tabl
   }
 }
 
-// Writes failed attempts under their row lease tokens; adds the ids whose token matched.
+// Writes failed attempts under their row lease tokens; adds the tokens that matched.
 // A row that becomes dead copies the message's metadata from `messages` (DESIGN §8).
 void update_failures(pqxx::transaction_base& tx, const std::string& table,
                      const std::string& messages, int64_t group_id,
-                     const std::vector<TokenFailure>& rows, std::set<int64_t>& ours) {
+                     const std::vector<TokenFailure>& rows, std::set<std::string>& ours) {
   FailureArrays a;
   std::vector<std::string> tok;
   for (const auto& [token, d] : rows) {
@@ -154,19 +154,19 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                        "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
                        "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                        "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
-                       "RETURNING e.message_id",
+                       "RETURNING u.tok::text",
                        table, messages, db_in("u.after")),
            group_id, int_array(a.ids), text_array(tok), text_array(a.status), int_array(a.attempts),
            int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload));
-  for (const auto& row : r) ours.insert(row[0].as<int64_t>());
+  for (const auto& row : r) ours.insert(row[0].as<std::string>());
 }
 
 // As update_failures, each refused row written again as dead with the rejection (DESIGN §7).
 void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
                               const std::string& messages, int64_t group_id,
-                              const std::vector<TokenFailure>& rows, std::set<int64_t>& ours,
+                              const std::vector<TokenFailure>& rows, std::set<std::string>& ours,
                               std::vector<RejectedWrite>& rejected) {
-  std::set<int64_t> got;
+  std::set<std::string> got;
   if (!in_savepoint(tx,
                     [&](auto& t) { update_failures(t, table, messages, group_id, rows, got); })) {
     ours.insert(got.begin(), got.end());

@@ -41,13 +41,15 @@ struct TokenFailure {
   std::string token;
   FailedMessage failure;
 };
-// Adds to `ours` the message ids whose token still matched.
+// Adds to `ours` the tokens that still matched. Keyed by token, not message id: one batch may
+// hold two results for one message (a claim whose lease expired before it returned, then the
+// claim that took the row over); only the current token's result is the row's outcome.
 void update_failures(pqxx::transaction_base& tx, const std::string& table,
                      const std::string& messages, int64_t group_id,
-                     const std::vector<TokenFailure>& rows, std::set<int64_t>& ours);
+                     const std::vector<TokenFailure>& rows, std::set<std::string>& ours);
 void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
                               const std::string& messages, int64_t group_id,
-                              const std::vector<TokenFailure>& rows, std::set<int64_t>& ours,
+                              const std::vector<TokenFailure>& rows, std::set<std::string>& ours,
                               std::vector<RejectedWrite>& rejected);
 
 // Commits a transaction that wrote outcomes. `in_doubt` (set by the caller beforehand when

@@ -141,16 +141,17 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
         fail.back().failure.message_id = r.message_id;
       }
     }
-    std::set<int64_t> ours;
+    // The tokens whose row was still ours: by token, never by message id (outcome_rows.hpp).
+    std::set<std::string> ours;
     auto collect = [&](const pqxx::result& r) {
-      for (const auto& row : r) ours.insert(row[0].as<int64_t>());
+      for (const auto& row : r) ours.insert(row[0].as<std::string>());
     };
     if (!ok_ids.empty()) {
       collect(exec(
           tx, kRetrySucceeded,
           fmt::format("DELETE FROM {} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
                       "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
-                      "RETURNING e.message_id",
+                      "RETURNING u.tok::text",
                       tables_.exceptions),
           group_id_, int_array(ok_ids), text_array(ok_tok)));
     }
@@ -168,14 +169,14 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
           fmt::format("UPDATE {} e SET status = 'ready', lease_token = NULL, lease_expires_at = "
                       "NULL, updated_at = now() FROM unnest($2::bigint[], $3::uuid[]) AS u(id, "
                       "tok) WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = "
-                      "u.tok RETURNING e.message_id",
+                      "u.tok RETURNING u.tok::text",
                       tables_.exceptions),
           group_id_, int_array(back_ids), text_array(back_tok)));
     }
     std::vector<AuditEntry> audit;
     std::vector<bool> committed;
     for (const auto& r : results) {
-      bool ok = ours.count(r.message_id) > 0;
+      bool ok = ours.count(r.token) > 0;
       committed.push_back(ok);
       if (ok && r.audit) {
         audit.push_back(*r.audit);
