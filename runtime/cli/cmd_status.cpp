@@ -52,6 +52,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
            {"lost_messages", g.lost_messages},
            {"lost_through", opt(g.lost_through)},
            {"skipped_versions", g.skipped_versions},
+           {"fence_wait_ms", g.fence_wait_ms},
            {"advancer", opt(g.advancer)},
            {"paused", g.paused_at.has_value()},
            {"paused_at_ms", opt(ms_of(g.paused_at))},
@@ -144,6 +145,13 @@ void print_text(const store::FleetStatus& f) {
           escape_for_text(g.advancer.value_or("not running")).c_str());
     }
     for (const auto& g : s.groups) {
+      if (g.fence_wait_ms >= 1000) {
+        std::printf(
+            "  fence-held: %s has waited %s for an open transaction that drew an id of this "
+            "stream (the host's log names it: event fence-held; README \"What a producer can "
+            "hold back\")\n",
+            g.name.c_str(), format_approx_duration(Millis(g.fence_wait_ms)).c_str());
+      }
       if (g.paused_at) {
         std::printf("  paused: %s (%s ago, by %s; `sqlstreams group resume` restarts it)\n",
                     g.name.c_str(), format_approx_duration(f.now - *g.paused_at).c_str(),

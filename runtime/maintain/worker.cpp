@@ -56,6 +56,14 @@ void JanitorWorker::log(const store::JanitorReport& r) {
   }
   if (r.errors.empty()) last_hold_ = hold;
   for (const auto& p : r.created) {
+    if (p.rehomed > 0) {
+      // Ids written while no partition existed for them (no host ran): moved in from the
+      // default partition; `held` is how long producers of the stream waited for it.
+      spdlog::info(
+          "partition-rehomed stream={} partition={} first_id={} last_id={} rows={} held={}ms",
+          stream, p.table, p.first_id, p.last_id, p.rehomed, p.held.count());
+      continue;
+    }
     spdlog::info("partition-created stream={} partition={} first_id={} last_id={}", stream, p.table,
                  p.first_id, p.last_id);
   }

@@ -283,9 +283,11 @@ ops::HostView Host::view() const {
 std::string Host::stats_json() const {
   nlohmann::json groups = nlohmann::json::object();
   for (const auto& [id, s] : pipelines_.samples_by_group_id()) {
-    groups[std::to_string(id)] = {{"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
-                                  {"succeeded", s[ops::GroupCounter::kSucceeded]},
-                                  {"dead", s[ops::GroupCounter::kDead]}};
+    groups[std::to_string(id)] = {
+        {"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
+        {"succeeded", s[ops::GroupCounter::kSucceeded]},
+        {"dead", s[ops::GroupCounter::kDead]},
+        {"fence_wait_ms", static_cast<int64_t>(s.fence_wait_seconds * 1000)}};
   }
   return nlohmann::json{{"groups", groups}}.dump();
 }

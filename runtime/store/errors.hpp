@@ -24,7 +24,7 @@ enum class Condition {
   kSerializationFailure,   // 40001
   kDeadlock,               // 40P01
   kLockNotAvailable,       // 55P03: lock_timeout, NOWAIT
-  kPrerequisiteState,      // 55000: sqlstreams.produce() found no partition for an id
+  kPrerequisiteState,      // 55000: (before V007) sqlstreams.produce() found no partition
   kCheckViolation,         // 23514: a CHECK, or no partition of the log holds the row's id
   kIntegrityViolation,     // the rest of class 23
   kDataException,          // class 22: bad UTF-8, not JSON, out of range...

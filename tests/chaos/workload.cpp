@@ -55,6 +55,22 @@ struct ChaosRun::Impl {
     while (!stop_faults && Clock::now() < until) std::this_thread::sleep_for(20ms);
   }
 
+  int64_t default_partition_rows() {
+    try {
+      pqxx::connection c(o.url);
+      pqxx::nontransaction tx(c);
+      int64_t n = 0;
+      for (const auto& row : tx.exec("SELECT id FROM sqlstreams.streams")) {
+        n += tx.exec("SELECT count(*) FROM sqlstreams.messages_" + row[0].as<std::string>() +
+                     "_default")[0][0]
+                 .as<int64_t>();
+      }
+      return n;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+
   ChaosHost& some_host() { return *hosts[rng() % hosts.size()]; }
   const StreamSpec& some_stream() { return kStreams[rng() % kStreams.size()]; }
   const std::string& some_group() { return kGroups[rng() % kGroups.size()]; }
@@ -135,6 +151,17 @@ struct ChaosRun::Impl {
       if (kind == "dead-discard") args.push_back("--yes");
       auto [code, out] = cli(o.url, args);
       event(kind + " " + s.name + " " + g + " exit " + std::to_string(code));
+    } else if (kind == "all-down") {
+      // Every host down while the producers keep writing: past the partitions made ahead, the
+      // SQL producers' ids land in the default partitions (V007) and must all commit; the
+      // hosts' janitors re-home them when they come back.
+      for (auto& host : hosts) host->kill();
+      event("all-down: every host killed");
+      sleep_unless_stopped(std::chrono::milliseconds(6000 + rng() % 4000));
+      event("all-down: " + std::to_string(default_partition_rows()) +
+            " rows in the default partitions");
+      for (auto& host : hosts) host->start();
+      event("all-down: every host restarted");
     } else if (kind == "reload") {
       auto& host = some_host();
       host.reload_with_changed_group();
@@ -154,7 +181,7 @@ struct ChaosRun::Impl {
       const auto began = Clock::now();
       fault(kind);
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
-      if (took > 3s && kind != "stop" && kind != "kill") {
+      if (took > 3s && kind != "stop" && kind != "kill" && kind != "all-down") {
         event(kind + " took " + std::to_string(took.count()) + " ms");
       }
     }

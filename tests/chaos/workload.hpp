@@ -20,8 +20,9 @@
 
 namespace sqlstreams::chaos {
 
-inline const std::set<std::string> kAllFaults = {
-    "kill", "stop", "pg-restart", "terminate", "rewind", "dead-retry", "dead-discard", "reload"};
+inline const std::set<std::string> kAllFaults = {"kill",         "stop",   "pg-restart",
+                                                 "terminate",    "rewind", "dead-retry",
+                                                 "dead-discard", "reload", "all-down"};
 
 struct ChaosOptions {
   uint64_t seed = 1;

@@ -1,7 +1,8 @@
 // A stall is never silent, and the log stops for nothing outside it (issue 26): a real host,
 // an application's long writer (its own table, its transaction open) that holds nothing back,
 // and an open producer of the stream that does — logged once as fence-held naming its backend
-// pid and state after groups[].fence_warn_after, and as fence-released when it ends.
+// pid and state after groups[].fence_warn_after, shown by `sqlstreams status`, and as
+// fence-released when it ends.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
@@ -48,6 +49,17 @@ TEST(FenceStall, AnUnrelatedWriterHoldsNothingAnOpenProducerIsNamedUntilItEnds) 
   EXPECT_NE(line.find("idle in transaction"), std::string::npos) << line;
   EXPECT_NE(line.find("idle_in_transaction_session_timeout"), std::string::npos) << line;
   EXPECT_EQ(count_calls(o.record_file, kCharge), 20u) << "claimed past the open producer's id";
+  // `sqlstreams status` shows it too, from the host's next heartbeat.
+  std::string status;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        status = cli({"status"}, db.url()).second;
+        return status.find("fence-held: charge-cards has waited") != std::string::npos;
+      },
+      60s, 500ms))
+      << status;
+  const auto json = cli({"status", "--json"}, db.url()).second;
+  EXPECT_NE(json.find("\"fence_wait_ms\""), std::string::npos) << json;
   producer.commit();
   ASSERT_TRUE(wait_until([&] { return count_calls(o.record_file, kCharge) >= 26; }, 30s, 50ms))
       << tail(host.log());

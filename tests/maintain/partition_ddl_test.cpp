@@ -1,7 +1,7 @@
 // No DDL in a producer's transaction (DESIGN §9), and no xid while the janitor waits for the
 // stream's lock (§6.2), as deterministic interleavings on separate connections:
-//   * an SQL producer past the last partition gets SQLSTATE 55000 with one clear message;
-//     declare and the janitor create ahead again, then producing works;
+//   * an SQL producer past the last partition commits into the default partition (V007);
+//     declare and the janitor create ahead again, re-homing it;
 //   * a producer holding its transaction open across partition boundaries blocks no one;
 //   * the janitor after the stream's lock (DDL) never holds back a claimer's proof: it never
 //     queues for the lock (PostgreSQL assigns an xid to any transaction requesting ACCESS
@@ -73,30 +73,28 @@ class PartitionDdlTest : public MaintainTest {
   }
 };
 
-TEST_F(PartitionDdlTest, SqlProducerPastThePartitionsGetsOneClearErrorUntilPartitionsAreCreated) {
+TEST_F(PartitionDdlTest, SqlProducerPastThePartitionsCommitsAndDeclareOrTheJanitorReHomesIt) {
   ASSERT_EQ(partitions_upto(), 21);  // declare: p0 [1, 10], p1 [11, 20]
   for (int i = 0; i < 20; ++i) ASSERT_EQ(sql_produce_error(), "");
-  // No host has run: the 21st id has no partition. Nothing is created in the caller's txn.
-  const std::string err = sql_produce_error();
-  EXPECT_EQ(err.substr(0, 7), "55000: ") << err;
-  EXPECT_NE(err.find("sqlstreams: stream \"payments.requested\" has no partition for message id "
-                     "21 yet"),
-            std::string::npos)
-      << err;
+  // No host has run: the 21st id has no partition; it commits into the default partition
+  // (V007). Nothing is created in the caller's transaction.
+  EXPECT_EQ(sql_produce_error(), "");
   EXPECT_EQ(partitions_upto(), 21);
   EXPECT_FALSE(table_exists("messages_1_p2"));
-  // `sqlstreams declare` (re-declaring the stream) creates ahead of the head again.
+  EXPECT_EQ(count("messages_1_default"), 1);
+  // `sqlstreams declare` (re-declaring the stream) creates ahead of the head again, re-homing.
   declare(partition_size_, std::chrono::hours(24 * 30), false);
   EXPECT_EQ(partitions_upto(), 51) << "ids up to two partitions past the last drawn (21)";
-  for (int i = 0; i < 29; ++i) ASSERT_EQ(sql_produce_error(), "");  // ids 22 .. 50
-  EXPECT_EQ(sql_produce_error().substr(0, 5), "55000");             // id 51
+  EXPECT_EQ(count("messages_1_default"), 0);
+  EXPECT_EQ(count("messages_1_p2"), 1);
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(sql_produce_error(), "");  // ids 22 .. 51
   // So does a janitor pass.
   store::StreamJanitor j(*session_, stream_.id);
   auto r = j.run_once(now_, {});
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
-  EXPECT_EQ(partitions_upto(), 81);
+  EXPECT_EQ(count("messages_1_default"), 0);
   EXPECT_EQ(sql_produce_error(), "");
-  EXPECT_EQ(count("messages_1"), 50);
+  EXPECT_EQ(count("messages_1"), 52);
 }
 
 TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProducer) {

@@ -27,6 +27,14 @@ struct StreamTables {
   std::string partition_name(int64_t k) const { return fmt::format("{}{}", partition_prefix(), k); }
   std::string partition_prefix() const { return fmt::format("messages_{}_p", stream_id); }
   std::string partition(int64_t k) const { return fmt::format("{}.{}", schema, partition_name(k)); }
+  // messages_N_default: ids past the partitions made ahead (V007), until the janitor re-homes
+  // them. Not a messages_N_p name: partition_indexes() never lists it.
+  std::string partition_default_name() const {
+    return fmt::format("messages_{}_default", stream_id);
+  }
+  std::string partition_default() const {
+    return fmt::format("{}.{}", schema, partition_default_name());
+  }
   // The channel producers NOTIFY and claimers LISTEN on.
   std::string channel() const { return fmt::format("sqlstreams_{}", stream_id); }
 

@@ -29,6 +29,8 @@ constexpr StatementName kLockForDrop{"lock_for_drop"};
 constexpr StatementName kRecordLoss{"record_loss"};
 constexpr StatementName kKeepDeadPayloads{"keep_dead_payloads"};
 constexpr StatementName kDropPartition{"drop_partition"};
+constexpr StatementName kDefaultFloor{"default_partition_floor"};
+constexpr StatementName kDefaultRows{"default_partition_rows"};
 
 struct StreamRow {
   int64_t partition_size = 0;
@@ -119,7 +121,15 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
       report.errors.push_back(fmt::format("{}: {}", name, e.what()));
     }
   };
-  step("create ahead", [&] { report.created = create_ahead(now, settings, fence); });
+  step("create ahead", [&] {
+    // While re-homing ids from the default partition: one range per transaction, up to
+    // max_batches ranges per pass.
+    for (int i = 0; i < settings.max_batches; ++i) {
+      auto created = create_ahead(now, settings, fence);
+      report.created.insert(report.created.end(), created.begin(), created.end());
+      if (!rehoming_) return;
+    }
+  });
   bool dropped_all = false;
   step("drop", [&] {
     for (int i = 0; i < settings.max_drops_per_pass; ++i) {
@@ -169,6 +179,7 @@ int64_t StreamJanitor::ids_ahead(SysTime now, int64_t drawn, int64_t size,
 std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
                                                         const JanitorSettings& settings,
                                                         const WorkerFence* fence) {
+  rehoming_ = false;
   // Sized once per pass (the rate sample moves once per pass, not per lock attempt).
   const auto sized = guarded(session_, "create partitions", [&] {
     pqxx::read_transaction tx(connection_of(session_));
@@ -203,11 +214,27 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
       // Never queues for the lock (see retry_busy_lock): busy = 55P03, tried again.
       exec(tx, kLockLogNowait,
            fmt::format("LOCK TABLE ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT", tables_.messages));
+      const auto locked_at = std::chrono::steady_clock::now();
       check_fence(tx, session_, fence, "create partitions", FenceCheck::kLockRow);
       drawn = last_drawn_id(tx, session_, stream_id_);
+      // Ids past the partitions were drawn (no host ran for a while: they are in the default
+      // partition, V007): re-home one range per transaction, so this lock is held for at most
+      // one partition's worth of moved rows; run_once() continues with the next range.
+      int64_t moved = 0;
+      rehoming_ = false;
+      if (drawn >= st.partitions_upto) {
+        auto rows = exec1(tx, kDefaultRows,
+                          fmt::format("SELECT (SELECT count(*) FROM {0} WHERE id >= $1 AND id < "
+                                      "$2), EXISTS (SELECT 1 FROM {0} WHERE id >= $1)",
+                                      tables_.partition_default()),
+                          st.partitions_upto, st.partitions_upto + size);
+        moved = rows[0].as<int64_t>();
+        rehoming_ = rows[1].as<bool>();
+      }
+      const int64_t target = rehoming_ ? st.partitions_upto : drawn + ahead;
       const int64_t upto =
           exec1(tx, kEnsurePartitions, fmt::format("SELECT {}.ensure_partitions($1, $2)", s),
-                stream_id_, drawn + ahead)[0]
+                stream_id_, target)[0]
               .as<int64_t>();
       // Heal: a partition below `upto` that can still receive ids (its last id was not drawn
       // yet) must exist. Fully drawn missing partitions are never re-created: their ids are
@@ -215,18 +242,24 @@ std::vector<PartitionRange> StreamJanitor::create_ahead(SysTime now,
       for (int64_t k = drawn / size; k * size + 1 < upto; ++k) {
         if (existing.count(k)) continue;
         auto r = range_of(tables_, k, size);
-        exec(tx, kHealPartition,
-             fmt::format("CREATE TABLE IF NOT EXISTS {}.{} PARTITION OF {} FOR VALUES FROM ({}) "
-                         "TO ({})",
-                         s, r.table, tables_.messages, r.first_id, r.last_id + 1));
+        // Re-homes the range's rows from the default partition if a producer wrote some (V007).
+        exec(tx, kHealPartition, fmt::format("SELECT {}.create_partition($1, $2, $3)", s),
+             stream_id_, r.first_id, size);
         // Owned by sqlstreams_host like every partition, so any host can drop it (V004).
         exec(tx, kGiveToHost, fmt::format("SELECT {}.give_to_host($1)", s), stream_id_);
       }
       std::vector<PartitionRange> created;
       for (int64_t k : partition_indexes(tx, session_, stream_id_)) {
-        if (!existing.count(k)) created.push_back(range_of(tables_, k, size));
+        if (existing.count(k)) continue;
+        created.push_back(range_of(tables_, k, size));
+        if (rehoming_ && created.back().first_id == st.partitions_upto) {
+          created.back().rehomed = moved;
+        }
       }
       tx.commit();
+      const auto held =
+          std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - locked_at);
+      for (auto& c : created) c.held = held;
       return created;
     });
   });
@@ -304,8 +337,8 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
         return std::optional<DroppedPartition>{};  // dropped meanwhile (another janitor)
       }
       exec(tx, kLockForDrop,
-           fmt::format("LOCK TABLE ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT",
-                       tables_.messages, part));
+           fmt::format("LOCK TABLE ONLY {}, ONLY {}, ONLY {} IN ACCESS EXCLUSIVE MODE NOWAIT",
+                       tables_.messages, part, tables_.partition_default()));
       check_fence(tx, session_, fence, "drop partition", FenceCheck::kLockRow);
       const StreamRow st = read_stream(tx, session_, stream_id_);
       // Cursors may have moved (a rewind) since the decision: the cursor rule is decided again.
@@ -341,6 +374,13 @@ std::optional<DroppedPartition> StreamJanitor::drop_oldest(
                        "e.payload IS NULL",
                        tables_.exceptions, part));
       exec(tx, kDropPartition, fmt::format("DROP TABLE {}", part));
+      // No id of the dropped range may ever become visible again (the cursor floor relies on
+      // it): a straggler's insert of one would now land in the default partition, so its
+      // floor moves up. NOT VALID: enforced for new rows, no scan (V007).
+      exec(tx, kDefaultFloor,
+           fmt::format("ALTER TABLE {0} DROP CONSTRAINT IF EXISTS {1}_floor, ADD CONSTRAINT "
+                       "{1}_floor CHECK (id > {2}) NOT VALID",
+                       tables_.partition_default(), tables_.partition_default_name(), p.last_id));
       tx.commit();
       return std::optional<DroppedPartition>(std::move(out));
     });

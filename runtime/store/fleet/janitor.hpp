@@ -2,7 +2,11 @@
 //   create ahead  partitions exist for max(partitions_ahead × partition_size, produce rate ×
 //                 janitor_period × kRateSafetyFactor) ids past the last id drawn (the rate is
 //                 observed between passes; at most kMaxPartitionsAhead partitions); a missing
-//                 partition that can still receive ids is re-created (healed)
+//                 partition that can still receive ids is re-created (healed). Ids drawn
+//                 past the partitions (no host ran) wait in the default partition
+//                 messages_N_default (V007): they are re-homed one range per transaction,
+//                 the rows moved in the transaction that creates the range's partition
+//                 (held: how long that took under the log's lock)
 //   drop          the oldest partition goes when every id in it has been drawn, its newest
 //                 message is older than `retention`, and every group's committed is at or past
 //                 its last id — or, with allow_drop_past_committed, on age alone (a lagging
@@ -61,6 +65,8 @@ struct PartitionRange {
   std::string table;  // messages_N_p<k>
   int64_t first_id = 0;
   int64_t last_id = 0;
+  int64_t rehomed = 0;  // rows moved in from the default partition (V007)
+  Millis held{0};       // create ahead: how long the step held the log's ACCESS EXCLUSIVE lock
 };
 
 struct GroupLoss {
@@ -135,6 +141,7 @@ class StreamJanitor {
   Session& session_;
   int64_t stream_id_;
   std::optional<RateSample> last_sample_;
+  bool rehoming_ = false;  // the last create_ahead() re-homed a range: more may follow
   StreamTables tables_;
 };
 

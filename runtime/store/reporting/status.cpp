@@ -50,7 +50,9 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "|| g.id AND w.expires_at > {2}), "
           "{3}, coalesce(g.paused_by, ''), {4}, coalesce(g.last_seen_at >= {2} - greatest("
           "{5}, (SELECT max(h.expires_at - h.heartbeat_at) FROM {0}.hosts "
-          "h WHERE h.expires_at > {2})), false) "
+          "h WHERE h.expires_at > {2})), false), "
+          "(SELECT coalesce(max((h.stats -> 'groups' -> (g.id::text) ->> 'fence_wait_ms')::"
+          "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}) "
           "FROM {0}.groups g JOIN {8} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
           s, n, kDbNow, to_epoch_ms("g.paused_at"), to_epoch_ms("g.last_seen_at"),
@@ -76,6 +78,7 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.paused_by = row[14].as<std::string>();
     if (!row[15].is_null()) g.last_seen_at = time_of(row[15]);
     g.seen_recently = row[16].as<bool>();
+    g.fence_wait_ms = row[17].as<int64_t>();
     st.groups.push_back(std::move(g));
   }
 }

@@ -33,7 +33,10 @@ struct GroupStatus {
   int64_t dead = 0;
   int64_t lost_messages = 0;  // dropped by retention before this group committed them
   std::optional<int64_t> lost_through;
-  int64_t skipped_versions = 0;         // reported by live hosts, counted since each started
+  int64_t skipped_versions = 0;  // reported by live hosts, counted since each started
+  // How long the group's claims have waited for an open producer of the stream (the fence), as
+  // the live hosts' last heartbeats reported it: the longest; 0 = not waiting.
+  int64_t fence_wait_ms = 0;
   std::optional<std::string> advancer;  // holder of the group's cursor advancer
   std::optional<SysTime> paused_at;     // `sqlstreams group pause` (database clock)
   std::string paused_by;
