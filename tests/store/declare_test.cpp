@@ -129,8 +129,8 @@ TEST_F(DeclareTest, HeadDeclarationWaitsUntilTheOpenProducerEndsThenDeliversWhat
   for (;;) {
     if (declared.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready) break;
     pqxx::nontransaction q(watch);
-    if (q.exec("SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%declare-group "
-               "proof%' AND pid <> pg_backend_pid()")[0][0]
+    if (q.exec("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+               "AND query LIKE '%declare-group proof%' AND pid <> pg_backend_pid()")[0][0]
             .as<int64_t>() > 0) {
       break;
     }

@@ -2,8 +2,10 @@
 // and deterministically: cluster-wide, commits wait for a synchronous standby that never comes
 // (except in sessions that set synchronous_commit below `on`), the COMMIT of a session opened
 // with in_doubt_session_options() hangs after its local commit, and its backend is terminated
-// while it waits: the client sees a broken connection during COMMIT. store_tests run serially
-// (RUN_SERIAL), so nothing else commits meanwhile; the configuration is restored afterwards.
+// while it waits: the client sees a broken connection during COMMIT. Such a test runs alone
+// (RUN_SERIAL: tests/store/CMakeLists.txt selects it by "InDoubt" in its name, which
+// CommitsWaitForAStandby checks), so nothing else commits meanwhile; the configuration is
+// restored afterwards.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,6 +26,13 @@ namespace sqlstreams::testing {
 class CommitsWaitForAStandby {
  public:
   explicit CommitsWaitForAStandby(const std::string& url) : url_(url) {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    const std::string name = std::string(test->test_suite_name()) + "." + test->name();
+    if (name.find("InDoubt") == std::string::npos) {
+      ADD_FAILURE() << name
+                    << " changes the whole cluster's commits but its name lacks \"InDoubt\": "
+                    << "tests/store/CMakeLists.txt runs only such tests serially";
+    }
     set("ALTER SYSTEM SET synchronous_standby_names = 'sqlstreams_test_no_such_standby'",
         "ALTER SYSTEM SET synchronous_commit = 'local'", "sqlstreams_test_no_such_standby");
   }
