@@ -191,8 +191,7 @@ TEST_F(RangeCommitTest, ACommitReadsOnlyThePartitionsOfItsOwnRangeHoweverLargeTh
   db_.sql(
       "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
       "can_run_after) SELECT " +
-      std::to_string(charge_.id) +
-      ", g * 5, 'dead', 1, now() FROM generate_series(1, 20000) g");
+      std::to_string(charge_.id) + ", g * 5, 'dead', 1, now() FROM generate_series(1, 20000) g");
   db_.sql("ANALYZE sqlstreams.messages_1, sqlstreams.exceptions_1");
   auto s = session();
   auto gs = group_store(*s, charge_.id);
