@@ -155,11 +155,18 @@ struct ChaosRun::Impl {
       // Every host down while the producers keep writing: past the partitions made ahead, the
       // SQL producers' ids land in the default partitions (V007) and must all commit; the
       // hosts' janitors re-home them when they come back.
+      // Down for 6-10 s, and longer (up to 30 s) until some ids have landed past the
+      // partitions made ahead, in a default partition.
       for (auto& host : hosts) host->kill();
       event("all-down: every host killed");
+      const auto down_since = Clock::now();
       sleep_unless_stopped(std::chrono::milliseconds(6000 + rng() % 4000));
-      event("all-down: " + std::to_string(default_partition_rows()) +
-            " rows in the default partitions");
+      int64_t rows = default_partition_rows();
+      while (rows == 0 && !stop_faults && Clock::now() - down_since < 30s) {
+        sleep_unless_stopped(500ms);
+        rows = default_partition_rows();
+      }
+      event("all-down: " + std::to_string(rows) + " rows in the default partitions");
       for (auto& host : hosts) host->start();
       event("all-down: every host restarted");
     } else if (kind == "reload") {
@@ -172,12 +179,13 @@ struct ChaosRun::Impl {
   void fault_loop() {
     std::vector<std::string> kinds(o.faults.begin(), o.faults.end());
     if (kinds.empty()) return;
-    while (!stop_faults) {
+    for (size_t n = 0; !stop_faults; ++n) {
       const auto span = o.fault_every_max - o.fault_every_min;
       sleep_unless_stopped(o.fault_every_min +
                            std::chrono::milliseconds(span.count() ? rng() % span.count() : 0));
       if (stop_faults) break;
-      const auto& kind = kinds[rng() % kinds.size()];
+      const std::string kind =
+          n < o.first_faults.size() ? o.first_faults[n] : kinds[rng() % kinds.size()];
       const auto began = Clock::now();
       fault(kind);
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
