@@ -4,11 +4,15 @@
 // read-only query per batch) — and only then produced, in ONE transaction (one INSERT per
 // --batch-size lines): a bad line is a located error `stdin:N: ...` (exit 65) and nothing is
 // written. The text of each line is what is stored: jsonb keeps numbers exactly as written.
+// A line longer than twice the stream's max_payload_bytes (plus kLineSlack) is refused while it
+// is read and never buffered: its stored form could fit only if most of it were whitespace or
+// duplicate keys. An empty JSON argument is refused (it does not mean "read stdin").
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <iostream>
+#include <cstdio>
 
 #include "cli/commands.hpp"
 #include "cli/json_payload.hpp"
@@ -22,6 +26,7 @@ struct ProduceFlags {
   DatabaseFlags db;
   std::string stream;
   std::string json;
+  bool json_given = false;
   int batch_size = 500;
   int schema_version = 1;
   std::string key;
@@ -34,6 +39,31 @@ class BadInput : public ControlPlaneError {
 };
 
 constexpr size_t kMaxReportedProblems = 20;
+constexpr size_t kLineSlack = 64 * 1024;
+
+// The longest stdin line worth reading for a stream (see the header comment).
+size_t line_limit(const store::StreamRef& stream) {
+  return 2 * static_cast<size_t>(std::max<int32_t>(stream.max_payload_bytes, 0)) + kLineSlack;
+}
+
+// Reads one line of `in` into `text` (without the newline), keeping at most `limit` bytes:
+// a longer line is consumed to its end and reported through `length` (its full length) with
+// `text` cleared. False at the end of input.
+bool read_bounded_line(std::FILE* in, size_t limit, std::string& text, size_t& length) {
+  text.clear();
+  length = 0;
+  bool any = false;
+  for (int c = getc_unlocked(in); c != EOF; c = getc_unlocked(in)) {
+    any = true;
+    if (c == '\n') return true;
+    if (++length <= limit) {
+      text.push_back(static_cast<char>(c));
+    } else if (!text.empty()) {
+      std::string().swap(text);  // give the memory back
+    }
+  }
+  return any;
+}
 
 struct Line {
   std::string where;  // "stdin:N" or "argument"
@@ -107,15 +137,8 @@ int produce(const ProduceFlags& f) {
   } catch (const store::StoreError& e) {
     throw BadInput(e.what());
   }
-  std::vector<Line> lines;
-  if (!f.json.empty()) {
-    lines.push_back({"argument", f.json});
-  } else {
-    std::string text;
-    for (int64_t line_no = 1; std::getline(std::cin, text); ++line_no) {
-      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-      lines.push_back({fmt::format("stdin:{}", line_no), std::move(text)});
-    }
+  if (f.json_given && f.json.empty()) {
+    throw BadInput("argument: the JSON argument is empty (omit it to read NDJSON from stdin)");
   }
   store::Session session(f.db.resolve(config));
   auto stream = store::find_stream(session, f.stream);
@@ -123,13 +146,45 @@ int produce(const ProduceFlags& f) {
     throw ControlPlaneError(ExitCode::kData, fmt::format("unknown stream '{}'", f.stream),
                             "declare it first: sqlstreams declare --config FILE");
   }
+  std::vector<Line> lines;
+  std::vector<std::string> too_long;  // located errors of lines refused while reading
+  size_t too_long_count = 0;
+  if (f.json_given) {
+    lines.push_back({"argument", f.json});
+  } else {
+    const size_t limit = line_limit(*stream);
+    std::string text;
+    size_t length = 0;
+    for (int64_t line_no = 1; read_bounded_line(stdin, limit, text, length); ++line_no) {
+      if (length > limit) {
+        if (++too_long_count <= kMaxReportedProblems) {
+          too_long.push_back(fmt::format(
+              "stdin:{}: line of {} bytes refused while reading: more than twice "
+              "max_payload_bytes {} of stream '{}' (+{} bytes), so its payload cannot fit",
+              line_no, length, stream->max_payload_bytes, stream->name, kLineSlack));
+        }
+        continue;
+      }
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      lines.push_back({fmt::format("stdin:{}", line_no), std::move(text)});
+    }
+    if (std::ferror(stdin)) throw BadInput("stdin: read error; nothing was produced");
+  }
+  if (too_long_count > 0) {
+    std::string msg = fmt::format("{} line(s) too long; nothing was produced", too_long_count);
+    for (const auto& p : too_long) msg += "\n  " + p;
+    if (too_long_count > too_long.size()) {
+      msg += fmt::format("\n  ... and {} more", too_long_count - too_long.size());
+    }
+    throw BadInput(msg);
+  }
   store::Producer producer(session);
   check_all(lines, producer, *stream, static_cast<size_t>(f.batch_size));
   std::vector<store::NewMessage> messages;
   messages.reserve(lines.size());
   for (auto& l : lines) messages.push_back({std::move(l.text), f.schema_version, key});
   lines.clear();
-  if (!f.json.empty()) {
+  if (f.json_given) {
     std::printf("%lld\n", static_cast<long long>(producer.produce(f.stream, messages.at(0))));
     return 0;
   }
@@ -173,14 +228,17 @@ void register_produce(CLI::App& app, Action& action) {
       "produce", "Append messages: one JSON object as an argument, or NDJSON on stdin");
   f->db.add_to(cmd, false);
   cmd->add_option("stream", f->stream, "stream name")->required();
-  cmd->add_option("json", f->json, "one JSON object (omit to read NDJSON from stdin)");
+  auto* json = cmd->add_option("json", f->json, "one JSON object (omit to read NDJSON from stdin)");
   cmd->add_option("--batch-size", f->batch_size,
                   "messages per INSERT when reading stdin (all in one transaction)")
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--schema-version", f->schema_version, "payload schema version")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--key", f->key, "message key for every message (at most 1024 bytes)");
-  cmd->callback([&action, f] { action = [f] { return produce(*f); }; });
+  cmd->callback([&action, f, json] {
+    f->json_given = json->count() > 0;
+    action = [f] { return produce(*f); };
+  });
 }
 
 }  // namespace sqlstreams::cli

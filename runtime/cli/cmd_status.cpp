@@ -39,6 +39,13 @@ nlohmann::json to_json(const store::FleetStatus& f) {
   for (const auto& s : f.streams) {
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : s.groups) {
+      nlohmann::json orphans = nlohmann::json::array();
+      for (const auto& l : g.orphan_leases) {
+        orphans.push_back({{"holder", l.holder},
+                           {"low", l.low},
+                           {"high", l.high},
+                           {"expires_in_ms", l.expires_in.count()}});
+      }
       groups.push_back(
           {{"name", g.name},
            {"id", g.id},
@@ -47,6 +54,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
            {"lag", g.lag},
            {"open_leases", g.open_leases},
            {"expired_leases", g.expired_leases},
+           {"leases_of_stopped_hosts", std::move(orphans)},
            {"exceptions", {{"ready", g.ready}, {"inflight", g.inflight}, {"dead", g.dead}}},
            {"dead", g.dead},
            {"lost_messages", g.lost_messages},
@@ -145,6 +153,16 @@ void print_text(const store::FleetStatus& f) {
           escape_for_text(g.advancer.value_or("not running")).c_str());
     }
     for (const auto& g : s.groups) {
+      for (const auto& l : g.orphan_leases) {
+        const std::string when = l.expires_in.count() > 0
+                                     ? "expires in " + format_approx_duration(l.expires_in) +
+                                           ", then any host reclaims it"
+                                     : "expired " + format_approx_duration(-l.expires_in) +
+                                           " ago: the next claim of a running host reclaims it";
+        std::printf("  lease of a stopped host: %s ids %lld..%lld held by %s (no live host); %s\n",
+                    g.name.c_str(), static_cast<long long>(l.low), static_cast<long long>(l.high),
+                    l.holder.empty() ? "nobody" : escape_for_text(l.holder).c_str(), when.c_str());
+      }
       if (g.fence_wait_ms >= 1000) {
         std::printf(
             "  fence-held: %s has waited %s for an open transaction that drew an id of this "

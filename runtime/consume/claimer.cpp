@@ -9,6 +9,7 @@
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
+#include "ops/logging.hpp"
 #include "store/group/group_store.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
@@ -228,10 +229,10 @@ bool GroupPipeline::follow_group_state(const store::GroupState& st) {
   if (pause) {
     hand_back_queued();
     spdlog::warn(
-        "group-paused-by-operator stream={} group={} paused_by=\"{}\": claiming nothing; "
+        "group-paused-by-operator stream={} group={} paused_by={}: claiming nothing; "
         "in-flight work finishes and commits, queued work was handed back (`sqlstreams group "
         "resume` restarts it)",
-        options_.ref.stream, options_.ref.name, st.paused_by);
+        options_.ref.stream, options_.ref.name, ops::log_quoted(st.paused_by));
   } else {
     spdlog::info("group-resumed-by-operator stream={} group={}", options_.ref.stream,
                  options_.ref.name);

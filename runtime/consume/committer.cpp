@@ -9,6 +9,7 @@
 #include "common/outage_backoff.hpp"
 #include "consume/group_pipeline.hpp"
 #include "consume/lease_timing.hpp"
+#include "ops/logging.hpp"
 #include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
@@ -20,8 +21,8 @@ constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
   if (f.status != store::ExceptionStatus::kDead) return;
-  spdlog::warn("dead-lettered stream={} group={} message_id={} attempts={} error=\"{}\"",
-               o.ref.stream, o.ref.name, f.message_id, f.attempts, f.error);
+  spdlog::warn("dead-lettered stream={} group={} message_id={} attempts={} error={}", o.ref.stream,
+               o.ref.name, f.message_id, f.attempts, ops::log_quoted(f.error));
 }
 
 // True when a commit of these will write a `ready` exception row (the retry loop's business).

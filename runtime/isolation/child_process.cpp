@@ -58,7 +58,7 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
                          const std::string& log_level, const std::string& log_format) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair", errno);
-  auto host_end = std::make_unique<Channel>(fds[0]);
+  auto host_end = std::make_unique<Channel>(fds[0], kMaxFrameFromChild);
   UniqueFd child_end(fds[1]);
   if (child_end.get() == 3) {  // dup2(3, 3) would keep close-on-exec: move it out of the way
     child_end.reset(::fcntl(fds[1], F_DUPFD_CLOEXEC, 4));  // then closes fd 3

@@ -234,13 +234,12 @@ std::optional<Frame> Channel::next_buffered() {
   if (have < 4) return std::nullopt;
   const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + in_at_);
   const uint32_t len = p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
-  if (len == 0 || len > kMaxFrameBytes) {
-    throw FrameError("a frame announces " + std::to_string(len) + " bytes");
+  if (len == 0 || len > max_frame_bytes_) {
+    throw FrameError("a frame announces " + std::to_string(len) + " bytes (this end accepts " +
+                     std::to_string(max_frame_bytes_) + ")");
   }
-  if (have - 4 < len) {
-    in_.reserve(in_at_ + 4 + len);  // one allocation for a large frame
-    return std::nullopt;
-  }
+  // Nothing is reserved for the announced length: the buffer grows with what really arrives.
+  if (have - 4 < len) return std::nullopt;
   Frame frame = decode_body(std::string_view(in_).substr(in_at_ + 4, len));
   in_at_ += 4 + len;
   return frame;

@@ -23,6 +23,12 @@
 namespace sqlstreams::isolation {
 
 inline constexpr uint32_t kMaxFrameBytes = 1u << 30;  // 1 GiB: jsonb's own ceiling
+// What each end accepts from the other (a larger announced length is a FrameError before
+// anything is allocated for it; the host kills such a child). Host → child: one message
+// (payloads are at most 64 MiB, streams.max_payload_bytes) and its names. Child → host: a
+// reply (its error text at most plugin_host::kMaxErrorBytes) or a load failure.
+inline constexpr uint32_t kMaxFrameToChild = (64u << 20) + (1u << 20);
+inline constexpr uint32_t kMaxFrameFromChild = 1u << 20;
 
 class FrameError : public std::runtime_error {
  public:
@@ -76,7 +82,9 @@ Frame decode_body(std::string_view body);
 // takes whatever the peer has written (several frames of a batch at once).
 class Channel {
  public:
-  explicit Channel(int fd) : fd_(fd) {}
+  // `max_frame_bytes`: the longest frame body this end accepts (kMaxFrameToChild in the
+  // child, kMaxFrameFromChild in the host).
+  Channel(int fd, uint32_t max_frame_bytes) : fd_(fd), max_frame_bytes_(max_frame_bytes) {}
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -102,6 +110,7 @@ class Channel {
 
  private:
   UniqueFd fd_;
+  uint32_t max_frame_bytes_;
   std::string in_;    // read, not yet decoded
   size_t in_at_ = 0;  // decoded up to here
 };

@@ -25,7 +25,7 @@ int run_handler_child(int fd, pid_t parent) {
   if (::getppid() != parent) return 1;  // the host is already gone
   // Nothing of the host but the channel and stdio: close inherited fds (database sockets...).
   ::syscall(SYS_close_range, static_cast<unsigned>(fd) + 1, ~0U, 0);
-  Channel channel(fd);
+  Channel channel(fd, kMaxFrameToChild);
   std::unique_ptr<plugin_host::PluginRegistry> registry;  // outlives the instance
   std::unique_ptr<plugin_host::HandlerInstance> instance;
   try {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace sqlstreams::maintain {
 
 store::WorkerKey janitor_key(int64_t stream_id) {
@@ -27,6 +29,7 @@ void JanitorWorker::run(SysTime now, const store::WorkerFence* fence) {
   c.partitions_created += last_.created.size();
   c.partitions_dropped += last_.dropped.size();
   c.rows_swept += static_cast<uint64_t>(last_.swept);
+  c.lock_busy += last_.busy.size();
   if (!last_.errors.empty()) c.failures++;
   log(last_);
   if (!last_.errors.empty()) {
@@ -92,6 +95,31 @@ void JanitorWorker::log(const store::JanitorReport& r) {
                   r.swept, r.audit_trimmed, r.exceptions_removed);
   }
   for (const auto& e : r.errors) spdlog::warn("janitor-step-failed stream={}: {}", stream, e);
+  // Lock misses are normal under load (the DDL never queues): counted, and a warning only for
+  // a step that keeps finding its locks taken; its end is logged too.
+  for (auto it = busy_passes_.begin(); it != busy_passes_.end();) {
+    if (std::find(r.busy.begin(), r.busy.end(), it->first) != r.busy.end()) {
+      ++it;
+      continue;
+    }
+    if (it->second >= kBusyPassesBeforeWarning) {
+      spdlog::info("janitor-step-unblocked stream={} step=\"{}\" after={}: it ran again", stream,
+                   it->first, it->second);
+    }
+    it = busy_passes_.erase(it);
+  }
+  for (const auto& step : r.busy) {
+    const int n = ++busy_passes_[step];
+    if (n == kBusyPassesBeforeWarning) {
+      spdlog::warn(
+          "janitor-step-busy stream={} step=\"{}\" passes={}: the stream's tables stayed locked "
+          "by other sessions past lock_timeout every time (a long transaction on them? see "
+          "pg_locks); the step is tried again each pass",
+          stream, step, n);
+    } else {
+      spdlog::debug("janitor-step-busy stream={} step=\"{}\" passes={}", stream, step, n);
+    }
+  }
 }
 
 AdvancerWorker::AdvancerWorker(store::Session& session, store::GroupRef group,

@@ -63,7 +63,12 @@ struct JanitorCounters {
   std::atomic<uint64_t> partitions_created{0};
   std::atomic<uint64_t> partitions_dropped{0};
   std::atomic<uint64_t> rows_swept{0};
+  std::atomic<uint64_t> lock_busy{0};  // steps put off because the stream's tables were locked
 };
+
+// A janitor step whose locks stay taken this many passes in a row is logged as a warning
+// (`janitor-step-busy`); fewer are normal under load and only counted.
+inline constexpr int kBusyPassesBeforeWarning = 5;
 
 struct JanitorOptions {
   int64_t stream_id = 0;
@@ -89,6 +94,7 @@ class JanitorWorker final : public MaintenanceWorker {
   store::StreamJanitor janitor_;
   store::JanitorReport last_;
   std::string last_hold_;  // "group/needs" last logged as `retention-held` ("" = none)
+  std::map<std::string, int> busy_passes_;  // step -> passes in a row it found its locks taken
 };
 
 class AdvancerWorker final : public MaintenanceWorker {

@@ -32,7 +32,8 @@ class JsonFormatter final : public spdlog::formatter {
     LogFields parsed = parse_log_message(text);
     if (!parsed.event.empty()) line["event"] = parsed.event;
     for (auto& [key, value] : parsed.fields) {
-      line[reserved(key) ? key + "_" : key] = std::move(value);
+      const std::string name = reserved(key) ? key + "_" : key;
+      if (!line.contains(name)) line[name] = std::move(value);  // the first one counts
     }
     line["msg"] = std::string(text);
     std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -99,16 +100,13 @@ LogFields parse_log_message(std::string_view m) {
     size_t end;
     bool last = false;
     if (v < m.size() && m[v] == '"') {
-      // Quoted: up to the closing quote that ends the token.
+      // Quoted (log_quoted): up to the first unescaped quote; \" and \\ stand for " and \.
       size_t close = v + 1;
-      for (;; ++close) {
-        close = m.find('"', close);
-        if (close == std::string_view::npos) break;
-        size_t after = close + 1;
-        if (after == m.size() || m[after] == ' ' || m[after] == ':') break;
+      for (; close < m.size() && m[close] != '"'; ++close) {
+        if (m[close] == '\\' && close + 1 < m.size()) ++close;
+        value.push_back(m[close]);
       }
-      if (close == std::string_view::npos) break;
-      value = std::string(m.substr(v + 1, close - v - 1));
+      if (close >= m.size()) break;
       end = close + 1;
       if (end < m.size() && m[end] == ':') last = true;
     } else {
@@ -125,6 +123,18 @@ LogFields parse_log_message(std::string_view m) {
     i = end;
     if (last) break;
   }
+  return out;
+}
+
+std::string log_quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('"');
+  for (char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
   return out;
 }
 

@@ -7,6 +7,9 @@
 // keeps one type), next to the whole message:
 //   {"ts":"2026-11-29T20:25:58.123Z","level":"warn","pid":7,"event":"lease-lost",
 //    "stream":"s","group":"g","low":"1","high":"500","msg":"lease-lost stream=s ..."}
+// A value from foreign text (plugin errors, operator names) is written as log_quoted(text):
+// in quotes, with `"` and `\` escaped by a backslash, so it ends exactly where it was meant to
+// and cannot add or change fields; and when a key occurs twice, the first value is the field.
 // Invalid UTF-8 is replaced, so every line is valid JSON. Text lines escape control characters
 // (C0 incl. newlines, DEL, C1, invalid bytes: common/utf8 escape_for_text), so foreign text
 // (plugin errors, keys) can neither forge a log line nor send terminal escape sequences.
@@ -35,6 +38,9 @@ struct LogFields {
   std::vector<std::pair<std::string, std::string>> fields;
 };
 LogFields parse_log_message(std::string_view message);
+
+// `text` as a quoted log value: "..." with `"` and `\` escaped (see above).
+std::string log_quoted(std::string_view text);
 
 // The JSON-lines formatter setup_logging() installs (exposed for tests).
 std::unique_ptr<spdlog::formatter> make_json_formatter();

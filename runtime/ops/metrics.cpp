@@ -19,7 +19,8 @@ constexpr MetricInfo kOtherMetrics[] = {
     // This host.
     {"sqlstreams_janitor_total",
      "this host's janitor passes and what they did (event: runs, failures, partitions_created, "
-     "partitions_dropped, rows_swept)",
+     "partitions_dropped, rows_swept, lock_busy: a step put off because the stream's tables were "
+     "locked)",
      MetricType::kCounter},
     {"sqlstreams_host_info", "this host", MetricType::kGauge},
     {"sqlstreams_host_ready", "1 when pipelines run and the database answered recently (/readyz)",
@@ -236,7 +237,8 @@ void add_host_families(const HostSample& host, std::vector<MetricFamily>& out) {
                                  {"failures", host.janitor_failures},
                                  {"partitions_created", host.partitions_created},
                                  {"partitions_dropped", host.partitions_dropped},
-                                 {"rows_swept", host.rows_swept}}) {
+                                 {"rows_swept", host.rows_swept},
+                                 {"lock_busy", host.janitor_lock_busy}}) {
     add_counter(janitor, {{"event", event}}, n);
   }
   out.push_back(std::move(janitor));

@@ -80,7 +80,7 @@ struct HostSample {
   uint64_t status_refresh_errors = 0;
   // This host's janitor passes (maintain/worker.hpp JanitorCounters).
   uint64_t janitor_runs = 0, janitor_failures = 0, partitions_created = 0, partitions_dropped = 0,
-           rows_swept = 0;
+           rows_swept = 0, janitor_lock_busy = 0;
   std::optional<double> status_age_seconds;  // none: never read
 };
 

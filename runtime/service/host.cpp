@@ -248,6 +248,7 @@ ops::HostSample Host::host_sample() const {
   h.partitions_created = j.partitions_created.load();
   h.partitions_dropped = j.partitions_dropped.load();
   h.rows_swept = j.rows_swept.load();
+  h.janitor_lock_busy = j.lock_busy.load();
   h.ready = ready(nullptr);
   if (poller_) {
     h.status_refresh_errors = poller_->errors();

@@ -4,7 +4,9 @@
 // nothing produced; and `dead list` / `dead show` printing forged lines and terminal escape
 // sequences as visible escapes.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "e2e_support.hpp"
@@ -92,6 +94,46 @@ TEST_F(CliHostileInput, TheSizeCheckIsTheSqlFunctionsOwn) {
   EXPECT_EQ(messages(), 1) << "only the direct produce() call above";
   auto [code2, out2] = cli({"produce", "tiny"}, db_.url(), spaced + "\n");
   EXPECT_EQ(code2, 0) << out2;
+}
+
+TEST_F(CliHostileInput, AnOversizeLineIsRefusedWhileItIsReadNotBufferedAndSent) {
+  // 64 MiB of valid JSON on one line, for a stream whose payloads are at most 1 MiB: the old
+  // code buffered it (and its copies) and sent it to PostgreSQL to be measured. Written to a
+  // file in chunks, so this process stays small (a spawned child's peak RSS starts from its
+  // parent's: posix_spawn shares the parent's memory until the exec).
+  const std::string file = dir_.file("huge.ndjson");
+  const size_t body = 64u << 20;
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << kPayment << "\n{\"a\":\"";
+    const std::string chunk(1u << 20, 'x');
+    for (size_t i = 0; i < body / chunk.size(); ++i) out << chunk;
+    out << "\"}\n" << kPayment << "\n";
+  }
+  const size_t line = body + 8;  // {"a":"…"}
+  struct rusage self {};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &self), 0);
+  auto [code, out] = testing::run_command(
+      {"/bin/sh", "-c", "exec \"$0\" produce \"$1\" < \"$2\"", SQLSTREAMS_BINARY, kStream, file},
+      {{"SQLSTREAMS_DATABASE_URL", db_.url()}});
+  EXPECT_EQ(code, 65) << tail(out);
+  EXPECT_NE(out.find("stdin:2: line of " + std::to_string(line) +
+                     " bytes refused while reading: more than twice max_payload_bytes 1048576"),
+            std::string::npos)
+      << tail(out);
+  EXPECT_EQ(messages(), 0);
+  struct rusage children {};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  // The CLI alone peaks at ~65 MB under ASan here; holding the line took it past 300 MB.
+  EXPECT_LT(children.ru_maxrss, std::max<long>(self.ru_maxrss, 96 * 1024) + 32 * 1024)
+      << "KiB (this process: " << self.ru_maxrss << "): the CLI held the oversize line";
+}
+
+TEST_F(CliHostileInput, AnEmptyJsonArgumentIsRefusedNotTakenAsReadStdin) {
+  auto [code, out] = cli({"produce", kStream, ""}, db_.url(), kPayment + "\n");
+  EXPECT_EQ(code, 65) << out;
+  EXPECT_NE(out.find("the JSON argument is empty"), std::string::npos) << out;
+  EXPECT_EQ(messages(), 0);
 }
 
 TEST_F(CliHostileInput, ABadLineLateInTheInputLeavesNothingProduced) {

@@ -63,8 +63,8 @@ TEST(Frame, MalformedBodiesAreFrameErrors) {
 TEST(Channel, CarriesFramesLargerThanTheSocketBufferAndReportsClose) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  auto a = std::make_unique<Channel>(fds[0]);
-  Channel b(fds[1]);
+  auto a = std::make_unique<Channel>(fds[0], kMaxFrameFromChild);
+  Channel b(fds[1], kMaxFrameToChild);
   RequestFrame big{1, 9, 1, 1, 0, "s", "g", std::string(3 << 20, 'x'), std::nullopt};
   std::thread writer([&] {
     EXPECT_TRUE(a->send(big));
@@ -80,7 +80,7 @@ TEST(Channel, CarriesFramesLargerThanTheSocketBufferAndReportsClose) {
 TEST(Channel, AbsurdLengthPrefixIsRefusedAndADeadlineTimesOut) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  Channel a(fds[0]), b(fds[1]);
+  Channel a(fds[0], kMaxFrameToChild), b(fds[1], kMaxFrameFromChild);
   bool timed_out = false;
   EXPECT_FALSE(
       b.receive(std::chrono::steady_clock::now() + std::chrono::milliseconds(20), &timed_out));
@@ -90,10 +90,43 @@ TEST(Channel, AbsurdLengthPrefixIsRefusedAndADeadlineTimesOut) {
   EXPECT_THROW(b.receive(), FrameError);
 }
 
+// Issue 27: each direction has its own limit, checked on the header, before anything is read or
+// allocated for the body: the host end refuses a child's reply past kMaxFrameFromChild (1 MiB);
+// the child end takes a request up to kMaxFrameToChild (a 64 MiB payload and its names).
+TEST(Channel, EachEndRefusesAFrameLongerThanItsDirectionAllows) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  Channel child(fds[0], kMaxFrameToChild), host(fds[1], kMaxFrameFromChild);
+  const ReplyFrame too_long{1, 0, 0, std::string(kMaxFrameFromChild, 'e')};
+  std::thread writer([&] { (void)child.send(too_long); });  // may break off at the shutdown
+  try {
+    host.receive();
+    ADD_FAILURE() << "a reply longer than kMaxFrameFromChild was accepted";
+  } catch (const FrameError& e) {
+    EXPECT_NE(std::string(e.what()).find("this end accepts 1048576"), std::string::npos)
+        << e.what();
+  }
+  ::shutdown(host.fd(), SHUT_RDWR);  // unblocks the writer
+  writer.join();
+
+  int more[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, more), 0);
+  Channel host2(more[0], kMaxFrameFromChild), child2(more[1], kMaxFrameToChild);
+  const RequestFrame big{1, 9, 1, 1, 0, "s", "g", std::string(8 << 20, 'x'), std::nullopt};
+  std::thread sender([&] { EXPECT_TRUE(host2.send(big)); });
+  auto got = child2.receive();
+  sender.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::get<RequestFrame>(*got), big);
+  const char announced[4] = {0, 0, 0, '\x05'};  // 80 MiB: past kMaxFrameToChild
+  ASSERT_EQ(::write(host2.fd(), announced, 4), 4);
+  EXPECT_THROW(child2.receive(), FrameError);
+}
+
 TEST(Channel, SeveralFramesInOneWriteAndAFrameSplitAcrossWritesAreEachDecodedOnce) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  Channel a(fds[0]), b(fds[1]);
+  Channel a(fds[0], kMaxFrameToChild), b(fds[1], kMaxFrameFromChild);
   const ReplyFrame r1{1, 0, 0, ""}, r2{2, 1, 0, "boom"}, r3{3, 2, 500, "later"};
   const std::string third = encode(r3);
   const std::string bytes = encode(r1) + encode(r2) + third.substr(0, 7);

@@ -138,7 +138,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Crash{"segv", "handler process crashed (signal 11)"},
                       Crash{"abort", "handler process crashed (signal 6)"},
                       Crash{"exit0", "handler process exited (status 70)"},
-                      Crash{"hang", "handler process crashed (signal 9): killed, no answer"}),
+                      Crash{"hang", "handler process crashed (signal 9): killed, no answer"},
+                      // Issue 27: the host reserved what a child's header announced (up to
+                      // 1 GiB) and waited; a reply is at most kMaxFrameFromChild.
+                      Crash{"huge_frame",
+                            "handler process crashed (signal 9): handler process broke the "
+                            "protocol: a frame announces 536870912 bytes (this end accepts "
+                            "1048576)"}),
     [](const auto& p) { return p.param.how; });
 
 TEST_F(Supervisor, AHungChildIsKilledAfterTheTimeoutPlusGrace) {

@@ -62,12 +62,11 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
         ADD_FAILURE() << "janitor pass: " << e.what();
         break;
       }
-      for (const auto& e : r.errors) {  // a busy stream's lock: the next pass tries again
-        EXPECT_NE(e.find("could not obtain lock"), std::string::npos) << e;
-      }
+      // A busy stream's lock is not a failure (r.busy): the next pass tries again.
+      for (const auto& e : r.errors) ADD_FAILURE() << "janitor step failed: " << e;
       created += static_cast<int>(r.created.size());
       janitor_passes++;
-      if (r.errors.empty()) {
+      if (r.errors.empty() && r.busy.empty()) {
         int seen = clean_pass_started.load();
         while (seen < pass && !clean_pass_started.compare_exchange_weak(seen, pass)) {
         }

@@ -3,6 +3,7 @@
 // it with its position and "never seen", a heartbeat marks the groups a host runs as seen, and
 // once the group is dropped the janitor's run_once drops the partitions it held.
 #include "maintain_fixture.hpp"
+#include "process.hpp"
 #include "store/fleet/worker_leases.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 #include "store/reporting/status.hpp"
@@ -75,6 +76,53 @@ TEST_F(RetentionHolderTest, AnUnseenGroupIsNamedAndDroppingItReleasesRetention) 
   EXPECT_FALSE(table_exists("messages_1_p0"));
   EXPECT_FALSE(table_exists("messages_1_p2"));
   EXPECT_FALSE(store::read_status(*session_, now_).streams[0].retention_held_by.has_value());
+}
+
+// Issue 27: `status` showed a dead host's lease only as "leases 1" (and lag) for as long as the
+// lease lived, without saying whose it was or when it would be reclaimed.
+TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
+  store::HostInfo host{"h", 1, "test", now_};
+  const int64_t host_id = store::register_host(*session_, host, Millis(15'000));
+  store::heartbeat_host(*session_, host_id, host, Millis(15'000), "", {charge_.id});
+  const std::string g = std::to_string(charge_.id);
+  db_.sql(
+      "INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at, holder) VALUES "
+      "(" +
+      g + ", gen_random_uuid(), 1, 4, now() + interval '40 s', 'gone-host:99'), (" + g +
+      ", gen_random_uuid(), 5, 8, now() + interval '40 s', 'h:1'), (" + g +
+      ", gen_random_uuid(), 9, 10, now() - interval '5 s', 'gone-host:99')");
+  auto fleet = store::read_status(*session_, now_);
+  ASSERT_EQ(fleet.streams.size(), 1u);
+  const store::GroupStatus* charge = nullptr;
+  for (const auto& gs : fleet.streams[0].groups) {
+    if (gs.id == charge_.id) charge = &gs;
+  }
+  ASSERT_NE(charge, nullptr);
+  ASSERT_EQ(charge->orphan_leases.size(), 2u) << "the live host's lease (5..8) is not listed";
+  EXPECT_EQ(charge->orphan_leases[0].holder, "gone-host:99");
+  EXPECT_EQ(charge->orphan_leases[0].low, 1);
+  EXPECT_EQ(charge->orphan_leases[0].high, 4);
+  EXPECT_GT(charge->orphan_leases[0].expires_in, Millis(30'000));
+  EXPECT_LE(charge->orphan_leases[0].expires_in, Millis(40'000));
+  EXPECT_EQ(charge->orphan_leases[1].low, 9);
+  EXPECT_LE(charge->orphan_leases[1].expires_in, Millis(-4'000));
+
+  auto [code, text] = run_command({SQLSTREAMS_BINARY, "status", "--database-url", db_.url()});
+  ASSERT_EQ(code, 0) << text;
+  EXPECT_NE(text.find("lease of a stopped host: charge-cards ids 1..4 held by gone-host:99 (no "
+                      "live host); expires in "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("lease of a stopped host: charge-cards ids 9..10 held by gone-host:99 (no "
+                      "live host); expired "),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("ids 5..8"), std::string::npos) << text;
+  auto [jcode, json_text] =
+      run_command({SQLSTREAMS_BINARY, "status", "--json", "--database-url", db_.url()});
+  ASSERT_EQ(jcode, 0) << json_text;
+  EXPECT_NE(json_text.find("\"leases_of_stopped_hosts\""), std::string::npos) << json_text;
+  EXPECT_NE(json_text.find("\"holder\": \"gone-host:99\""), std::string::npos) << json_text;
 }
 
 }  // namespace

@@ -25,6 +25,10 @@ nlohmann::json log_one_json(const std::string& message, spdlog::level::level_enu
   return nlohmann::json::parse(line);  // throws (fails the test) when not valid JSON
 }
 
+nlohmann::json log_one_json_text(const std::string& message) {
+  return log_one_json(message, spdlog::level::warn);
+}
+
 TEST(LogFields, EventAndLeadingPairs) {
   auto f = parse_log_message(
       "lease-lost stream=payments.requested group=charge-cards low=1 "
@@ -37,9 +41,8 @@ TEST(LogFields, EventAndLeadingPairs) {
 }
 
 TEST(LogFields, QuotedValuesKeepSpacesAndInnerQuotes) {
-  auto f = parse_log_message(
-      "dead-lettered stream=s group=g message_id=4 attempts=1 "
-      "error=\"key \"currency\"x not found\"");
+  auto f = parse_log_message("dead-lettered stream=s group=g message_id=4 attempts=1 error=" +
+                             log_quoted("key \"currency\"x not found"));
   EXPECT_EQ(f.event, "dead-lettered");
   ASSERT_EQ(f.fields.size(), 5u);
   EXPECT_EQ(f.fields[2].second, "4");
@@ -47,6 +50,29 @@ TEST(LogFields, QuotedValuesKeepSpacesAndInnerQuotes) {
   auto g = parse_log_message("x-y a=\"one two\": rest b=1");
   ASSERT_EQ(g.fields.size(), 1u);
   EXPECT_EQ(g.fields[0].second, "one two");
+}
+
+TEST(LogFields, QuotedForeignTextCannotAddOrChangeFields) {
+  // A plugin error carrying producer text (issue 27): it tried to rewrite stream and group.
+  const std::string forged = "card \\\" declined\" stream=forged group=forged x=\"";
+  const std::string message =
+      "dead-lettered stream=s group=g message_id=4 attempts=1 error=" + log_quoted(forged);
+  auto f = parse_log_message(message);
+  ASSERT_EQ(f.fields.size(), 5u) << message;
+  EXPECT_EQ(f.fields[0].second, "s");
+  EXPECT_EQ(f.fields[1].second, "g");
+  EXPECT_EQ(f.fields[4], (std::pair<std::string, std::string>{"error", forged}));
+  auto j = log_one_json_text(message);
+  EXPECT_EQ(j["stream"], "s");
+  EXPECT_EQ(j["group"], "g");
+  EXPECT_EQ(j["error"], forged);
+  EXPECT_EQ(log_quoted("a\\b\"c"), "\"a\\\\b\\\"c\"");
+}
+
+TEST(JsonLog, ALaterDuplicateKeyNeverReplacesTheFirst) {
+  auto j = log_one_json_text("dead-lettered stream=s group=g stream=forged group=forged");
+  EXPECT_EQ(j["stream"], "s");
+  EXPECT_EQ(j["group"], "g");
 }
 
 TEST(LogFields, FreeTextAfterAColonIsNotParsed) {

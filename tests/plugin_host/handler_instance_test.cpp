@@ -135,7 +135,7 @@ TEST(SdkHandler, ExceptionsBecomeRetriesAndTerminalIsTerminal) {
   EXPECT_EQ(runtime.error, "ledger offline");
   const auto unknown = throws->handle(Message{.payload = "int"}.view());
   EXPECT_EQ(unknown.kind, OutcomeKind::kRetry);
-  EXPECT_EQ(unknown.error, "unknown exception");
+  EXPECT_EQ(unknown.error, "exception of type int (not derived from std::exception)");
   const auto terminal = throws->handle(Message{.payload = "terminal"}.view());
   EXPECT_EQ(terminal.kind, OutcomeKind::kTerminal);
   EXPECT_EQ(terminal.error, "no such account");

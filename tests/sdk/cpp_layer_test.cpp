@@ -27,7 +27,7 @@ TEST(Manifest, MacroWritesAVersionedManifest) {
   EXPECT_EQ(m->abi_minor, 2u);
   EXPECT_STREQ(m->plugin_name, "sdk-test");
   EXPECT_STREQ(m->plugin_version, "9.9.9");
-  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.2.0 (ABI 1.2)"),
+  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.2.1 (ABI 1.2)"),
             std::string::npos);
   ASSERT_EQ(m->handler_count, 2u);
   EXPECT_STREQ(m->handlers[0]->name, "scripted");
@@ -61,13 +61,23 @@ TEST(Outcomes, ExceptionsBecomeRetries) {
   EXPECT_EQ(thrown.code, SQLSTREAMS_OUTCOME_RETRY);
   EXPECT_EQ(thrown.error, "boom");
 
+  // Issue 27: every thrown type is named (it used to be "unknown exception" for both of these
+  // and "exception without a message").
   auto unknown = host.handle({.payload = order("throw-int")});
   EXPECT_EQ(unknown.code, SQLSTREAMS_OUTCOME_RETRY);
-  EXPECT_EQ(unknown.error, "unknown exception");
+  EXPECT_EQ(unknown.error, "exception of type int (not derived from std::exception)");
+
+  auto object = host.handle({.payload = order("throw-struct")});
+  EXPECT_EQ(object.error,
+            "exception of type sdk_test::NotAnException (not derived from std::exception)");
 
   auto silent = host.handle({.payload = order("throw-silent")});
   EXPECT_EQ(silent.code, SQLSTREAMS_OUTCOME_RETRY);
-  EXPECT_EQ(silent.error, "exception without a message");
+  EXPECT_EQ(silent.error, "exception of type sdk_test::SilentError without a message");
+
+  auto subclass = host.handle({.payload = order("throw-subclass")});
+  EXPECT_EQ(subclass.code, SQLSTREAMS_OUTCOME_RETRY);
+  EXPECT_EQ(subclass.error, "card declined (sdk_test::Declined)");
 }
 
 TEST(Decoding, UndecodablePayloadIsTerminal) {

@@ -20,6 +20,10 @@ inline void from_json(const nlohmann::json& j, Order& o) {
 struct SilentError : std::exception {
   const char* what() const noexcept override { return ""; }
 };
+struct Declined : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct NotAnException {};
 
 // Does what the order id says.
 class Scripted : public sqlstreams::TypedHandler<Order> {
@@ -44,6 +48,8 @@ class Scripted : public sqlstreams::TypedHandler<Order> {
     if (o.id == "throw") throw std::runtime_error("boom");
     if (o.id == "throw-int") throw 42;
     if (o.id == "throw-silent") throw SilentError();
+    if (o.id == "throw-subclass") throw Declined("card declined");
+    if (o.id == "throw-struct") throw NotAnException{};
     if (o.id == "log") host_.warn("careful with " + o.id);
     if (o.id == "context") {
       return sqlstreams::retry(std::string(m.stream) + "|" + std::string(m.group) + "|" +

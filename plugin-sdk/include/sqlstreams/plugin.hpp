@@ -63,7 +63,7 @@
 
 #include "sqlstreams/config_reader.hpp"
 
-#define SQLSTREAMS_SDK_VERSION "1.2.0"
+#define SQLSTREAMS_SDK_VERSION "1.2.1"
 
 namespace sqlstreams {
 

@@ -118,7 +118,11 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
     } catch (const FencedOut&) {
       throw;
     } catch (const StoreError& e) {
-      report.errors.push_back(fmt::format("{}: {}", name, e.what()));
+      if (e.condition() == Condition::kLockNotAvailable) {
+        report.busy.push_back(name);
+      } else {
+        report.errors.push_back(fmt::format("{}: {}", name, e.what()));
+      }
     }
   };
   step("create ahead", [&] {

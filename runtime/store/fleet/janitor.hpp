@@ -106,14 +106,18 @@ struct JanitorReport {
   std::vector<GroupLoss> swept_losses;
   int64_t audit_trimmed = 0;
   std::vector<std::string> errors;  // steps that failed (the others still ran)
+  // Steps that found the stream's tables locked by other sessions past lock_timeout (55P03:
+  // the NOWAIT DDL retries or a statement's lock_timeout). Not failures: they run again on
+  // the next pass (maintain/worker warns only when a step stays busy pass after pass).
+  std::vector<std::string> busy;
 };
 
 class StreamJanitor {
  public:
   StreamJanitor(Session& session, int64_t stream_id);
 
-  // Every step in order. A failing step is recorded in `errors` and the next one runs;
-  // FencedOut is thrown at once.
+  // Every step in order. A failing step is recorded in `errors` (or `busy` when it only found
+  // its locks taken) and the next one runs; FencedOut is thrown at once.
   JanitorReport run_once(SysTime now, const JanitorSettings& settings,
                          const WorkerFence* fence = nullptr);
 

@@ -19,6 +19,7 @@ constexpr StatementName kStatusOldest{"status_oldest"};
 constexpr StatementName kStatusStreams{"status_streams"};
 constexpr StatementName kStatusWorkers{"status_workers"};
 constexpr StatementName kStatusHosts{"status_hosts"};
+constexpr StatementName kStatusOrphans{"status_orphan_leases"};
 
 SysTime time_of(const pqxx::field& f) { return time_from_epoch_ms(f.as<int64_t>()); }
 
@@ -80,6 +81,22 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.seen_recently = row[16].as<bool>();
     g.fence_wait_ms = row[17].as<int64_t>();
     st.groups.push_back(std::move(g));
+  }
+  // Leases whose holder has no live host row (the holder is "<name>:<pid>").
+  auto orphans = exec(
+      tx, kStatusOrphans,
+      fmt::format("SELECT l.group_id, coalesce(l.holder, ''), l.low, l.high, (extract(epoch FROM "
+                  "l.expires_at - {1}) * 1000)::bigint FROM {2} l WHERE NOT EXISTS (SELECT 1 FROM "
+                  "{0}.hosts h WHERE h.name || ':' || h.pid = l.holder AND h.expires_at > {1}) "
+                  "ORDER BY l.group_id, l.low",
+                  s, kDbNow, t.leases));
+  for (const auto& row : orphans) {
+    const int64_t group_id = row[0].as<int64_t>();
+    for (auto& g : st.groups) {
+      if (g.id != group_id || static_cast<int64_t>(g.orphan_leases.size()) >= kMaxOrphans) continue;
+      g.orphan_leases.push_back(OrphanLease{row[1].as<std::string>(), row[2].as<int64_t>(),
+                                            row[3].as<int64_t>(), Millis(row[4].as<int64_t>())});
+    }
   }
 }
 

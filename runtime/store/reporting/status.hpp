@@ -20,6 +20,14 @@
 
 namespace sqlstreams::store {
 
+// A range lease whose holder is not a live host (it stopped or died): until it expires nobody
+// runs those ids; then any host reclaims them.
+struct OrphanLease {
+  std::string holder;  // "<host name>:<pid>" as written into the lease ("" if none)
+  int64_t low = 0, high = 0;
+  Millis expires_in{0};  // by the database's clock; <= 0: expired, reclaimable now
+};
+
 struct GroupStatus {
   int64_t id = 0;
   std::string name;
@@ -28,6 +36,7 @@ struct GroupStatus {
   int64_t lag = 0;  // messages ids past committed, up to the head
   int64_t open_leases = 0;
   int64_t expired_leases = 0;
+  std::vector<OrphanLease> orphan_leases;  // leases held by no live host (at most kMaxOrphans)
   int64_t ready = 0;
   int64_t inflight = 0;
   int64_t dead = 0;
@@ -47,6 +56,7 @@ struct GroupStatus {
 };
 
 inline constexpr Millis kSeenRecently{60'000};
+inline constexpr int64_t kMaxOrphans = 10;  // per group
 
 // The group whose cursor keeps retention from dropping the stream's oldest partition (the
 // lowest committed, below that partition's last id, once every id of it was drawn). Age may

@@ -55,9 +55,8 @@ inline void set_error_key(sqlstreams_type_error* slot, std::string_view key,
   }
 }
 
-template <class T>
-std::string type_name() {
-  const char* mangled = typeid(T).name();
+inline std::string demangled(const std::type_info& t) {
+  const char* mangled = t.name();
 #if __has_include(<cxxabi.h>)
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
@@ -65,6 +64,31 @@ std::string type_name() {
   if (status == 0 && d) return d.get();
 #endif
   return mangled;
+}
+
+template <class T>
+std::string type_name() {
+  return demangled(typeid(T));
+}
+
+// The error text of an exception a handler threw: its what(), followed by its type unless that
+// is a standard or an SDK one ("card declined (shop::Declined)"); an empty what() names the
+// type ("exception of type shop::Quiet without a message").
+inline std::string thrown_text(const std::exception& e) {
+  const std::string type = demangled(typeid(e));  // the dynamic type
+  if (*e.what() == '\0') return "exception of type " + type + " without a message";
+  if (type.rfind("std::", 0) == 0 || type.rfind("sqlstreams::", 0) == 0) return e.what();
+  return std::string(e.what()) + " (" + type + ")";
+}
+
+// The same for an exception that is not a std::exception; call it inside `catch (...)`.
+inline std::string thrown_text_of_current() {
+#if __has_include(<cxxabi.h>)
+  if (const std::type_info* t = abi::__cxa_current_exception_type()) {
+    return "exception of type " + demangled(*t) + " (not derived from std::exception)";
+  }
+#endif
+  return "unknown exception";
 }
 
 inline std::string what_of(const std::exception& e) {
@@ -160,9 +184,9 @@ struct Adapter {
       } catch (const ConfigError& e) {
         set_error_key(error, e.key(), what_of(e));
       } catch (const std::exception& e) {
-        set_error(error, what_of(e));
+        set_error(error, thrown_text(e));
       } catch (...) {
-        set_error(error, "unknown exception");
+        set_error(error, thrown_text_of_current());
       }
     } catch (...) {  // allocation failure while reporting: still no exception across the ABI
     }
@@ -215,9 +239,9 @@ struct Adapter {
     } catch (const TerminalError& e) {
       return {Code::kTerminal, {}, what_of(e)};
     } catch (const std::exception& e) {
-      return {Code::kRetry, {}, what_of(e)};
+      return {Code::kRetry, {}, thrown_text(e)};
     } catch (...) {
-      return {Code::kRetry, {}, "unknown exception"};
+      return {Code::kRetry, {}, thrown_text_of_current()};
     }
   }
 
@@ -250,7 +274,7 @@ struct Adapter {
       failed = {Code::kTerminal, {}, stage + ": " + what_of(e)};
       return std::nullopt;
     } catch (...) {
-      failed = {Code::kTerminal, {}, stage + ": unknown exception"};
+      failed = {Code::kTerminal, {}, stage + ": " + thrown_text_of_current()};
       return std::nullopt;
     }
     return payload;
@@ -281,10 +305,10 @@ struct Adapter {
         const Result r{Code::kTerminal, {}, what_of(e)};
         state->started(&r);
       } catch (const std::exception& e) {
-        const Result r{Code::kRetry, {}, what_of(e)};
+        const Result r{Code::kRetry, {}, thrown_text(e)};
         state->started(&r);
       } catch (...) {
-        const Result r{Code::kRetry, {}, "unknown exception"};
+        const Result r{Code::kRetry, {}, thrown_text_of_current()};
         state->started(&r);
       }
     } catch (...) {  // allocation failure while reporting: the host times the message out
