@@ -53,6 +53,7 @@ void add_group_lifecycle(CLI::App* group, Action& action);
 // "cli:<os user>@<machine>": who acts, as written into audit rows.
 std::string operator_actor();
 void register_status(CLI::App& app, Action& action);
+void register_stream(CLI::App& app, Action& action);  // `stream set` (cmd_stream.cpp)
 void register_plugin(CLI::App& app, Action& action);  // cmd_plugin.cpp
 
 }  // namespace sqlstreams::cli

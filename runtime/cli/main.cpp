@@ -67,6 +67,7 @@ int run_cli(int argc, char** argv) {
   cli::register_dead(app, action);
   cli::register_group(app, action);
   cli::register_status(app, action);
+  cli::register_stream(app, action);
   cli::register_plugin(app, action);
   register_handler_child(app, action);
   try {

@@ -2,13 +2,18 @@
 // writes one JSON document to a pipe — the manifest, or the refusal's parts — then _exit()s;
 // the parent reads it, reaps the child and prints. A child that ends any other way (a signal,
 // an exit() from the plugin, no document) is a plugin that crashed while loading; one that
-// has not answered after --timeout seconds is killed and reported as hung.
+// has not answered after --timeout seconds is killed and reported as hung. The child runs in a
+// process group of its own: a process its plugin forks (which inherits the pipe) neither makes
+// it look hung (the child's own end ends the wait) nor outlives the check (the group is killed
+// before the child is reaped). The answer is read up to 1 MiB.
 #include "cli/plugin_check.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/unique_fd.hpp"
 #include "ops/crash_handler.hpp"
 #include "plugin_host/plugin_host.hpp"
 
@@ -86,23 +92,43 @@ json load_in_child(const PluginCheckOptions& o) {
   ::_exit(result.contains("refused") ? kChildRefused : 0);
 }
 
-// Everything the child writes until it closes the pipe; nullopt when `timeout` passes first.
-std::optional<std::string> read_all(int fd, std::chrono::seconds timeout) {
+constexpr size_t kMaxAnswerBytes = 1 << 20;  // a manifest or a refusal is a few kB
+
+// What the child wrote before it ended (or closed the pipe). The child's end of the pipe may
+// live on in a process its plugin forked, so the child's own end (its pidfd) ends the wait too;
+// `hung` when neither came within `timeout`, `too_big` past kMaxAnswerBytes.
+struct Answer {
+  std::string text;
+  bool hung = false;
+  bool too_big = false;
+};
+Answer read_answer(int fd, pid_t pid, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string out;
+  const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  Answer a;
   char buf[4096];
+  bool child_ended = false;
   for (;;) {
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+      a.text.append(buf, static_cast<size_t>(n));
+      if (a.text.size() > kMaxAnswerBytes) {
+        a.too_big = true;
+        return a;
+      }
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || child_ended) return a;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return ready == 0 ? std::nullopt : std::optional<std::string>(out);
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
+    if (left.count() <= 0) {
+      a.hung = true;
+      return a;
+    }
+    pollfd p[2] = {{fd, POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
+    const int ready = ::poll(p, pidfd.get() >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) return a;
+    child_ended = pidfd.get() >= 0 && (p[1].revents & POLLIN) != 0;  // drain once more, then stop
   }
 }
 
@@ -140,24 +166,34 @@ int check_plugin_file(const PluginCheckOptions& o) {
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group: whatever its plugin forks ends with it
     ::close(fds[0]);
     run_child(o, fds[1]);
   }
+  ::setpgid(pid, pid);  // (both sides: whichever runs first)
   ::close(fds[1]);
-  const std::optional<std::string> answer = read_all(fds[0], std::chrono::seconds(o.timeout_s));
+  const Answer answer = read_answer(fds[0], pid, std::chrono::seconds(o.timeout_s));
   ::close(fds[0]);
-  if (!answer) ::kill(pid, SIGKILL);
+  if (answer.hung || answer.too_big) ::kill(pid, SIGKILL);
+  // Reap only after the group is gone: until then the zombie holds the group's id.
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!answer) {
+  if (answer.too_big) {
+    crashed(o.file, fmt::format("its loader wrote more than {} bytes of answer", kMaxAnswerBytes));
+  }
+  if (answer.hung) {
     throw plugin_host::PluginLoadError(
         o.file, "", "a plugin that loads",
         fmt::format("no answer within {} s: the plugin hung while loading (killed)", o.timeout_s),
         "its constructors (static initialisers) block; run the plugin's unit test, or load it "
         "under gdb");
   }
-  const std::string& text = *answer;
+  const std::string& text = answer.text;
   if (WIFSIGNALED(status)) {
     crashed(o.file, fmt::format("signal {}, {}", WTERMSIG(status), strsignal(WTERMSIG(status))));
   }

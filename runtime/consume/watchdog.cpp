@@ -15,12 +15,17 @@ namespace sqlstreams::consume {
 void GroupPipeline::check_timeouts() {
   if (async_) check_async_timeouts();
   std::vector<Task> timed_out;
+  // One timeout owner: a handler that ends stuck messages itself (isolation) is only backed up
+  // here, past the longest it can take; otherwise this is handler_timeout.
+  const auto enforced = handler_->enforced_timeout();
+  const std::chrono::milliseconds limit =
+      enforced ? *enforced + std::chrono::milliseconds(1000) : options_.group.handler_timeout;
   {
     MutexLock lock(mu_);
     if (stop_workers_) return;
     const auto now = options_.steady_clock->now();
     for (auto& w : workers_) {
-      if (!w->busy || w->abandoned.load() || now - w->started < options_.group.handler_timeout) {
+      if (!w->busy || w->abandoned.load() || now - w->started < limit) {
         continue;
       }
       {
@@ -53,13 +58,12 @@ void GroupPipeline::check_timeouts() {
       spdlog::warn(
           "handler-timeout stream={} group={} message_id={} timeout={}: attempt failed, "
           "worker thread written off and replaced{}",
-          options_.ref.stream, options_.ref.name, view_id,
-          format_duration(options_.group.handler_timeout), ops::suppressed_suffix(*n));
+          options_.ref.stream, options_.ref.name, view_id, format_duration(limit),
+          ops::suppressed_suffix(*n));
     }
     complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry,
                                         {},
-                                        "handler timed out after " +
-                                            format_duration(options_.group.handler_timeout)});
+                                        "handler timed out after " + format_duration(limit)});
   }
 }
 

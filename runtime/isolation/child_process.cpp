@@ -35,21 +35,32 @@ struct FileActions {
   ~FileActions() { posix_spawn_file_actions_destroy(&actions); }
 };
 
-// Waits up to `timeout` for `pid` to become reapable; true when it was reaped into *status.
-bool wait_for(pid_t pid, std::chrono::milliseconds timeout, int* status) {
+struct SpawnAttributes {
+  posix_spawnattr_t attr;
+  SpawnAttributes() { posix_spawnattr_init(&attr); }
+  ~SpawnAttributes() { posix_spawnattr_destroy(&attr); }
+};
+
+// Waits up to `timeout` for `pid` to end WITHOUT reaping it (a zombie keeps its pid, which is
+// also its process group's id, from being reused); true when it ended.
+bool wait_ended(pid_t pid, std::chrono::milliseconds timeout) {
   const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  if (pidfd.get() >= 0) {
-    pollfd p{pidfd.get(), POLLIN, 0};
-    int ready;
+  siginfo_t info{};
+  int r;
+  if (pidfd.get() < 0) {  // no pidfd (old kernel): wait without a timeout
     do {
-      ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    } while (ready < 0 && errno == EINTR);
+      r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT);
+    } while (r < 0 && errno == EINTR);
+    return r == 0;
   }
-  pid_t r;
+  pollfd p{pidfd.get(), POLLIN, 0};
   do {
-    r = ::waitpid(pid, status, pidfd.get() >= 0 ? WNOHANG : 0);
+    r = ::poll(&p, 1, static_cast<int>(timeout.count()));
   } while (r < 0 && errno == EINTR);
-  return r == pid;
+  do {
+    r = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT | WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  return r == 0 && info.si_pid == pid;
 }
 
 }  // namespace
@@ -74,18 +85,37 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
   argv.push_back(nullptr);
   FileActions fa;
   posix_spawn_file_actions_adddup2(&fa.actions, child_end.get(), 3);  // clears close-on-exec
+  // The host blocks its stop and reload signals in every thread (ops/signals): the child starts
+  // with none blocked and their default actions, and in a process group of its own, so reap()
+  // can end whatever a plugin forked in it (issue 27 §4).
+  SpawnAttributes sa;
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&sa.attr, &none);
+  posix_spawnattr_setsigdefault(&sa.attr, &defaults);
+  posix_spawnattr_setpgroup(&sa.attr, 0);
+  posix_spawnattr_setflags(
+      &sa.attr,
+      static_cast<short>(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP));
   pid_t pid = -1;
   const int err =
-      ::posix_spawn(&pid, executable.c_str(), &fa.actions, nullptr, argv.data(), environ);
+      ::posix_spawn(&pid, executable.c_str(), &fa.actions, &sa.attr, argv.data(), environ);
   child_end.reset();  // the child has its copy
   if (err != 0) fail("posix_spawn " + executable, err);
   return {pid, std::move(host_end)};
 }
 
 int reap(pid_t pid, std::chrono::milliseconds grace) {
+  if (!wait_ended(pid, grace)) {
+    ::kill(pid, SIGKILL);
+    (void)wait_ended(pid, std::chrono::hours(1));
+  }
+  // The child is a zombie now: its process group id cannot have been reused. Whatever is left
+  // in the group (a process the plugin forked) ends with it.
+  ::kill(-pid, SIGKILL);
   int status = 0;
-  if (wait_for(pid, grace, &status)) return status;
-  ::kill(pid, SIGKILL);
   pid_t r;
   do {
     r = ::waitpid(pid, &status, 0);

@@ -1,6 +1,7 @@
 // isolation/child_process — spawning and reaping one handler child: `/proc/self/exe
 // __handler-child --fd 3 ...` started with posix_spawn, its end of a socketpair at fd 3 (every
-// other host fd is close-on-exec or closed by the child), stdin/stdout/stderr inherited.
+// other host fd is close-on-exec or closed by the child), stdin/stdout/stderr inherited, no
+// signal blocked, in a process group of its own (the group ends with it, reap()).
 // restart_delay() is the pure capped exponential backoff between restarts.
 // Threading: spawn_child() from any thread (the child's PR_SET_PDEATHSIG is tied to the thread
 // that spawned it: callers spawn from a thread that lives as long as the child, see
@@ -29,7 +30,8 @@ struct SpawnedChild {
 SpawnedChild spawn_child(const std::string& executable, const std::string& label,
                          const std::string& log_level, const std::string& log_format);
 
-// Waits for `pid` to end, up to `grace`, then SIGKILLs it and waits. Returns the wait status.
+// Waits for `pid` to end, up to `grace`, then SIGKILLs it and waits; then SIGKILLs what is left
+// of its process group (processes the plugin forked) and reaps it. Returns the wait status.
 int reap(pid_t pid, std::chrono::milliseconds grace);
 
 // "handler process crashed (signal 11)" / "handler process exited (status 70)".

@@ -112,6 +112,11 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   size_t max_batch() const override { return kMaxBatch; }
+  // A message waits for a free child (acquire: at most handler_timeout + 2 grace) and then runs
+  // until its answer or the kill (handler_timeout + grace).
+  std::optional<std::chrono::milliseconds> enforced_timeout() const override {
+    return 2 * o_.handler_timeout + 3 * kAnswerGrace;
+  }
 
   size_t handle_batch(std::span<const plugin_host::MessageView> messages,
                       plugin_host::BatchSink& sink) noexcept override {
@@ -215,6 +220,16 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         return 1;
       }
     }
+    if (died_while_idle(slot)) {
+      // Gone between batches (the OOM killer, a plugin's own thread): the batch never ran, so
+      // it is not charged an attempt (issue 27 §4); it comes back when the child may be up.
+      (void)crashed(slot, nullptr, false, "it died between messages; no message was charged");
+      const auto wait =
+          std::chrono::ceil<std::chrono::milliseconds>(restart_at(slot) - Clock::now());
+      (void)sink.on_outcome(0, {OutcomeKind::kDelay, std::max(wait, std::chrono::milliseconds(1)),
+                                "handler process restarting"});
+      return 1;
+    }
     const uint64_t first_seq = seq_.fetch_add(messages.size()) + 1;
     std::string out;
     for (size_t i = 0; i < messages.size(); ++i) {
@@ -277,6 +292,18 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     // The child ran the batch in order: the first unanswered message is the one it was running.
     (void)sink.on_outcome(answered, crashed(slot, &messages[answered], timed_out, broke));
     return answered + 1;
+  }
+
+  // Between batches a child writes nothing, so a readable or hung-up channel means it is gone
+  // (or broke the protocol, which crashed() handles alike).
+  static bool died_while_idle(Slot& slot) {
+    pollfd p{slot.channel->fd(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+  }
+
+  Clock::time_point restart_at(const Slot& slot) {
+    std::lock_guard lock(mu_);
+    return slot.restart_at;
   }
 
   static RequestFrame request_of(const plugin_host::MessageView& m, uint64_t seq) {

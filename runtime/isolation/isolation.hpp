@@ -22,20 +22,21 @@
 // replies to each as soon as it ran, so the round trip is paid per batch. handle() is a batch
 // of one. A child that dies mid-batch: the first unanswered message is the one it was running
 // and gets the crash outcome; earlier ones keep theirs; handle_batch() returns there and the
-// rest (never run) stays the caller's. A sink that stops the batch gets the child SIGKILLed
-// (it may have started the next message) and restarted, without counting a crash.
-// Faults: a child that dies mid-request, or does not answer within handler_timeout + 1s (then
-// SIGKILLed), yields OutcomeKind::kRetry "handler process crashed (signal N)" / "handler process
-// exited (status N)"; the runtime's retry policy counts the attempt (max_retries → dead). The
-// child is reaped at once and restarted by the next caller after restart_delay() (capped
-// exponential, jittered). While no child of the group is up, every message of a batch gets
-// kDelay "handler process restarting" (until the first restart is due) at once: it never ran,
-// so no retry budget is spent; a restart that fails is that message's kRetry. Log events:
-// handler-process-started, handler-process-crashed (stream, group, pid, signal/status, message id).
-// Threading: handle()/handle_batch() from any number of threads (each takes a free child,
-// waiting while all are busy); the destructor closes every channel and reaps every child. Children
-// are spawned from one launcher thread per instance, which outlives them (PR_SET_PDEATHSIG follows
-// the spawning thread, not the process).
+// rest (never run) stays the caller's. A child found dead when a batch starts (it died while
+// idle) charges nothing: its first message gets kDelay "handler process restarting" until the
+// restart is due, like a batch that finds no child up. A sink that stops the batch gets the child
+// SIGKILLed (it may have started the next message) and restarted, without counting a crash. Faults:
+// a child that dies mid-request, or does not answer within handler_timeout + 1s (then SIGKILLed),
+// yields OutcomeKind::kRetry "handler process crashed (signal N)" / "handler process exited (status
+// N)"; the runtime's retry policy counts the attempt (max_retries → dead). The child is reaped at
+// once and restarted by the next caller after restart_delay() (capped exponential, jittered). While
+// no child of the group is up, every message of a batch gets kDelay "handler process restarting"
+// (until the first restart is due) at once: it never ran, so no retry budget is spent; a restart
+// that fails is that message's kRetry. Log events: handler-process-started, handler-process-crashed
+// (stream, group, pid, signal/status, message id). Threading: handle()/handle_batch() from any
+// number of threads (each takes a free child, waiting while all are busy); the destructor closes
+// every channel and reaps every child. Children are spawned from one launcher thread per instance,
+// which outlives them (PR_SET_PDEATHSIG follows the spawning thread, not the process).
 #pragma once
 
 #include <chrono>

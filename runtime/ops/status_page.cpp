@@ -257,7 +257,10 @@ std::string render_dead_letters(const DeadLetterPage& p) {
   body +=
       "<table id=\"dead\"><tr><th>message</th><th>attempts</th><th>died at</th>"
       "<th>last error</th><th>payload</th><th>history</th></tr>\n";
+  size_t shown = 0;
   for (const auto& d : p.dead) {
+    if (p.max_bytes > 0 && body.size() >= p.max_bytes) break;
+    ++shown;
     std::string history =
         "<table class=\"history\"><tr><th>attempt</th><th>outcome</th>"
         "<th>error</th><th>host</th><th>at</th></tr>";
@@ -278,10 +281,23 @@ std::string render_dead_letters(const DeadLetterPage& p) {
         "</td><td>{6}</td></tr>\n",
         d.message_id, d.attempts, unix_ms_text(d.died_at_unix_ms), html_escape(d.last_error),
         d.payload ? html_escape(*d.payload) : "(not kept)",
-        d.message_retained ? "" : "<span class=\"muted\">message dropped by retention</span>",
+        (d.truncated() ? fmt::format("<span class=\"muted truncated\">the first {} of {} bytes; "
+                                     "the rest with <code>sqlstreams dead show {} {} {}</code>"
+                                     "</span>",
+                                     d.payload->size(), d.payload_bytes, html_escape(p.stream),
+                                     html_escape(p.group), d.message_id)
+                       : std::string()) +
+            (d.message_retained ? "" : "<span class=\"muted\">message dropped by retention</span>"),
         history);
   }
   body += "</table>\n";
+  if (shown < p.dead.size()) {
+    body += fmt::format(
+        "<p class=\"muted\" id=\"cut\">{} more not shown: the page reached its size limit of "
+        "{} bytes. List them with <code>sqlstreams dead list {} {} --from-id {}</code>.</p>\n",
+        p.dead.size() - shown, p.max_bytes, html_escape(p.stream), html_escape(p.group),
+        p.dead[shown].message_id);
+  }
   return page("Dead letters " + p.stream + "/" + p.group, body);
 }
 

@@ -53,6 +53,7 @@ struct DeadLetterPage {
   std::vector<store::DeadLetter> dead;                            // by message id, oldest first
   std::map<int64_t, std::vector<store::DeliveryRecord>> history;  // by message id
   size_t limit = 0;                                               // the list was cut at this many
+  size_t max_bytes = 0;  // stop adding rows once the page is this large (0: no cap)
 };
 
 std::string render_dead_letters(const DeadLetterPage& page);

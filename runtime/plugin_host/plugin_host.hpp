@@ -122,6 +122,11 @@ class HandlerInstance {
   // batching buys nothing (an in-process call costs no round trip); an isolated handler takes
   // more, to pay its round trip to the child once per batch instead of once per message.
   virtual size_t max_batch() const { return 1; }
+  // A handler that ends a stuck message itself (an isolated handler kills its child at
+  // handler_timeout + 1 s, isolation.hpp) returns the longest one message can take in it, from
+  // the moment the pipeline hands it over; the pipeline's watchdog then only backs that up, so a
+  // timeout has one owner (issue 27 §4). nullopt (the default): the watchdog owns it.
+  virtual std::optional<std::chrono::milliseconds> enforced_timeout() const { return std::nullopt; }
   // Runs messages in order, passing each outcome to `sink` as it is known (before the next
   // message starts, for the default), and returns how many got an outcome: the messages from
   // the returned index on never reached the handler (the sink stopped the batch, or an isolated

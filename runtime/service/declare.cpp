@@ -9,6 +9,12 @@
 #include "store/schema/migrate.hpp"
 
 namespace sqlstreams::service {
+namespace {
+std::string dashed(std::string setting) {
+  for (char& c : setting) c = c == '_' ? '-' : c;
+  return setting;
+}
+}  // namespace
 
 void declare_all(store::Session& session, const config::Config& config) {
   for (const auto& s : config.streams) {
@@ -19,6 +25,14 @@ void declare_all(store::Session& session, const config::Config& config) {
     if (declared.created) {
       spdlog::info("stream-created stream={} id={} partition_size={}", s.name, declared.stream.id,
                    s.partition_size);
+    }
+    // Fleet-wide settings are the database's (V008); a config that differs is stale or an
+    // intended change not applied yet: say so at every declaration, change nothing.
+    for (const auto& d : declared.differences) {
+      spdlog::warn(
+          "stream-setting-differs stream={} setting={} database={} config={} (the database's "
+          "value holds for every host; to change it: sqlstreams stream set {} --{} {})",
+          s.name, d.setting, d.database, d.config, s.name, dashed(d.setting), d.config);
     }
   }
   for (const auto& g : config.groups) {

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+
 #include "config/listen.hpp"
 #include "service/host.hpp"
 #include "store/reporting/operator_actions.hpp"
@@ -18,7 +20,19 @@ namespace sqlstreams::service {
 namespace {
 
 constexpr size_t kDeadLetterLimit = 100;
+// Byte budgets of the dead-letter page (issue 27 §2: 100 dead letters of 1 MB made a 407 MB
+// page): a prefix of each payload and error, the newest history rows, a cap on the page
+// (ops::DeadLetterPage::max_bytes), and at most kDeadLetterPagesAtOnce built at a time; the rest
+// is `sqlstreams dead show`.
+constexpr store::Preview kDeadLetterPreview{
+    .payload_chars = 2048, .error_chars = 400, .history_rows = 10};
+constexpr size_t kDeadLetterPageBytes = 1 << 20;
+constexpr int kDeadLetterPagesAtOnce = 2;
 constexpr const char* kHtml = "text/html; charset=utf-8";
+
+// At most kDeadLetterPagesAtOnce dead-letter pages are built at once (civetweb serves up to 16
+// requests in parallel); the others get 503 at once, holding nothing.
+std::atomic<int> dead_pages_building{0};
 
 std::vector<std::string> split_path(const std::string& path) {
   std::vector<std::string> parts;
@@ -37,6 +51,15 @@ ops::HttpResponse dead_letters(const store::SessionOptions& options, const std::
   if (!config::is_valid_name(stream) || !config::is_valid_name(group)) {
     return {400, kHtml, ops::render_not_found("not a stream/group name")};
   }
+  if (dead_pages_building.fetch_add(1) >= kDeadLetterPagesAtOnce) {
+    dead_pages_building.fetch_sub(1);
+    return {503, "text/plain; charset=utf-8",
+            fmt::format("busy: {} dead-letter pages are being built; try again in a moment\n",
+                        kDeadLetterPagesAtOnce)};
+  }
+  struct Release {
+    ~Release() { dead_pages_building.fetch_sub(1); }
+  } release;
   store::SessionOptions o = options;
   o.application_name = "sqlstreams http";
   store::Session session(o);
@@ -46,11 +69,13 @@ ops::HttpResponse dead_letters(const store::SessionOptions& options, const std::
   page.stream = stream;
   page.group = group;
   page.limit = kDeadLetterLimit;
+  page.max_bytes = kDeadLetterPageBytes;
   store::DeadFilter filter;
   filter.limit = static_cast<int32_t>(kDeadLetterLimit);
-  page.dead = store::list_dead(session, *ref, filter);
+  page.dead = store::list_dead(session, *ref, filter, kDeadLetterPreview);
   for (const auto& d : page.dead) {
-    page.history[d.message_id] = store::delivery_history(session, *ref, d.message_id);
+    page.history[d.message_id] =
+        store::delivery_history(session, *ref, d.message_id, kDeadLetterPreview);
   }
   return {200, kHtml, ops::render_dead_letters(page)};
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "e2e_support.hpp"
 
@@ -118,6 +119,31 @@ TEST(PluginCheck, AConstructorThatCrashesOrExitsCannotHurtTheCaller) {
 
   auto [ok_code, ok_out] = run_sqlstreams({"plugin", "check", kFixtures + "/crash_fixture.so"});
   EXPECT_EQ(ok_code, 0) << ok_out;
+}
+
+// Issue 27 §4: a constructor that forks used to make `plugin check` wait out its whole --timeout
+// (the forked process keeps the answer pipe open) and report a hang, and the process stayed.
+TEST(PluginCheck, AConstructorThatForksIsCheckedAtOnceAndLeavesNoProcessBehind) {
+  ScratchDir dir;
+  const std::string file = dir.file("grandchild.pid");
+  auto [code, out] = run_sqlstreams(
+      {"plugin", "check", "--timeout", "30", kFixtures + "/crash_fixture.so"},
+      {{"SQLSTREAMS_FIXTURE_CTOR", "fork"}, {"SQLSTREAMS_FIXTURE_GRANDCHILD", file}});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_TRUE(has(out, "OK: loads as `run` would load it")) << out;
+  pid_t grandchild = 0;
+  std::ifstream(file) >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  std::string state;
+  for (int i = 0; i < 200; ++i) {  // gone, or a zombie of whoever adopted it
+    std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    state = line.empty() ? "" : line.substr(line.rfind(')') + 2, 1);
+    if (state.empty() || state == "Z") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(state.empty() || state == "Z") << "the forked process survived: " << state;
 }
 
 TEST(PluginCheck, AppliesTheTrustChecksToTheFilesFolder) {

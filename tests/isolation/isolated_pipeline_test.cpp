@@ -49,7 +49,9 @@ class IsolatedPipeline : public ::testing::Test {
     p.produce_batch("payments.requested", batch);
   }
 
-  std::unique_ptr<consume::GroupPipeline> pipeline(int children, const std::string& crash_on) {
+  std::unique_ptr<consume::GroupPipeline> pipeline(int children, const std::string& crash_on,
+                                                   const std::string& how = "segv",
+                                                   int max_hung_handlers = 8) {
     config::GroupConfig g;
     g.name = "isolated";
     g.stream = "payments.requested";
@@ -66,13 +68,14 @@ class IsolatedPipeline : public ::testing::Test {
     g.retry.initial_backoff = 100ms;
     g.retry.base_delay = 100ms;
     g.retry.max_delay = 1s;
+    g.max_hung_handlers = max_hung_handlers;
     IsolationOptions o;
     o.plugin_dir = SQLSTREAMS_FIXTURE_DIR;
     o.plugin = g.plugin;
     o.handler = g.handler;
     o.stream = g.stream;
     o.group = g.name;
-    o.config_json = "{\"crash_on\": \"\\\"" + crash_on + "\\\"\", \"how\": \"segv\"}";
+    o.config_json = "{\"crash_on\": \"\\\"" + crash_on + "\\\"\", \"how\": \"" + how + "\"}";
     o.children = children;
     o.handler_timeout = g.handler_timeout;
     o.restart.initial = 200ms;
@@ -159,6 +162,38 @@ TEST_F(IsolatedPipeline, TheRestOfACrashedBatchRunsOnTheOtherChildUncharged) {
             0);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
                                 "WHERE outcome = 'ok'"),
+            kMessages - 1);
+}
+
+// Issue 27 §4: one timeout owner. The pipeline's watchdog used to write an isolated worker off at
+// handler_timeout while the isolation layer killed the child only at handler_timeout + 1 s: with
+// max_hung_handlers = 1 one hung message paused the group, and the rest of its batch was
+// requeued while the child still ran it. Now only the isolation layer times it out.
+TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNeverPauses) {
+  constexpr int kMessages = 20;
+  produce(kMessages);
+  auto p = pipeline(1, "order-5", "hang", 1);
+  p->start();
+  bool ever_paused = false;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    ever_paused = ever_paused || p->paused() || p->hung_handlers() > 0;
+    auto r = db_.sql(settled(kMessages, 5));
+    done = !r.empty() && !r[0][0].is_null() && r[0][0].as<bool>();
+    std::this_thread::sleep_for(20ms);  // polling both the pipeline and the database
+  }
+  p->stop(std::chrono::steady_clock::now() + 10s);
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(ever_paused);
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
+  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM sqlstreams.exceptions_1"),
+            "handler process crashed (signal 9): killed, no answer within handler_timeout + 1s");
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
+                                "<> 5 AND outcome NOT IN ('ok', 'delay')"),
+            0);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
+                                "<> 5 AND outcome = 'ok'"),
             kMessages - 1);
 }
 

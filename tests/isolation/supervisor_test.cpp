@@ -9,13 +9,18 @@
 // The children run with ASan's own fault handlers off, so a fault ends them BY the signal.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "isolation/isolation.hpp"
 #include "process.hpp"
@@ -63,6 +68,36 @@ class Supervisor : public ::testing::Test {
   }
 
   // Children of this process (every thread's), zombies included.
+  static std::vector<pid_t> child_pids() {
+    std::vector<pid_t> pids;
+    DIR* dir = ::opendir("/proc/self/task");
+    while (dirent* e = ::readdir(dir)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
+      pid_t pid = 0;
+      while (in >> pid) pids.push_back(pid);
+    }
+    ::closedir(dir);
+    return pids;
+  }
+  // A process's state letter (R, S, Z, ...), "" when it is gone.
+  static std::string state_of(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');  // comm may hold spaces
+    return paren == std::string::npos || paren + 2 >= line.size() ? "" : line.substr(paren + 2, 1);
+  }
+  static bool ends_within(pid_t pid, std::chrono::seconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      const std::string st = state_of(pid);
+      if (st.empty() || st == "Z") return true;
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(5ms);  // polling /proc
+    }
+  }
+
   static int child_count() {
     int n = 0;
     DIR* dir = ::opendir("/proc/self/task");
@@ -172,6 +207,53 @@ TEST_F(Supervisor, WhileTheOnlyChildIsDownHandleReturnsADelayUntilItsRestartAtOn
   EXPECT_EQ(out.error, "handler process restarting");
   EXPECT_LT(Clock::now() - start, 1s);
   EXPECT_EQ(child_count(), 0);  // reaped at once, not restarted yet
+}
+
+// Issue 27 §4: a child that died while idle (the OOM killer, a plugin's own thread) used to charge
+// the next message an attempt it never ran ("handler process crashed (signal 9)", kRetry).
+TEST_F(Supervisor, AChildThatDiedWhileIdleChargesTheNextMessageNothing) {
+  auto h = make_isolated_handler(options("segv", 1));
+  ASSERT_EQ(handle(*h, "{}").kind, OutcomeKind::kOk);
+  const std::vector<pid_t> pids = child_pids();
+  ASSERT_EQ(pids.size(), 1u);
+  ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
+  ASSERT_TRUE(ends_within(pids[0], 10s));  // a zombie until the supervisor reaps it
+  auto out = handle(*h, "{}");
+  EXPECT_EQ(out.kind, OutcomeKind::kDelay) << out.error;
+  EXPECT_EQ(out.error, "handler process restarting");
+  EXPECT_EQ(handle_when_up(*h, "{}").kind, OutcomeKind::kOk);
+}
+
+// Issue 27 §4: the host blocks SIGHUP, SIGINT and SIGTERM in every thread; its children used to
+// inherit that (SigBlk: 0x4003), and a process a plugin forked outlived them and the host.
+TEST_F(Supervisor, AChildStartsWithNoSignalBlockedAndWhatItForksEndsWithIt) {
+  const std::string file =
+      std::string(::testing::TempDir()) + "grandchild." + std::to_string(::getpid());
+  std::remove(file.c_str());
+  ::setenv("SQLSTREAMS_FIXTURE_GRANDCHILD", file.c_str(), 1);
+  sigset_t host_mask, old;
+  sigemptyset(&host_mask);
+  for (int sig : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&host_mask, sig);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &host_mask, &old), 0);  // as ops/signals does
+  auto h = make_isolated_handler(options("fork", 1));  // its launcher thread inherits the mask
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &old, nullptr), 0);
+  ASSERT_EQ(handle(*h, "{\"order_id\": \"boom\"}").kind, OutcomeKind::kOk);
+  const std::vector<pid_t> pids = child_pids();
+  ASSERT_EQ(pids.size(), 1u);
+  std::ifstream status("/proc/" + std::to_string(pids[0]) + "/status");
+  std::string line, blocked;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(line.find_first_not_of(" \t", 7));
+  }
+  EXPECT_EQ(blocked, "0000000000000000");
+  pid_t grandchild = 0;
+  std::ifstream(file) >> grandchild;
+  ASSERT_GT(grandchild, 0);
+  EXPECT_EQ(state_of(grandchild), "S");
+  h.reset();  // closes the channel: the child exits, and its process group with it
+  EXPECT_TRUE(ends_within(grandchild, 10s)) << "the plugin's process outlived its child";
+  ::unsetenv("SQLSTREAMS_FIXTURE_GRANDCHILD");
+  std::remove(file.c_str());
 }
 
 TEST_F(Supervisor, AHandlerTheChildCannotCreateIsItsPluginLoadError) {

@@ -1,5 +1,7 @@
 #include "maintain_fixture.hpp"
 
+#include "store/reporting/stream_settings.hpp"
+
 namespace sqlstreams::testing {
 
 void MaintainTest::declare(int64_t partition_size, std::optional<Millis> retention,
@@ -13,7 +15,14 @@ void MaintainTest::declare(int64_t partition_size, std::optional<Millis> retenti
   spec.partition_size = partition_size;
   spec.retention = retention;
   spec.allow_drop_past_committed = allow_drop;
-  stream_ = store::declare_stream(*session_, spec).stream;
+  auto declared = store::declare_stream(*session_, spec);
+  stream_ = declared.stream;
+  if (!declared.created) {  // fleet settings change only on purpose (V008): as `stream set`
+    store::StreamSettingsChange change;
+    change.retention = retention;
+    change.allow_drop_past_committed = allow_drop;
+    store::set_stream_settings(*session_, spec.name, change, "test");
+  }
   charge_ =
       store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning).group;
   audit_ =

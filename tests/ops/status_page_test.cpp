@@ -158,6 +158,41 @@ TEST(DeadLetterPage, PayloadAndHistory) {
   EXPECT_NE(html.find("<td>dead</td>"), std::string::npos);
 }
 
+// Issue 27 §2: a preview names its full size and where the rest is; a page at its byte cap says
+// how many it left out and from which id to list them.
+TEST(DeadLetterPage, APreviewNamesItsSizeAndACappedPageSaysWhatItLeftOut) {
+  DeadLetterPage p;
+  p.stream = "payments.requested";
+  p.group = "charge-cards";
+  p.max_bytes = 4000;
+  for (int64_t id = 1; id <= 5; ++id) {
+    store::DeadLetter d;
+    d.message_id = id;
+    d.payload = std::string(1000, 'x');
+    d.payload_bytes = 5000;
+    p.dead.push_back(d);
+  }
+  std::string html = render_dead_letters(p);
+  EXPECT_NE(html.find("the first 1000 of 5000 bytes; the rest with <code>sqlstreams dead show "
+                      "payments.requested charge-cards 1</code>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<tr data-message=\"2\">"), std::string::npos);
+  EXPECT_EQ(html.find("<tr data-message=\"4\">"), std::string::npos) << "past the cap";
+  EXPECT_NE(html.find("2 more not shown: the page reached its size limit of 4000 bytes. List "
+                      "them with <code>sqlstreams dead list payments.requested charge-cards "
+                      "--from-id 4</code>"),
+            std::string::npos)
+      << html;
+  p.max_bytes = 0;
+  p.dead[0].payload_bytes = 1000;  // whole
+  html = render_dead_letters(p);
+  EXPECT_EQ(html.find("more not shown"), std::string::npos);
+  EXPECT_EQ(
+      html.find("the rest with <code>sqlstreams dead show payments.requested charge-cards 1<"),
+      std::string::npos);
+}
+
 TEST(HtmlEscape, EscapesMarkup) {
   EXPECT_EQ(html_escape("<a href=\"x\">'&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");

@@ -67,15 +67,38 @@ TEST_F(DeclareTest, ChangingPartitionSizeIsAClearError) {
   }
 }
 
-TEST_F(DeclareTest, MutableSettingsAreUpdated) {
+// V008 (issue 27 §3): a host's config never writes the fleet-wide settings of an existing
+// stream; it learns what differs (declare_all logs it) and runs with the database's values.
+TEST_F(DeclareTest, AnExistingStreamKeepsItsFleetSettingsAndTheDifferencesAreReported) {
   store::StreamSpec spec;
   spec.name = "payments.requested";
   spec.partition_size = 1000;
   spec.retention = std::chrono::hours(24 * 30);
+  spec.allow_drop_past_committed = true;
+  spec.max_payload_bytes = 2048;
   spec.notify = true;
-  store::declare_stream(*session_, spec);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT retention::text FROM sqlstreams.streams"), "720:00:00");
-  EXPECT_TRUE(db_.scalar<bool>("SELECT notify FROM sqlstreams.streams"));
+  auto declared = store::declare_stream(*session_, spec);
+  auto row = db_.sql(
+      "SELECT retention IS NULL, allow_drop_past_committed, max_payload_bytes, notify FROM "
+      "sqlstreams.streams")[0];
+  EXPECT_TRUE(row[0].as<bool>());
+  EXPECT_FALSE(row[1].as<bool>());
+  EXPECT_EQ(row[2].as<int>(), 1 << 20);
+  EXPECT_FALSE(row[3].as<bool>());
+  EXPECT_EQ(declared.stream.max_payload_bytes, 1 << 20);  // the database's, for this host too
+  EXPECT_FALSE(declared.stream.notify);
+  std::vector<std::string> seen;
+  for (const auto& d : declared.differences) {
+    seen.push_back(d.setting + ": " + d.database + " -> " + d.config);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "retention: forever -> 30d", "allow_drop_past_committed: false -> true",
+                      "max_payload_bytes: 1048576 -> 2048", "notify: false -> true"}));
+  // The same config as the database: nothing to report.
+  store::StreamSpec same;
+  same.name = "payments.requested";
+  same.partition_size = 1000;
+  EXPECT_TRUE(store::declare_stream(*session_, same).differences.empty());
 }
 
 TEST_F(DeclareTest, NewGroupStartsAtBeginningOrHead) {

@@ -1,6 +1,7 @@
 // Produce: ids ascend, rollback leaves nothing, batches are all-or-nothing, Rule 1 holds on
 // every path that draws ids, bad input is rejected clearly, missing partitions heal.
 #include "in_doubt_support.hpp"
+#include "store/reporting/stream_settings.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -117,11 +118,9 @@ TEST_F(ProduceTest, RuleOneHoldsOnEveryProducerPathStatementByStatement) {
                        "nextval('sqlstreams.messages_1_id_seq'), '{}'::jsonb"),
                std::exception)
       << "the trigger must refuse an id drawn before the xid";
-  store::StreamSpec spec;
-  spec.name = "payments.requested";
-  spec.partition_size = 1000;
-  spec.notify = true;
-  store::declare_stream(*session_, spec);
+  store::StreamSettingsChange notify;  // as `sqlstreams stream set --notify true`
+  notify.notify = true;
+  store::set_stream_settings(*session_, "payments.requested", notify, "test");
   store::Producer notifying(*session_);
   EXPECT_EQ(notifying.produce_batch("payments.requested", batch).size(), 40u);
   EXPECT_EQ(count_messages(db_), 123);
@@ -190,11 +189,9 @@ TEST_F(ProduceTest, MissingPartitionsAreHealed) {
 }
 
 TEST_F(ProduceTest, NotifyHintIsSentPerProducingTransaction) {
-  store::StreamSpec spec;
-  spec.name = "payments.requested";
-  spec.partition_size = 1000;
-  spec.notify = true;
-  store::declare_stream(*session_, spec);
+  store::StreamSettingsChange notify;  // as `sqlstreams stream set --notify true`
+  notify.notify = true;
+  store::set_stream_settings(*session_, "payments.requested", notify, "test");
   auto s2 = session();
   store::GroupStore gs(*s2, stream_.id, charge_.id, "t");
   EXPECT_FALSE(gs.wait_for_notify(std::chrono::milliseconds(10)));  // now LISTENing

@@ -9,6 +9,7 @@
 #include "store/reporting/group_lifecycle.hpp"
 #include "store/reporting/operator_actions.hpp"
 #include "store/reporting/status.hpp"
+#include "store/reporting/stream_settings.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -133,6 +134,27 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
   // An operator changes no other column of groups, and runs no DDL.
   EXPECT_EQ(sqlstate_of(url, "UPDATE sqlstreams.groups SET name = 'x'"), "42501");
   EXPECT_EQ(sqlstate_of(url, "DELETE FROM sqlstreams.streams"), "42501");
+  // V008 (issue 27 §3): pause, resume and drop only through the audited functions; the tables
+  // behind them, and the audit trail itself, are not writable by hand (families declared before
+  // and after V008's grants alike: cursors_1 and cursors_2).
+  for (const char* sql :
+       {"UPDATE sqlstreams.groups SET paused_at = now(), paused_by = 'nobody'",
+        "DELETE FROM sqlstreams.groups", "DELETE FROM sqlstreams.workers",
+        "DELETE FROM sqlstreams.cursors_1", "DELETE FROM sqlstreams.leases_1",
+        "DELETE FROM sqlstreams.cursors_2", "DELETE FROM sqlstreams.leases_2",
+        "INSERT INTO sqlstreams.group_actions (action, stream, group_name, group_id, actor) "
+        "VALUES ('pause', 'orders.created', 'shipping', 1, 'forged')",
+        "INSERT INTO sqlstreams.stream_actions (action, stream, stream_id) VALUES ('set', 'x', 1)",
+        "UPDATE sqlstreams.streams SET retention = '1 day'"}) {
+    EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
+  }
+  // Fleet settings: the operator changes them through stream set, recorded under its login.
+  store::StreamSettingsChange retention;
+  retention.retention = std::optional<Millis>(std::chrono::hours(24));
+  EXPECT_TRUE(store::set_stream_settings(op, "orders.created", retention, "op@test").audit_id);
+  EXPECT_NE(
+      db_.scalar<std::string>("SELECT db_user FROM sqlstreams.stream_actions").find("_operator"),
+      std::string::npos);
 
   const std::string host_url = login_as("sqlstreams_host");
   store::Session host(options_as(host_url));
@@ -147,6 +169,11 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
   EXPECT_EQ(sqlstate_of(producer_url, "UPDATE sqlstreams.groups SET paused_at = now()"), "42501");
   EXPECT_EQ(sqlstate_of(producer_url, "DELETE FROM sqlstreams.cursors_1"), "42501");
   EXPECT_EQ(sqlstate_of(producer_url, "SELECT * FROM sqlstreams.group_actions"), "42501");
+  EXPECT_EQ(sqlstate_of(producer_url, "SELECT * FROM sqlstreams.pause_group(1, 'p')"), "42501");
+  EXPECT_EQ(sqlstate_of(producer_url,
+                        "SELECT * FROM sqlstreams.set_stream_settings('orders.created', false, "
+                        "NULL, true, NULL, NULL, 'p')"),
+            "42501");
 }
 
 TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTakesProducts) {

@@ -10,18 +10,10 @@ namespace sqlstreams::store {
 namespace {
 
 // Statement names (store/core/statement.hpp).
-constexpr StatementName kGroupAction{"group_action"};
 constexpr StatementName kFootprint{"group_footprint"};
 constexpr StatementName kGroupState{"group_state"};
-constexpr StatementName kPauseRead{"pause_read"};
 constexpr StatementName kPause{"pause"};
-constexpr StatementName kResumeRead{"resume_read"};
 constexpr StatementName kResume{"resume"};
-constexpr StatementName kDropLockGroup{"drop_lock_group"};
-constexpr StatementName kDropCursor{"drop_cursor"};
-constexpr StatementName kDropLeases{"drop_leases"};
-constexpr StatementName kDropExceptions{"drop_exceptions"};
-constexpr StatementName kDropAdvancer{"drop_advancer"};
 constexpr StatementName kDropGroup{"drop_group"};
 
 [[noreturn]] void gone(const GroupRef& g, const char* doing) {
@@ -29,18 +21,6 @@ constexpr StatementName kDropGroup{"drop_group"};
                    fmt::format("cannot {} group '{}' of stream '{}': it no longer exists (dropped "
                                "meanwhile)",
                                doing, g.name, g.stream));
-}
-
-// The group_actions row; returns (id, database role, application, client address).
-pqxx::row audit(pqxx::transaction_base& tx, const Session& s, const char* action, const GroupRef& g,
-                const std::string& actor, const std::optional<std::string>& detail) {
-  return exec1(
-      tx, kGroupAction,
-      fmt::format("INSERT INTO {}.group_actions (action, stream, group_name, group_id, actor, "
-                  "detail) VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING id, db_user, "
-                  "coalesce(application_name, ''), coalesce(client_addr, 'local')",
-                  s.schema_sql()),
-      action, g.stream, g.name, g.id, actor, nullable(detail));
 }
 
 GroupFootprint footprint(pqxx::transaction_base& tx, const Session& session, const GroupRef& g) {
@@ -81,61 +61,37 @@ GroupState read_group_state(Session& session, int64_t group_id) {
   });
 }
 
+// pause/resume/drop run the SECURITY DEFINER functions of V008, which change the group and
+// write its group_actions row in one transaction (an operator has no table rights for them).
 PauseResult pause_group(Session& session, const GroupRef& group, const std::string& actor) {
   return guarded(session, "pause group", [&] {
-    const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
-    auto row =
-        exec(tx, kPauseRead,
-             fmt::format("SELECT paused_at IS NOT NULL, {}, coalesce(paused_by, '') FROM {}.groups "
-                         "WHERE id = $1 FOR UPDATE",
-                         to_epoch_ms("paused_at"), s),
-             group.id);
-    if (row.empty()) gone(group, "pause");
-    PauseResult out;
-    if (row[0][0].as<bool>()) {
-      out.paused_at = time_from_epoch_ms(row[0][1].as<int64_t>());
-      out.paused_by = row[0][2].as<std::string>();
-      tx.commit();
-      return out;
-    }
-    auto set =
-        exec1(tx, kPause,
-              fmt::format("UPDATE {}.groups SET paused_at = {}, paused_by = $2, updated_at = now() "
-                          "WHERE id = $1 RETURNING {}",
-                          s, kDbNow, to_epoch_ms("paused_at")),
-              group.id, actor);
-    out.changed = true;
-    out.paused_at = time_from_epoch_ms(set[0].as<int64_t>());
-    out.paused_by = actor;
-    audit(tx, session, "pause", group, actor, std::nullopt);
+    auto r = exec1(tx, kPause,
+                   fmt::format("SELECT present, changed, {}, coalesce(paused_by, '') FROM "
+                               "{}.pause_group($1, $2)",
+                               to_epoch_ms("paused_at"), session.schema_sql()),
+                   group.id, actor);
+    if (!r[0].as<bool>()) gone(group, "pause");
     tx.commit();
+    PauseResult out;
+    out.changed = r[1].as<bool>();
+    out.paused_at = time_from_epoch_ms(r[2].as<int64_t>());
+    out.paused_by = r[3].as<std::string>();
     return out;
   });
 }
 
 PauseResult resume_group(Session& session, const GroupRef& group, const std::string& actor) {
   return guarded(session, "resume group", [&] {
-    const std::string& s = session.schema_sql();
     pqxx::work tx(connection_of(session));
-    auto row =
-        exec(tx, kResumeRead,
-             fmt::format("SELECT paused_at IS NOT NULL FROM {}.groups WHERE id = $1 FOR UPDATE", s),
-             group.id);
-    if (row.empty()) gone(group, "resume");
-    PauseResult out;
-    if (!row[0][0].as<bool>()) {
-      tx.commit();
-      return out;
-    }
-    exec(tx, kResume,
-         fmt::format("UPDATE {}.groups SET paused_at = NULL, paused_by = NULL, "
-                     "updated_at = now() WHERE id = $1",
-                     s),
-         group.id);
-    out.changed = true;
-    audit(tx, session, "resume", group, actor, std::nullopt);
+    auto r = exec1(
+        tx, kResume,
+        fmt::format("SELECT present, changed FROM {}.resume_group($1, $2)", session.schema_sql()),
+        group.id, actor);
+    if (!r[0].as<bool>()) gone(group, "resume");
     tx.commit();
+    PauseResult out;
+    out.changed = r[1].as<bool>();
     return out;
   });
 }
@@ -149,53 +105,24 @@ GroupFootprint group_footprint(Session& session, const GroupRef& group) {
 
 DropResult drop_group(Session& session, const GroupRef& group, const std::string& actor) {
   return guarded(session, "drop group", [&] {
-    const std::string& s = session.schema_sql();
-    const StreamTables t(s, group.stream_id);
     pqxx::work tx(connection_of(session));
-    // The group row first (by id: a group dropped and declared again has a new id), then the
-    // cursor row, which every claim locks: a claim in flight commits its lease before the
-    // leases are deleted below (each statement sees what committed before it).
-    if (exec(tx, kDropLockGroup, fmt::format("SELECT 1 FROM {}.groups WHERE id = $1 FOR UPDATE", s),
-             group.id)
-            .empty()) {
-      gone(group, "drop");
-    }
-    DropResult out;
-    auto cur = exec(
-        tx, kDropCursor,
-        fmt::format("DELETE FROM {} WHERE group_id = $1 RETURNING claimed, committed", t.cursors),
-        group.id);
-    if (!cur.empty()) {
-      out.removed.claimed = cur[0][0].as<int64_t>();
-      out.removed.committed = cur[0][1].as<int64_t>();
-    }
-    out.removed.leases =
-        exec(tx, kDropLeases, fmt::format("DELETE FROM {} WHERE group_id = $1", t.leases), group.id)
-            .affected_rows();
-    auto ex = exec1(
-        tx, kDropExceptions,
-        fmt::format("WITH d AS (DELETE FROM {} WHERE group_id = $1 RETURNING "
-                    "status) SELECT count(*) FILTER (WHERE status <> 'dead'), count(*) FILTER "
-                    "(WHERE status = 'dead') FROM d",
-                    t.exceptions),
-        group.id);
-    out.removed.ready = ex[0].as<int64_t>();
-    out.removed.dead = ex[1].as<int64_t>();
-    exec(
-        tx, kDropAdvancer,
-        fmt::format("DELETE FROM {}.workers WHERE kind = 'advancer' AND owner = 'group:' || $1", s),
-        group.id);
-    const auto& r = out.removed;
-    auto who = audit(tx, session, "drop", group, actor,
-                     fmt::format(R"({{"claimed": {}, "committed": {}, "leases_removed": {}, )"
-                                 R"("retries_removed": {}, "dead_letters_removed": {}}})",
-                                 r.claimed, r.committed, r.leases, r.ready, r.dead));
-    out.audit_id = who[0].as<int64_t>();
-    out.db_user = who[1].as<std::string>();
-    out.application_name = who[2].as<std::string>();
-    out.client_addr = who[3].as<std::string>();
-    exec(tx, kDropGroup, fmt::format("DELETE FROM {}.groups WHERE id = $1", s), group.id);
+    auto r = exec1(tx, kDropGroup,
+                   fmt::format("SELECT present, claimed, committed, leases, ready, dead, audit_id, "
+                               "db_user, application_name, client_addr FROM {}.drop_group($1, $2)",
+                               session.schema_sql()),
+                   group.id, actor);
+    if (!r[0].as<bool>()) gone(group, "drop");
     tx.commit();
+    DropResult out;
+    out.removed.claimed = r[1].as<int64_t>();
+    out.removed.committed = r[2].as<int64_t>();
+    out.removed.leases = r[3].as<int64_t>();
+    out.removed.ready = r[4].as<int64_t>();
+    out.removed.dead = r[5].as<int64_t>();
+    out.audit_id = r[6].as<int64_t>();
+    out.db_user = r[7].as<std::string>();
+    out.application_name = r[8].as<std::string>();
+    out.client_addr = r[9].as<std::string>();
     return out;
   });
 }

@@ -10,9 +10,12 @@
 //           retention no longer waits for it. The audit trail (deliveries_N) stays and ages out
 //           with audit_retention. A host still running the group sees it gone and stops that
 //           pipeline; declaring the group again (restart, SIGHUP) creates a new one.
-// Every action writes a group_actions row (database role, application, client address, the
-// operator's actor text, when, what). Each statement re-checks the group by id: a group dropped
-// (or dropped and declared again, with a new id) meanwhile is reported as gone, never touched.
+// Each action is one call of its SECURITY DEFINER function (V008: pause_group, resume_group,
+// drop_group), which changes the group and writes its group_actions row (session role,
+// application, client address, the operator's actor text, when, what) in one transaction; the
+// operator role has no table rights to do either by hand. The functions find the group by id: a
+// group dropped (or dropped and declared again, with a new id) meanwhile is reported as gone,
+// never touched.
 // Threading: free functions on the caller's Session.
 #pragma once
 

@@ -96,25 +96,34 @@ DeadLetter dead_from_row(const pqxx::row& row) {
   d.died_at_unix_ms = row[3].as<int64_t>();
   if (!row[4].is_null()) d.payload = row[4].as<std::string>();
   d.message_retained = row[5].as<bool>();
+  d.payload_bytes = row[6].is_null() ? 0 : row[6].as<int64_t>();
   return d;
 }
 
-std::string dead_select(const Session& s, const GroupRef& g) {
+// `expr`, or its first `chars` characters (0: whole).
+std::string first_chars(const std::string& expr, int32_t chars) {
+  return chars > 0 ? fmt::format("left({}, {})", expr, chars) : expr;
+}
+
+std::string dead_select(const Session& s, const GroupRef& g, const Preview& p = {}) {
   return fmt::format(
-      "SELECT e.message_id, e.attempts, e.last_error, {}, e.payload::text, EXISTS (SELECT 1 "
-      "FROM {} m WHERE m.id = e.message_id) FROM {} e",
-      to_epoch_ms("e.updated_at"), tables_of(s, g).messages, tables_of(s, g).exceptions);
+      "SELECT e.message_id, e.attempts, {}, {}, {}, EXISTS (SELECT 1 "
+      "FROM {} m WHERE m.id = e.message_id), octet_length(e.payload::text) FROM {} e",
+      first_chars("e.last_error", p.error_chars), to_epoch_ms("e.updated_at"),
+      first_chars("e.payload::text", p.payload_chars), tables_of(s, g).messages,
+      tables_of(s, g).exceptions);
 }
 
 }  // namespace
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& f) {
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& f,
+                                  const Preview& preview) {
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
     auto rows = exec_filtered(tx, kListDead,
                               fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
-                                          dead_select(session, group), filter_sql()),
+                                          dead_select(session, group, preview), filter_sql()),
                               group, f);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
@@ -136,19 +145,25 @@ std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int
 }
 
 std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
-                                             int64_t message_id) {
+                                             int64_t message_id, const Preview& preview) {
   return guarded(session, "delivery history", [&] {
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = exec(
-        tx, kDeliveryHistory,
-        fmt::format("SELECT attempt, outcome, coalesce(error, ''), coalesce(host, ''), {} FROM "
-                    "{} WHERE group_id = $1 AND message_id = $2 ORDER BY id",
-                    to_epoch_ms("at"), tables_of(session, group).deliveries),
-        group.id, message_id);
+    // The newest `history_rows` (all without), returned oldest first.
+    auto rows =
+        exec(tx, kDeliveryHistory,
+             fmt::format("SELECT * FROM (SELECT id, attempt, outcome, coalesce({}, ''), "
+                         "coalesce(host, ''), {} FROM {} WHERE group_id = $1 AND message_id = $2 "
+                         "ORDER BY id DESC LIMIT $3::bigint) h ORDER BY id",
+                         first_chars("error", preview.error_chars), to_epoch_ms("at"),
+                         tables_of(session, group).deliveries),
+             group.id, message_id,
+             nullable(preview.history_rows > 0
+                          ? std::optional<std::string>(std::to_string(preview.history_rows))
+                          : std::nullopt));
     std::vector<DeliveryRecord> out;
     for (const auto& r : rows) {
-      out.push_back({r[0].as<int32_t>(), r[1].as<std::string>(), r[2].as<std::string>(),
-                     r[3].as<std::string>(), r[4].as<int64_t>()});
+      out.push_back({r[1].as<int32_t>(), r[2].as<std::string>(), r[3].as<std::string>(),
+                     r[4].as<std::string>(), r[5].as<int64_t>()});
     }
     return out;
   });

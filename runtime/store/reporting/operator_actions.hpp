@@ -31,8 +31,21 @@ struct DeadLetter {
   int32_t attempts = 0;
   std::string last_error;
   int64_t died_at_unix_ms = 0;
-  std::optional<std::string> payload;
-  bool message_retained = false;  // the log still has the message
+  std::optional<std::string> payload;  // whole, or its first Preview::payload_chars characters
+  int64_t payload_bytes = 0;           // the whole payload's size as text
+  bool message_retained = false;       // the log still has the message
+  bool truncated() const {
+    return payload && static_cast<int64_t>(payload->size()) < payload_bytes;
+  }
+};
+
+// Byte budgets for views that show many dead letters at once (the host's dead-letter page,
+// issue 27 §2): only a prefix of each payload and error crosses from the database, and only the
+// newest history rows. 0 = whole / every row (the CLI's `dead show`).
+struct Preview {
+  int32_t payload_chars = 0;
+  int32_t error_chars = 0;
+  int32_t history_rows = 0;
 };
 
 struct DeliveryRecord {
@@ -43,11 +56,12 @@ struct DeliveryRecord {
   int64_t at_unix_ms = 0;
 };
 
-std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group,
-                                  const DeadFilter& filter);
+std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
+                                  const Preview& preview = {});
 std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id);
+// Oldest first; with preview.history_rows, only that many of the newest.
 std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
-                                             int64_t message_id);
+                                             int64_t message_id, const Preview& preview = {});
 
 // Back to `ready` (due at once, database clock) with a fresh budget; returns the message ids
 // sent back. Only rows still `dead` when the statement changes them are touched (a concurrent

@@ -22,7 +22,7 @@ constexpr StatementName kInsertStream{"insert_stream"};
 constexpr StatementName kCreateFamily{"create_stream_family"};
 constexpr StatementName kFirstPartitions{"first_partitions"};
 constexpr StatementName kLockStream{"lock_stream_row"};
-constexpr StatementName kUpdateStream{"update_stream"};
+constexpr StatementName kStreamSettings{"stream_settings"};
 constexpr StatementName kFindGroupId{"find_group_id"};
 constexpr StatementName kInsertGroup{"insert_group"};
 constexpr StatementName kInsertCursor{"insert_cursor"};
@@ -140,17 +140,29 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
                         spec.name, out.stream.partition_size, spec.partition_size,
                         out.stream.partition_size));
       }
-      exec(
-          tx, kUpdateStream,
-          fmt::format("UPDATE {0}.streams SET retention = {1}, allow_drop_past_committed "
-                      "= $3, max_payload_bytes = $4, notify = $5, updated_at = now() WHERE id = "
-                      "$1 AND (retention IS DISTINCT FROM {1} OR "
-                      "allow_drop_past_committed <> $3 OR max_payload_bytes <> $4 OR notify <> $5)",
-                      s, ms_interval("$2")),
-          out.stream.id, nullable(ms_param(spec.retention)), spec.allow_drop_past_committed,
-          spec.max_payload_bytes, spec.notify);
-      out.stream.max_payload_bytes = spec.max_payload_bytes;
-      out.stream.notify = spec.notify;
+      // The fleet-wide settings stay as the database has them (V008); the caller logs what
+      // differs.
+      auto settings =
+          exec1(tx, kStreamSettings,
+                fmt::format("SELECT {}, allow_drop_past_committed FROM {}.streams WHERE id = $1",
+                            to_epoch_ms("retention"), s),
+                out.stream.id);
+      const std::optional<Millis> retention =
+          settings[0].is_null() ? std::nullopt
+                                : std::optional<Millis>(Millis(settings[0].as<int64_t>()));
+      const bool allow_drop = settings[1].as<bool>();
+      auto differ = [&](const char* setting, std::string database, std::string config) {
+        if (database != config) out.differences.push_back({setting, database, config});
+      };
+      auto retention_text = [](const std::optional<Millis>& r) {
+        return r ? format_duration(*r) : std::string("forever");
+      };
+      auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+      differ("retention", retention_text(retention), retention_text(spec.retention));
+      differ("allow_drop_past_committed", flag(allow_drop), flag(spec.allow_drop_past_committed));
+      differ("max_payload_bytes", std::to_string(out.stream.max_payload_bytes),
+             std::to_string(spec.max_payload_bytes));
+      differ("notify", flag(out.stream.notify), flag(spec.notify));
     }
     tx.commit();
     return out;

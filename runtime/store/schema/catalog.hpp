@@ -42,9 +42,18 @@ struct GroupRef {
 
 enum class StartAt { kBeginning, kHead };
 
+// A fleet-wide setting (retention, allow_drop_past_committed, max_payload_bytes, notify) whose
+// value in the database differs from what the declaring config says; the database's is kept.
+struct SettingDifference {
+  std::string setting;
+  std::string database;  // as the config would spell it ("7d", "forever", "true", "2048")
+  std::string config;
+};
+
 struct DeclaredStream {
   StreamRef stream;
   bool created = false;
+  std::vector<SettingDifference> differences;  // existing stream only
 };
 
 struct DeclaredGroup {
@@ -53,9 +62,11 @@ struct DeclaredGroup {
   int64_t start_position = 0;  // the cursor a new group started at (0 = beginning)
 };
 
-// Creates the stream (and its table family + first partitions) or updates its mutable
-// settings; an existing stream then gets kDeclarePartitionsAhead partitions past its head (a
-// separate transaction). Throws StoreError kRejected when partition_size differs.
+// Creates the stream (and its table family + first partitions) with the spec's settings. An
+// existing stream keeps its fleet-wide settings (V008: only set_stream_settings, i.e.
+// `sqlstreams stream set`, changes them) and the spec's differing values are returned in
+// `differences`; it then gets kDeclarePartitionsAhead partitions past its head (a separate
+// transaction). Throws StoreError kRejected when partition_size differs.
 DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
 
 // How long declaring a group at the head waits for the fence's proof (DESIGN §6.6).
