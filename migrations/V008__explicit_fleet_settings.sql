@@ -7,11 +7,13 @@
 --     stream never writes them (the host logs `stream-setting-differs` and uses the database's
 --     value); set_stream_settings() changes them, called by `sqlstreams stream set`, and writes
 --     a stream_actions row (who, when, from what to what) in the same transaction.
---   * pause_group / resume_group / drop_group: SECURITY DEFINER functions that change the group
---     and write its group_actions row in one transaction. sqlstreams_operator loses the table
---     rights it had for them (UPDATE and DELETE on groups, DELETE on workers and on each family's
---     cursors_N and leases_N, INSERT on group_actions), so a pause, resume or drop through plain
---     SQL is refused, and nobody but these functions writes group_actions.
+--   * pause_group / resume_group / drop_group, rewind_group, dead_retry / dead_discard: SECURITY
+--     DEFINER functions that make the change and write its audit row (group_actions,
+--     deliveries_N) in one transaction. sqlstreams_operator loses every write right it had
+--     (UPDATE and DELETE on groups, DELETE on workers, UPDATE/DELETE on each family's
+--     exceptions_N and cursors_N, DELETE on leases_N, INSERT on deliveries_N and group_actions):
+--     it reads, and changes things only through these functions, so no operator action goes
+--     unrecorded and no audit row is written by hand.
 --   * The functions are owned by sqlstreams_host, as produce() is (V004): they run with the
 --     host's rights, never the migrator's; the host role may now INSERT the audit rows.
 --   * Audit rows name session_user (the role that logged in): inside a SECURITY DEFINER function
@@ -200,8 +202,133 @@ BEGIN
 END
 $fn$;
 
--- The operator's rights on stream p_stream's family (V005's, without DELETE on cursors_N and
--- leases_N: only drop_group() removes them).
+-- The dead letters of group p_group (stream p_stream) a filter names, as `dead list` reads them
+-- (store/reporting/operator_actions.cpp): the error a literal case-insensitive substring, ids
+-- from/to inclusive, died at least p_older_ms ago (database clock), the first p_limit by id.
+-- dead_retry sends them back to ready with a fresh budget, dead_discard deletes them; each
+-- writes one deliveries_N audit row per message in the same transaction and returns the ids.
+-- `status = 'dead'` again on the row being changed: the subquery's snapshot may be older than a
+-- concurrent claim that made it `inflight`; only the outer WHERE is re-checked.
+CREATE FUNCTION @schema@.dead_retry(p_group bigint, p_error text, p_from bigint, p_to bigint,
+                                    p_older_ms bigint, p_limit integer, p_actor text)
+RETURNS SETOF bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  v_stream bigint;
+  v_ids bigint[];
+BEGIN
+  SELECT stream_id INTO v_stream FROM @schema@.groups WHERE id = p_group;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  EXECUTE format(
+      'WITH c AS (UPDATE %1$s.exceptions_%2$s SET status = ''ready'', attempts = 0, delays = 0, '
+      'can_run_after = statement_timestamp(), lease_token = NULL, lease_expires_at = NULL, '
+      'updated_at = now() WHERE message_id IN (SELECT message_id FROM %1$s.exceptions_%2$s '
+      'WHERE %3$s ORDER BY message_id LIMIT $6) AND group_id = $1 AND status = ''dead'' '
+      'RETURNING message_id) SELECT coalesce(array_agg(message_id ORDER BY message_id), '
+      '''{}'') FROM c', '@schema@', v_stream, @schema@.dead_filter_sql())
+    INTO v_ids USING p_group, p_error, p_from, p_to, p_older_ms, p_limit;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) SELECT $1, id, 0, ''operator-retry'', ''sent back to ready with a fresh '
+                 'budget'', $2 FROM unnest($3::bigint[]) AS id', '@schema@', v_stream)
+    USING p_group, p_actor, v_ids;
+  RETURN QUERY SELECT unnest(v_ids);
+END
+$fn$;
+
+CREATE FUNCTION @schema@.dead_discard(p_group bigint, p_error text, p_from bigint, p_to bigint,
+                                      p_older_ms bigint, p_limit integer, p_actor text)
+RETURNS SETOF bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  v_stream bigint;
+  v_ids bigint[];
+BEGIN
+  SELECT stream_id INTO v_stream FROM @schema@.groups WHERE id = p_group;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  EXECUTE format(
+      'WITH c AS (DELETE FROM %1$s.exceptions_%2$s WHERE message_id IN (SELECT message_id FROM '
+      '%1$s.exceptions_%2$s WHERE %3$s ORDER BY message_id LIMIT $6) AND group_id = $1 AND '
+      'status = ''dead'' RETURNING message_id) SELECT coalesce(array_agg(message_id ORDER BY '
+      'message_id), ''{}'') FROM c', '@schema@', v_stream, @schema@.dead_filter_sql())
+    INTO v_ids USING p_group, p_error, p_from, p_to, p_older_ms, p_limit;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) SELECT $1, id, 0, ''operator-discard'', ''dead letter discarded'', $2 '
+                 'FROM unnest($3::bigint[]) AS id', '@schema@', v_stream)
+    USING p_group, p_actor, v_ids;
+  RETURN QUERY SELECT unnest(v_ids);
+END
+$fn$;
+
+-- The WHERE clause both use; parameters $1 group, $2 error, $3 from, $4 to, $5 older (ms).
+CREATE FUNCTION @schema@.dead_filter_sql() RETURNS text LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT 'group_id = $1 AND status = ''dead'' AND ($2::text IS NULL OR '
+         'strpos(lower(last_error), lower($2::text)) > 0) AND ($3::bigint IS NULL OR message_id '
+         '>= $3) AND ($4::bigint IS NULL OR message_id <= $4) AND ($5::bigint IS NULL OR '
+         'updated_at <= statement_timestamp() - $5::bigint * interval ''1 millisecond'')'
+$fn$;
+
+-- Rewind (store/reporting/operator_actions.hpp): moves the cursor back so every message with
+-- id > position is delivered again, bumps its generation (an advancer that read its target
+-- before cannot skip ahead) and writes the deliveries_N audit row. p_to_id, or the position
+-- just before the first message created at or after p_to_time. refused: 'negative' (p_to_id <
+-- 0) or 'forward' (past what the group has claimed); then nothing changed.
+CREATE FUNCTION @schema@.rewind_group(p_group bigint, p_to_id bigint, p_to_time timestamptz,
+    p_actor text, OUT present boolean, OUT claimed_before bigint, OUT committed_before bigint,
+    OUT to_position bigint, OUT refused text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_stream bigint;
+  s text := '@schema@';
+BEGIN
+  SELECT stream_id INTO v_stream FROM @schema@.groups WHERE id = p_group;
+  present := FOUND;
+  IF NOT present THEN
+    RETURN;
+  END IF;
+  EXECUTE format('SELECT claimed, committed FROM %s.cursors_%s WHERE group_id = $1 FOR UPDATE',
+                 s, v_stream)
+    INTO claimed_before, committed_before USING p_group;
+  IF claimed_before IS NULL THEN
+    present := false;
+    RETURN;
+  END IF;
+  IF p_to_id IS NOT NULL AND p_to_id < 0 THEN
+    refused := 'negative';
+    RETURN;
+  END IF;
+  IF p_to_id IS NOT NULL THEN
+    to_position := p_to_id;
+  ELSE
+    EXECUTE format('SELECT coalesce((SELECT min(id) - 1 FROM %1$s.messages_%2$s WHERE created_at '
+                   '>= $1), (SELECT coalesce(max(id), 0) FROM %1$s.messages_%2$s))', s, v_stream)
+      INTO to_position USING p_to_time;
+  END IF;
+  IF to_position > claimed_before THEN
+    refused := 'forward';
+    RETURN;
+  END IF;
+  -- settled_head stays: it is a proven bound and still true.
+  EXECUTE format('UPDATE %s.cursors_%s SET claimed = $2, committed = LEAST(committed, $2), '
+                 'generation = generation + 1 WHERE group_id = $1', s, v_stream)
+    USING p_group, to_position;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) VALUES ($1, $2, 0, ''operator-rewind'', $3, $4)', s, v_stream)
+    USING p_group, to_position,
+          format('rewound from claimed %s / committed %s to %s', claimed_before,
+                 committed_before, to_position),
+          p_actor;
+END
+$fn$;
+
+-- The operator's rights on stream p_stream's family: reading only. Every change goes through
+-- the functions above (V005's UPDATE/DELETE on exceptions_N, UPDATE/DELETE on cursors_N, DELETE
+-- on leases_N and INSERT on deliveries_N are revoked).
 CREATE OR REPLACE FUNCTION @schema@.grant_family(p_stream bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -211,11 +338,8 @@ BEGIN
   EXECUTE format('GRANT SELECT ON %1$s.messages_%2$s, %1$s.cursors_%2$s, %1$s.leases_%2$s, '
                  '%1$s.exceptions_%2$s, %1$s.deliveries_%2$s, %1$s.messages_%2$s_id_seq '
                  'TO sqlstreams_operator', s, n);
-  EXECUTE format('GRANT UPDATE, DELETE ON %1$s.exceptions_%2$s TO sqlstreams_operator', s, n);
-  EXECUTE format('GRANT UPDATE ON %1$s.cursors_%2$s TO sqlstreams_operator', s, n);
-  EXECUTE format('REVOKE DELETE ON %1$s.cursors_%2$s, %1$s.leases_%2$s FROM sqlstreams_operator',
-                 s, n);
-  EXECUTE format('GRANT INSERT ON %1$s.deliveries_%2$s TO sqlstreams_operator', s, n);
+  EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON %1$s.exceptions_%2$s, %1$s.cursors_%2$s, '
+                 '%1$s.leases_%2$s, %1$s.deliveries_%2$s FROM sqlstreams_operator', s, n);
 END
 $fn$;
 
@@ -241,13 +365,27 @@ ALTER FUNCTION @schema@.pause_group(bigint, text) OWNER TO sqlstreams_host;
 ALTER FUNCTION @schema@.resume_group(bigint, text) OWNER TO sqlstreams_host;
 ALTER FUNCTION @schema@.drop_group(bigint, text) OWNER TO sqlstreams_host;
 
+ALTER FUNCTION @schema@.dead_retry(bigint, text, bigint, bigint, bigint, integer, text)
+  OWNER TO sqlstreams_host;
+ALTER FUNCTION @schema@.dead_discard(bigint, text, bigint, bigint, bigint, integer, text)
+  OWNER TO sqlstreams_host;
+ALTER FUNCTION @schema@.rewind_group(bigint, bigint, timestamptz, text) OWNER TO sqlstreams_host;
+ALTER FUNCTION @schema@.dead_filter_sql() OWNER TO sqlstreams_host;
+
 REVOKE ALL ON FUNCTION
     @schema@.set_stream_settings(text, boolean, bigint, boolean, integer, boolean, text),
     @schema@.pause_group(bigint, text), @schema@.resume_group(bigint, text),
-    @schema@.drop_group(bigint, text)
+    @schema@.drop_group(bigint, text),
+    @schema@.dead_retry(bigint, text, bigint, bigint, bigint, integer, text),
+    @schema@.dead_discard(bigint, text, bigint, bigint, bigint, integer, text),
+    @schema@.rewind_group(bigint, bigint, timestamptz, text), @schema@.dead_filter_sql()
   FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
     @schema@.set_stream_settings(text, boolean, bigint, boolean, integer, boolean, text),
     @schema@.pause_group(bigint, text), @schema@.resume_group(bigint, text),
-    @schema@.drop_group(bigint, text)
+    @schema@.drop_group(bigint, text),
+    @schema@.dead_retry(bigint, text, bigint, bigint, bigint, integer, text),
+    @schema@.dead_discard(bigint, text, bigint, bigint, bigint, integer, text),
+    @schema@.rewind_group(bigint, bigint, timestamptz, text)
   TO sqlstreams_operator, sqlstreams_host;
+GRANT EXECUTE ON FUNCTION @schema@.dead_filter_sql() TO sqlstreams_host;

@@ -51,4 +51,10 @@ function(sqlstreams_add_plugin target)
     POSITION_INDEPENDENT_CODE ON
     LINK_DEPENDS ${map}
     LIBRARY_OUTPUT_DIRECTORY ${out_dir})
+  # The host refuses a plugin its group may write, or one in such a folder: whatever the umask
+  # (0002 is the default for users on Ubuntu and Fedora), every link leaves the .so and its
+  # output folder writable by their owner only.
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND chmod go-w $<TARGET_FILE:${target}> $<TARGET_FILE_DIR:${target}>
+    VERBATIM)
 endfunction()

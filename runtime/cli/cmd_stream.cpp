@@ -61,9 +61,8 @@ store::StreamSettingsChange change_of(const StreamSetFlags& f,
     }
     if (!found) {
       throw ControlPlaneError(
-          ExitCode::kUsage,
-          fmt::format("--from-config: {} declares no stream {}", f.db.config_file,
-                      printable(f.stream)));
+          ExitCode::kUsage, fmt::format("--from-config: {} declares no stream {}", f.db.config_file,
+                                        printable(f.stream)));
     }
     c.retention = found->retention;
     c.allow_drop_past_committed = found->allow_drop_past_committed;
@@ -71,7 +70,8 @@ store::StreamSettingsChange change_of(const StreamSetFlags& f,
     c.notify = found->notify;
   }
   if (f.retention) c.retention = retention_arg(*f.retention);
-  if (f.allow_drop) c.allow_drop_past_committed = bool_arg("--allow-drop-past-committed", *f.allow_drop);
+  if (f.allow_drop)
+    c.allow_drop_past_committed = bool_arg("--allow-drop-past-committed", *f.allow_drop);
   if (f.notify) c.notify = bool_arg("--notify", *f.notify);
   if (f.max_payload_bytes) {
     if (*f.max_payload_bytes < 1 || *f.max_payload_bytes > (int64_t{1} << 26)) {
@@ -110,8 +110,7 @@ int stream_set(const StreamSetFlags& f) {
     r = store::set_stream_settings(session, f.stream, change, actor);
   } catch (const store::StoreError& e) {
     if (e.kind() != store::StoreError::Kind::kRejected) throw;
-    throw ControlPlaneError(ExitCode::kData, e.what(),
-                            "list the streams with: sqlstreams status");
+    throw ControlPlaneError(ExitCode::kData, e.what(), "list the streams with: sqlstreams status");
   }
   if (!r.audit_id) {
     std::printf("stream %s already has these settings; nothing changed\n", f.stream.c_str());

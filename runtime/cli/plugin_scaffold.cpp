@@ -82,17 +82,27 @@ std::vector<std::string> write_plugin_project(const std::string& name, const std
   std::transform(handler.begin(), handler.end(), handler.begin(), [](char c) {
     return c == '_' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   });
+  // Explicit modes, whatever the umask (0002 is the default for users on Ubuntu and Fedora):
+  // the host refuses plugins under folders or files its group may write.
+  constexpr auto kDirMode = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec;
+  constexpr auto kFileMode = fs::perms::owner_read | fs::perms::owner_write |
+                             fs::perms::group_read | fs::perms::others_read;
   fs::create_directories(dir);
+  fs::permissions(dir, kDirMode);
   std::vector<std::string> written;
   for (const TemplateFile& t : plugin_templates()) {
     if (lang != t.lang) continue;
     const std::string rel = fill(t.path, name, handler);
     const fs::path file = dir / rel;
     fs::create_directories(file.parent_path());
+    fs::permissions(file.parent_path(), kDirMode);
     std::ofstream out(file, std::ios::binary | std::ios::trunc);
     out << fill(t.text, name, handler);
     out.close();
-    if (!out) {
+    std::error_code ec;
+    fs::permissions(file, kFileMode, ec);
+    if (!out || ec) {
       throw ControlPlaneError(ExitCode::kOther,
                               fmt::format("plugin new: cannot write '{}'", file.string()));
     }

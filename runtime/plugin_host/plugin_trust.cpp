@@ -11,11 +11,15 @@
 //     writable by group or others — unless it has the sticky bit (/tmp): there only an entry's
 //     owner can rename or remove it, and the entry below it is checked to be root's or ours,
 //     so nobody else can swap it.
+// Every such problem is reported at once (one per run was issue 27 §5.1).
 // The caller dlopens the real path it returns, so a symlink swapped after the check does not
 // matter: every component of that path was checked to be unchangeable by anybody else.
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <string>
+#include <vector>
 
 #include "plugin_host/loaded_plugin.hpp"
 
@@ -49,22 +53,63 @@ std::string mode_problem(const struct stat& st) {
                             "code inside the host");
 }
 
+// One path of the chain that someone else could change.
+struct Problem {
+  fs::path path;
+  bool directory = false;
+  std::string found;  // "owned by uid …" / "mode 0775 (writable by its group)"
+  bool mode = false;  // fixed by chmod go-w (else by chown)
+  bool sticky_ok = false;
+};
+
 // Checks one directory of the chain; `sticky_ok` for directories above plugin_dir.
-void check_dir(const fs::path& plugin, const fs::path& dir, bool sticky_ok) {
+void check_dir(const fs::path& plugin, const fs::path& dir, bool sticky_ok,
+               std::vector<Problem>& problems) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     refuse(plugin, dir, "a directory", "no directory at this path (it changed while checking)",
            "check the path of host.plugin_dir");
   }
-  if (auto p = owner_problem(st); !p.empty()) {
-    refuse(plugin, dir, "a directory", p, "run `chown root " + dir.string() + "`");
-  }
+  if (auto p = owner_problem(st); !p.empty()) problems.push_back({dir, true, p, false, sticky_ok});
   const bool sticky = (st.st_mode & S_ISVTX) != 0;
   if (auto p = mode_problem(st); !p.empty() && !(sticky_ok && sticky)) {
-    refuse(plugin, dir, "a directory", p,
-           "run `chmod go-w " + dir.string() + "`" +
-               (sticky_ok ? " (or `chmod +t` for a shared folder such as /tmp)" : ""));
+    problems.push_back({dir, true, p, true, sticky_ok});
   }
+}
+
+// One problem: its own message (as before issue 27). Several: every one of them at once, with
+// the commands that fix them all, so an author does not fix them one run at a time.
+[[noreturn]] void refuse_all(const fs::path& plugin, const std::vector<Problem>& problems) {
+  if (problems.size() == 1) {
+    const Problem& p = problems.front();
+    if (!p.directory && p.mode) {
+      throw PluginLoadError(plugin.string(), "", "a file writable only by its owner", p.found,
+                            "run `chmod go-w " + p.path.string() +
+                                "`: whoever can write a plugin runs code inside the host");
+    }
+    refuse(plugin, p.path, p.directory ? "a directory" : "a file", p.found,
+           p.mode ? "run `chmod go-w " + p.path.string() + "`" +
+                        (p.sticky_ok ? " (or `chmod +t` for a shared folder such as /tmp)" : "")
+                  : "run `chown root " + p.path.string() + "`");
+  }
+  std::string found = std::to_string(problems.size()) + " paths others could change:";
+  std::string chmod, chown;
+  for (const Problem& p : problems) {
+    found +=
+        fmt::format(" {} '{}' {};", p.directory ? "directory" : "file", p.path.string(), p.found);
+    (p.mode ? chmod : chown) += " " + p.path.string();
+  }
+  found.pop_back();
+  std::string hint;
+  if (!chmod.empty()) hint = "run `chmod go-w" + chmod + "`";
+  if (!chown.empty()) hint += (hint.empty() ? "run `chown root" : " and `chown root") + chown + "`";
+  throw PluginLoadError(plugin.string(), "",
+                        "the plugin file and every folder on its path owned by root or the "
+                        "host's user and not writable by group or others",
+                        found,
+                        hint +
+                            ": whoever can change a plugin or a directory on its path runs "
+                            "code inside the host");
 }
 
 }  // namespace
@@ -97,21 +142,17 @@ fs::path check_plugin_trust(const fs::path& plugin_dir, const fs::path& path) {
                           "something else (it changed while checking)",
                           "point the group's `plugin` at the plugin's .so file");
   }
-  if (auto p = owner_problem(st); !p.empty()) {
-    refuse(path, real, "a file", p, "run `chown root " + real.string() + "`");
-  }
-  if (auto p = mode_problem(st); !p.empty()) {
-    throw PluginLoadError(path.string(), "", "a file writable only by its owner", p,
-                          "run `chmod go-w " + real.string() +
-                              "`: whoever can write a plugin runs code inside the host");
-  }
+  std::vector<Problem> problems;
+  if (auto p = owner_problem(st); !p.empty()) problems.push_back({real, false, p, false, false});
+  if (auto p = mode_problem(st); !p.empty()) problems.push_back({real, false, p, true, false});
   // plugin_dir and below: no group/other write at all; above it: sticky directories are fine.
   bool at_or_below_dir = true;
   for (fs::path dir = real.parent_path();; dir = dir.parent_path()) {
-    check_dir(path, dir, !at_or_below_dir);
+    check_dir(path, dir, !at_or_below_dir, problems);
     if (dir == real_dir) at_or_below_dir = false;
     if (dir == dir.root_path() || dir.parent_path() == dir) break;
   }
+  if (!problems.empty()) refuse_all(path, problems);
   return real;
 }
 

@@ -45,11 +45,12 @@ run_block() {  # README, tag, folder
   [[ -n "$text" ]] || fail "no quickstart:$2 block in $1"
   echo "---- quickstart:$2 (in $3)"
   echo "$text"
-  (cd "$3" && bash -euo pipefail -c "$text") || fail "quickstart:$2 failed"
+  (cd "$3" && umask "${block_umask:-022}" && bash -euo pipefail -c "$text") ||
+    fail "quickstart:$2 failed"
 }
 
-# What the reader has: a home, `sqlstreams` on PATH, the usual umask (022: the host refuses
-# plugins in group-writable folders).
+# What the reader has: a home and a folder of their own (umask 022 for those: the host refuses
+# plugins below group-writable folders), `sqlstreams` on PATH.
 umask 022
 export HOME="$work/home"
 mkdir -p "$HOME" "$work/bin"
@@ -81,9 +82,14 @@ for lang in cpp c; do
   base=${SQLSTREAMS_TEST_DATABASE_URL%%\?*}
   export SQLSTREAMS_DATABASE_URL="${base%/*}/$db"
 
-  run_block "$readme" "new-$lang" "$dir"
+  # `plugin new` and the build under umask 0002, the default for users on Ubuntu and Fedora
+  # (issue 27 §5.1): the scaffold's folders and every link of the .so must still come out as
+  # the host accepts them.
+  block_umask=0002 run_block "$readme" "new-$lang" "$dir"
   project="$dir/greeter"
-  run_block "$readme" build "$project"
+  block_umask=0002 run_block "$readme" build "$project"
+  touch "$project"/greeter.c*  # a relink (a new .so file, made under that umask) too
+  block_umask=0002 run_block "$readme" build "$project"
 
   run_text=$(block "$readme" run)
   echo "---- quickstart:run (in $project, background)"

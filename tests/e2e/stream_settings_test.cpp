@@ -46,8 +46,9 @@ TEST_F(StreamSettings, AStaleHostKeepsTheFleetsRetentionAndStreamSetChangesItFor
             std::string::npos)
       << out;
   EXPECT_EQ(retention(), "48:00:00");
-  EXPECT_EQ(scalar<std::string>(url(), "SELECT actor FROM sqlstreams.stream_actions").rfind("cli:", 0),
-            0u);
+  EXPECT_EQ(
+      scalar<std::string>(url(), "SELECT actor FROM sqlstreams.stream_actions").rfind("cli:", 0),
+      0u);
   auto [again, same] = cli({"stream", "set", "payments.requested", "--retention", "2d"}, url());
   ASSERT_EQ(again, 0) << same;
   EXPECT_NE(same.find("already has these settings; nothing changed"), std::string::npos) << same;
@@ -71,7 +72,8 @@ TEST_F(StreamSettings, BadValuesAreUsageErrorsAnUnknownStreamIsNamedAndNothingIs
       {{"stream", "set", "payments.requested", "--retention", "0s"}, "not a positive duration"},
       {{"stream", "set", "payments.requested", "--retention", "soon"}, "not a positive duration"},
       {{"stream", "set", "payments.requested", "--notify", "yes"}, "expected true or false"},
-      {{"stream", "set", "payments.requested", "--max-payload-bytes", "0"}, "outside 1 .. 67108864"},
+      {{"stream", "set", "payments.requested", "--max-payload-bytes", "0"},
+       "outside 1 .. 67108864"},
       {{"stream", "set", "payments.requested", "--max-payload-bytes", "67108865"},
        "outside 1 .. 67108864"},
       {{"stream", "set", "payments.requested", "--from-config"}, "--from-config needs --config"},

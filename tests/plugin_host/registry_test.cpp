@@ -52,6 +52,35 @@ TEST_F(PermissionsTest, OthersWritableIsRefused) {
   EXPECT_NE(what.find("found mode 0757 (writable by others)"), std::string::npos) << what;
 }
 
+// Issue 27 §5.1: under umask 0002 a file and the folders above it came out group-writable and
+// the host named one of them per run; now every one is named at once, with one command.
+TEST_F(PermissionsTest, EveryPathOthersCouldChangeIsNamedAtOnce) {
+  fs::create_directory(dir_ / "build");
+  fs::copy_file(dir_ / "copy.so", dir_ / "build" / "nested.so");
+  ::chmod((dir_ / "build" / "nested.so").c_str(), 0775);
+  ::chmod((dir_ / "build").c_str(), 0775);
+  ::chmod(dir_.c_str(), 0775);
+  PluginRegistry registry(dir_);
+  std::string what;
+  try {
+    registry.load("build/nested.so");
+  } catch (const PluginLoadError& e) {
+    what = e.what();
+  }
+  ::chmod(dir_.c_str(), 0700);
+  const std::string so = (dir_ / "build" / "nested.so").string();
+  const std::string build = (dir_ / "build").string();
+  EXPECT_NE(what.find("found 3 paths others could change: file '" + so +
+                      "' mode 0775 (writable by its group); directory '" + build +
+                      "' mode 0775 (writable by its group); directory '" + dir_.string() +
+                      "' mode 0775 (writable by its group)"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("run `chmod go-w " + so + " " + build + " " + dir_.string() + "`"),
+            std::string::npos)
+      << what;
+}
+
 TEST(Registry, LoadsOnceAndDescribesThePlugin) {
   PluginRegistry registry(kFixtureDir);
   const auto& info = registry.load("c_ok.so");

@@ -22,8 +22,8 @@ TEST(DeadLetterPage, AHundredDeadLettersOfAMegabyteMakeAPageOfAFewHundredKilobyt
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   HostProcess host(dir, spec, db.url());
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
-  const auto ids = db.sql(
-      "SELECT g.stream_id, g.id FROM sqlstreams.groups g WHERE g.name = 'charge-cards'")[0];
+  const auto ids =
+      db.sql("SELECT g.stream_id, g.id FROM sqlstreams.groups g WHERE g.name = 'charge-cards'")[0];
   const std::string n = ids[0].as<std::string>(), group = ids[1].as<std::string>();
   // 100 dead letters of 1,000,012 bytes, each with a 100 kB error and 60 history rows.
   db.sql("INSERT INTO sqlstreams.exceptions_" + n +

@@ -145,7 +145,13 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
         "INSERT INTO sqlstreams.group_actions (action, stream, group_name, group_id, actor) "
         "VALUES ('pause', 'orders.created', 'shipping', 1, 'forged')",
         "INSERT INTO sqlstreams.stream_actions (action, stream, stream_id) VALUES ('set', 'x', 1)",
-        "UPDATE sqlstreams.streams SET retention = '1 day'"}) {
+        "UPDATE sqlstreams.streams SET retention = '1 day'",
+        // Rewind and dead retry/discard too: their audit rows in deliveries_N are theirs alone.
+        "UPDATE sqlstreams.cursors_2 SET claimed = 0",
+        "UPDATE sqlstreams.exceptions_2 SET attempts = 0", "DELETE FROM sqlstreams.exceptions_2",
+        "INSERT INTO sqlstreams.deliveries_2 (group_id, message_id, attempt, outcome) VALUES (1, "
+        "1, "
+        "0, 'operator-rewind')"}) {
     EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
   }
   // Fleet settings: the operator changes them through stream set, recorded under its login.

@@ -21,8 +21,9 @@ TEST_F(StreamSettingsTest, ASetChangesTheFleetSettingsAndAuditsEachRealChangeOnc
   EXPECT_EQ(
       db_.scalar<std::string>("SELECT detail::text FROM sqlstreams.stream_actions"),
       R"({"notify": {"to": true, "from": false}, "retention": {"to": 604800000, "from": null}})");
-  EXPECT_EQ(db_.scalar<std::string>("SELECT actor || ' ' || db_user FROM sqlstreams.stream_actions"),
-            "cli:op@test " + db_.scalar<std::string>("SELECT session_user::text"));
+  EXPECT_EQ(
+      db_.scalar<std::string>("SELECT actor || ' ' || db_user FROM sqlstreams.stream_actions"),
+      "cli:op@test " + db_.scalar<std::string>("SELECT session_user::text"));
 
   // The same values again: nothing changes, nothing is recorded.
   EXPECT_FALSE(store::set_stream_settings(*session_, "payments.requested", c, "x").audit_id);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "store/core/pq.hpp"
-#include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/core/stream_tables.hpp"
 
@@ -11,16 +10,12 @@ namespace sqlstreams::store {
 namespace {
 
 // Statement names (store/core/statement.hpp).
-constexpr StatementName kDeadAudit{"dead_letter_audit"};
 constexpr StatementName kListDead{"list_dead"};
 constexpr StatementName kFindDead{"find_dead"};
 constexpr StatementName kDeliveryHistory{"delivery_history"};
 constexpr StatementName kRetryDead{"retry_dead"};
 constexpr StatementName kDiscardDead{"discard_dead"};
-constexpr StatementName kRewindLockCursor{"rewind_lock_cursor"};
-constexpr StatementName kRewindPosition{"rewind_position"};
-constexpr StatementName kRewindCursor{"rewind_cursor"};
-constexpr StatementName kRewindAudit{"rewind_audit"};
+constexpr StatementName kRewind{"rewind"};
 
 // Refuses filters that could only mean a mistake: a negative id used to read as "no filter".
 void check_filter(const DeadFilter& f) {
@@ -74,18 +69,6 @@ std::vector<int64_t> ids_of(const pqxx::result& rows) {
 
 StreamTables tables_of(const Session& s, const GroupRef& g) {
   return StreamTables(s.schema_sql(), g.stream_id);
-}
-
-void audit(pqxx::transaction_base& tx, const Session& s, const GroupRef& g,
-           const std::vector<int64_t>& ids, const std::string& outcome, const std::string& note,
-           const std::string& actor) {
-  if (ids.empty()) return;
-  exec(tx, kDeadAudit,
-       fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
-                   "outcome, error, host) SELECT $1, id, 0, $3, $4, $5 FROM "
-                   "unnest($2::bigint[]) AS id",
-                   tables_of(s, g).deliveries),
-       g.id, int_array(ids), outcome, note, actor);
 }
 
 DeadLetter dead_from_row(const pqxx::row& row) {
@@ -169,28 +152,20 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
   });
 }
 
+// retry, discard and rewind run the SECURITY DEFINER functions of V008: the change and its
+// deliveries_N audit rows commit together, and the operator role has no table rights for either.
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& f,
                                 const std::string& actor) {
   return guarded(session, "retry dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
-    // `status = 'dead'` again on the row being changed: the subquery's snapshot may be older
-    // than a concurrent change (a claim made it `inflight`), and only the outer WHERE is
-    // re-checked against the row's newest version.
-    auto rows = exec_filtered(
-        tx, kRetryDead,
-        fmt::format("UPDATE {0} SET status = 'ready', attempts = 0, delays = 0, "
-                    "can_run_after = {1}, lease_token = NULL, "
-                    "lease_expires_at = NULL, updated_at = now() WHERE message_id IN (SELECT "
-                    "message_id FROM {0} WHERE {2} ORDER BY message_id LIMIT $6) AND "
-                    "group_id = $1 AND status = 'dead' RETURNING message_id",
-                    tables_of(session, group).exceptions, kDbNow, filter_sql()),
-        group, f);
-    const std::vector<int64_t> ids = ids_of(rows);
-    audit(tx, session, group, ids, "operator-retry", "sent back to ready with a fresh budget",
-          actor);
+    auto rows = exec(tx, kRetryDead,
+                     fmt::format("SELECT * FROM {}.dead_retry($1, $2, $3, $4, $5, $6, $7)",
+                                 session.schema_sql()),
+                     group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                     nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit, actor);
     tx.commit();
-    return ids;
+    return ids_of(rows);
   });
 }
 
@@ -199,73 +174,57 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
   return guarded(session, "discard dead letters", [&] {
     check_filter(f);
     pqxx::work tx(connection_of(session));
-    auto rows = exec_filtered(
-        tx, kDiscardDead,
-        fmt::format("DELETE FROM {0} WHERE message_id IN (SELECT message_id FROM "
-                    "{0} WHERE {1} ORDER BY message_id LIMIT $6) AND group_id = $1 AND "
-                    "status = 'dead' RETURNING message_id",
-                    tables_of(session, group).exceptions, filter_sql()),
-        group, f);
-    const std::vector<int64_t> ids = ids_of(rows);
-    audit(tx, session, group, ids, "operator-discard", "dead letter discarded", actor);
+    auto rows = exec(tx, kDiscardDead,
+                     fmt::format("SELECT * FROM {}.dead_discard($1, $2, $3, $4, $5, $6, $7)",
+                                 session.schema_sql()),
+                     group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
+                     nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit, actor);
     tx.commit();
-    return ids;
+    return ids_of(rows);
   });
 }
 
 RewindResult rewind_group(Session& session, const GroupRef& group, std::optional<int64_t> to_id,
                           std::optional<SysTime> to_time, const std::string& actor) {
   return guarded(session, "rewind group", [&] {
-    const StreamTables t = tables_of(session, group);
-    pqxx::work tx(connection_of(session));
-    auto cur = exec1(tx, kRewindLockCursor,
-                     fmt::format("SELECT claimed, committed FROM {} WHERE "
-                                 "group_id = $1 FOR UPDATE",
-                                 t.cursors),
-                     group.id);
     if (to_id && *to_id < 0) {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("cannot rewind group '{}' to {}: positions are >= 0 (0 "
                                    "re-delivers the whole retained log)",
                                    group.name, *to_id));
     }
-    RewindResult r;
-    r.claimed_before = cur[0].as<int64_t>();
-    r.committed_before = cur[1].as<int64_t>();
-    if (to_id) {
-      r.position = *to_id;
-    } else {
-      r.position =
-          exec1(tx, kRewindPosition,
-                fmt::format("SELECT coalesce((SELECT min(id) - 1 FROM {0} WHERE created_at "
-                            ">= {1}), (SELECT coalesce(max(id), 0) FROM {0}))",
-                            t.messages, from_epoch_ms("$1")),
-                epoch_ms_param(*to_time))[0]
-              .as<int64_t>();
+    pqxx::work tx(connection_of(session));
+    auto r = exec1(
+        tx, kRewind,
+        fmt::format("SELECT present, claimed_before, committed_before, to_position, "
+                    "coalesce(refused, '') FROM {}.rewind_group($1, $2, {}, $4)",
+                    session.schema_sql(), from_epoch_ms("$3")),
+        group.id, nullable(opt_num(to_id)),
+        nullable(to_time ? std::optional<std::string>(epoch_ms_param(*to_time)) : std::nullopt),
+        actor);
+    if (!r[0].as<bool>()) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("cannot rewind group '{}' of stream '{}': it no longer exists "
+                                   "(dropped meanwhile)",
+                                   group.name, group.stream));
     }
-    if (r.position > r.claimed_before) {
+    RewindResult out;
+    out.claimed_before = r[1].as<int64_t>();
+    out.committed_before = r[2].as<int64_t>();
+    const std::string refused = r[4].as<std::string>();
+    if (refused == "forward") {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("cannot rewind group '{}' forward to {}: it has only claimed "
                                    "up to {} (rewind re-delivers history; it never skips)",
-                                   group.name, r.position, r.claimed_before));
+                                   group.name, r[3].as<int64_t>(), out.claimed_before));
     }
-    // settled_head stays: it is a proven bound and still true. The generation bump makes an
-    // advancer that read its target before this rewind write nothing (DESIGN §6.5).
-    exec(tx, kRewindCursor,
-         fmt::format("UPDATE {} SET claimed = $2, committed = LEAST(committed, "
-                     "$2), generation = generation + 1 WHERE group_id = $1",
-                     t.cursors),
-         group.id, r.position);
-    exec(tx, kRewindAudit,
-         fmt::format("INSERT INTO {} (group_id, message_id, attempt, "
-                     "outcome, error, host) VALUES ($1, $2, 0, 'operator-rewind', $3, $4)",
-                     t.deliveries),
-         group.id, r.position,
-         fmt::format("rewound from claimed {} / committed {} to {}", r.claimed_before,
-                     r.committed_before, r.position),
-         actor);
+    if (!refused.empty()) {
+      throw StoreError(StoreError::Kind::kRejected,
+                       fmt::format("cannot rewind group '{}': refused ({})", group.name, refused));
+    }
+    out.position = r[3].as<int64_t>();
     tx.commit();
-    return r;
+    return out;
   });
 }
 
