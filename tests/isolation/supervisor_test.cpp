@@ -249,7 +249,8 @@ TEST_F(Supervisor, AChildStartsWithNoSignalBlockedAndWhatItForksEndsWithIt) {
   pid_t grandchild = 0;
   std::ifstream(file) >> grandchild;
   ASSERT_GT(grandchild, 0);
-  EXPECT_EQ(state_of(grandchild), "S");
+  const std::string alive = state_of(grandchild);  // S, or R while a sanitizer's runtime works
+  EXPECT_TRUE(!alive.empty() && alive != "Z") << "the plugin's process is not alive: " << alive;
   h.reset();  // closes the channel: the child exits, and its process group with it
   EXPECT_TRUE(ends_within(grandchild, 10s)) << "the plugin's process outlived its child";
   ::unsetenv("SQLSTREAMS_FIXTURE_GRANDCHILD");
