@@ -221,5 +221,50 @@ TEST_F(RangeCommitTest, ACommitReadsOnlyThePartitionsOfItsOwnRangeHoweverLargeTh
   EXPECT_EQ(count("exceptions_1"), 20000 - 16);
 }
 
+// The 2026-12-03 chaos drain: with a few hundred partitions and tens of thousands of exception
+// rows, the commit's plan is costed far above jit_above_cost and PostgreSQL JIT-compiled it on
+// every execution (~2 s a commit, 1.5 ms without). Host sessions run with jit off.
+TEST_F(RangeCommitTest, ARangeCommitOnALargeStreamIsNeverJitCompiled) {
+  if (db_.scalar<std::string>("SELECT pg_jit_available()::text") != "true") {
+    GTEST_SKIP() << "this PostgreSQL has no JIT provider";
+  }
+  db_.sql("SELECT sqlstreams.ensure_partitions(1, 300001)");
+  db_.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+      "can_run_after) SELECT " +
+      std::to_string(charge_.id) + ", g * 3, 'ready', 1, now() FROM generate_series(10, 80000) g");
+  db_.sql("ANALYZE sqlstreams.exceptions_1");
+  auto s = session();
+  auto gs = group_store(*s, charge_.id);
+  auto r = claim(gs, 10);
+  store::RangeCommit c;
+  c.token = r.token;
+  c.resolved_upto = r.high;
+  ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
+  // The statement the host just ran, planned generically as it is after five executions.
+  pqxx::nontransaction tx(store::connection_of(*s));
+  EXPECT_EQ(tx.exec1("SHOW jit")[0].as<std::string>(), "off");
+  tx.exec0("SET plan_cache_mode = force_generic_plan");
+  const std::string name = tx.exec1(
+                                 "SELECT name FROM pg_prepared_statements WHERE statement LIKE "
+                                 "'WITH l AS (DELETE FROM %exceptions_1 e USING l%'")[0]
+                               .as<std::string>();
+  const std::string plan =
+      tx.exec1("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE " + tx.quote_name(name) + "(" +
+               std::to_string(charge_.id) + ", '{}')")[0]
+          .as<std::string>();
+  EXPECT_EQ(plan.find("\"JIT\""), std::string::npos) << plan.substr(0, 2000);
+}
+
+TEST_F(RangeCommitTest, JitIsOffAfterTheServerOptionsTheUrlGives) {
+  store::SessionOptions o = options();
+  o.url += (o.url.find('?') == std::string::npos ? "?" : "&") +
+           std::string("options=-c%20statement_timeout%3D4321");
+  store::Session s(o);
+  pqxx::nontransaction tx(store::connection_of(s));
+  EXPECT_EQ(tx.exec1("SHOW statement_timeout")[0].as<std::string>(), "4321ms");
+  EXPECT_EQ(tx.exec1("SHOW jit")[0].as<std::string>(), "off");
+}
+
 }  // namespace
 }  // namespace sqlstreams::testing

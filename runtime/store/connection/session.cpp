@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "common/identifier.hpp"
 #include "store/connection/conninfo.hpp"
 #include "store/core/pq.hpp"
@@ -17,6 +19,25 @@ std::string quote_identifier(const std::string& name) {
   }
   return out + "\"";
 }
+
+namespace {
+
+// The server settings every host session runs with, after any the URL's own `options` give.
+// jit=off: the runtime's statements are short index probes, but a range commit's "message still
+// stored" probe is costed as a scan of every partition of the log, so on a stream of a few hundred
+// partitions its estimate passes jit_above_cost and PostgreSQL spent ~2 s compiling it on every
+// commit (1.5 ms without; the 2026-12-03 chaos drain, tests/chaos/README.md). JIT never pays for
+// statements of a few milliseconds; a user's own sessions keep their setting.
+std::string server_options(const Conninfo& info) {
+  const char* env = std::getenv("PGOPTIONS");  // libpq's default when the URL gives none
+  std::string out = env != nullptr && *env != '\0' ? std::string(env) + " " : "";
+  for (const auto& [key, value] : info.options) {
+    if (key == "options") out = value + " ";
+  }
+  return out + "-c jit=off";
+}
+
+}  // namespace
 
 Session::Session(SessionOptions options)
     : options_(std::move(options)),
@@ -51,9 +72,9 @@ void Session::connect() {
   const long timeout_s =
       std::max<long>(1, static_cast<long>((options_.connect_timeout.count() + 999) / 1000));
   // Rebuilt from the parsed options: libpq never re-reads (or echoes) the text as given.
-  const std::string conninfo =
-      info.connect_string({{"connect_timeout", std::to_string(timeout_s)},
-                           {"application_name", options_.application_name}});
+  const std::string conninfo = info.connect_string({{"connect_timeout", std::to_string(timeout_s)},
+                                                    {"application_name", options_.application_name},
+                                                    {"options", server_options(info)}});
   try {
     impl_->conn = std::make_unique<pqxx::connection>(conninfo);
   } catch (const std::exception& e) {
