@@ -43,7 +43,11 @@ scripts/install-deps.sh
 phase deps
 scripts/format.sh --check
 cmake --preset "$preset" >/dev/null
-scripts/thread_safety.sh "build/$preset"
+# The lock-annotation check only parses (~40 CPU-s): it runs beside the build at a lower CPU
+# priority and its verdict is collected after the tests (a violation fails the run).
+ts_log="build/$preset/thread-safety.log"
+setsid nice -n 10 scripts/thread_safety.sh "build/$preset" >"$ts_log" 2>&1 &
+ts_pid=$!
 phase checks
 cmake --build --preset "$preset" -j"$(nproc)"
 phase "build ($preset)"
@@ -75,6 +79,7 @@ cleanup() {
   # An early exit (a failed start, ^C) also stops the overlapped TSan build (its own group).
   # (|| true: under set -e a failed kill of a finished build would become the exit status.)
   if [[ -n "${tsan_build_pid:-}" ]]; then kill -- "-$tsan_build_pid" 2>/dev/null || true; fi
+  kill -- "-$ts_pid" 2>/dev/null || true
   scripts/pg.sh stop "$pgdir" >/dev/null 2>&1 || true
   rm -rf "$pgdir"
 }
@@ -89,9 +94,24 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # halt_on_error: a report fails its test; second_deadlock_stack: both stacks of an inversion.
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}"
 
+# Two tests per core: most of them wait on PostgreSQL, host processes, leases and timeouts
+# more than they compute. Tests that need the whole cluster are RUN_SERIAL; the chaos runs (own
+# cluster, three hosts) count as two and never overlap each other (tests/chaos/CMakeLists.txt);
+# long tests carry a COST so they start first.
+jobs=$(($(nproc) * 2))
 status=0
-ctest --preset "$preset" -j2 --timeout 600 "$@" || status=$?
+ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
 phase "tests ($preset)"
+check_thread_safety() {
+  if wait "$ts_pid"; then
+    tail -n 1 "$ts_log"
+  else
+    cat "$ts_log" >&2
+    echo "thread-safety: failed (output above, $ts_log)" >&2
+    status=1
+  fi
+}
+check_thread_safety
 if [[ "$tsan_job" != 1 ]]; then
   exit "$status"
 fi
@@ -106,9 +126,18 @@ if ! wait "$tsan_build_pid"; then
 fi
 tail -n 1 "$tsan_log"
 phase "build (tsan job, the part left after the asan tests)"
+# The four folders' ctest runs go at once (two tests each): one folder's long tail no longer
+# waits for the next folder to start. Each run's output is printed whole, in folder order.
+tsan_pids=()
 for dir in "${tsan_dirs[@]}"; do
   ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 --timeout 600 \
-    --output-on-failure || status=$?
+    --output-on-failure >"build/tsan/tests-$dir.log" 2>&1 &
+  tsan_pids+=($!)
+done
+for i in "${!tsan_dirs[@]}"; do
+  wait "${tsan_pids[$i]}" || status=$?
+  echo "-- TSan tests of tests/${tsan_dirs[$i]}"
+  cat "build/tsan/tests-${tsan_dirs[$i]}.log"
 done
 phase "tests (tsan job)"
 exit "$status"
