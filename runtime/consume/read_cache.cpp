@@ -34,6 +34,8 @@ void ReadCache::Member::fill(int64_t low, int64_t high, const Messages& messages
 
 void ReadCache::Member::note_claimed(int64_t claimed) { cache_->note(this, claimed); }
 
+void ReadCache::Member::forget_below(int64_t high) { cache_->forget_below(high); }
+
 ReadCache::ReadCache(int64_t budget_bytes) : budget_(budget_bytes) {}
 
 std::unique_ptr<ReadCache::Member> ReadCache::join() {
@@ -55,6 +57,15 @@ void ReadCache::note(const Member* who, int64_t claimed) {
   members_[who] = claimed;
   if (reading_.erase(who)) read_done_.notify_all();
   evict_passed();
+}
+
+void ReadCache::forget_below(int64_t high) {
+  std::lock_guard lock(mu_);
+  while (!spans_.empty() && spans_.begin()->first < high) {
+    stats_.bytes -= spans_.begin()->second->bytes;
+    spans_.erase(spans_.begin());
+    stats_.stale++;
+  }
 }
 
 int64_t ReadCache::bytes_of(const store::StoredMessage& message) {

@@ -17,12 +17,14 @@
 // lookup itself never waits.
 // Evicts: at once every span all members have passed (claimed >= its high; a member that has not
 // claimed yet holds everything); then, when a new span would exceed the budget, the lowest spans.
-// A span larger than the whole budget is not stored. Bytes are counted per message: payload +
-// key + sizeof(StoredMessage), plus kSpanOverhead per span.
-// Not shared across processes: every host has its own caches. A group's rewind or a reclaim may
-// find an old span gone: it then reads, as without a cache.
-// Threading: every method is thread-safe (one mutex; messages are copied outside it). A Member
-// is used by one claimer thread; it keeps its cache alive.
+// A span larger than the whole budget is not stored. Forgets (forget_below) every span that
+// starts below a lookup's end when the claim found that retention removed ids of it: the
+// store checks each answer against the log before using it (store/group/range_cache.hpp). Bytes are
+// counted per message: payload + key + sizeof(StoredMessage), plus kSpanOverhead per span. Not
+// shared across processes: every host has its own caches. A group's rewind or a reclaim may find an
+// old span gone: it then reads, as without a cache. Threading: every method is thread-safe (one
+// mutex; messages are copied outside it). A Member is used by one claimer thread; it keeps its
+// cache alive.
 #pragma once
 
 #include <chrono>
@@ -52,6 +54,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     uint64_t stored = 0;   // spans stored by fills
     uint64_t skipped = 0;  // fills not stored: nobody else needs them, or over the budget
     uint64_t evicted = 0;  // spans evicted (passed by every member, or for the budget)
+    uint64_t stale = 0;    // spans forgotten: retention removed ids a lookup returned
     int64_t bytes = 0;     // what the stored spans count now
     size_t spans = 0;      // stored spans now
     size_t members = 0;    // groups claiming through it now
@@ -72,6 +75,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
     void fill(int64_t low, int64_t high,
               const std::vector<store::StoredMessage>& messages) override;
     void note_claimed(int64_t claimed) override;
+    void forget_below(int64_t high) override;
 
    private:
     std::shared_ptr<ReadCache> cache_;
@@ -106,6 +110,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
   void fill(const Member* who, int64_t low, int64_t high,
             const std::vector<store::StoredMessage>& messages);
   void note(const Member* who, int64_t claimed);
+  void forget_below(int64_t high);
   void leave(const Member* who);
   bool others_need(const Member* who, int64_t high) const;  // requires mu_
   void store_span(std::shared_ptr<const Span> span);        // requires mu_

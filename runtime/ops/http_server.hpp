@@ -5,10 +5,16 @@
 // Listens on host.http_listen ("127.0.0.1:9187" by default: loopback only). Connections are
 // closed after each response (no keep-alive). Slow clients cannot starve health checks
 // (HttpLimits): a connection whose request has not fully arrived within request_timeout is
-// dropped, and `threads` connections are served at once — so up to threads - 1 stalled
-// (half-open) connections leave a thread for /healthz, and any number of them delay it by
-// about request_timeout at most. Accepted connections beyond `threads` wait in a queue of
-// `queue` (then the kernel's backlog): the connection cap.
+// dropped (civetweb checks after each receive: a client trickling bytes holds a thread up to
+// about request_timeout + its byte interval), and `threads` connections are served at once.
+// Accepted connections beyond `threads` wait first in, first out in a queue of `queue`, then in
+// the kernel's backlog (`queue` + 1): a new connection waits for every one ahead of it, each of
+// which may hold a thread for a request timeout. So threads >= 2 × queue + 2: everything ahead
+// of a new connection gets a thread within one request timeout, and up to threads + 2 × queue
+// stalled connections delay /healthz by about one request timeout at most (threads - 1 of them
+// not at all). More than that fill the backlog: the kernel drops new connections' SYNs, and a
+// check waits for its own retransmits. (Issue 27: with 16 threads behind 32 + 33 queued, a
+// trickling load held /healthz 5–11 s.)
 // Threading: the handler runs on civetweb's worker threads (up to `threads` at once) and must
 // be thread-safe. The destructor stops the server and waits for running requests.
 #pragma once
@@ -45,8 +51,8 @@ class HttpError : public std::runtime_error {
 };
 
 struct HttpLimits {
-  int threads = 16;                                 // connections served at once
-  int queue = 32;                                   // accepted connections waiting for a thread
+  int threads = 64;  // connections served at once
+  int queue = 16;    // accepted connections waiting for a thread (and the listen backlog)
   std::chrono::milliseconds request_timeout{2000};  // to receive a whole request (and to send)
 };
 

@@ -30,7 +30,7 @@ constexpr size_t kDeadLetterPageBytes = 1 << 20;
 constexpr int kDeadLetterPagesAtOnce = 2;
 constexpr const char* kHtml = "text/html; charset=utf-8";
 
-// At most kDeadLetterPagesAtOnce dead-letter pages are built at once (civetweb serves up to 16
+// At most kDeadLetterPagesAtOnce dead-letter pages are built at once (civetweb serves up to 64
 // requests in parallel); the others get 503 at once, holding nothing.
 std::atomic<int> dead_pages_building{0};
 

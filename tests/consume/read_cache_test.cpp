@@ -14,9 +14,11 @@
 #include <thread>
 
 #include "consume/group_pipeline.hpp"
+#include "store/fleet/janitor.hpp"
 #include "store/produce/producer.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 #include "store/reporting/operator_actions.hpp"
+#include "store/reporting/stream_settings.hpp"
 #include "store/schema/migrate.hpp"
 #include "test_database.hpp"
 
@@ -384,6 +386,106 @@ TEST_F(ReadCacheTest, AReclaimMayUseTheCache) {
   EXPECT_EQ(r.range->low, 0);
   EXPECT_EQ(r.range->high, 30);
   expect_fresh(*r.range);
+}
+
+// Issue 27 §6: retention may remove rows a cache still holds (a lagging group under
+// allow_drop_past_committed, a rewind into swept history); the claim must then get what a fresh
+// read gives. Retention here is the janitor's own steps on a 1 ms retention, age alone.
+void expire_everything(store::Session& session) {
+  store::StreamSettingsChange change;
+  change.retention = std::optional<Millis>(Millis{1});
+  change.allow_drop_past_committed = true;
+  store::set_stream_settings(session, kStream, change, "test");
+  std::this_thread::sleep_for(50ms);  // every message is now older than the retention
+}
+
+// Regression: a and b share the cache, b lags (it has not claimed: the span is kept for it);
+// the janitor drops the oldest partition (0, 100]; b's claim of (0, 100] was served the 100
+// dropped messages from the cache, where a fresh read returns none. Then a rewind into the
+// dropped history after b had claimed past it.
+TEST_F(ReadCacheTest, RowsRetentionDroppedAreNeverServedFromTheCache) {
+  produce(250);
+  auto cache = std::make_shared<ReadCache>(64 << 20);
+  auto a = claimer(0, cache);
+  auto b = claimer(1, cache);
+  auto holder = claimer(2, cache);  // joined, never claims: keeps every span stored
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a->claim(100).has_value());
+  ASSERT_EQ(cache->spans().size(), 2u);
+  ASSERT_EQ(cache->spans().front(), std::make_pair(int64_t{0}, int64_t{100}));
+
+  expire_everything(*setup_);
+  store::StreamJanitor janitor(*setup_, stream_.id);
+  std::string kept;
+  auto dropped = janitor.drop_oldest(store::JanitorSettings{}, nullptr, &kept);
+  ASSERT_TRUE(dropped.has_value()) << kept;
+  ASSERT_EQ(dropped->partition.last_id, 100);
+
+  auto rb = b->claim(100);
+  ASSERT_TRUE(rb.has_value());
+  EXPECT_EQ(rb->low, 0);
+  EXPECT_EQ(rb->high, 100);
+  expect_fresh(*rb);
+  EXPECT_TRUE(rb->messages.empty()) << rb->messages.size() << " dropped messages served";
+
+  // The span above the drop is intact and still served.
+  auto next = b->claim(100);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_TRUE(next->from_cache);
+  EXPECT_EQ(next->high, 200);
+  expect_fresh(*next);
+
+  // A rewind over the dropped partition: nothing below 100, the rest as a fresh read.
+  store::rewind_group(*setup_, groups_[1], 0, std::nullopt, "test");
+  auto rewound = b->claim(200);
+  ASSERT_TRUE(rewound.has_value());
+  EXPECT_EQ(rewound->low, 0);
+  expect_fresh(*rewound);
+  EXPECT_EQ(rewound->messages.size(), size_t(rewound->high - 100));
+}
+
+// Regression: the row-level sweep deletes part of a cached span (ids 1..30 of (0, 100]); the
+// lagging group then gets ids 31..100 only, and the stale span is gone from the cache. A reclaim
+// of a lease over swept ids gets the same.
+TEST_F(ReadCacheTest, RowsTheSweepRemovedAreNeverServedFromTheCache) {
+  produce(250);
+  auto cache = std::make_shared<ReadCache>(64 << 20);
+  auto a = claimer(0, cache);
+  auto b = claimer(1, cache);
+  auto holder = claimer(2, cache);
+  ASSERT_TRUE(a->claim(100).has_value());
+  auto before = b->claim(100);  // served from the cache while every row exists
+  ASSERT_TRUE(before.has_value());
+  ASSERT_TRUE(before->from_cache);
+  ASSERT_EQ(before->messages.size(), 100u);
+
+  expire_everything(*setup_);
+  store::StreamJanitor janitor(*setup_, stream_.id);
+  store::JanitorSettings settings;
+  settings.delete_batch = 30;
+  ASSERT_EQ(janitor.sweep_batch(settings, nullptr, nullptr), 30);
+  const uint64_t stale_before = cache->stats().stale;
+
+  // b's lease of (0, 100] expires and is reclaimed: what is left of it, as a fresh read.
+  db_.sql(
+      fmt::format("UPDATE sqlstreams.leases_{} SET expires_at = statement_timestamp() - "
+                  "interval '1 ms' WHERE group_id = {}",
+                  stream_.id, groups_[1].id));
+  auto r = b->store.reclaim_expired(kLease, 3, b->member.get());
+  ASSERT_TRUE(r.range.has_value());
+  EXPECT_EQ(r.range->low, 0);
+  EXPECT_EQ(r.range->high, 100);
+  expect_fresh(*r.range);
+  EXPECT_EQ(r.range->messages.size(), 70u);
+  EXPECT_GT(cache->stats().stale, stale_before) << "the stale span was forgotten";
+
+  // a rewound over the swept ids (a lagging group would claim the same).
+  store::rewind_group(*setup_, groups_[0], 0, std::nullopt, "test");
+  auto ra = a->claim(100);
+  ASSERT_TRUE(ra.has_value());
+  EXPECT_EQ(ra->low, 0);
+  EXPECT_EQ(ra->high, 100);
+  expect_fresh(*ra);
+  EXPECT_EQ(ra->messages.size(), 70u);
 }
 
 // Two real pipelines in one process, sharing the stream's cache: each handler sees exactly what

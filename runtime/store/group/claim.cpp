@@ -28,6 +28,21 @@ std::vector<StoredMessage> read_range(pqxx::transaction_base& tx, pqxx::connecti
   return out;
 }
 
+// Retention may have removed ids of a cached span since it was read (a lagging group under
+// allow_drop_past_committed, a rewind or reclaim into swept history). Ids in a final span are
+// never added, only removed, and the span's messages are all the ids it had: the same count
+// now means the same rows. Runs only when the cache answered, in the claim's transaction (the
+// same snapshot a read of the span would use). On a mismatch the cache forgets the span and
+// everything below it, and the claim reads.
+bool still_stored(pqxx::transaction_base& tx, pqxx::connection_base& conn,
+                  const Statement& count_range, RangeCache& cache, int64_t low,
+                  const CachedSpan& hit) {
+  const auto rows = exec_prepared(tx, conn, count_range, low, hit.high);
+  if (rows.at(0)[0].as<int64_t>() == static_cast<int64_t>(hit.messages.size())) return true;
+  cache.forget_below(hit.high);
+  return false;
+}
+
 class WakeReceiver final : public pqxx::notification_receiver {
  public:
   WakeReceiver(pqxx::connection_base& c, const std::string& channel, int& counter)
@@ -122,6 +137,8 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       hit = cache->lookup(claimed, new_claimed);
       // Never past what the fence allows, whatever the cache answers.
       if (hit && (hit->high <= claimed || hit->high > new_claimed)) hit.reset();
+      // Nor rows that retention has removed since they were read.
+      if (hit && !still_stored(tx, conn, count_range_, *cache, claimed, *hit)) hit.reset();
     }
 
     ClaimResult result;
@@ -210,7 +227,8 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
     std::optional<CachedSpan> hit;
     if (cache && range.high > range.low) hit = cache->lookup(range.low, range.high);
     range.cached_high = range.low;
-    if (hit && hit->high == range.high) {
+    if (hit && hit->high == range.high &&
+        still_stored(tx, conn, count_range_, *cache, range.low, *hit)) {
       range.messages = std::move(hit->messages);
       range.from_cache = true;
       range.cached_high = range.high;

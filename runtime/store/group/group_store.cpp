@@ -20,6 +20,7 @@ constexpr StatementName kClaimLock{"claim_lock"};
 constexpr StatementName kClaimUpdate{"claim_update"};
 constexpr StatementName kLeaseInsert{"lease_insert"};
 constexpr StatementName kReadRange{"read_range"};
+constexpr StatementName kCountRange{"count_range"};
 constexpr StatementName kReclaim{"reclaim"};
 constexpr StatementName kCommitComplete{"commit_complete"};
 constexpr StatementName kCommitPartial{"commit_partial"};
@@ -76,6 +77,9 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   read_range_ =
       statement(kReadRange, fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
                                         message_columns(), tables_.messages));
+  count_range_ = statement(
+      kCountRange,
+      fmt::format("SELECT count(*) FROM {} WHERE id > $1 AND id <= $2", tables_.messages));
   reclaim_ = statement(
       kReclaim,
       fmt::format("WITH victim AS (SELECT token FROM {0} WHERE group_id = $1 AND expires_at < {1} "

@@ -259,9 +259,9 @@ class GroupStore {
   // advancer): text built once in group_store.cpp, prepared once per connection on first use
   // (store/core/pq.hpp
   // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
-  // depends on nothing else.
-  Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, reclaim_,
-      commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
+  // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
+  Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, count_range_,
+      reclaim_, commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
   std::optional<InDoubtCommit> in_doubt_;
 };
 

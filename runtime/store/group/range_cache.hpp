@@ -3,7 +3,10 @@
 // (low, high] that a claim read with high <= its proven head, by a statement whose snapshot is
 // no older than the proof, are final: no later commit can add an id in that span. Such a read
 // is exactly what any other group of the stream would read for any sub-span, so a cache of
-// these reads (consume/read_cache) can stand in for the range read of the other groups.
+// these reads (consume/read_cache) can stand in for the range read of the other groups —
+// until retention removes some of those ids: a final span only ever loses rows, so the claim
+// uses a lookup only when the log still holds as many ids in it as the lookup returned
+// (one count, only when a lookup answered), and otherwise calls forget_below() and reads.
 // The store only calls this interface; it never keeps what it hands over. The cache decides
 // what to keep and for how long (a byte budget, the positions of the groups that share it).
 // Threading: one RangeCache per GroupStore (per claiming thread); implementations that are
@@ -42,6 +45,10 @@ class RangeCache {
   virtual void fill(int64_t low, int64_t high, const std::vector<StoredMessage>& messages) = 0;
   // The group's `claimed` cursor as this claim left it (an eviction hint: what it has passed).
   virtual void note_claimed(int64_t claimed) = 0;
+  // A lookup's answer no longer matches the log: retention (a partition drop or the sweep, by
+  // any host's janitor) removed some of its ids. Retention removes the oldest ids first, so
+  // every stored span that starts below `high` is suspect and goes.
+  virtual void forget_below(int64_t high) = 0;
 };
 
 }  // namespace sqlstreams::store
