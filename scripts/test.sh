@@ -126,18 +126,9 @@ if ! wait "$tsan_build_pid"; then
 fi
 tail -n 1 "$tsan_log"
 phase "build (tsan job, the part left after the asan tests)"
-# The four folders' ctest runs go at once (two tests each): one folder's long tail no longer
-# waits for the next folder to start. Each run's output is printed whole, in folder order.
-tsan_pids=()
 for dir in "${tsan_dirs[@]}"; do
   ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 --timeout 600 \
-    --output-on-failure >"build/tsan/tests-$dir.log" 2>&1 &
-  tsan_pids+=($!)
-done
-for i in "${!tsan_dirs[@]}"; do
-  wait "${tsan_pids[$i]}" || status=$?
-  echo "-- TSan tests of tests/${tsan_dirs[$i]}"
-  cat "build/tsan/tests-${tsan_dirs[$i]}.log"
+    --output-on-failure || status=$?
 done
 phase "tests (tsan job)"
 exit "$status"
