@@ -49,6 +49,16 @@ run_block() {  # README, tag, folder
     fail "quickstart:$2 failed"
 }
 
+# The nested builds (SDK, scaffolded plugins) go through the suite's compiler cache when there
+# is one, as the project's own presets do: the commands are the README's, only their compiles are
+# cached. The cache stays the caller's (not the scratch HOME below); paths are made relative to
+# the scratch folder, so a later run in another scratch folder finds them.
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccache}"
+  export CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=true
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
+
 # What the reader has: a home and a folder of their own (umask 022 for those: the host refuses
 # plugins below group-writable folders), `sqlstreams` on PATH.
 umask 022
