@@ -75,6 +75,14 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
     child_end.reset(::fcntl(fds[1], F_DUPFD_CLOEXEC, 4));  // then closes fd 3
     if (child_end.get() < 0) fail("fcntl F_DUPFD_CLOEXEC", errno);
   }
+  int err_fds[2];
+  if (::pipe2(err_fds, O_CLOEXEC) != 0) fail("pipe2", errno);
+  UniqueFd stderr_read(err_fds[0]);
+  UniqueFd stderr_write(err_fds[1]);
+  if (stderr_write.get() <= 3) {  // fd 2 or 3 (a host without stderr): out of dup2's way
+    stderr_write.reset(::fcntl(stderr_write.get(), F_DUPFD_CLOEXEC, 4));
+    if (stderr_write.get() < 0) fail("fcntl F_DUPFD_CLOEXEC", errno);
+  }
   const std::string parent = std::to_string(::getpid());
   std::vector<std::string> args{
       "sqlstreams",   "__handler-child", "--fd", "3",           "--parent-pid",
@@ -84,6 +92,8 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   FileActions fa;
+  // The child's stderr is a pipe to the host (isolation/stderr_pump), never the host's stderr.
+  posix_spawn_file_actions_adddup2(&fa.actions, stderr_write.get(), 2);
   posix_spawn_file_actions_adddup2(&fa.actions, child_end.get(), 3);  // clears close-on-exec
   // The host blocks its stop and reload signals in every thread (ops/signals): the child starts
   // with none blocked and their default actions, and in a process group of its own, so reap()
@@ -102,9 +112,10 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
   pid_t pid = -1;
   const int err =
       ::posix_spawn(&pid, executable.c_str(), &fa.actions, &sa.attr, argv.data(), environ);
-  child_end.reset();  // the child has its copy
+  child_end.reset();  // the child has its copies
+  stderr_write.reset();
   if (err != 0) fail("posix_spawn " + executable, err);
-  return {pid, std::move(host_end)};
+  return {pid, std::move(host_end), std::move(stderr_read)};
 }
 
 int reap(pid_t pid, std::chrono::milliseconds grace) {

@@ -1,11 +1,13 @@
 // isolation/child_process — spawning and reaping one handler child: `/proc/self/exe
 // __handler-child --fd 3 ...` started with posix_spawn, its end of a socketpair at fd 3 (every
-// other host fd is close-on-exec or closed by the child), stdin/stdout/stderr inherited, no
-// signal blocked, in a process group of its own (the group ends with it, reap()).
-// restart_delay() is the pure capped exponential backoff between restarts.
-// Threading: spawn_child() from any thread (the child's PR_SET_PDEATHSIG is tied to the thread
-// that spawned it: callers spawn from a thread that lives as long as the child, see
-// isolated_handler.cpp); reap() and describe_exit() from any thread.
+// other host fd is close-on-exec or closed by the child), stdin/stdout inherited, stderr the
+// write end of a pipe whose read end the host keeps (SpawnedChild::stderr_read, read and logged
+// by isolation/stderr_pump: a plugin's stderr never reaches the host's log raw), no signal blocked,
+// in a process group of its own (the group ends with it, reap()). restart_delay() is the pure
+// capped exponential backoff between restarts. Threading: spawn_child() from any thread (the
+// child's PR_SET_PDEATHSIG is tied to the thread that spawned it: callers spawn from a thread that
+// lives as long as the child, see isolated_handler.cpp); reap() and describe_exit() from any
+// thread.
 #pragma once
 
 #include <sys/types.h>
@@ -21,11 +23,12 @@ namespace sqlstreams::isolation {
 struct SpawnedChild {
   pid_t pid = -1;
   std::unique_ptr<Channel> channel;  // the host's end
+  UniqueFd stderr_read;              // the read end of the child's stderr (close-on-exec)
 };
 
 // Throws std::runtime_error when the socketpair or posix_spawn fails. `label` only names the
 // child in `ps` ("stream/group"). `log_level`/`log_format` are passed on so the child logs like
-// the host (to stderr).
+// the host (to its stderr, which is the pipe behind stderr_read).
 // `executable` is the sqlstreams binary (normally /proc/self/exe: the very version running).
 SpawnedChild spawn_child(const std::string& executable, const std::string& label,
                          const std::string& log_level, const std::string& log_format);

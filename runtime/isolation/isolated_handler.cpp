@@ -15,6 +15,7 @@
 #include "common/random.hpp"
 #include "common/utf8.hpp"
 #include "isolation/isolation.hpp"
+#include "isolation/stderr_pump.hpp"
 
 namespace sqlstreams::isolation {
 namespace {
@@ -73,9 +74,10 @@ class Launcher {
 
 struct Slot {
   pid_t pid = -1;
-  std::unique_ptr<Channel> channel;  // null while down
-  bool busy = false;                 // a caller owns it (running a request or restarting it)
-  int crashes = 0;                   // consecutive crashes (restart backoff)
+  std::unique_ptr<Channel> channel;         // null while down
+  std::unique_ptr<StderrPump> stderr_pump;  // the child's stderr; ended once it is reaped
+  bool busy = false;                        // a caller owns it (running a request or restarting it)
+  int crashes = 0;                          // consecutive crashes (restart backoff)
   Clock::time_point started{};
   Clock::time_point restart_at{};
 };
@@ -90,6 +92,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
       if (!s.channel) continue;
       s.channel.reset();  // the child reads EOF and exits
       const int status = reap(s.pid, kExitGrace);
+      s.stderr_pump.reset();  // logs what the child wrote last, closes the pipe
       spdlog::debug("handler-process-stopped stream={} group={} pid={}: {}", o_.stream, o_.group,
                     s.pid, describe_exit(status));
     }
@@ -360,8 +363,10 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   // Marks the slot down; returns the delay before its restart.
+  // The child is reaped: its stderr pump logs what is left and closes the pipe.
   std::chrono::milliseconds went_down(Slot& slot, Clock::time_point now) {
     slot.channel.reset();
+    slot.stderr_pump.reset();
     const auto delay = restart_delay(o_.restart, std::max(slot.crashes, 1), random_.next01());
     std::lock_guard lock(mu_);
     slot.restart_at = now + delay;
@@ -373,6 +378,9 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     auto child = launcher_.spawn([&] {
       return spawn_child(o_.executable, o_.stream + "/" + o_.group, o_.log_level, o_.log_format);
     });
+    // From the start: what a plugin prints while it loads is logged too.
+    auto pump = std::make_unique<StderrPump>(std::move(child.stderr_read), o_.stream, o_.group,
+                                             child.pid, o_.stderr_budget);
     InitFrame init{o_.plugin_dir.string(), o_.plugin, o_.handler, o_.stream, o_.group,
                    o_.config_json};
     std::optional<Frame> answer;
@@ -391,6 +399,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         concurrent_ = ready->concurrent;
         slot.pid = child.pid;
         slot.channel = std::move(child.channel);
+        slot.stderr_pump = std::move(pump);
         slot.started = Clock::now();
         spdlog::info("handler-process-started stream={} group={} pid={} plugin={} handler={}",
                      o_.stream, o_.group, slot.pid, o_.plugin, o_.handler);
@@ -400,6 +409,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     if (answer || timed_out || !problem.empty()) ::kill(child.pid, SIGKILL);
     child.channel.reset();
     const int status = reap(child.pid, kExitGrace);
+    pump.reset();  // what the child printed before it failed is in the log before the error
     if (answer) {
       if (const auto* failed = std::get_if<FailedFrame>(&*answer)) {
         throw plugin_host::PluginLoadError(failed->path, failed->symbol, failed->expected,
@@ -415,7 +425,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         o_.plugin, fmt::format("handler '{}' in a handler process", o_.handler),
         "a handler process that loads the plugin and creates the handler", found,
         "the plugin crashed or stopped while loading; run the group with isolation = "
-        "\"inprocess\" under a debugger, or check the host's stderr above");
+        "\"inprocess\" under a debugger, or check the host's log above (child-stderr)");
   }
 
   Outcome to_outcome(const ReplyFrame& r) {

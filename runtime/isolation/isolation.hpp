@@ -33,7 +33,9 @@
 // no child of the group is up, every message of a batch gets kDelay "handler process restarting"
 // (until the first restart is due) at once: it never ran, so no retry budget is spent; a restart
 // that fails is that message's kRetry. Log events: handler-process-started, handler-process-crashed
-// (stream, group, pid, signal/status, message id). Threading: handle()/handle_batch() from any
+// (stream, group, pid, signal/status, message id); child-stderr / child-stderr-dropped: each
+// line a child writes to its stderr (a pipe to the host, one reader thread per child:
+// stderr_pump.hpp), escaped, cut and rate-limited. Threading: handle()/handle_batch() from any
 // number of threads (each takes a free child, waiting while all are busy); the destructor closes
 // every channel and reaps every child. Children are spawned from one launcher thread per instance,
 // which outlives them (PR_SET_PDEATHSIG follows the spawning thread, not the process).
@@ -45,6 +47,7 @@
 #include <string>
 
 #include "isolation/child_process.hpp"
+#include "isolation/stderr_pump.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace sqlstreams::isolation {
@@ -60,6 +63,7 @@ struct IsolationOptions {
   std::string log_level = "info";
   std::string log_format = "auto";            // auto | text | json, as host.log_format
   std::string executable = "/proc/self/exe";  // tests name the sqlstreams binary
+  StderrBudget stderr_budget;                 // what each child's stderr may put in the log
 };
 
 // Starts every child and waits until each created its handler instance. Throws

@@ -105,7 +105,7 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   EXPECT_NE(log.find(f.log_field), std::string::npos) << tail(log);
   EXPECT_NE(log.find("\"event\":\"handler-process-started\""), std::string::npos);
   // exit0: the child re-armed its exit hook after create(), so the hook ended it before the
-  // plugin's statics were destroyed (their line would be in the inherited stderr).
+  // plugin's statics were destroyed (their line would be in the log, as child-stderr).
   EXPECT_EQ(log.find("crash-fixture: static destroyed"), std::string::npos) << tail(log);
   // Crashed children are reaped at once and restarted on demand (after their backoff): more
   // messages are all handled by the isolated group, by restarted children, never more than 2.

@@ -6,11 +6,17 @@
 // Batches (handle_batch): outcomes come back in order; a crash mid-batch charges the message
 // the child was running, keeps the answers before it and leaves the rest unrun; a stopped
 // batch runs nothing past the stop; large payloads flow both ways without a deadlock.
+// A child's stderr (issue 27 §4) reaches the host's JSON log only as escaped `child-stderr`
+// events (invalid UTF-8 replaced, long lines cut, forged fields kept inside the line field),
+// within its budget (what is dropped is counted), and restarts leak no file descriptor.
 // The children run with ASan's own fault handlers off, so a fault ends them BY the signal.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,11 +24,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "isolation/isolation.hpp"
+#include "ops/logging.hpp"
 #include "process.hpp"
 
 namespace sqlstreams::isolation {
@@ -372,27 +381,155 @@ TEST_F(Supervisor, LargePayloadsFlowBothWaysInOneBatch) {
 
 // The child's own crash handler line (ops/crash_handler) names the handler process, not the
 // host: the host keeps running.
+// The host's log as the service writes it (JSON lines on fd 2), with fd 2 pointed at a file:
+// whatever reaches fd 2 — the logger's lines and anything a child writes there — is captured.
+class CapturedLog {
+ public:
+  CapturedLog() {
+    char path[] = "/tmp/sqlstreams-stderr.XXXXXX";
+    const int fd = ::mkstemp(path);
+    path_ = path;
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    ::dup2(fd, 2);
+    ::close(fd);
+    previous_ = spdlog::default_logger();
+    auto logger = std::make_shared<spdlog::logger>(
+        "captured", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    logger->set_formatter(ops::make_json_formatter());
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() {
+    restore();
+    ::unlink(path_.c_str());
+  }
+  // Restores fd 2 and the logger; returns the captured lines.
+  std::vector<std::string> stop() {
+    restore();
+    std::ifstream in(path_, std::ios::binary);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    spdlog::default_logger()->flush();
+    spdlog::set_default_logger(previous_);
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string path_;
+  int saved_ = -1;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// Every captured line must be a JSON log line (valid UTF-8); returns those of `event`.
+std::vector<nlohmann::json> events_of(const std::vector<std::string>& lines,
+                                      const std::string& event) {
+  std::vector<nlohmann::json> out;
+  for (const auto& line : lines) {
+    EXPECT_TRUE(is_clean_utf8(line)) << "not UTF-8: " << escape_for_text(line.substr(0, 300));
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded() || !j.is_object())
+        << "a raw line in the host's log: " << escape_for_text(line.substr(0, 300));
+    if (!j.is_discarded() && j.is_object() && j.value("event", "") == event) out.push_back(j);
+  }
+  return out;
+}
+
+TEST_F(Supervisor, AChildsStderrReachesTheLogOnlyAsEscapedChildStderrEvents) {
+  CapturedLog log;
+  auto h = make_isolated_handler(options("stderr", 1));
+  EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").kind, OutcomeKind::kOk);
+  h.reset();  // the child ends: its pump logs the last (unterminated) line and stops
+  const auto lines = log.stop();
+  const auto events = events_of(lines, "child-stderr");
+  ASSERT_EQ(events.size(), 3u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e.value("level", ""), "info");
+    EXPECT_EQ(e.value("stream", ""), "payments.requested");  // not the forged stream=x
+    EXPECT_EQ(e.value("group", ""), "isolated");
+    EXPECT_GT(std::stoi(e.value("child_pid", "0")), 0);
+  }
+  EXPECT_EQ(events[0].value("line", ""),
+            "crash-fixture: \uFFFD\uFFFD \"quoted\" stream=x group=y level=error");
+  EXPECT_EQ(events[0].value("cut_bytes", ""), "0");
+  EXPECT_EQ(events[1].value("line", ""), std::string(StderrBudget{}.max_line_bytes, 'L'));
+  EXPECT_EQ(events[1].value("bytes", ""), "100000");
+  EXPECT_EQ(events[1].value("cut_bytes", ""),
+            std::to_string(100'000 - StderrBudget{}.max_line_bytes));
+  EXPECT_EQ(events[2].value("line", ""), "crash-fixture: no newline");
+  for (const auto& line : lines) EXPECT_LT(line.size(), 3 * StderrBudget{}.max_line_bytes);
+}
+
+TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
+  CapturedLog log;
+  auto o = options("stderr_flood", 1);
+  o.stderr_budget.burst_lines = 50;
+  o.stderr_budget.lines_per_second = 20;
+  const auto start = Clock::now();
+  auto h = make_isolated_handler(o);
+  EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").kind, OutcomeKind::kOk);
+  h.reset();
+  const auto took = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto lines = log.stop();
+  size_t logged = 0;
+  for (const auto& e : events_of(lines, "child-stderr")) {
+    if (e.value("line", "") == std::string(99, 'F')) ++logged;
+  }
+  uint64_t dropped = 0, dropped_bytes = 0;
+  for (const auto& e : events_of(lines, "child-stderr-dropped")) {
+    dropped += std::stoull(e.value("lines", "0"));
+    dropped_bytes += std::stoull(e.value("bytes", "0"));
+  }
+  EXPECT_GE(logged, 50u);
+  EXPECT_LE(static_cast<double>(logged), 50 + 20 * took + 1);
+  EXPECT_EQ(logged + dropped, 20'000u);
+  EXPECT_EQ(dropped_bytes, dropped * 99);
+}
+
+// The crash handler's report in the child (written raw to its fd 2, async-signal-safe) reaches
+// the host's log as a child-stderr line.
 TEST_F(Supervisor, AFaultingChildSaysTheHandlerProcessDiesNotTheHost) {
-  char path[] = "/tmp/sqlstreams-child-stderr-XXXXXX";
-  const int file = ::mkstemp(path);
-  ASSERT_GE(file, 0);
-  const int saved = ::dup(STDERR_FILENO);
-  ::dup2(file, STDERR_FILENO);  // inherited by the children spawned now
+  CapturedLog log;
   auto h = make_isolated_handler(options("segv", 1));
-  ::dup2(saved, STDERR_FILENO);
-  ::close(saved);
-  ::close(file);
   EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}", 42).error, "handler process crashed (signal 11)");
   h.reset();
-  std::ifstream in(path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ::unlink(path);
-  const auto at = text.find("sqlstreams: fatal-signal SIGSEGV");
-  ASSERT_NE(at, std::string::npos) << text;
-  const std::string line = text.substr(at, text.find('\n', at) - at);
+  std::string line;
+  for (const auto& e : events_of(log.stop(), "child-stderr")) {
+    const std::string text = e.value("line", "");
+    if (text.find("sqlstreams: fatal-signal SIGSEGV") != std::string::npos) line = text;
+  }
+  ASSERT_FALSE(line.empty());
   EXPECT_NE(line.find("message_id=42 "), std::string::npos) << line;
   EXPECT_NE(line.find("this handler process dies by this signal"), std::string::npos) << line;
   EXPECT_EQ(line.find("the host dies"), std::string::npos) << line;
+}
+
+int open_fds() {
+  int n = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+  ::closedir(dir);
+  return n;
+}
+
+TEST_F(Supervisor, RestartedChildrenLeakNoFileDescriptor) {
+  const int before = open_fds();
+  {
+    auto h = make_isolated_handler(options("segv", 1));
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_EQ(handle_when_up(*h, "{\"order_id\":\"boom\"}").error,
+                "handler process crashed (signal 11)");
+    }
+    EXPECT_EQ(handle_when_up(*h, "{\"order_id\":\"fine\"}").kind, OutcomeKind::kOk);
+  }
+  EXPECT_EQ(open_fds(), before);
 }
 
 }  // namespace
