@@ -36,8 +36,13 @@ StderrPump::StderrPump(UniqueFd read_end, std::string stream, std::string group,
       budget_(budget),
       byte_tokens_(static_cast<double>(budget.burst_bytes)),
       line_tokens_(static_cast<double>(budget.burst_lines)),
-      refilled_ns_(now_ns()),
-      thread_([this] { loop(); }) {}
+      refilled_ns_(now_ns()) {
+  // spdlog's registry is a lazy static inside libspdlog (not instrumented by ThreadSanitizer):
+  // made here, on the creating thread, before the reader thread exists, its first use is ordered
+  // before every line the thread logs (a TSan job report when the pump came first, 2026-12-04).
+  spdlog::default_logger_raw();
+  thread_ = std::thread([this] { loop(); });
+}
 
 StderrPump::~StderrPump() {
   if (wake_.get() >= 0) {

@@ -65,7 +65,7 @@ class StderrPump {
   double byte_tokens_ = 0, line_tokens_ = 0;
   int64_t refilled_ns_ = 0;
   uint64_t dropped_lines_ = 0, dropped_bytes_ = 0;
-  std::thread thread_;  // last: starts after the members it uses
+  std::thread thread_;  // started by the constructor once every member above is set
 };
 
 }  // namespace sqlstreams::isolation
