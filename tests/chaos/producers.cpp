@@ -180,6 +180,10 @@ void Producers::cpp_loop(uint64_t seed) {
   store::Session session(so);
   store::Producer producer(session);
   while (!stop_) {
+    if (healing_held_) {
+      std::this_thread::sleep_for(50ms);
+      continue;
+    }
     std::vector<std::string> tags;
     std::vector<store::NewMessage> batch;
     const std::string stream = pick_stream(rng);
@@ -205,6 +209,10 @@ void Producers::cpp_loop(uint64_t seed) {
 void Producers::cli_loop(uint64_t seed) {
   std::mt19937_64 rng(seed);
   while (!stop_) {
+    if (healing_held_) {
+      std::this_thread::sleep_for(50ms);
+      continue;
+    }
     std::vector<std::string> tags;
     const std::string stream = pick_stream(rng);
     std::string text;

@@ -30,6 +30,10 @@ class Producers {
   void stop();
   int64_t attempted() const { return attempted_.load(); }
   int64_t unrelated_commits() const { return unrelated_commits_.load(); }
+  // The C++ store::Producer and the CLI (which uses it) create partitions ahead as they write;
+  // while held, they wait and only the SQL paths produce, which never create a partition (the
+  // all-down fault holds them until ids land past the partitions, in a default partition).
+  void hold_healing_paths(bool held) { healing_held_ = held; }
 
  private:
   void sql_tx_loop(uint64_t seed);
@@ -43,6 +47,7 @@ class Producers {
   uint64_t seed_;
   History& history_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> healing_held_{false};
   std::atomic<int64_t> counter_{0}, attempted_{0}, unrelated_commits_{0};
   std::vector<std::thread> threads_;
 };
