@@ -95,9 +95,8 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}"
 
 # Two tests per core: most of them wait on PostgreSQL, host processes, leases and timeouts
-# more than they compute. Tests that need the whole cluster are RUN_SERIAL; the chaos runs (own
-# cluster, three hosts) count as two and never overlap each other (tests/chaos/CMakeLists.txt);
-# long tests carry a COST so they start first.
+# more than they compute (asan tests 521 s at -j2, 467 s at -j4, same CPU). Tests that need the
+# whole cluster and the chaos runs are RUN_SERIAL; long tests carry a COST so they start first.
 jobs=$(($(nproc) * 2))
 status=0
 ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
