@@ -89,6 +89,9 @@ SQLSTREAMS_PG_FSYNC=off SQLSTREAMS_PG_DB=postgres scripts/pg.sh start "$pgdir" "
 export SQLSTREAMS_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:${port}/postgres"
 export SQLSTREAMS_TEST_PG_DIR="$pgdir"
 export SQLSTREAMS_TEST_HERMETIC=1  # Hermetic.TheCallersEnvironmentIsCleared
+# The cluster is removed as a whole at the end: tests leave their databases (a DROP DATABASE
+# costs a checkpoint; tests/support/test_database.hpp).
+export SQLSTREAMS_TEST_THROWAWAY_CLUSTER=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # halt_on_error: a report fails its test; second_deadlock_stack: both stacks of an inversion.

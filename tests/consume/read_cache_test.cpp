@@ -157,7 +157,7 @@ class ReadCacheTest : public ::testing::Test {
                     stream_.id, groups_.at(group).id));
   }
 
-  testing::TestDatabase db_;
+  testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_;
   std::unique_ptr<store::Session> setup_;
   store::StreamRef stream_;

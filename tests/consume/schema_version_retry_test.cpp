@@ -24,7 +24,7 @@ std::string order(int n) {
 }
 
 TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDeleted) {
-  testing::TestDatabase db;
+  testing::TestDatabase db{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts;
   opts.url = db.url();
   store::GroupRef charge;

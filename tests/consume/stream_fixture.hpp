@@ -44,7 +44,7 @@ class StreamFixture : public ::testing::Test {
   bool eventually_sql(const std::string& sql,
                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-  sqlstreams::testing::TestDatabase db_;
+  sqlstreams::testing::TestDatabase db_{sqlstreams::testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_{db_.url()};
   store::StreamRef stream_;
   plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};

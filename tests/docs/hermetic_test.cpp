@@ -14,7 +14,8 @@ namespace {
 
 // What scripts/test.sh itself sets for the suite.
 const std::set<std::string> kSetByTheTestCommand = {
-    "SQLSTREAMS_TEST_DATABASE_URL", "SQLSTREAMS_TEST_PG_DIR", "SQLSTREAMS_TEST_HERMETIC"};
+    "SQLSTREAMS_TEST_DATABASE_URL", "SQLSTREAMS_TEST_PG_DIR", "SQLSTREAMS_TEST_HERMETIC",
+    "SQLSTREAMS_TEST_THROWAWAY_CLUSTER"};
 
 TEST(Hermetic, TheCallersEnvironmentIsCleared) {
   if (std::getenv("SQLSTREAMS_TEST_HERMETIC") == nullptr) {

@@ -109,7 +109,7 @@ class IsolatedPipeline : public ::testing::Test {
            std::to_string(dead_id) + " AND status = 'dead')";
   }
 
-  testing::TestDatabase db_;
+  testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_;
   store::StreamRef stream_;
   store::GroupRef group_;

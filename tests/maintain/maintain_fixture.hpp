@@ -40,7 +40,7 @@ class MaintainTest : public ::testing::Test {
   std::string t(const std::string& table) const { return "sqlstreams." + table; }
 
   int64_t partition_size_ = 2;  // set in a subclass constructor for other sizes
-  TestDatabase db_;
+  TestDatabase db_{TestDatabase::Schema::kMigrated};
   std::unique_ptr<store::Session> session_;
   store::StreamRef stream_;
   store::GroupRef charge_, audit_;

@@ -71,7 +71,7 @@ class PipelineSetTest : public ::testing::Test {
     return std::chrono::steady_clock::now() + 20s;
   }
 
-  testing::TestDatabase db_;
+  testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions session_;
   config::Config config_;
   store::GroupRef ref_;

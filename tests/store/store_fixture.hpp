@@ -49,7 +49,7 @@ class StoreTest : public ::testing::Test {
   void expire_leases();
   void expire_retry_leases();
 
-  TestDatabase db_;
+  TestDatabase db_{TestDatabase::Schema::kMigrated};
   std::unique_ptr<store::Session> session_;
   store::StreamRef stream_;
   store::GroupRef charge_, audit_;

@@ -3,11 +3,84 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
 #include <stdexcept>
 
+#include "process.hpp"
+
 namespace sqlstreams::testing {
+namespace {
+
+// FNV-1a over the migrations' file names and text: a template made from other migrations (a
+// long-lived development cluster, an edited migration) is never copied.
+std::string migrations_fingerprint() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(SQLSTREAMS_SOURCE_DIR) + "/migrations")) {
+    if (entry.path().extension() == ".sql") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  uint64_t hash = 14695981039346656037ULL;
+  auto mix = [&hash](const std::string& bytes) {
+    for (unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ULL;
+  };
+  for (const auto& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    mix(file.filename().string());
+    mix(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+// The migrated template of this cluster, made once by whichever test process asks first (the
+// others wait on the advisory lock): `sqlstreams migrate` on a scratch database, renamed to its
+// final name only when complete, then closed to connections (a copy needs a template nobody is
+// connected to).
+std::string migrated_template() {
+  static std::once_flag once;
+  static std::string name;
+  std::call_once(once, [] {
+    const std::string final_name = "sqlstreams_template_" + migrations_fingerprint();
+    pqxx::connection admin(admin_url());
+    pqxx::nontransaction tx(admin);
+    tx.exec("SELECT pg_advisory_lock(hashtext('sqlstreams-test-template'))");
+    if (tx.exec_params("SELECT 1 FROM pg_database WHERE datname = $1", final_name).empty()) {
+      const std::string scratch = final_name + "_" + std::to_string(getpid());
+      tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(scratch));
+      tx.exec("CREATE DATABASE " + tx.quote_name(scratch));
+      auto [code, out] = run_command(
+          {SQLSTREAMS_BINARY, "migrate", "--database-url", with_database(admin_url(), scratch)});
+      if (code != 0) {
+        throw std::runtime_error(
+            "cannot make the migrated template database (sqlstreams migrate "
+            "exited " +
+            std::to_string(code) + "): " + out);
+      }
+      tx.exec("ALTER DATABASE " + tx.quote_name(scratch) + " RENAME TO " +
+              tx.quote_name(final_name));
+      tx.exec("ALTER DATABASE " + tx.quote_name(final_name) +
+              " WITH IS_TEMPLATE true ALLOW_CONNECTIONS false");
+    }
+    tx.exec("SELECT pg_advisory_unlock(hashtext('sqlstreams-test-template'))");
+    name = final_name;
+  });
+  return name;
+}
+
+bool throwaway_cluster() {
+  const char* v = std::getenv("SQLSTREAMS_TEST_THROWAWAY_CLUSTER");
+  return v != nullptr && std::string(v) == "1";
+}
+
+}  // namespace
 
 std::string admin_url() {
   const char* url = std::getenv("SQLSTREAMS_TEST_DATABASE_URL");
@@ -28,7 +101,7 @@ std::string with_database(const std::string& url, const std::string& db) {
   return base + "/" + db + rest;
 }
 
-TestDatabase::TestDatabase() {
+TestDatabase::TestDatabase(Schema schema) {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = info ? std::string(info->name()) : "t";
@@ -38,13 +111,19 @@ TestDatabase::TestDatabase() {
   name_ =
       "t_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + test.substr(0, 30);
   for (auto& c : name_) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  const std::string from =
+      schema == Schema::kMigrated ? migrated_template() : std::string("template1");
   pqxx::connection admin(admin_url());
   pqxx::nontransaction tx(admin);
-  tx.exec("CREATE DATABASE " + tx.quote_name(name_));
+  // FILE_COPY: a copy of the template's files and two checkpoints (cheap on the suite's fsync-off
+  // cluster) instead of WAL-logging every block of it (README "Tests").
+  tx.exec("CREATE DATABASE " + tx.quote_name(name_) + " TEMPLATE " + tx.quote_name(from) +
+          " STRATEGY FILE_COPY");
   url_ = with_database(admin_url(), name_);
 }
 
 TestDatabase::~TestDatabase() {
+  if (throwaway_cluster()) return;  // the cluster goes as a whole at the end of the run
   try {
     pqxx::connection admin(admin_url());
     pqxx::nontransaction tx(admin);

@@ -1,7 +1,11 @@
 // tests/support — shared helpers for integration and e2e tests (real PostgreSQL only).
 // scripts/test.sh starts a throwaway cluster and exports SQLSTREAMS_TEST_DATABASE_URL (an
 // admin URL) and SQLSTREAMS_TEST_PG_DIR. Each TestDatabase creates a fresh database on that
-// cluster and drops it afterwards, so tests can run in parallel.
+// cluster, so tests can run in parallel, and drops it afterwards (but on a throwaway cluster:
+// SQLSTREAMS_TEST_THROWAWAY_CLUSTER=1, whose every DROP DATABASE would cost a checkpoint).
+// A TestDatabase(Schema::kMigrated) is a copy of one migrated template database per cluster and
+// set of migrations (PostgreSQL's own suite copies an initdb template the same way): the copy
+// costs a file copy, a migration costs a few hundred DDL statements.
 // Tests may use libpqxx directly (the "only store/ includes libpqxx" rule is for runtime/).
 // Threading: one TestDatabase per test; sql() opens a new connection per call.
 #pragma once
@@ -17,7 +21,11 @@ std::string admin_url();
 
 class TestDatabase {
  public:
-  TestDatabase();
+  // kEmpty: a new database with nothing of SQLStreams in it (what `migrate` and a first host
+  // start meet). kMigrated: the same after `sqlstreams migrate` (what a fixture that migrates
+  // first would make, without paying for it).
+  enum class Schema { kEmpty, kMigrated };
+  explicit TestDatabase(Schema schema = Schema::kEmpty);
   ~TestDatabase();
   TestDatabase(const TestDatabase&) = delete;
   TestDatabase& operator=(const TestDatabase&) = delete;
