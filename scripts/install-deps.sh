@@ -18,8 +18,9 @@ PACKAGES=(
   postgresql postgresql-client
   # the C plugin example and `plugin new --lang c` read JSON with json-c (the SDK needs none)
   libjson-c-dev
-  # SHA-256 of the private plugin images (libcrypto)
-  libssl-dev
+  # SHA-256 of the private plugin images (libcrypto); the http plugin's Standard Webhooks
+  # HMAC (libcrypto) and its HTTP client (libcurl); its tests make a certificate (openssl)
+  libssl-dev libcurl4-openssl-dev openssl
   # cpack -G DEB (dpkg-shlibdeps, file); the status page test renders in headless Chromium
   dpkg-dev file chromium
   # tests/e2e/clock_skew_test runs hosts with a shifted wall clock (libfaketime)

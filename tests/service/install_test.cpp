@@ -63,8 +63,8 @@ TEST(Install, TreeLayoutAndAnOutOfTreePluginLoadsInTheInstalledHost) {
   const std::string plugins = stage + "/usr/lib/sqlstreams/plugins";
   for (const std::string f :
        {"/usr/bin/sqlstreams", "/usr/lib/sqlstreams/plugins/payments.so",
-        "/usr/lib/sqlstreams/plugins/noop.so", "/usr/include/sqlstreams/plugin.h",
-        "/usr/include/sqlstreams/plugin.hpp",
+        "/usr/lib/sqlstreams/plugins/noop.so", "/usr/lib/sqlstreams/plugins/http.so",
+        "/usr/include/sqlstreams/plugin.h", "/usr/include/sqlstreams/plugin.hpp",
         "/usr/share/sqlstreams/migrations/V001__control_plane.sql",
         "/usr/share/doc/sqlstreams/README.md", "/etc/sqlstreams/sqlstreams.toml",
         "/lib/systemd/system/sqlstreams.service"}) {
@@ -214,8 +214,8 @@ TEST(Install, CpackBuildsADebWithTheLayout) {
   ASSERT_EQ(x_code, 0) << x_out;
   for (const std::string f :
        {"/usr/bin/sqlstreams", "/usr/lib/sqlstreams/plugins/payments.so",
-        "/usr/lib/sqlstreams/plugins/noop.so", "/usr/include/sqlstreams/plugin.h",
-        "/usr/include/sqlstreams/testing/fake_host.h",
+        "/usr/lib/sqlstreams/plugins/noop.so", "/usr/lib/sqlstreams/plugins/http.so",
+        "/usr/include/sqlstreams/plugin.h", "/usr/include/sqlstreams/testing/fake_host.h",
         "/usr/share/doc/sqlstreams-plugin-sdk/README.md",
         "/usr/share/doc/sqlstreams-plugin-sdk/examples/c_orders/orders.c",
         "/etc/sqlstreams/sqlstreams.toml", "/lib/systemd/system/sqlstreams.service",

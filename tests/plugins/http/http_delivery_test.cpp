@@ -1,0 +1,304 @@
+// Handler `http` (plugins/http) end to end: `sqlstreams run` delivers to a real receiver (a
+// Python standard-library server, receiver.py) that verifies the Standard Webhooks signature,
+// and each answer becomes its outcome; a receiver that is down, then back, loses nothing; TLS
+// with a certificate made by the test is verified (and refused without its CA); no secret
+// appears in the log or the dead letters.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "e2e_support.hpp"
+
+namespace sqlstreams::e2e {
+namespace {
+
+constexpr const char* kSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+constexpr const char* kToken = "tok-3f9a1c7e5b";
+constexpr const char* kReceiver = SQLSTREAMS_HTTP_TEST_DIR "/receiver.py";
+
+std::string private_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text << "\n";
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
+
+// A receiver.py process on `port`, recording to dir/<name>.jsonl.
+class Receiver {
+ public:
+  Receiver(const ScratchDir& dir, int port, const std::string& name,
+           std::vector<std::string> extra = {})
+      : record_(dir.file(name + ".jsonl")) {
+    std::vector<std::string> argv = {"/usr/bin/python3", kReceiver, "--port", std::to_string(port),
+                                     "--record", record_,   "--secret", kSecret};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<testing::ChildProcess>(argv, std::map<std::string, std::string>{},
+                                                       dir.file(name + ".log"));
+    EXPECT_TRUE(wait_until([&] { return process_->log().find("listening") != std::string::npos; },
+                           20s))
+        << process_->log();
+  }
+  // Every request so far, one JSON object each.
+  std::vector<nlohmann::json> requests() const {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(record_);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+    }
+    return out;
+  }
+  std::vector<nlohmann::json> requests_for(const std::string& answer) const {
+    std::vector<nlohmann::json> out;
+    for (auto& r : requests()) {
+      if (r["answer"] == answer) out.push_back(r);
+    }
+    return out;
+  }
+
+ private:
+  std::string record_;
+  std::unique_ptr<testing::ChildProcess> process_;
+};
+
+std::string http_config(const std::string& url, const std::string& dir,
+                        const std::string& extra_config = "") {
+  return "[host]\nname = \"http-host\"\nshutdown_timeout = \"5s\"\nlog_format = \"json\"\n"
+         "http_listen = \"\"\n\n[[streams]]\nname = \"hooks\"\n\n"
+         "[[groups]]\nname = \"deliver\"\nstream = \"hooks\"\nplugin = \"http.so\"\n"
+         "handler = \"http\"\nconcurrency = 1\nmax_in_flight = 64\nlease_ttl = \"10s\"\n"
+         "handler_timeout = \"5s\"\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\n"
+         "[groups.retry]\nmax_retries = 30\ninitial_backoff = \"100ms\"\nbase_delay = "
+         "\"100ms\"\nmax_delay = \"500ms\"\n"
+         "[groups.config]\nurl = \"" +
+         url + "\"\ntimeout_ms = 2000\nconnect_timeout_ms = 1000\nbearer_token_file = \"" + dir +
+         "/token\"\nsigning_secret_file = \"" + dir + "/secret\"\n" + extra_config;
+}
+
+// Every message of stream "hooks" resolved: the group's committed cursor at the head, no lease.
+void wait_delivered(const std::string& url, Millis timeout) {
+  const std::string sql =
+      "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_1) > 0 AND NOT EXISTS "
+      "(SELECT 1 FROM sqlstreams.cursors_1 WHERE committed < (SELECT max(id) FROM "
+      "sqlstreams.messages_1)) AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1)";
+  ASSERT_EQ(scalar<int64_t>(url, "SELECT min(id) FROM sqlstreams.streams"), 1);
+  ASSERT_TRUE(wait_until([&] { return scalar<bool>(url, sql); }, timeout, 100ms))
+      << "not delivered: "
+      << query(url, "SELECT claimed, committed FROM sqlstreams.cursors_1").at(0).at(1).c_str();
+}
+
+class HttpDelivery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    private_file(dir_.file("token"), kToken);
+    private_file(dir_.file("secret"), kSecret);
+  }
+  std::unique_ptr<testing::RunningHost> start_host(const std::string& config) {
+    auto host = std::make_unique<testing::RunningHost>(
+        dir_.file("host.toml"), config, db_.url(), std::map<std::string, std::string>{},
+        dir_.file("host.log"));
+    EXPECT_TRUE(host->wait_for_log("host-ready", 60s)) << tail(host->log());
+    return host;
+  }
+  void produce(const std::string& payload, const std::string& key = "") {
+    std::vector<std::string> args = {"produce", "hooks", payload};
+    if (!key.empty()) args.insert(args.end(), {"--key", key});
+    auto [code, out] = cli(args, db_.url());
+    ASSERT_EQ(code, 0) << out;
+  }
+
+  testing::TestDatabase db_;
+  ScratchDir dir_;
+};
+
+TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
+  const int port = free_tcp_port();
+  Receiver receiver(dir_, port, "receiver");
+  auto host = start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook",
+                                     dir_.path()));
+  produce(R"({"answer":"ok","n":1})", "acct\r\nX-Injected: 1");
+  produce(R"({"answer":"status:400"})");
+  produce(R"({"answer":"once:503"})");
+  produce(R"({"answer":"retry-after:1"})");
+  produce(R"({"answer":"drop-once"})");
+  produce(R"({"answer":"status:404"})");
+  wait_delivered(db_.url(), 60s);
+
+  // OK at once: one request, with the metadata headers and a verified signature.
+  auto ok = receiver.requests_for("ok");
+  ASSERT_EQ(ok.size(), 1u);
+  const auto& h = ok[0]["headers"];
+  EXPECT_EQ(ok[0]["verified"], true);
+  EXPECT_EQ(h["authorization"], std::string("Bearer ") + kToken);
+  EXPECT_EQ(h["webhook-id"], "sqlstreams:hooks:1");
+  EXPECT_EQ(h["sqlstreams-message-id"], "1");
+  EXPECT_EQ(h["sqlstreams-stream"], "hooks");
+  EXPECT_EQ(h["sqlstreams-group"], "deliver");
+  EXPECT_EQ(h["sqlstreams-key"], "acct%0D%0AX-Injected: 1") << "a key cannot add a header";
+  EXPECT_FALSE(h.contains("x-injected"));
+  EXPECT_EQ(h["sqlstreams-attempt"], "1");
+  EXPECT_EQ(h["sqlstreams-schema-version"], "1");
+  EXPECT_EQ(h["content-type"], "application/json");
+  EXPECT_EQ(nlohmann::json::parse(ok[0]["body"].get<std::string>()),
+            nlohmann::json::parse(R"({"answer": "ok", "n": 1})"));
+
+  // RETRY: 503 once, then delivered again with the same webhook-id and the next attempt.
+  auto flaky = receiver.requests_for("once:503");
+  ASSERT_EQ(flaky.size(), 2u);
+  EXPECT_EQ(flaky[0]["headers"]["webhook-id"], flaky[1]["headers"]["webhook-id"]);
+  EXPECT_EQ(flaky[1]["headers"]["sqlstreams-attempt"], "2");
+  // A dropped connection is a RETRY too.
+  EXPECT_EQ(receiver.requests_for("drop-once").size(), 2u);
+  // 429 + Retry-After: 1 → DELAY: the second request about a second after the first.
+  auto delayed = receiver.requests_for("retry-after:1");
+  ASSERT_EQ(delayed.size(), 2u);
+  const int64_t t0 = std::stoll(delayed[0]["headers"]["webhook-timestamp"].get<std::string>());
+  const int64_t t1 = std::stoll(delayed[1]["headers"]["webhook-timestamp"].get<std::string>());
+  EXPECT_GE(t1 - t0, 1);
+  for (const auto& r : receiver.requests()) EXPECT_EQ(r["verified"], true) << r.dump();
+
+  // TERMINAL: 400 and 404 are dead at once (one request each), with the status and the body.
+  EXPECT_EQ(receiver.requests_for("status:400").size(), 1u);
+  EXPECT_EQ(receiver.requests_for("status:404").size(), 1u);
+  auto [code, dead] = cli({"dead", "list", "hooks", "deliver"}, db_.url());
+  ASSERT_EQ(code, 0) << dead;
+  // The body's prefix, its control bytes escaped (the CLI escapes the backslashes once more).
+  EXPECT_NE(dead.find(R"(HTTP 400: refused: sqlstreams:hooks:2\\n\\x01)"), std::string::npos)
+      << dead;
+  EXPECT_EQ(dead.find('\x01'), std::string::npos) << "no raw control byte reaches the terminal";
+  EXPECT_NE(dead.find("HTTP 404"), std::string::npos) << dead;
+  EXPECT_EQ(count_of(dead, "HTTP "), 2) << dead;
+
+  // No secret anywhere the operator looks.
+  auto [show_code, show] = cli({"dead", "show", "hooks", "deliver", "2"}, db_.url());
+  for (const std::string& text : {host->log(), dead, show}) {
+    EXPECT_EQ(text.find(kToken), std::string::npos);
+    EXPECT_EQ(text.find("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), std::string::npos);
+  }
+  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+}
+
+TEST_F(HttpDelivery, AReceiverDownForAWhileLosesNothing) {
+  const int port = free_tcp_port();
+  auto host = start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook",
+                                     dir_.path()));
+  constexpr int kMessages = 50;
+  std::string lines;
+  for (int i = 0; i < kMessages; ++i) lines += R"({"answer":"ok","n":)" + std::to_string(i) + "}\n";
+  auto [code, out] = cli({"produce", "hooks"}, db_.url(), lines);
+  ASSERT_EQ(code, 0) << out;
+  // Nobody listens: every delivery fails with a connection error and is retried.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scalar<int64_t>(db_.url(),
+                               "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
+                               "LIKE 'no HTTP answer%' AND attempts >= 2") >= kMessages;
+      },
+      60s));
+  std::this_thread::sleep_for(5s);  // down for a while, several retries each
+  Receiver receiver(dir_, port, "receiver");
+  wait_delivered(db_.url(), 60s);
+  std::set<std::string> delivered;
+  for (const auto& r : receiver.requests()) delivered.insert(r["headers"]["webhook-id"]);
+  EXPECT_EQ(delivered.size(), static_cast<size_t>(kMessages));
+  auto [dead_code, dead] = cli({"dead", "list", "hooks", "deliver"}, db_.url());
+  EXPECT_EQ(count_of(dead, "no HTTP answer"), 0) << dead;
+  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+}
+
+TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
+  const std::string cert = dir_.file("cert.pem");
+  const std::string key = dir_.file("key.pem");
+  auto [code, out] = testing::run_command(
+      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
+  ASSERT_EQ(code, 0) << out;
+  const int port = free_tcp_port();
+  Receiver receiver(dir_, port, "receiver", {"--tls-cert", cert, "--tls-key", key});
+  const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/hook";
+  // Without the CA: the certificate is refused (verification is on by default): RETRY.
+  {
+    auto host = start_host(http_config(url, dir_.path()));
+    produce(R"({"answer":"ok","tls":1})");
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return scalar<int64_t>(db_.url(),
+                                 "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
+                                 "LIKE 'no HTTP answer%'") == 1;
+        },
+        30s))
+        << tail(host->log());
+    EXPECT_TRUE(receiver.requests().empty());
+    EXPECT_EQ(host->stop(20s), 0);
+  }
+  // With it: delivered over TLS.
+  auto host = start_host(http_config(url, dir_.path(), "tls_ca_file = \"" + cert + "\"\n"));
+  wait_delivered(db_.url(), 60s);
+  ASSERT_EQ(receiver.requests().size(), 1u);
+  EXPECT_EQ(receiver.requests()[0]["verified"], true);
+  EXPECT_EQ(host->stop(20s), 0);
+}
+
+// The fenced block of `lang` in plugins/http/README.md (its indentation removed).
+std::string readme_block(const std::string& lang) {
+  const std::string text = testing::read_file(SQLSTREAMS_SOURCE_DIR "/plugins/http/README.md");
+  const std::string fence = "```" + lang + "\n";
+  const size_t start = text.find(fence);
+  EXPECT_NE(start, std::string::npos) << lang;
+  const size_t line_start = text.rfind('\n', start) + 1;
+  const size_t indent = start - line_start;
+  const size_t end = text.find("```", start + fence.size());
+  std::string out;
+  std::istringstream in(text.substr(start + fence.size(), end - start - fence.size()));
+  for (std::string line; std::getline(in, line);) {
+    out += (line.size() >= indent ? line.substr(indent) : std::string()) + "\n";
+  }
+  return out;
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+// The README's quick start as written: its receiver (Python) and its group config, one message.
+TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
+  const int port = free_tcp_port();
+  const std::string receiver_py = dir_.file("quickstart_receiver.py");
+  std::ofstream(receiver_py) << readme_block("python");
+  testing::ChildProcess receiver({"/usr/bin/python3", receiver_py},
+                                 {{"WEBHOOK_SECRET_FILE", dir_.file("secret")},
+                                  {"PORT", std::to_string(port)}},
+                                 dir_.file("quickstart_receiver.log"));
+  std::string toml = readme_block("toml");
+  replace_all(toml, "127.0.0.1:8080", "127.0.0.1:" + std::to_string(port));
+  replace_all(toml, "/etc/sqlstreams/ship-orders.whsec", dir_.file("secret"));
+  auto host = start_host(
+      "[host]\nname = \"quickstart\"\nlog_format = \"json\"\nhttp_listen = \"\"\n\n" + toml);
+  ASSERT_TRUE(wait_until([&] { return receiver.running(); }, 5s));
+  auto [code, out] = cli({"produce", "orders.placed", R"({"order":"A-1"})"}, db_.url());
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(wait_until(
+      [&] { return receiver.log().find("handled sqlstreams:orders.placed:1") != std::string::npos; },
+      30s))
+      << receiver.log() << tail(host->log());
+  wait_delivered(db_.url(), 30s);
+  EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM sqlstreams.exceptions_1"), 0);
+  EXPECT_EQ(host->stop(20s), 0);
+}
+
+TEST_F(HttpDelivery, ConfigCheckNamesTheBadKeyWithItsLine) {
+  const std::string config = dir_.file("bad.toml");
+  std::ofstream(config) << http_config("http://user:pw@127.0.0.1:1/hook", dir_.path());
+  auto [code, out] = cli({"config", "check", config, "--plugin-dir",
+                          SQLSTREAMS_PLUGIN_DIR});
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("bad.toml:"), std::string::npos) << out;
+  EXPECT_NE(out.find("must not carry a user or password"), std::string::npos) << out;
+  EXPECT_EQ(out.find("pw@"), std::string::npos) << "the password is not echoed: " << out;
+}
+
+}  // namespace
+}  // namespace sqlstreams::e2e

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A webhook receiver for the http plugin's tests, in the standard library only: it verifies
+each request's Standard Webhooks signature (HMAC-SHA256 over "id.timestamp.body", header
+`webhook-signature: v1,<base64>`) and answers what the payload's "answer" field asks for:
+
+  "ok"              200
+  "status:NNN"      NNN, with body "refused: <id>" (e.g. status:400, status:503)
+  "once:NNN"        NNN on the first delivery of the message (by webhook-id), 200 after
+  "retry-after:S"   429 with Retry-After: S on the first delivery, 200 after
+  "drop-once"       closes the connection without an answer on the first delivery, 200 after
+  "slow:MS"         200 after MS milliseconds
+
+Every request is appended to the --record file as one JSON line: the headers the tests check,
+the body, whether the signature verified, and the answer given.
+Usage: receiver.py --port P --record FILE [--secret whsec_...] [--tls-cert C --tls-key K]
+"""
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+seen = {}
+
+
+def verify(secret, headers, body):
+    if not secret:
+        return None
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    msg_id = headers.get("webhook-id", "")
+    ts = headers.get("webhook-timestamp", "")
+    signed = f"{msg_id}.{ts}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    offered = [s.split(",", 1)[1] for s in headers.get("webhook-signature", "").split() if "," in s]
+    fresh = abs(time.time() - int(ts or 0)) < 300
+    return fresh and any(hmac.compare_digest(expected, o) for o in offered)
+
+
+def make_handler(args):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            try:
+                answer = json.loads(body).get("answer", "ok")
+            except Exception:
+                answer = "ok"
+            msg_id = self.headers.get("webhook-id", "")
+            with lock:
+                seen[msg_id] = seen.get(msg_id, 0) + 1
+                first = seen[msg_id] == 1
+            record = {
+                "path": self.path,
+                "body": body.decode("utf-8", "replace"),
+                "verified": verify(args.secret, self.headers, body),
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "answer": answer,
+                "first": first,
+            }
+            status, extra, text = 200, {}, "ok"
+            if answer.startswith("status:"):
+                status, text = int(answer[7:]), "refused: " + msg_id + "\n\x01"
+            elif answer.startswith("once:") and first:
+                status, text = int(answer[5:]), "not yet"
+            elif answer.startswith("retry-after:") and first:
+                status, extra, text = 429, {"Retry-After": answer[12:]}, "slow down"
+            elif answer == "drop-once" and first:
+                record["dropped"] = True
+                with lock, open(args.record, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            elif answer.startswith("slow:"):
+                time.sleep(int(answer[5:]) / 1000)
+            record["status"] = status
+            with lock, open(args.record, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            data = text.encode()
+            self.send_response(status)
+            for k, v in extra.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_PUT = do_POST
+
+    return Handler
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--record", required=True)
+    p.add_argument("--secret", default="")
+    p.add_argument("--tls-cert", default="")
+    p.add_argument("--tls-key", default="")
+    args = p.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
+    server.daemon_threads = True
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    print("listening", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
