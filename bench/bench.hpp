@@ -11,7 +11,8 @@
 //   7. isolation: noop.so in-process vs `isolation = "process"` on the same backlog;
 //   8. wal: WAL bytes per message, produce + consume, vs a raw append;
 //   9. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server);
-//  10. async_io: an asynchronous handler waiting 100 ms per message (async_io_bench.cpp).
+//  10. async_io: an asynchronous handler waiting 100 ms per message (async_io_bench.cpp);
+//  11. http: the stock push-delivery plugin to a loopback receiver (http_bench.cpp).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -69,8 +70,10 @@ struct Options {
   int64_t isolation_backlog = 1'000'000;       // phase 7 backlog (drained twice)
   int64_t wal_messages = 100'000;              // phase 8 messages per payload size
   int64_t async_io_backlog = 300'000;          // phase async_io backlog (100 ms handler)
+  int64_t http_backlog = 100'000;              // phase http backlog (each of its drains)
   int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
-  // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, peers
+  // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, http,
+  // peers
   std::vector<std::string> phases;
   std::string peers_file;  // bench/peers/run.sh's JSON; empty: no peer rows
 };
@@ -207,6 +210,8 @@ std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
 std::vector<Row> run_wal(Db& db, const Options& o);
 // Phase async_io (issue 14): an asynchronous 100 ms "I/O" handler (async_io_bench.cpp).
 std::vector<Row> run_async_io(Db& db, const Options& o);
+// Phase http (issue 31): plugins/http.so to a loopback receiver (http_bench.cpp).
+std::vector<Row> run_http(Db& db, const Options& o);
 
 // Figures a phase records for the peer rows: "produce_100b", "drain_cursor" (msgs/s),
 // "pickup_notify_p50", "pickup_notify_p99" (ms). Thread-safe.

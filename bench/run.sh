@@ -18,7 +18,7 @@ if ! cmake --preset release >/tmp/sqlstreams-bench-configure.log 2>&1; then
   echo "   configure failed (see /tmp/sqlstreams-bench-configure.log); retrying without tests" >&2
   cmake --preset release -DSQLSTREAMS_BUILD_TESTS=OFF >/dev/null
 fi
-cmake --build --preset release -j2 --target sqlstreams_bench sqlstreams noop async_io >/dev/null
+cmake --build --preset release -j2 --target sqlstreams_bench sqlstreams noop async_io http >/dev/null
 
 PORT=${SQLSTREAMS_BENCH_PG_PORT:-55490}
 while (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do PORT=$((PORT + 1)); done

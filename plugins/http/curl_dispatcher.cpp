@@ -1,9 +1,14 @@
 #include "curl_dispatcher.hpp"
 
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
-#include <strings.h>
 
 namespace sqlstreams_http {
 namespace {
@@ -15,21 +20,19 @@ std::once_flag curl_global;
 struct CurlDispatcher::Transfer {
   Request request;
   CURL* easy = nullptr;
+  Shard* shard = nullptr;
   curl_slist* headers = nullptr;
   Answer answer;
   size_t body_cap = 0;
   char error[CURL_ERROR_SIZE] = {};
 
-  ~Transfer() {
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    curl_slist_free_all(headers);
-  }
+  ~Transfer() { curl_slist_free_all(headers); }
 
   static size_t on_body(char* data, size_t size, size_t n, void* self) {
     auto* t = static_cast<Transfer*>(self);
     const size_t bytes = size * n;
-    const size_t room = t->body_cap > t->answer.body.size() ? t->body_cap - t->answer.body.size()
-                                                            : 0;
+    const size_t room =
+        t->body_cap > t->answer.body.size() ? t->body_cap - t->answer.body.size() : 0;
     t->answer.body.append(data, std::min(room, bytes));  // the rest is read and dropped
     return bytes;
   }
@@ -50,10 +53,46 @@ struct CurlDispatcher::Transfer {
   }
 };
 
+// epoll data: the shard's index in the high half, the socket in the low half.
+constexpr uint64_t kWakeKey = ~uint64_t{0};
+static uint64_t epoll_key(uint32_t shard, curl_socket_t fd) {
+  return (uint64_t{shard} << 32) | static_cast<uint32_t>(fd);
+}
+
 CurlDispatcher::CurlDispatcher(const Settings& settings) : settings_(settings) {
   std::call_once(curl_global, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  multi_ = curl_multi_init();
-  if (multi_ == nullptr) throw std::runtime_error("http: curl_multi_init failed");
+  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  bool ok = epoll_ >= 0 && wake_ >= 0;
+  for (uint32_t i = 0; i < kShards; ++i) {
+    Shard& shard = shards_[i];
+    shard.owner = this;
+    shard.index = i;
+    shard.multi = curl_multi_init();
+    if (shard.multi == nullptr) {
+      ok = false;
+      continue;
+    }
+    // Keep idle connections for reuse (libcurl's default cache follows the handles added and
+    // closes connections a burst opened as soon as it ends).
+    curl_multi_setopt(shard.multi, CURLMOPT_MAXCONNECTS, kIdleConnectionsPerShard);
+    curl_multi_setopt(shard.multi, CURLMOPT_SOCKETFUNCTION, &CurlDispatcher::on_socket);
+    curl_multi_setopt(shard.multi, CURLMOPT_SOCKETDATA, &shard);
+    curl_multi_setopt(shard.multi, CURLMOPT_TIMERFUNCTION, &CurlDispatcher::on_timer);
+    curl_multi_setopt(shard.multi, CURLMOPT_TIMERDATA, &shard);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeKey;
+  if (!ok || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev) != 0) {
+    for (Shard& shard : shards_) {
+      if (shard.multi != nullptr) curl_multi_cleanup(shard.multi);
+    }
+    if (epoll_ >= 0) ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+    throw std::runtime_error(
+        "http: cannot set up the transfer loop (curl_multi_init, epoll, eventfd)");
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -62,54 +101,111 @@ CurlDispatcher::~CurlDispatcher() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  curl_multi_wakeup(multi_);
+  const uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof one);
   thread_.join();
-  curl_multi_cleanup(multi_);
+  for (CURL* e : idle_easy_) curl_easy_cleanup(e);
+  for (Shard& shard : shards_) curl_multi_cleanup(shard.multi);
+  ::close(epoll_);
+  ::close(wake_);
 }
 
 void CurlDispatcher::submit(Request request) {
+  bool was_empty;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    was_empty = submitted_.empty();
     submitted_.push_back(std::move(request));
   }
-  curl_multi_wakeup(multi_);
+  if (was_empty) {  // the dispatcher takes the whole queue at once: one wake-up is enough
+    const uint64_t one = 1;
+    (void)!::write(wake_, &one, sizeof one);
+  }
+}
+
+int CurlDispatcher::on_socket(CURL*, curl_socket_t fd, int what, void* shard_ptr, void* known) {
+  auto* shard = static_cast<Shard*>(shard_ptr);
+  const int epoll = shard->owner->epoll_;
+  if (what == CURL_POLL_REMOVE) {
+    ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
+    curl_multi_assign(shard->multi, fd, nullptr);
+    return 0;
+  }
+  epoll_event ev{};
+  ev.data.u64 = epoll_key(shard->index, fd);
+  ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
+  if (known != nullptr) {
+    ::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
+  } else {
+    ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
+    curl_multi_assign(shard->multi, fd, shard);  // non-null: registered
+  }
+  return 0;
+}
+
+int CurlDispatcher::on_timer(CURLM*, long timeout_ms, void* shard_ptr) {
+  auto* shard = static_cast<Shard*>(shard_ptr);
+  shard->timer_due =
+      timeout_ms < 0
+          ? std::nullopt
+          : std::optional(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+  return 0;
+}
+
+// An easy handle with the options every request of this dispatcher shares.
+CURL* CurlDispatcher::new_easy() {
+  CURL* e = curl_easy_init();
+  if (e == nullptr) return nullptr;
+  curl_easy_setopt(e, CURLOPT_URL, settings_.url.c_str());
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  if (settings_.method != "POST") {
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, settings_.method.c_str());
+  }
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(settings_.timeout_ms));
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings_.connect_timeout_ms));
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, settings_.tls_verify ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, settings_.tls_verify ? 2L : 0L);
+  if (!settings_.tls_ca_file.empty()) {
+    curl_easy_setopt(e, CURLOPT_CAINFO, settings_.tls_ca_file.c_str());
+  }
+  if (!settings_.tls_client_cert_file.empty()) {
+    curl_easy_setopt(e, CURLOPT_SSLCERT, settings_.tls_client_cert_file.c_str());
+    curl_easy_setopt(e, CURLOPT_SSLKEY, settings_.tls_client_key_file.c_str());
+  }
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::on_body);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::on_header);
+  return e;
 }
 
 void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
-  CURL* e = curl_easy_init();
+  CURL* e = nullptr;
+  if (!idle_easy_.empty()) {
+    e = idle_easy_.back();
+    idle_easy_.pop_back();
+  } else {
+    e = new_easy();
+  }
   if (e == nullptr) {
     t->answer.transport_error = "curl_easy_init failed";
     t->request.done(std::move(t->answer));
     return;
   }
   t->easy = e;
+  t->shard = &shards_[next_shard_];
+  next_shard_ = (next_shard_ + 1) % kShards;
   t->body_cap = settings_.answers.error_body_bytes;
   for (const auto& h : t->request.headers) t->headers = curl_slist_append(t->headers, h.c_str());
-  curl_easy_setopt(e, CURLOPT_URL, settings_.url.c_str());
-  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
-  if (settings_.method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, settings_.method.c_str());
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                   static_cast<curl_off_t>(t->request.body.size()));
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(settings_.timeout_ms));
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings_.connect_timeout_ms));
-  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, settings_.tls_verify ? 1L : 0L);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, settings_.tls_verify ? 2L : 0L);
-  if (!settings_.tls_ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, settings_.tls_ca_file.c_str());
-  if (!settings_.tls_client_cert_file.empty()) {
-    curl_easy_setopt(e, CURLOPT_SSLCERT, settings_.tls_client_cert_file.c_str());
-    curl_easy_setopt(e, CURLOPT_SSLKEY, settings_.tls_client_key_file.c_str());
-  }
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-  if (curl_multi_add_handle(multi_, e) != CURLM_OK) {
+  if (curl_multi_add_handle(t->shard->multi, e) != CURLM_OK) {
+    idle_easy_.push_back(e);
     t->answer.transport_error = "curl_multi_add_handle failed";
     t->request.done(std::move(t->answer));
     return;
@@ -117,12 +213,14 @@ void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
   in_flight_.emplace(e, std::move(t));
 }
 
-void CurlDispatcher::finish(CURL* easy, CURLcode result) {
+void CurlDispatcher::finish(Shard& shard, CURL* easy, CURLcode result) {
   auto it = in_flight_.find(easy);
   if (it == in_flight_.end()) return;
   std::unique_ptr<Transfer> t = std::move(it->second);
   in_flight_.erase(it);
-  curl_multi_remove_handle(multi_, easy);
+  curl_multi_remove_handle(shard.multi, easy);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, nullptr);
+  idle_easy_.push_back(easy);  // the next request reuses it (its connection stays cached)
   if (result != CURLE_OK) {
     t->answer.transport_error = curl_easy_strerror(result);
     if (t->error[0] != '\0') t->answer.transport_error += std::string(" (") + t->error + ")";
@@ -134,7 +232,38 @@ void CurlDispatcher::finish(CURL* easy, CURLcode result) {
   t->request.done(std::move(t->answer));
 }
 
+void CurlDispatcher::read_done(Shard& shard) {
+  int left = 0;
+  while (CURLMsg* m = curl_multi_info_read(shard.multi, &left)) {
+    if (m->msg == CURLMSG_DONE) finish(shard, m->easy_handle, m->data.result);
+  }
+}
+
+void CurlDispatcher::run_due_timers() {
+  const auto now = std::chrono::steady_clock::now();
+  for (Shard& shard : shards_) {
+    if (!shard.timer_due || now < *shard.timer_due) continue;
+    shard.timer_due.reset();  // libcurl sets the next one from inside the call
+    int running = 0;
+    curl_multi_socket_action(shard.multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    read_done(shard);
+  }
+}
+
+int CurlDispatcher::next_wait_ms() const {
+  int64_t wait = 1000;
+  const auto now = std::chrono::steady_clock::now();
+  for (const Shard& shard : shards_) {
+    if (!shard.timer_due) continue;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*shard.timer_due - now);
+    wait = std::min<int64_t>(wait, std::max<int64_t>(left.count(), 0));
+  }
+  return static_cast<int>(wait);
+}
+
 void CurlDispatcher::run() {
+  constexpr int kEvents = 256;
+  epoll_event events[kEvents];
   for (;;) {
     std::vector<Request> batch;
     {
@@ -147,17 +276,33 @@ void CurlDispatcher::run() {
       t->request = std::move(r);
       start(std::move(t));
     }
-    int running = 0;
-    curl_multi_perform(multi_, &running);
-    int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
-      if (m->msg == CURLMSG_DONE) finish(m->easy_handle, m->data.result);
+    run_due_timers();  // a handle just added asks for a timeout of 0: it starts here
+    const int n = ::epoll_wait(epoll_, events, kEvents, next_wait_ms());
+    for (int i = 0; i < n; ++i) {
+      const uint64_t key = events[i].data.u64;
+      if (key == kWakeKey) {
+        uint64_t count;
+        (void)!::read(wake_, &count, sizeof count);
+        continue;
+      }
+      Shard& shard = shards_[key >> 32];
+      int flags = 0;
+      if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+      if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+      if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+      int running = 0;
+      curl_multi_socket_action(shard.multi, static_cast<curl_socket_t>(key & 0xffffffffu), flags,
+                               &running);
+      read_done(shard);
     }
-    curl_multi_poll(multi_, nullptr, 0, 1000, nullptr);
+    run_due_timers();
   }
   // Stopping: whatever is still in flight is dropped (each `done` destroyed uncalled; the SDK
   // turns a dropped Completion into a RETRY the host no longer waits for).
-  for (auto& [easy, t] : in_flight_) curl_multi_remove_handle(multi_, easy);
+  for (auto& [easy, t] : in_flight_) {
+    curl_multi_remove_handle(t->shard->multi, easy);
+    curl_easy_cleanup(easy);
+  }
   in_flight_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   submitted_.clear();

@@ -75,10 +75,18 @@ std::string printable_prefix(std::string_view body, size_t max_bytes) {
     if (n == 0 || c < 0x20 || c == 0x7f || c == '\\') {
       n = 1;
       switch (c) {
-        case '\n': piece = "\\n"; break;
-        case '\r': piece = "\\r"; break;
-        case '\t': piece = "\\t"; break;
-        case '\\': piece = "\\\\"; break;
+        case '\n':
+          piece = "\\n";
+          break;
+        case '\r':
+          piece = "\\r";
+          break;
+        case '\t':
+          piece = "\\t";
+          break;
+        case '\\':
+          piece = "\\\\";
+          break;
         default: {
           char hex[5];
           std::snprintf(hex, sizeof hex, "\\x%02x", c);

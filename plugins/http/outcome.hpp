@@ -32,7 +32,7 @@ StatusPattern parse_status_pattern(std::string_view text);
 struct AnswerPolicy {
   std::vector<StatusPattern> ok = {{200, 299}};
   std::vector<StatusPattern> retry = {{408, 408}, {425, 425}, {429, 429}, {500, 599}};
-  size_t error_body_bytes = 256;        // of the body, in the TERMINAL/RETRY error
+  size_t error_body_bytes = 256;         // of the body, in the TERMINAL/RETRY error
   int64_t max_retry_after_ms = 3600000;  // a longer Retry-After is cut to this
 };
 

@@ -34,8 +34,8 @@ std::string read_secret(const std::string& key, const std::string& path) {
     throw ConfigError::at(key, key + ": " + path + " is not a readable regular file");
   }
   if ((st.st_mode & S_IROTH) != 0) {
-    throw ConfigError::at(key, key + ": " + path +
-                                   " is readable by every user; chmod o-r it (a secret)");
+    throw ConfigError::at(
+        key, key + ": " + path + " is readable by every user; chmod o-r it (a secret)");
   }
   if (static_cast<size_t>(st.st_size) > kMaxSecretBytes) {
     throw ConfigError::at(key, key + ": " + path + " is larger than 64 KiB");
@@ -100,8 +100,7 @@ int64_t ranged(sqlstreams::ConfigReader& r, const std::string& key, int64_t fall
                int64_t hi) {
   const int64_t v = r.get<int64_t>(key, fallback);
   if (v < lo || v > hi) {
-    throw ConfigError::at(key,
-                          key + ": must be " + std::to_string(lo) + ".." + std::to_string(hi));
+    throw ConfigError::at(key, key + ": must be " + std::to_string(lo) + ".." + std::to_string(hi));
   }
   return v;
 }
@@ -142,13 +141,13 @@ Settings Settings::read(const nlohmann::json& config) {
   s.tls_client_cert_file = r.get<std::string>("tls_client_cert_file", "");
   s.tls_client_key_file = r.get<std::string>("tls_client_key_file", "");
   if (s.tls_client_cert_file.empty() != s.tls_client_key_file.empty()) {
-    throw ConfigError::at(s.tls_client_cert_file.empty() ? "tls_client_cert_file"
-                                                         : "tls_client_key_file",
-                          "mutual TLS needs both tls_client_cert_file and tls_client_key_file");
+    throw ConfigError::at(
+        s.tls_client_cert_file.empty() ? "tls_client_cert_file" : "tls_client_key_file",
+        "mutual TLS needs both tls_client_cert_file and tls_client_key_file");
   }
   for (const char* key : {"tls_ca_file", "tls_client_cert_file"}) {
-    const std::string& path = std::string(key) == "tls_ca_file" ? s.tls_ca_file
-                                                                 : s.tls_client_cert_file;
+    const std::string& path =
+        std::string(key) == "tls_ca_file" ? s.tls_ca_file : s.tls_client_cert_file;
     if (!path.empty() && !std::ifstream(path)) {
       throw ConfigError::at(key, std::string(key) + ": cannot read " + path);
     }
@@ -175,8 +174,7 @@ Settings Settings::read(const nlohmann::json& config) {
   }
   s.answers.ok = patterns(r, "ok_statuses", s.answers.ok);
   s.answers.retry = patterns(r, "retry_statuses", s.answers.retry);
-  s.answers.error_body_bytes =
-      static_cast<size_t>(ranged(r, "error_body_bytes", 256, 0, 4096));
+  s.answers.error_body_bytes = static_cast<size_t>(ranged(r, "error_body_bytes", 256, 0, 4096));
   s.answers.max_retry_after_ms = ranged(r, "max_retry_after_ms", 3600000, 0, 86400000);
   r.reject_unknown_keys();
   return s;

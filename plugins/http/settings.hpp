@@ -18,14 +18,14 @@ struct Settings {
   std::string url;              // http:// or https://, no user:password@
   std::string method = "POST";  // POST or PUT
   std::vector<std::pair<std::string, std::string>> headers;  // extra request headers
-  int64_t timeout_ms = 10000;          // the whole request
-  int64_t connect_timeout_ms = 5000;   // the TCP (and TLS) connect
-  bool tls_verify = true;              // peer certificate and host name
-  std::string tls_ca_file;             // "" = the system's CA store
-  std::string tls_client_cert_file;    // mutual TLS: both or neither
+  int64_t timeout_ms = 10000;                                // the whole request
+  int64_t connect_timeout_ms = 5000;                         // the TCP (and TLS) connect
+  bool tls_verify = true;                                    // peer certificate and host name
+  std::string tls_ca_file;                                   // "" = the system's CA store
+  std::string tls_client_cert_file;                          // mutual TLS: both or neither
   std::string tls_client_key_file;
-  std::string bearer_token;            // from bearer_token_file ("" = none)
-  std::string signing_key;             // decoded from signing_secret_file ("" = unsigned)
+  std::string bearer_token;  // from bearer_token_file ("" = none)
+  std::string signing_key;   // decoded from signing_secret_file ("" = unsigned)
   AnswerPolicy answers;
 
   // Reads and checks `config`; reads the secret files. Throws sqlstreams::ConfigError naming

@@ -1,7 +1,7 @@
 #include "webhook_signature.hpp"
 
-#include <openssl/evp.h>
 #include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <openssl/params.h>
 
 #include <stdexcept>
@@ -54,18 +54,16 @@ std::string webhook_signature(std::string_view key, std::string_view id, int64_t
   // HMAC over head + body without copying the body.
   EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   EVP_MAC_CTX* mctx = EVP_MAC_CTX_new(hmac);
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string("digest", const_cast<char*>("SHA256"), 0),
-      OSSL_PARAM_construct_end()};
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", const_cast<char*>("SHA256"), 0),
+                         OSSL_PARAM_construct_end()};
   size_t out_len = 0;
-  bool ok = mctx != nullptr &&
-            EVP_MAC_init(mctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(),
-                         params) == 1 &&
-            EVP_MAC_update(mctx, reinterpret_cast<const unsigned char*>(head.data()),
-                           head.size()) == 1 &&
-            EVP_MAC_update(mctx, reinterpret_cast<const unsigned char*>(body.data()),
-                           body.size()) == 1 &&
-            EVP_MAC_final(mctx, mac, &out_len, sizeof mac) == 1;
+  bool ok =
+      mctx != nullptr &&
+      EVP_MAC_init(mctx, reinterpret_cast<const unsigned char*>(key.data()), key.size(), params) ==
+          1 &&
+      EVP_MAC_update(mctx, reinterpret_cast<const unsigned char*>(head.data()), head.size()) == 1 &&
+      EVP_MAC_update(mctx, reinterpret_cast<const unsigned char*>(body.data()), body.size()) == 1 &&
+      EVP_MAC_final(mctx, mac, &out_len, sizeof mac) == 1;
   EVP_MAC_CTX_free(mctx);
   EVP_MAC_free(hmac);
   if (!ok) throw std::runtime_error("HMAC-SHA256 failed (OpenSSL)");

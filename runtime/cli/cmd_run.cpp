@@ -5,6 +5,7 @@
 // second signal exits at once.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include "cli/commands.hpp"
 #include "cli/group_plugins.hpp"
@@ -25,9 +26,23 @@ struct RunFlags {
   std::string plugin_dir;
 };
 
+// The soft limit of open files up to the hard one (systemd's default soft limit is 1024, its
+// hard limit 524288, and it asks programs that need more to raise the soft limit themselves): an
+// asynchronous handler such as http.so holds a socket per message in flight (max_in_flight).
+void raise_open_files_limit() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("open-files-limit raised from={} to={}", before, limit.rlim_cur);
+  }
+}
+
 int run(const RunFlags& f) {
   config::Config config = config::load_config(f.db.config_file);
   ops::setup_logging(config.host.log_level, config.host.log_format);
+  raise_open_files_limit();
   ops::block_signals();  // before any thread exists (a plugin's constructor may start one)
   const std::filesystem::path plugin_dir =
       f.plugin_dir.empty() ? config.plugin_dir() : std::filesystem::path(f.plugin_dir);

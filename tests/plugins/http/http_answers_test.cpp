@@ -18,9 +18,9 @@ namespace {
 // The example of the Standard Webhooks specification (and of its reference libraries' tests).
 TEST(WebhookSignature, MatchesTheSpecificationsExample) {
   const std::string key = decode_signing_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
-  EXPECT_EQ(webhook_signature(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-                              R"({"test": 2432232314})"),
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  EXPECT_EQ(
+      webhook_signature(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, R"({"test": 2432232314})"),
+      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
 }
 
 TEST(WebhookSignature, BadSecretsAreRefusedWithoutQuotingThem) {
@@ -82,14 +82,20 @@ TEST(Decide, EachAnswerHasItsOutcome) {
   const AnswerCase cases[] = {
       {"200", {"", 200, {}, ""}, Verdict::kOk, 0, ""},
       {"204", {"", 204, {}, ""}, Verdict::kOk, 0, ""},
-      {"no answer", {"Couldn't connect to server", 0, {}, ""}, Verdict::kRetry, 0,
+      {"no answer",
+       {"Couldn't connect to server", 0, {}, ""},
+       Verdict::kRetry,
+       0,
        "no HTTP answer: Couldn't connect"},
       {"408", {"", 408, {}, ""}, Verdict::kRetry, 0, "HTTP 408"},
       {"425", {"", 425, {}, ""}, Verdict::kRetry, 0, "HTTP 425"},
       {"429", {"", 429, {}, "busy"}, Verdict::kRetry, 0, "HTTP 429: busy"},
       {"429 + Retry-After", {"", 429, "7", ""}, Verdict::kDelay, 7000, ""},
-      {"503 + Retry-After date", {"", 503, "Tue, 14 Nov 2023 22:13:30 GMT", ""}, Verdict::kDelay,
-       10000, ""},
+      {"503 + Retry-After date",
+       {"", 503, "Tue, 14 Nov 2023 22:13:30 GMT", ""},
+       Verdict::kDelay,
+       10000,
+       ""},
       {"503 + unreadable Retry-After", {"", 503, "later", ""}, Verdict::kRetry, 0, "HTTP 503"},
       {"429 + huge Retry-After", {"", 429, "99999999", ""}, Verdict::kDelay, 3600000, ""},
       {"500", {"", 500, {}, "boom"}, Verdict::kRetry, 0, "HTTP 500: boom"},
@@ -155,8 +161,7 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
             "headers.Authorization");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"headers", {{"webhook-id", "x"}}}}),
             "headers.webhook-id");
-  EXPECT_EQ(error_key({{"url", "http://x"}, {"headers", {{"X-A", "a\r\nX-B: b"}}}}),
-            "headers.X-A");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"headers", {{"X-A", "a\r\nX-B: b"}}}}), "headers.X-A");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"headers", {{"X A", "a"}}}}), "headers.X A");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"retry_statuses", {"5xx", "7xx"}}}),
             "retry_statuses[1]");

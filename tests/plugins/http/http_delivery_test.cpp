@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "e2e_support.hpp"
 
@@ -31,13 +31,14 @@ class Receiver {
   Receiver(const ScratchDir& dir, int port, const std::string& name,
            std::vector<std::string> extra = {})
       : record_(dir.file(name + ".jsonl")) {
-    std::vector<std::string> argv = {"/usr/bin/python3", kReceiver, "--port", std::to_string(port),
-                                     "--record", record_,   "--secret", kSecret};
+    std::vector<std::string> argv = {"/usr/bin/python3",   kReceiver,  "--port",
+                                     std::to_string(port), "--record", record_,
+                                     "--secret",           kSecret};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process_ = std::make_unique<testing::ChildProcess>(argv, std::map<std::string, std::string>{},
                                                        dir.file(name + ".log"));
-    EXPECT_TRUE(wait_until([&] { return process_->log().find("listening") != std::string::npos; },
-                           20s))
+    EXPECT_TRUE(
+        wait_until([&] { return process_->log().find("listening") != std::string::npos; }, 20s))
         << process_->log();
   }
   // Every request so far, one JSON object each.
@@ -95,9 +96,9 @@ class HttpDelivery : public ::testing::Test {
     private_file(dir_.file("secret"), kSecret);
   }
   std::unique_ptr<testing::RunningHost> start_host(const std::string& config) {
-    auto host = std::make_unique<testing::RunningHost>(
-        dir_.file("host.toml"), config, db_.url(), std::map<std::string, std::string>{},
-        dir_.file("host.log"));
+    auto host = std::make_unique<testing::RunningHost>(dir_.file("host.toml"), config, db_.url(),
+                                                       std::map<std::string, std::string>{},
+                                                       dir_.file("host.log"));
     EXPECT_TRUE(host->wait_for_log("host-ready", 60s)) << tail(host->log());
     return host;
   }
@@ -115,8 +116,8 @@ class HttpDelivery : public ::testing::Test {
 TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
   const int port = free_tcp_port();
   Receiver receiver(dir_, port, "receiver");
-  auto host = start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook",
-                                     dir_.path()));
+  auto host =
+      start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path()));
   produce(R"({"answer":"ok","n":1})", "acct\r\nX-Injected: 1");
   produce(R"({"answer":"status:400"})");
   produce(R"({"answer":"once:503"})");
@@ -181,8 +182,8 @@ TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
 
 TEST_F(HttpDelivery, AReceiverDownForAWhileLosesNothing) {
   const int port = free_tcp_port();
-  auto host = start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook",
-                                     dir_.path()));
+  auto host =
+      start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path()));
   constexpr int kMessages = 50;
   std::string lines;
   for (int i = 0; i < kMessages; ++i) lines += R"({"answer":"ok","n":)" + std::to_string(i) + "}\n";
@@ -268,10 +269,10 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
   const int port = free_tcp_port();
   const std::string receiver_py = dir_.file("quickstart_receiver.py");
   std::ofstream(receiver_py) << readme_block("python");
-  testing::ChildProcess receiver({"/usr/bin/python3", receiver_py},
-                                 {{"WEBHOOK_SECRET_FILE", dir_.file("secret")},
-                                  {"PORT", std::to_string(port)}},
-                                 dir_.file("quickstart_receiver.log"));
+  testing::ChildProcess receiver(
+      {"/usr/bin/python3", receiver_py},
+      {{"WEBHOOK_SECRET_FILE", dir_.file("secret")}, {"PORT", std::to_string(port)}},
+      dir_.file("quickstart_receiver.log"));
   std::string toml = readme_block("toml");
   replace_all(toml, "127.0.0.1:8080", "127.0.0.1:" + std::to_string(port));
   replace_all(toml, "/etc/sqlstreams/ship-orders.whsec", dir_.file("secret"));
@@ -281,7 +282,9 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
   auto [code, out] = cli({"produce", "orders.placed", R"({"order":"A-1"})"}, db_.url());
   ASSERT_EQ(code, 0) << out;
   EXPECT_TRUE(wait_until(
-      [&] { return receiver.log().find("handled sqlstreams:orders.placed:1") != std::string::npos; },
+      [&] {
+        return receiver.log().find("handled sqlstreams:orders.placed:1") != std::string::npos;
+      },
       30s))
       << receiver.log() << tail(host->log());
   wait_delivered(db_.url(), 30s);
@@ -292,8 +295,7 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
 TEST_F(HttpDelivery, ConfigCheckNamesTheBadKeyWithItsLine) {
   const std::string config = dir_.file("bad.toml");
   std::ofstream(config) << http_config("http://user:pw@127.0.0.1:1/hook", dir_.path());
-  auto [code, out] = cli({"config", "check", config, "--plugin-dir",
-                          SQLSTREAMS_PLUGIN_DIR});
+  auto [code, out] = cli({"config", "check", config, "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("bad.toml:"), std::string::npos) << out;
   EXPECT_NE(out.find("must not carry a user or password"), std::string::npos) << out;
