@@ -196,7 +196,7 @@ void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
   t->easy = e;
   t->shard = &shards_[next_shard_];
   next_shard_ = (next_shard_ + 1) % kShards;
-  t->body_cap = settings_.answers.error_body_bytes;
+  t->body_cap = settings_.answer_body_bytes();
   for (const auto& h : t->request.headers) t->headers = curl_slist_append(t->headers, h.c_str());
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));

@@ -2,14 +2,18 @@
 // (its payload as the body, its metadata as headers, signed the Standard Webhooks way when a
 // signing secret is configured) and the answer decides the outcome (outcome.hpp): 2xx OK;
 // 408, 425, 429, 5xx, no answer RETRY (a Retry-After: DELAY); other statuses TERMINAL with the
-// status and a printable prefix of the body. See README.md here.
+// status and a printable prefix of the body. With `batch_max` > 1 the messages go N to a request
+// as a JSON array (batcher.hpp). See README.md here.
 // Threading: concurrent; handle_async() from any number of host threads files the request with
 // one CurlDispatcher thread, which completes every message.
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <sqlstreams/plugin.hpp>
 #include <string>
 
+#include "batcher.hpp"
 #include "curl_dispatcher.hpp"
 #include "settings.hpp"
 #include "webhook_signature.hpp"
@@ -54,6 +58,12 @@ int64_t unix_now_s() {
       .count();
 }
 
+// A JSON string of producer-chosen text (a message key): invalid UTF-8 replaced, never thrown.
+std::string json_string(std::string_view text) {
+  return nlohmann::json(std::string(text))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
  public:
   static constexpr const char* kName = "http";
@@ -63,36 +73,43 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
   static void validate(const nlohmann::json& config) { (void)Settings::read(config); }
 
   explicit HttpDelivery(const nlohmann::json& config)
-      : settings_(Settings::read(config)), dispatcher_(settings_) {}
+      : settings_(Settings::read(config)), dispatcher_(settings_) {
+    if (settings_.batch_max > 1) {
+      batcher_ = std::make_unique<Batcher>(
+          settings_, dispatcher_,
+          [this](size_t count, int64_t first, int64_t last, const std::string& body) {
+            // Deduplicate a batch's messages by their "id" (the composition of a batch
+            // differs between attempts).
+            auto h = headers(
+                fmt_id(first) + "-" + std::to_string(last) + ":" + std::to_string(count), body);
+            h.push_back("sqlstreams-batch-size: " + std::to_string(count));
+            return h;
+          });
+    }
+  }
 
   void handle_async(std::string_view payload, const sqlstreams::MessageContext& m,
                     sqlstreams::Completion done) override {
+    auto completion = std::make_shared<sqlstreams::Completion>(std::move(done));
+    remember_names(m);
+    if (batcher_) {
+      BatchItem item;
+      item.id = m.id;
+      item.element = element(payload, m);
+      item.done = [completion](const Decision& d) { completion->complete(to_result(d)); };
+      batcher_->add(std::move(item));
+      return;
+    }
     Request request;
     request.body.assign(payload);
     // The same id on every attempt of a message: a receiver deduplicates by it.
-    const std::string id = "sqlstreams:" + std::string(m.stream) + ":" + std::to_string(m.id);
-    const int64_t now = unix_now_s();
+    request.headers = headers(fmt_id(m.id), request.body);
     auto& h = request.headers;
-    h.push_back("Content-Type: application/json");
-    h.push_back("Expect:");  // no 100-continue round trip
-    h.push_back("webhook-id: " + header_safe(id));
-    h.push_back("webhook-timestamp: " + std::to_string(now));
-    if (!settings_.signing_key.empty()) {
-      h.push_back("webhook-signature: " +
-                  webhook_signature(settings_.signing_key, header_safe(id), now, payload));
-    }
-    if (!settings_.bearer_token.empty()) {
-      h.push_back("Authorization: Bearer " + settings_.bearer_token);
-    }
     h.push_back("sqlstreams-message-id: " + std::to_string(m.id));
-    h.push_back("sqlstreams-stream: " + header_safe(m.stream));
-    h.push_back("sqlstreams-group: " + header_safe(m.group));
     if (m.message_key) h.push_back("sqlstreams-key: " + header_safe(*m.message_key));
     h.push_back("sqlstreams-schema-version: " + std::to_string(m.schema_version));
     h.push_back("sqlstreams-attempt: " + std::to_string(m.attempt));
     h.push_back("sqlstreams-created-at: " + std::to_string(m.created_at_unix_ms));
-    for (const auto& [name, value] : settings_.headers) h.push_back(name + ": " + value);
-    auto completion = std::make_shared<sqlstreams::Completion>(std::move(done));
     const AnswerPolicy& policy = settings_.answers;
     request.done = [completion, &policy](Answer answer) {
       completion->complete(to_result(decide(answer, policy, unix_now_s())));
@@ -101,8 +118,58 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
   }
 
  private:
+  // One instance serves one group of one stream: the names are the same for every message.
+  void remember_names(const sqlstreams::MessageContext& m) {
+    std::call_once(names_once_, [&] {
+      stream_ = header_safe(m.stream);
+      group_ = header_safe(m.group);
+    });
+  }
+
+  std::string fmt_id(int64_t id) const {
+    return "sqlstreams:" + stream_ + ":" + std::to_string(id);
+  }
+
+  // The headers every request carries; `id` is its webhook-id.
+  std::vector<std::string> headers(const std::string& id, const std::string& body) const {
+    const int64_t now = unix_now_s();
+    std::vector<std::string> h;
+    h.reserve(16);
+    h.push_back("Content-Type: application/json");
+    h.push_back("Expect:");  // no 100-continue round trip
+    h.push_back("webhook-id: " + id);
+    h.push_back("webhook-timestamp: " + std::to_string(now));
+    if (!settings_.signing_key.empty()) {
+      h.push_back("webhook-signature: " + webhook_signature(settings_.signing_key, id, now, body));
+    }
+    if (!settings_.bearer_token.empty()) {
+      h.push_back("Authorization: Bearer " + settings_.bearer_token);
+    }
+    h.push_back("sqlstreams-stream: " + stream_);
+    h.push_back("sqlstreams-group: " + group_);
+    for (const auto& [name, value] : settings_.headers) h.push_back(name + ": " + value);
+    return h;
+  }
+
+  // The message as an element of a batch's array (its payload verbatim).
+  static std::string element(std::string_view payload, const sqlstreams::MessageContext& m) {
+    std::string e = "{\"id\":" + std::to_string(m.id);
+    e += ",\"key\":" + (m.message_key ? json_string(*m.message_key) : std::string("null"));
+    e += ",\"schema_version\":" + std::to_string(m.schema_version);
+    e += ",\"attempt\":" + std::to_string(m.attempt);
+    e += ",\"created_at\":" + std::to_string(m.created_at_unix_ms);
+    e += ",\"payload\":";
+    e.append(payload);
+    e += '}';
+    return e;
+  }
+
   const Settings settings_;
-  CurlDispatcher dispatcher_;  // after settings_; destroyed first: its thread stops first
+  std::once_flag names_once_;
+  std::string stream_;  // header-safe; set once by the first message (names_once_)
+  std::string group_;
+  CurlDispatcher dispatcher_;         // after settings_; destroyed after batcher_
+  std::unique_ptr<Batcher> batcher_;  // batch mode only; destroyed first: hands nothing more
 };
 
 }  // namespace

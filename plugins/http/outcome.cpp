@@ -6,7 +6,9 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace sqlstreams_http {
 namespace {
@@ -123,6 +125,44 @@ Decision decide(const Answer& answer, const AnswerPolicy& policy, int64_t now_un
     return {Verdict::kRetry, 0, error};
   }
   return {Verdict::kTerminal, 0, error};
+}
+
+std::vector<Decision> decide_batch(const Answer& answer, const AnswerPolicy& policy,
+                                   int64_t now_unix_s, const std::vector<int64_t>& ids) {
+  const Decision all = decide(answer, policy, now_unix_s);
+  std::vector<Decision> out(ids.size(), all);
+  if (all.verdict != Verdict::kOk || answer.body.empty()) return out;
+  const auto doc = nlohmann::json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array()) return out;
+  std::unordered_map<int64_t, size_t> index;
+  for (size_t i = 0; i < ids.size(); ++i) index.emplace(ids[i], i);
+  for (const auto& r : doc["results"]) {
+    if (!r.is_object() || !r.contains("id") || !r["id"].is_number_integer()) continue;
+    auto it = index.find(r["id"].get<int64_t>());
+    if (it == index.end()) continue;  // not a message of this request
+    Decision& d = out[it->second];
+    const std::string outcome =
+        r.contains("outcome") && r["outcome"].is_string() ? r["outcome"].get<std::string>() : "";
+    const std::string error =
+        r.contains("error") && r["error"].is_string()
+            ? printable_prefix(r["error"].get<std::string>(), policy.error_body_bytes)
+            : "";
+    if (outcome == "ok") {
+      d = {Verdict::kOk, 0, ""};
+    } else if (outcome == "retry") {
+      d = {Verdict::kRetry, 0, "receiver: " + (error.empty() ? "retry" : error)};
+    } else if (outcome == "terminal") {
+      d = {Verdict::kTerminal, 0, "receiver: " + (error.empty() ? "terminal" : error)};
+    } else if (outcome == "delay" && r.contains("delay_ms") && r["delay_ms"].is_number_integer() &&
+               r["delay_ms"].get<int64_t>() >= 0) {
+      d = {Verdict::kDelay, std::min(r["delay_ms"].get<int64_t>(), policy.max_retry_after_ms), ""};
+    } else {
+      d = {Verdict::kRetry, 0,
+           "receiver named no outcome this handler knows: " +
+               printable_prefix(r.dump(), policy.error_body_bytes)};
+    }
+  }
+  return out;
 }
 
 }  // namespace sqlstreams_http

@@ -53,4 +53,14 @@ std::string printable_prefix(std::string_view body, size_t max_bytes);
 
 Decision decide(const Answer& answer, const AnswerPolicy& policy, int64_t now_unix_s);
 
+// Batch mode: one decision per message of the request, in `ids` order. The answer's status
+// decides for all (all or nothing), but a 2xx answer whose body is a JSON object with a
+// "results" array may name an outcome per message:
+//   {"results": [{"id": 17, "outcome": "retry", "error": "..."},
+//                {"id": 18, "outcome": "delay", "delay_ms": 5000},
+//                {"id": 19, "outcome": "terminal", "error": "..."}, {"id": 20, "outcome": "ok"}]}
+// A message it does not name is OK; an entry it cannot read makes that message RETRY.
+std::vector<Decision> decide_batch(const Answer& answer, const AnswerPolicy& policy,
+                                   int64_t now_unix_s, const std::vector<int64_t>& ids);
+
 }  // namespace sqlstreams_http

@@ -176,6 +176,10 @@ Settings Settings::read(const nlohmann::json& config) {
   s.answers.retry = patterns(r, "retry_statuses", s.answers.retry);
   s.answers.error_body_bytes = static_cast<size_t>(ranged(r, "error_body_bytes", 256, 0, 4096));
   s.answers.max_retry_after_ms = ranged(r, "max_retry_after_ms", 3600000, 0, 86400000);
+  s.batch_max = static_cast<size_t>(ranged(r, "batch_max", 1, 1, 1000));
+  s.batch_linger_ms = ranged(r, "batch_linger_ms", 5, 0, 1000);
+  s.batch_max_bytes =
+      static_cast<size_t>(ranged(r, "batch_max_bytes", 1 << 20, 1024, int64_t{64} << 20));
   r.reject_unknown_keys();
   return s;
 }

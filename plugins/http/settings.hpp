@@ -27,6 +27,14 @@ struct Settings {
   std::string bearer_token;  // from bearer_token_file ("" = none)
   std::string signing_key;   // decoded from signing_secret_file ("" = unsigned)
   AnswerPolicy answers;
+  size_t batch_max = 1;              // messages per request; > 1: batch mode (a JSON array)
+  int64_t batch_linger_ms = 5;       // how long a partial batch waits for more
+  size_t batch_max_bytes = 1 << 20;  // of the array's elements (at least one message)
+  // What a transfer keeps of the answer's body: the error prefix, or in batch mode enough to
+  // read per-message outcomes.
+  size_t answer_body_bytes() const {
+    return batch_max > 1 ? size_t{1} << 20 : answers.error_body_bytes;
+  }
 
   // Reads and checks `config`; reads the secret files. Throws sqlstreams::ConfigError naming
   // the key (and never a secret's content).

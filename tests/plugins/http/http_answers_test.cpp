@@ -124,6 +124,43 @@ TEST(Decide, TheListsAreConfigurableAndTheBodyPrefixBounded) {
   EXPECT_EQ(d.error, "HTTP 503: xxxxxxxx…");
 }
 
+TEST(DecideBatch, TheStatusDecidesForAllUnlessTheReceiverNamesOutcomes) {
+  const AnswerPolicy policy;
+  const std::vector<int64_t> ids = {17, 18, 19, 20, 21};
+  // A refusal or no answer: the same for every message.
+  for (const auto& d : decide_batch({"", 503, {}, ""}, policy, 0, ids)) {
+    EXPECT_EQ(d.verdict, Verdict::kRetry);
+  }
+  for (const auto& d :
+       decide_batch({"", 400, {}, R"({"results":[{"id":17,"outcome":"ok"}]})"}, policy, 0, ids)) {
+    EXPECT_EQ(d.verdict, Verdict::kTerminal) << "results count only in a 2xx answer";
+  }
+  // 2xx with results: each named message its own; unnamed ones OK.
+  const auto d =
+      decide_batch({"",
+                    200,
+                    {},
+                    R"({"results":[{"id":17,"outcome":"retry","error":"stock\n"},)"
+                    R"({"id":18,"outcome":"delay","delay_ms":99999999999},)"
+                    R"({"id":19,"outcome":"terminal"},{"id":20,"outcome":"maybe"},)"
+                    R"({"id":99,"outcome":"terminal"},{"id":"21","outcome":"terminal"},7]})"},
+                   policy, 0, ids);
+  EXPECT_EQ(d[0].verdict, Verdict::kRetry);
+  EXPECT_EQ(d[0].error, "receiver: stock\\n");
+  EXPECT_EQ(d[1].verdict, Verdict::kDelay);
+  EXPECT_EQ(d[1].delay_ms, policy.max_retry_after_ms);
+  EXPECT_EQ(d[2].verdict, Verdict::kTerminal);
+  EXPECT_EQ(d[3].verdict, Verdict::kRetry) << "an outcome the handler does not know";
+  EXPECT_NE(d[3].error.find("maybe"), std::string::npos);
+  EXPECT_EQ(d[4].verdict, Verdict::kOk) << "a string id names nothing";
+  // A 2xx body that is not JSON (or not the contract): all OK.
+  for (const auto& body : {"ok", "[1,2]", R"({"results":5})", "{"}) {
+    for (const auto& x : decide_batch({"", 200, {}, body}, policy, 0, ids)) {
+      EXPECT_EQ(x.verdict, Verdict::kOk) << body;
+    }
+  }
+}
+
 // A secret file of the test's own (mode 0600 unless said otherwise).
 std::string secret_file(const std::string& text, mode_t mode = 0600) {
   char path[] = "/tmp/sqlstreams-http-secret-XXXXXX";
@@ -179,6 +216,10 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
             "signing_secret_file");
   EXPECT_NE(message.find("base64"), std::string::npos) << message;
   EXPECT_EQ(message.find("whsec_not"), std::string::npos) << "the secret is never quoted";
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max", 0}}), "batch_max");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max", 1001}}), "batch_max");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_linger_ms", -1}}), "batch_linger_ms");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max_bytes", 10}}), "batch_max_bytes");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"uri", "http://y"}}, &message), "uri");
   EXPECT_NE(message.find("known:"), std::string::npos);
   for (const auto& f : {world_readable, empty, bad_secret}) std::remove(f.c_str());

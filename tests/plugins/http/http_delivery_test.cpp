@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -239,6 +240,44 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
   ASSERT_EQ(receiver.requests().size(), 1u);
   EXPECT_EQ(receiver.requests()[0]["verified"], true);
   EXPECT_EQ(host->stop(20s), 0);
+}
+
+// Batch mode: messages go N to a request as a JSON array, the receiver names an outcome per
+// message, and each message gets its own.
+TEST_F(HttpDelivery, BatchModeDeliversArraysAndEachMessageGetsTheOutcomeTheReceiverNamed) {
+  const int port = free_tcp_port();
+  Receiver receiver(dir_, port, "receiver");
+  auto host = start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook",
+                                     dir_.path(), "batch_max = 10\nbatch_linger_ms = 50\n"));
+  std::string lines;
+  for (int i = 1; i <= 30; ++i) {
+    const char* answer = i % 10 == 3 ? "status:400" : i % 10 == 5 ? "once:503" : "ok";
+    lines += R"({"answer":")" + std::string(answer) + R"(","n":)" + std::to_string(i) + "}\n";
+  }
+  auto [code, out] = cli({"produce", "hooks", "--key", "k\"1\\"}, db_.url(), lines);
+  ASSERT_EQ(code, 0) << out;
+  wait_delivered(db_.url(), 60s);
+  std::map<int64_t, int> deliveries;
+  size_t requests = 0;
+  for (const auto& r : receiver.requests()) {
+    ++requests;
+    EXPECT_EQ(r["verified"], true);
+    ASSERT_EQ(r["answer"], "batch") << r.dump();
+    EXPECT_LE(r["batch"].get<int>(), 10);
+    EXPECT_EQ(r["headers"]["sqlstreams-batch-size"], std::to_string(r["batch"].get<int>()));
+    for (const auto& e : nlohmann::json::parse(r["body"].get<std::string>())) {
+      ++deliveries[e["id"].get<int64_t>()];
+      EXPECT_EQ(e["key"], "k\"1\\") << "a key is a JSON string, escaped";
+      EXPECT_TRUE(e["payload"].is_object());
+    }
+  }
+  EXPECT_LT(requests, 30u) << "messages went together";
+  for (int64_t id = 1; id <= 30; ++id) {
+    EXPECT_EQ(deliveries[id], id % 10 == 5 ? 2 : 1) << "message " << id;
+  }
+  auto [dead_code, dead] = cli({"dead", "list", "hooks", "deliver"}, db_.url());
+  EXPECT_EQ(count_of(dead, "receiver: refused"), 3) << dead;
+  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
 }
 
 // The fenced block of `lang` in plugins/http/README.md (its indentation removed).

@@ -10,6 +10,10 @@ each request's Standard Webhooks signature (HMAC-SHA256 over "id.timestamp.body"
   "drop-once"       closes the connection without an answer on the first delivery, 200 after
   "slow:MS"         200 after MS milliseconds
 
+A batch (the body is a JSON array, batch mode) is answered 200 with {"results": [...]} naming
+each element's outcome from its payload's "answer": "ok" ok, "status:4NN" terminal,
+"once:NNN" retry on the element's first delivery (by its "id"), "retry-after:S" delay S s on
+its first delivery.
 Every request is appended to the --record file as one JSON line: the headers the tests check,
 the body, whether the signature verified, and the answer given.
 Usage: receiver.py --port P --record FILE [--secret whsec_...] [--tls-cert C --tls-key K]
@@ -49,12 +53,49 @@ def make_handler(args):
         def log_message(self, *a):
             pass
 
+        def batch(self, body, elements):
+            results = []
+            for e in elements:
+                answer = e["payload"].get("answer", "ok")
+                with lock:
+                    key = "element:" + str(e["id"])
+                    seen[key] = seen.get(key, 0) + 1
+                    first = seen[key] == 1
+                if answer.startswith("status:4"):
+                    results.append({"id": e["id"], "outcome": "terminal", "error": "refused\n"})
+                elif answer.startswith("once:") and first:
+                    results.append({"id": e["id"], "outcome": "retry", "error": "not yet"})
+                elif answer.startswith("retry-after:") and first:
+                    results.append({"id": e["id"], "outcome": "delay",
+                                    "delay_ms": int(answer[12:]) * 1000})
+                else:
+                    results.append({"id": e["id"], "outcome": "ok"})
+            record = {
+                "body": body.decode("utf-8", "replace"),
+                "verified": verify(args.secret, self.headers, body),
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "batch": len(elements),
+                "answer": "batch",
+                "results": results,
+            }
+            with lock, open(args.record, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            data = json.dumps({"results": results}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             try:
-                answer = json.loads(body).get("answer", "ok")
+                doc = json.loads(body)
             except Exception:
-                answer = "ok"
+                doc = {}
+            if isinstance(doc, list):
+                return self.batch(body, doc)
+            answer = doc.get("answer", "ok") if isinstance(doc, dict) else "ok"
             msg_id = self.headers.get("webhook-id", "")
             with lock:
                 seen[msg_id] = seen.get(msg_id, 0) + 1
