@@ -1,7 +1,8 @@
 // `sqlstreams config check FILE`: parse and validate, load every plugin, call each handler's
 // validate() with its [groups.config] and check its schema_versions against the version the
-// handler declares; parse (never print, never connect to) the database URL it would use; start
-// nothing, write nothing. Every group's problem is reported at once (cli/group_plugins). Exit
+// handler declares (each plugin is loaded first in a throwaway child: a constructor that crashes
+// is refused, issue 27 §1); parse (never print, never connect to) the database URL it would use;
+// start nothing, write nothing. Every group's problem is reported at once (cli/group_plugins). Exit
 // 0, 2 (config, including a [groups.config] a handler rejects) or 3 (plugin).
 #include <fmt/format.h>
 
@@ -39,6 +40,7 @@ int check(const std::string& file, const std::string& plugin_dir_override) {
                                          ? config.plugin_dir()
                                          : std::filesystem::path(plugin_dir_override);
   plugin_host::PluginRegistry registry(plugin_dir);
+  registry.set_load_probe(plugin_host::LoadProbe{"/proc/self/exe"});  // constructors run there
   check_group_plugins(registry, config);  // throws GroupProblems (exit 2 or 3) naming each
   std::printf("OK: %s: %zu stream(s), %zu group(s), plugins from %s\n", file.c_str(),
               config.streams.size(), config.groups.size(), plugin_dir.c_str());

@@ -13,6 +13,7 @@
 #include "isolation/isolation.hpp"
 #include "ops/crash_handler.hpp"
 #include "ops/logging.hpp"
+#include "plugin_host/load_probe.hpp"
 #include "plugin_host/plugin_host.hpp"
 #include "store/errors.hpp"
 
@@ -51,6 +52,27 @@ void register_handler_child(CLI::App& app, sqlstreams::cli::Action& action) {
   });
 }
 
+// Hidden: the throwaway child that loads a new plugin image before a host maps it
+// (plugin_host/load_probe.hpp): the sealed image at --image-fd, the answer to --answer-fd.
+void register_plugin_probe(CLI::App& app, sqlstreams::cli::Action& action) {
+  struct Flags {
+    int image_fd = -1, answer_fd = -1, parent = 0;
+    std::string file;
+  };
+  auto flags = std::make_shared<Flags>();
+  auto* cmd = app.add_subcommand("__plugin-probe", "")->group("");
+  cmd->add_option("--image-fd", flags->image_fd)->required();
+  cmd->add_option("--answer-fd", flags->answer_fd)->required();
+  cmd->add_option("--file", flags->file)->required();
+  cmd->add_option("--parent-pid", flags->parent)->required();
+  cmd->callback([flags, &action] {
+    action = [flags]() -> int {
+      sqlstreams::plugin_host::run_load_probe(flags->image_fd, flags->answer_fd, flags->file,
+                                              flags->parent);
+    };
+  });
+}
+
 int run_cli(int argc, char** argv) {
   using namespace sqlstreams;
   CLI::App app{
@@ -70,6 +92,7 @@ int run_cli(int argc, char** argv) {
   cli::register_stream(app, action);
   cli::register_plugin(app, action);
   register_handler_child(app, action);
+  register_plugin_probe(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

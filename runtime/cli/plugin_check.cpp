@@ -5,15 +5,13 @@
 // has not answered after --timeout seconds is killed and reported as hung. The child runs in a
 // process group of its own: a process its plugin forks (which inherits the pipe) neither makes
 // it look hung (the child's own end ends the wait) nor outlives the check (the group is killed
-// before the child is reaped). The answer is read up to 1 MiB.
+// before the child is reaped). The answer is read up to 1 MiB. Reading and judging the answer is
+// shared with the host's probe of a new image (plugin_host/load_probe.hpp).
 #include "cli/plugin_check.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,8 +23,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "common/unique_fd.hpp"
 #include "ops/crash_handler.hpp"
+#include "plugin_host/load_probe.hpp"
 #include "plugin_host/plugin_host.hpp"
 
 namespace sqlstreams::cli {
@@ -35,7 +33,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kChildRefused = 3;
+constexpr int kChildRefused = plugin_host::kLoaderRefused;
 
 json load_in_child(const PluginCheckOptions& o) {
   const fs::path file = fs::absolute(o.file).lexically_normal();
@@ -92,53 +90,6 @@ json load_in_child(const PluginCheckOptions& o) {
   ::_exit(result.contains("refused") ? kChildRefused : 0);
 }
 
-constexpr size_t kMaxAnswerBytes = 1 << 20;  // a manifest or a refusal is a few kB
-
-// What the child wrote before it ended (or closed the pipe). The child's end of the pipe may
-// live on in a process its plugin forked, so the child's own end (its pidfd) ends the wait too;
-// `hung` when neither came within `timeout`, `too_big` past kMaxAnswerBytes.
-struct Answer {
-  std::string text;
-  bool hung = false;
-  bool too_big = false;
-};
-Answer read_answer(int fd, pid_t pid, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  Answer a;
-  char buf[4096];
-  bool child_ended = false;
-  for (;;) {
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) {
-      a.text.append(buf, static_cast<size_t>(n));
-      if (a.text.size() > kMaxAnswerBytes) {
-        a.too_big = true;
-        return a;
-      }
-    }
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || child_ended) return a;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      a.hung = true;
-      return a;
-    }
-    pollfd p[2] = {{fd, POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-    const int ready = ::poll(p, pidfd.get() >= 0 ? 2 : 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno != EINTR) return a;
-    child_ended = pidfd.get() >= 0 && (p[1].revents & POLLIN) != 0;  // drain once more, then stop
-  }
-}
-
-[[noreturn]] void crashed(const std::string& file, const std::string& how) {
-  throw plugin_host::PluginLoadError(
-      file, "", "a plugin that loads", fmt::format("plugin crashed while loading ({})", how),
-      "its constructors (static initialisers) or a library it links failed; run the plugin's "
-      "unit test, or load it under gdb");
-}
-
 void print_text(const json& m) {
   std::printf("plugin:   %s %s\n", m["name"].get<std::string>().c_str(),
               m["version"].get<std::string>().c_str());
@@ -172,41 +123,12 @@ int check_plugin_file(const PluginCheckOptions& o) {
   }
   ::setpgid(pid, pid);  // (both sides: whichever runs first)
   ::close(fds[1]);
-  const Answer answer = read_answer(fds[0], pid, std::chrono::seconds(o.timeout_s));
+  const auto timeout = std::chrono::seconds(o.timeout_s);
+  const plugin_host::LoaderAnswer answer = plugin_host::read_loader_answer(fds[0], pid, timeout);
   ::close(fds[0]);
-  if (answer.hung || answer.too_big) ::kill(pid, SIGKILL);
-  // Reap only after the group is gone: until then the zombie holds the group's id.
-  siginfo_t info{};
-  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-  }
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (answer.too_big) {
-    crashed(o.file, fmt::format("its loader wrote more than {} bytes of answer", kMaxAnswerBytes));
-  }
-  if (answer.hung) {
-    throw plugin_host::PluginLoadError(
-        o.file, "", "a plugin that loads",
-        fmt::format("no answer within {} s: the plugin hung while loading (killed)", o.timeout_s),
-        "its constructors (static initialisers) block; run the plugin's unit test, or load it "
-        "under gdb");
-  }
-  const std::string& text = answer.text;
-  if (WIFSIGNALED(status)) {
-    crashed(o.file, fmt::format("signal {}, {}", WTERMSIG(status), strsignal(WTERMSIG(status))));
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  const json result = json::parse(text, nullptr, false);
-  if ((code != 0 && code != kChildRefused) || result.is_discarded()) {
-    crashed(o.file, fmt::format("it ended the process with exit status {}", code));
-  }
-  if (result.contains("refused")) {
-    const json& r = result["refused"];
-    throw plugin_host::PluginLoadError(r["path"], r["symbol"], r["expected"], r["found"],
-                                       r["hint"]);
-  }
+  const int status = plugin_host::reap_loader_child(pid, answer.hung || answer.too_big);
+  const json result =
+      json::parse(plugin_host::judge_loader_answer(o.file, answer, status, timeout, kChildRefused));
   if (o.json) {
     std::printf("%s\n", result.dump(2).c_str());
   } else {

@@ -88,12 +88,22 @@ std::filesystem::path check_plugin_trust(const std::filesystem::path& plugin_dir
 PluginImage copy_plugin_image(const std::filesystem::path& real);
 // Closes an image that was never dlopened (an unchanged file on refresh, a failed dlopen).
 void discard_plugin_image(PluginImage& image);
+// elf_image.cpp: the image's ELF64 header and program headers (and the section header table's
+// place) lie inside the image and match the host's class, byte order and machine; throws
+// PluginLoadError naming `shown_path` otherwise. Before any dlopen of the image.
+void check_elf_image(const PluginImage& image, const std::filesystem::path& shown_path);
+// load_probe.cpp: loads the image in `probe`'s throwaway child; throws PluginLoadError (the
+// child's refusal, or a crash, exit or hang while loading) naming `shown_path`.
+void probe_image(const LoadProbe& probe, const PluginImage& image,
+                 const std::filesystem::path& shown_path);
 // dlopens `image.load_path`; errors name `shown_path` (the file the operator configured).
 boost::dll::shared_library open_plugin_library(const PluginImage& image,
                                                const std::filesystem::path& shown_path);
-// plugin_registry.cpp: copy → dlopen → manifest of the checked file `real`.
+// plugin_registry.cpp: copy → ELF check → probe (when `probe`) → dlopen → manifest of the
+// checked file `real`.
 std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& path,
-                                                 const std::filesystem::path& real);
+                                                 const std::filesystem::path& real,
+                                                 const LoadProbe* probe);
 
 // manifest.cpp: calls the entry function and checks what it returns.
 void read_manifest(const std::string& path, LoadedPlugin& plugin);

@@ -4,6 +4,11 @@
 // Private images (plugin_image.cpp): the host maps a sealed in-memory copy of each checked file,
 // never the file itself, so replacing or rewriting the file (cp, mv, install) cannot change the
 // code that runs; PluginRegistry::refresh loads a changed file beside the running version.
+// Before any dlopen (issue 27 §1): the image's ELF header and program headers are checked against
+// its size and the host's class, byte order and machine (elf_image.cpp: a truncated file was
+// mapped past its end and killed the host with SIGBUS), and, with a LoadProbe set, the image is
+// loaded first by a throwaway child (load_probe.hpp): a constructor that crashes, aborts, exits or
+// hangs is refused there instead of ending the process that would map it.
 // Trust before code runs (plugin_trust.cpp): nothing of a plugin is dlopened unless its real
 // path lies inside the real plugin_dir and the file and every directory up to `/` are owned by
 // root or the host's euid and not writable by group/others (sticky directories above plugin_dir
@@ -177,6 +182,14 @@ struct PluginUpgrade {
   PluginInfo to;
 };
 
+// The throwaway child that loads each new image before a registry maps it (issue 27 §1,
+// plugin_host/load_probe.hpp): `executable __plugin-probe` (cli/main.cpp) maps the same sealed
+// image and answers; a refusal, crash, exit or hang there is the image's PluginLoadError.
+struct LoadProbe {
+  std::string executable;  // the sqlstreams binary: /proc/self/exe in `run` and `config check`
+  std::chrono::seconds timeout{60};
+};
+
 // Loads plugins from one directory, and only from it: a name or absolute path whose real path
 // (after symlinks) lies outside plugin_dir is refused (PluginLoadError naming the file and the
 // directory). There is no process-wide registry: whoever runs plugins (service::Host, a CLI
@@ -198,12 +211,27 @@ class PluginRegistry {
   // Loads `file` (a name inside plugin_dir, or an absolute path) once; throws PluginLoadError.
   const PluginInfo& load(const std::string& file);
 
-  // SIGHUP (issue 13): when `file` is loaded and its bytes on disk differ from the loaded
-  // image (SHA-256), loads the new bytes beside the old version (checks, private copy, manifest)
-  // and makes them the version that load/validate/create use from now on. The old version
-  // stays mapped: instances created from it keep running until their group restarts. Returns
-  // nullopt when the file is unchanged or was never loaded; throws PluginLoadError when the new
-  // file is refused (the old version stays current).
+  // From now on every new image (a first load, a staged version) is loaded by `probe`'s
+  // throwaway child before this registry maps it; nullopt (the default) maps it directly (a
+  // process that is itself a throwaway child: `plugin check`, a handler child).
+  void set_load_probe(std::optional<LoadProbe> probe);
+
+  // SIGHUP, in two steps so that a rejected reload changes nothing (issue 13, issue 27 §1).
+  // stage(): when `file` is loaded and its bytes on disk differ from the version load() returns
+  // (SHA-256), loads the new bytes beside it (checks, private copy, probe, manifest) as the
+  // STAGED version: load/validate/create use it until commit_staged() or discard_staged(), so a
+  // reload prepares its groups on it, while the current version stays what commit replaces.
+  // Returns the would-be upgrade (from: the current version), or nullopt when the file is
+  // unchanged or was never loaded; throws PluginLoadError when the new file is refused (nothing
+  // is staged for it).
+  std::optional<PluginUpgrade> stage(const std::string& file);
+  // Makes every staged version current and returns those upgrades (by file). The replaced
+  // versions stay mapped: instances created from them keep running until their group restarts.
+  std::vector<PluginUpgrade> commit_staged();
+  // Forgets every staged version: the current ones stay what load/validate/create use (the
+  // staged libraries stay mapped, R10, unused).
+  void discard_staged();
+  // stage(file), then commit_staged() (one file, outside a reload).
   std::optional<PluginUpgrade> refresh(const std::string& file);
 
   // Calls the handler's validate(config_json); throws HandlerConfigError with the plugin's
@@ -222,8 +250,10 @@ class PluginRegistry {
 
   std::filesystem::path plugin_dir_;
   std::mutex mu_;
+  std::optional<LoadProbe> probe_;
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // current, by resolved path
-  std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced by refresh(), still mapped
+  std::map<std::string, std::unique_ptr<LoadedPlugin>> staged_;  // stage(), not committed yet
+  std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced or discarded, still mapped
 };
 
 // Asynchronous completion (ABI 1.2), process-wide: completions the host dropped because their

@@ -110,13 +110,16 @@ std::filesystem::path PluginRegistry::resolve(const std::string& file) const {
 }
 
 std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& path,
-                                                 const std::filesystem::path& real) {
+                                                 const std::filesystem::path& real,
+                                                 const LoadProbe* probe) {
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->image = copy_plugin_image(real);
   try {
+    check_elf_image(plugin->image, path);  // never map a truncated image (SIGBUS)
+    if (probe != nullptr) probe_image(*probe, plugin->image, path);  // its constructors, elsewhere
     plugin->library = open_plugin_library(plugin->image, path);
   } catch (...) {
-    discard_plugin_image(plugin->image);  // never mapped: its number may be reused
+    discard_plugin_image(plugin->image);  // never mapped here: its number may be reused
     throw;
   }
   // From here the image's fd stays open even if the manifest is refused (see plugin_image.cpp).
@@ -125,29 +128,68 @@ std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& pa
   return plugin;
 }
 
+void PluginRegistry::set_load_probe(std::optional<LoadProbe> probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  probe_ = std::move(probe);
+}
+
 const LoadedPlugin& PluginRegistry::load_internal(const std::string& file) {
   const std::filesystem::path path = resolve(file);
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = staged_.find(path.string()); it != staged_.end()) return *it->second;
   if (auto it = loaded_.find(path.string()); it != loaded_.end()) return *it->second;
   const std::filesystem::path real = check_plugin_file(plugin_dir_, path);  // before dlopen
-  return *loaded_.emplace(path.string(), open_loaded_plugin(path, real)).first->second;
+  return *loaded_
+              .emplace(path.string(), open_loaded_plugin(path, real, probe_ ? &*probe_ : nullptr))
+              .first->second;
 }
 
-std::optional<PluginUpgrade> PluginRegistry::refresh(const std::string& file) {
+std::optional<PluginUpgrade> PluginRegistry::stage(const std::string& file) {
   const std::filesystem::path path = resolve(file);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = loaded_.find(path.string());
   if (it == loaded_.end()) return std::nullopt;  // not loaded yet: its first load reads the file
+  auto staged = staged_.find(path.string());
+  const LoadedPlugin& visible = staged != staged_.end() ? *staged->second : *it->second;
   const std::filesystem::path real = check_plugin_file(plugin_dir_, path);
-  PluginImage probe = copy_plugin_image(real);
-  const bool unchanged = probe.sha256 == it->second->info.sha256;
-  discard_plugin_image(probe);
+  PluginImage copy = copy_plugin_image(real);
+  const bool unchanged = copy.sha256 == visible.info.sha256;
+  discard_plugin_image(copy);
   if (unchanged) return std::nullopt;
-  std::unique_ptr<LoadedPlugin> fresh = open_loaded_plugin(path, real);
+  std::unique_ptr<LoadedPlugin> fresh = open_loaded_plugin(path, real, probe_ ? &*probe_ : nullptr);
   PluginUpgrade upgrade{it->second->info, fresh->info};
-  retired_.push_back(std::move(it->second));  // instances made from it keep running
-  it->second = std::move(fresh);
+  if (staged != staged_.end()) {
+    retired_.push_back(std::move(staged->second));  // mapped: stays until the process ends
+    staged->second = std::move(fresh);
+  } else {
+    staged_.emplace(path.string(), std::move(fresh));
+  }
   return upgrade;
+}
+
+std::vector<PluginUpgrade> PluginRegistry::commit_staged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PluginUpgrade> upgrades;
+  for (auto& [path, fresh] : staged_) {
+    std::unique_ptr<LoadedPlugin>& current = loaded_[path];
+    upgrades.push_back(PluginUpgrade{current->info, fresh->info});
+    retired_.push_back(std::move(current));  // instances made from it keep running
+    current = std::move(fresh);
+  }
+  staged_.clear();
+  return upgrades;
+}
+
+void PluginRegistry::discard_staged() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [path, fresh] : staged_) retired_.push_back(std::move(fresh));
+  staged_.clear();
+}
+
+std::optional<PluginUpgrade> PluginRegistry::refresh(const std::string& file) {
+  if (!stage(file)) return std::nullopt;
+  std::vector<PluginUpgrade> upgrades = commit_staged();
+  return upgrades.back();
 }
 
 const PluginInfo& PluginRegistry::load(const std::string& file) { return load_internal(file).info; }

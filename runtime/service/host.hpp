@@ -134,9 +134,11 @@ class Host {
   void start_http(const std::string& listen);
   void start_poller(Millis interval);
   void log_rejected(const std::vector<std::string>& problems);
-  // SIGHUP: loads every changed plugin file of `next` beside its running version (logged as
-  // plugin-upgraded); false with `problems` when a changed file is refused.
-  bool refresh_plugins(const config::Config& next, std::vector<std::string>& problems);
+  // SIGHUP: stages every changed plugin file of `next` beside its running version (nothing
+  // switches yet); false with `problems` when a changed file is refused.
+  bool stage_plugins(const config::Config& next, std::vector<std::string>& problems);
+  // The reload was accepted: the staged versions become current, each logged as plugin-upgraded.
+  void commit_plugins(const config::Config& next);
   // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
   void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
   std::string plugin_sha256(const config::GroupConfig& group);

@@ -4,10 +4,13 @@
 // removed and retuned groups drain in parallel, retuned groups restart, and the maintenance
 // runner restarts when its workers changed. Unchanged groups are never touched.
 // Plugin upgrades (issue 13): a plugin file whose bytes changed since it was loaded is loaded
-// beside the running version first (PluginRegistry::refresh); the groups whose handler runs the
-// old image are then retuned — drained and restarted on the new version — and the log line
-// plugin-upgraded names both versions, their SHA-256 prefixes and the groups. A refused new
-// file rejects the reload and the running version stays.
+// beside the running version first, as a staged version (PluginRegistry::stage: ELF check, a
+// throwaway child's load, manifest); the groups whose handler runs the old image are then
+// retuned — drained and restarted on the new version. A reload is transactional (issue 27 §1):
+// only once everything was prepared does the registry switch (commit_staged) and the log line
+// plugin-upgraded name both versions, their SHA-256 prefixes and the groups; a reload rejected
+// at any step (a refused new file, a group's config, schema versions, the database) discards
+// what it staged, and the running versions stay what later loads and reloads see.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -152,23 +155,12 @@ void Host::restart_http(const std::string& old_listen, const std::string& new_li
   }
 }
 
-bool Host::refresh_plugins(const config::Config& next, std::vector<std::string>& problems) {
+bool Host::stage_plugins(const config::Config& next, std::vector<std::string>& problems) {
   std::map<std::string, const config::GroupConfig*> files;  // plugin file → first group using it
   for (const auto& g : next.groups) files.emplace(g.plugin, &g);
   for (const auto& [file, g] : files) {
     try {
-      auto upgrade = registry_->refresh(file);
-      if (!upgrade) continue;
-      std::vector<std::string> users;
-      for (const auto& other : next.groups) {
-        if (other.plugin == file) users.push_back(group_key(other.stream, other.name));
-      }
-      spdlog::info(
-          "plugin-upgraded file={} from=\"{} {}\" from_sha256={} to=\"{} {}\" to_sha256={} "
-          "groups={}: the groups restart on the new version",
-          upgrade->to.path, upgrade->from.name, upgrade->from.version,
-          upgrade->from.sha256.substr(0, 16), upgrade->to.name, upgrade->to.version,
-          upgrade->to.sha256.substr(0, 16), join(users));
+      registry_->stage(file);
     } catch (const plugin_host::PluginLoadError& e) {
       problems.push_back(fmt::format("{}:{}:{}: group {}: {}{} (the running version stays)",
                                      g->pos.file, g->pos.line, g->pos.column,
@@ -177,6 +169,23 @@ bool Host::refresh_plugins(const config::Config& next, std::vector<std::string>&
     }
   }
   return problems.empty();
+}
+
+void Host::commit_plugins(const config::Config& next) {
+  for (const auto& upgrade : registry_->commit_staged()) {
+    std::vector<std::string> users;
+    for (const auto& g : next.groups) {
+      const std::filesystem::path file(g.plugin);  // as the registry resolves it
+      const std::filesystem::path path =
+          (file.is_absolute() ? file : registry_->plugin_dir() / file).lexically_normal();
+      if (path.string() == upgrade.to.path) users.push_back(group_key(g.stream, g.name));
+    }
+    spdlog::info(
+        "plugin-upgraded file={} from=\"{} {}\" from_sha256={} to=\"{} {}\" to_sha256={} "
+        "groups={}: the groups restart on the new version",
+        upgrade.to.path, upgrade.from.name, upgrade.from.version, upgrade.from.sha256.substr(0, 16),
+        upgrade.to.name, upgrade.to.version, upgrade.to.sha256.substr(0, 16), join(users));
+  }
 }
 
 void Host::plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan) {
@@ -200,26 +209,26 @@ bool Host::reload() {
   state_ = HostState::kReloading;
   const config::Config running = config();
   spdlog::info("reload-started config={}", running.path.string());
+  // Every rejection ends here: what was staged is forgotten, nothing switched.
+  auto reject = [this](const std::vector<std::string>& problems) {
+    registry_->discard_staged();
+    log_rejected(problems);
+    state_ = HostState::kRunning;
+    return false;
+  };
   config::Config next;
   try {
     next = options_.load(running.path);
   } catch (const config::ConfigError& e) {
-    log_rejected(e.problems());
-    state_ = HostState::kRunning;
-    return false;
+    return reject(e.problems());
   } catch (const std::exception& e) {
-    log_rejected({e.what()});
-    state_ = HostState::kRunning;
-    return false;
+    return reject({e.what()});
   }
-  // First the plugin files: a changed one is loaded beside the running version, so that what
-  // follows (schema versions, new handler instances) sees the new version.
+  // First the plugin files: a changed one is staged beside the running version, so that what
+  // follows (schema versions, new handler instances) sees the new version; it becomes current
+  // only when the whole reload is accepted.
   std::vector<std::string> plugin_problems;
-  if (!refresh_plugins(next, plugin_problems)) {
-    log_rejected(plugin_problems);
-    state_ = HostState::kRunning;
-    return false;
-  }
+  if (!stage_plugins(next, plugin_problems)) return reject(plugin_problems);
   // Before planning: a group whose config omits schema_versions gets its handler's version,
   // exactly as at start-up, so an unchanged group compares equal.
   std::vector<std::string> version_problems;
@@ -231,11 +240,7 @@ bool Host::reload() {
                                              g.pos.column, group_key(g.stream, g.name), e.what()));
     }
   }
-  if (!version_problems.empty()) {
-    log_rejected(version_problems);
-    state_ = HostState::kRunning;
-    return false;
-  }
+  if (!version_problems.empty()) return reject(version_problems);
   ReloadPlan plan = plan_reload(running, next);
   plan_plugin_upgrades(next, plan);
   if (options_.plugin_dir_overridden) std::erase(plan.needs_restart, "host.plugin_dir");
@@ -246,11 +251,8 @@ bool Host::reload() {
   next = effective_config(running, std::move(next));
   Prepared prepared;
   std::vector<std::string> problems;
-  if (!prepare(next, plan, prepared, problems)) {
-    log_rejected(problems);
-    state_ = HostState::kRunning;
-    return false;
-  }
+  if (!prepare(next, plan, prepared, problems)) return reject(problems);
+  commit_plugins(next);  // accepted: nothing below rejects it
   apply(next, plan, prepared);
   ops::rearm_exit_hook();  // newer than the statics of the plugins just created
   {

@@ -6,7 +6,11 @@
 //   - on SIGHUP the log says plugin-upgraded from 1.0.0 to 2.0.0 for the group using it, that
 //     group restarts on version 2, a group on another plugin file is not restarted;
 //   - a SIGHUP with nothing changed upgrades nothing; a refused new file rejects the reload and
-//     version 1 keeps running.
+//     version 1 keeps running;
+//   - issue 27 §1: a truncated new file or one whose constructor crashes is refused at SIGHUP
+//     (no SIGBUS, no crash: the host keeps running version 1), and a reload rejected for another
+//     reason after the new file was loaded switches nothing and logs no plugin-upgraded; the next
+//     accepted reload upgrades.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -186,6 +190,110 @@ TEST_F(PluginUpgradeRefused, TheRunningVersionStays) {
   auto probe = by_version(probe_records());
   EXPECT_EQ(probe["v1"].size(), 20u);
   EXPECT_EQ(probe.count("v2"), 0u);
+  host_->signal(SIGTERM);
+  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+}
+
+class PluginUpgradeTruncated : public UpgradeFixture,
+                               public ::testing::WithParamInterface<std::string> {};
+
+// Version 2 cut short (an install caught half-way): the reload is refused with the file named,
+// the host does not die of SIGBUS and version 1 keeps handling.
+TEST_P(PluginUpgradeTruncated, IsRefusedAndTheHostKeepsRunningTheOldImage) {
+  start();
+  produce_and_wait(1, 10);
+  const std::string v2 = read_file(kProbeFixtures + "/upgrade_probe_v2.so");
+  const size_t cut = GetParam() == "after_header" ? 64
+                     : GetParam() == "mid_text"   ? v2.size() / 2
+                                                  : v2.size() - 3000;
+  const std::string partial = dir_.file("partial.so");
+  std::ofstream(partial, std::ios::binary).write(v2.data(), static_cast<std::streamsize>(cut));
+  replace_probe_with("install", partial);
+  host_->signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return contains(host_->log(), "reload-rejected problems="); }, 60s))
+      << tail(host_->log());
+  const std::string log = host_->log();
+  EXPECT_TRUE(contains(log, plugins_ + "/probe.so")) << tail(log);
+  EXPECT_TRUE(contains(log, std::to_string(cut) + "-byte file")) << tail(log);
+  EXPECT_TRUE(contains(log, "truncated")) << tail(log);
+  EXPECT_FALSE(contains(log, kUpgraded)) << tail(log);
+  ASSERT_TRUE(host_->running()) << tail(log);
+  produce_and_wait(11, 20);
+  auto probe = by_version(probe_records());
+  EXPECT_EQ(probe["v1"].size(), 20u);
+  EXPECT_EQ(probe.count("v2"), 0u);
+  host_->signal(SIGTERM);
+  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuts, PluginUpgradeTruncated,
+                         ::testing::Values("after_header", "mid_text", "last_page"),
+                         [](const auto& p) { return p.param; });
+
+using PluginUpgradeCrashingConstructor = UpgradeFixture;
+
+// The new file's constructor crashes (crash_fixture.so with SQLSTREAMS_FIXTURE_CTOR=segv in the
+// host's environment; version 1 has no such constructor): its first load happens in a throwaway
+// child, so the reload is refused and the host keeps running version 1.
+TEST_F(PluginUpgradeCrashingConstructor, IsRefusedAtSighupAndTheHostKeepsRunning) {
+  host_ = std::make_unique<testing::ChildProcess>(
+      std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_, "--plugin-dir",
+                               plugins_},
+      std::map<std::string, std::string>{{"SQLSTREAMS_DATABASE_URL", db_.url()},
+                                         {"SQLSTREAMS_FIXTURE_CTOR", "segv"}},
+      dir_.file("host.log"));
+  ASSERT_TRUE(wait_until([&] { return contains(host_->log(), "host-ready"); }, 60s))
+      << tail(host_->log());
+  produce_and_wait(1, 10);
+  replace_probe_with("install", kProbeFixtures + "/crash_fixture.so");
+  host_->signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return contains(host_->log(), "reload-rejected problems="); }, 60s))
+      << tail(host_->log());
+  const std::string log = host_->log();
+  EXPECT_TRUE(contains(log, "plugin crashed while loading (signal 11")) << tail(log);
+  EXPECT_TRUE(contains(log, plugins_ + "/probe.so")) << tail(log);
+  ASSERT_TRUE(host_->running()) << tail(log);
+  produce_and_wait(11, 20);
+  EXPECT_EQ(by_version(probe_records())["v1"].size(), 20u);
+  host_->signal(SIGTERM);
+  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+}
+
+using PluginUpgradeTransaction = UpgradeFixture;
+
+// Version 2 installed AND a group added whose plugin file does not exist: the reload is rejected
+// after version 2 was loaded beside version 1. Nothing switches: no plugin-upgraded, version 1
+// keeps handling. With the config fixed, the next SIGHUP upgrades (logged once, then).
+TEST_F(PluginUpgradeTransaction, ARejectedReloadSwitchesNothingTheNextOneUpgrades) {
+  start();
+  produce_and_wait(1, 10);
+  replace_probe_with("install", kProbeFixtures + "/upgrade_probe_v2.so");
+  const std::string good_config = read_file(config_);
+  std::ofstream(config_, std::ios::app) << group("broken", "missing.so");
+  host_->signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return contains(host_->log(), "reload-rejected problems="); }, 60s))
+      << tail(host_->log());
+  EXPECT_TRUE(contains(host_->log(), "missing.so")) << tail(host_->log());
+  EXPECT_FALSE(contains(host_->log(), kUpgraded)) << "a rejected reload upgraded\n"
+                                                  << tail(host_->log());
+  produce_and_wait(11, 20);
+  auto probe = by_version(probe_records());
+  EXPECT_EQ(probe["v1"].size(), 20u);
+  EXPECT_EQ(probe.count("v2"), 0u);
+
+  std::ofstream(config_, std::ios::trunc) << good_config;
+  host_->signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return contains(host_->log(), kApplied); }, 60s))
+      << tail(host_->log());
+  const std::string log = host_->log();
+  ASSERT_EQ(count_of(log, kUpgraded), 1) << tail(log);
+  EXPECT_LT(log.find("reload-rejected"), log.find(kUpgraded)) << tail(log);
+  EXPECT_TRUE(contains(log, "\"to\":\"upgrade-probe 2.0.0\"")) << tail(log);
+  EXPECT_TRUE(contains(log, "group-started stream=payments.requested group=probe reason=retuned"))
+      << tail(log);
+  produce_and_wait(21, 30);
+  probe = by_version(probe_records());
+  for (int64_t id = 21; id <= 30; ++id) EXPECT_EQ(probe["v2"].count(id), 1u) << id;
   host_->signal(SIGTERM);
   EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
 }

@@ -1,7 +1,8 @@
 // Private plugin images and PluginRegistry::refresh (issue 13, safe upgrades): the host maps a
 // sealed in-memory copy of each plugin, so rewriting the file in place (`cp`), renaming another
 // file over it (`mv`, `install`) or removing it never touches running code; refresh() loads a
-// changed file beside the running version and reports which version replaced which.
+// changed file beside the running version and reports which version replaced which; stage()
+// does so without switching until commit_staged() (discard_staged() keeps the running version).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,6 +108,35 @@ TEST_F(PrivateImageTest, RefreshLoadsTheNewVersionBesideTheOld) {
   EXPECT_FALSE(registry.refresh("probe.so").has_value());  // now current
 }
 
+// A reload stages, then commits or discards (issue 27 §1: a rejected reload changes nothing).
+TEST_F(PrivateImageTest, AStagedVersionSwitchesOnlyWhenCommitted) {
+  PluginRegistry registry(dir_);
+  registry.load("probe.so");
+  rewrite_in_place(v2(), dir_ / "probe.so");
+  auto staged = registry.stage("probe.so");
+  ASSERT_TRUE(staged.has_value());
+  EXPECT_EQ(staged->from.version, "1.0.0");
+  EXPECT_EQ(staged->to.version, "2.0.0");
+  EXPECT_EQ(registry.load("probe.so").version, "2.0.0");  // what the reload prepares on
+  EXPECT_FALSE(registry.stage("probe.so").has_value());   // already staged
+  registry.discard_staged();
+  EXPECT_EQ(registry.load("probe.so").version, "1.0.0");  // rejected: nothing switched
+  EXPECT_TRUE(registry.commit_staged().empty());
+
+  ASSERT_TRUE(registry.stage("probe.so").has_value());  // the next reload stages it again
+  auto upgrades = registry.commit_staged();
+  ASSERT_EQ(upgrades.size(), 1u);
+  EXPECT_EQ(upgrades[0].from.version, "1.0.0");
+  EXPECT_EQ(upgrades[0].to.version, "2.0.0");
+  EXPECT_EQ(registry.load("probe.so").version, "2.0.0");
+  EXPECT_FALSE(registry.stage("probe.so").has_value());
+  auto instance = registry.create("probe.so", "probe", config_, "s", "g");
+  Message m;
+  m.id = 5;
+  EXPECT_EQ(instance->handle(m.view()).kind, OutcomeKind::kOk);
+  EXPECT_EQ(records(), "v2 5\n");
+}
+
 TEST_F(PrivateImageTest, BackToTheOldBytesIsAnUpgradeToo) {
   PluginRegistry registry(dir_);
   registry.load("probe.so");
@@ -142,7 +172,8 @@ TEST_F(PrivateImageTest, ARefusedNewFileKeepsTheRunningVersion) {
 }
 
 TEST_F(PrivateImageTest, ADlopenErrorNamesTheFileNotTheCopy) {
-  // Starts with ELF magic but is no shared object: dlopen itself refuses it.
+  // Starts with ELF magic but is no shared object: refused before dlopen (the ELF check, issue
+  // 27 §1), and whichever step refuses it names the operator's file, never the private copy.
   std::ofstream(dir_ / "fake.so", std::ios::binary) << "\x7f"
                                                        "ELF garbage that is not an object";
   ::chmod((dir_ / "fake.so").c_str(), 0755);
