@@ -1,5 +1,7 @@
-// GroupPipeline: the claim loop (reclaim first, then observe → prove → claim). Due exception
-// rows are claimed by the retry loop (retrier.cpp).
+// Claimer: the claim loop (reclaim first, then observe → prove → claim). Due exception rows
+// are claimed by the Retrier.
+#include "consume/claimer.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -8,7 +10,7 @@
 
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
-#include "consume/group_pipeline.hpp"
+#include "common/thread.hpp"
 #include "ops/logging.hpp"
 #include "store/group/group_store.hpp"
 #include "store/reporting/group_lifecycle.hpp"
@@ -43,12 +45,30 @@ Millis whole_millis(Monotonic::duration d) {
 }
 }  // namespace
 
-void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
-  MutexLock lock(mu_);
-  claim_cv_.wait_for(lock.native(), d, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
+Claimer::Claimer(const PipelineOptions& options, RangeQueue& queue, GroupMetrics& metrics,
+                 bool asynchronous)
+    : options_(options),
+      queue_(queue),
+      metrics_(metrics),
+      range_limit_(range_limit(options.group, asynchronous)) {}
+
+size_t Claimer::range_limit(const config::GroupConfig& g, bool asynchronous) {
+  const auto queue = static_cast<size_t>(g.queue_ranges);
+  if (!asynchronous) return queue;
+  // Enough claimed messages to keep max_in_flight busy while the next ranges are claimed.
+  const auto batch = static_cast<size_t>(std::max(g.batch_size, 1));
+  return std::max(queue, (2 * static_cast<size_t>(g.max_in_flight) + batch - 1) / batch);
 }
 
-void GroupPipeline::claim_loop() {
+void Claimer::start() {
+  thread_ = start_thread("ss-claim", [this] { run(); });
+}
+
+void Claimer::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Claimer::run() {
   const auto& g = options_.group;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
@@ -99,26 +119,22 @@ void GroupPipeline::claim_loop() {
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
-    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
+    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(queue_, store)) return true;
     metrics_.add(GroupCounter::kStoreErrors);
     const auto step = outage.on_failure();
     if (step.log_now) {
       spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
                     options_.ref.name, store::kind_name(e.kind()), e.what());
     }
-    sleep_idle(step.delay);
+    queue_.sleep_idle(step.delay);
     return false;
   };
   for (;;) {
     {
       const auto waited_from = Monotonic::now();
-      MutexLock lock(mu_);
-      // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
+      // Backpressure: at most range_limit_ claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
-      claim_cv_.wait_until(lock.native(), next_state_check, [&]() SQLSTREAMS_REQUIRES(mu_) {
-        return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
-      });
-      if (stop_claiming_) break;
+      if (!queue_.await_claim_room(next_state_check, range_limit_)) break;
       timing.backpressure += Monotonic::now() - waited_from;
     }
     if (Monotonic::now() >= next_state_check) {
@@ -144,7 +160,7 @@ void GroupPipeline::claim_loop() {
           spdlog::info("lease-reclaimed stream={} group={} low={} high={} reclaims={}",
                        options_.ref.stream, options_.ref.name, r.range->low, r.range->high,
                        r.range->reclaims);
-          enqueue(std::move(*r.range));
+          queue_.enqueue(std::move(*r.range));
         }
         if (!r.found) next_reclaim_check = Monotonic::now() + kReclaimCheckEvery;
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
@@ -157,7 +173,7 @@ void GroupPipeline::claim_loop() {
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
         fence_waiting();
         const auto slept_from = Monotonic::now();
-        sleep_idle(proof_wait);  // read-only while the pending pair is unproven
+        queue_.sleep_idle(proof_wait);  // read-only while the pending pair is unproven
         timing.proof_sleep += Monotonic::now() - slept_from;
         ++timing.unproven;
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
@@ -170,7 +186,7 @@ void GroupPipeline::claim_loop() {
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
-          sleep_idle(idle);
+          queue_.sleep_idle(idle);
         }
         idle = std::min(idle * 2, g.max_poll_interval);
         timing = ClaimTiming{};
@@ -191,7 +207,7 @@ void GroupPipeline::claim_loop() {
           timing.from_cache = res.range->from_cache;
           options_.on_claim(timing);
         }
-        enqueue(std::move(*res.range));
+        queue_.enqueue(std::move(*res.range));
         timing = ClaimTiming{};
         timing.cycle_began = Monotonic::now();
         continue;  // more may be claimable right away
@@ -199,7 +215,7 @@ void GroupPipeline::claim_loop() {
       if (res.proven <= obs.claimed) fence_waiting();  // nothing proven past the claimed ids
       const auto slept_from = Monotonic::now();
       ++timing.unproven;
-      sleep_idle(proof_wait);  // an unproven observation waits for older producers
+      queue_.sleep_idle(proof_wait);  // an unproven observation waits for older producers
       timing.proof_sleep += Monotonic::now() - slept_from;
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
@@ -208,26 +224,14 @@ void GroupPipeline::claim_loop() {
   }
 }
 
-}  // namespace sqlstreams::consume
-
-namespace sqlstreams::consume {
-
-bool GroupPipeline::operator_paused() const {
-  MutexLock lock(mu_);
-  return operator_paused_;
-}
-
-bool GroupPipeline::follow_group_state(const store::GroupState& st) {
+bool Claimer::follow_group_state(const store::GroupState& st) {
   if (st.kind == store::GroupState::Kind::kGone) {
-    mark_dropped();
+    queue_.mark_dropped();
     return false;
   }
   const bool pause = st.kind == store::GroupState::Kind::kPaused;
-  MutexLock lock(mu_);
-  if (pause == operator_paused_) return true;
-  operator_paused_ = pause;
+  if (!queue_.set_operator_paused(pause)) return true;
   if (pause) {
-    hand_back_queued();
     spdlog::warn(
         "group-paused-by-operator stream={} group={} paused_by={}: claiming nothing; "
         "in-flight work finishes and commits, queued work was handed back (`sqlstreams group "
@@ -237,31 +241,7 @@ bool GroupPipeline::follow_group_state(const store::GroupState& st) {
     spdlog::info("group-resumed-by-operator stream={} group={}", options_.ref.stream,
                  options_.ref.name);
   }
-  claim_cv_.notify_all();
   return true;
-}
-
-bool GroupPipeline::group_gone(store::GroupStore& store) {
-  if (dropped_.load()) return true;
-  try {
-    if (store.state().kind != store::GroupState::Kind::kGone) return false;
-  } catch (const store::StoreError&) {
-    return false;
-  }
-  mark_dropped();
-  return true;
-}
-
-void GroupPipeline::mark_dropped() {
-  if (dropped_.exchange(true)) return;
-  spdlog::error(
-      "group-dropped stream={} group={} id={}: the group was dropped (`sqlstreams group drop`); "
-      "this host stops its pipeline and discards its unfinished work. It is not declared again "
-      "until the host restarts or reloads (SIGHUP) with the group still in its config",
-      options_.ref.stream, options_.ref.name, options_.ref.id);
-  MutexLock lock(mu_);
-  hand_back_queued();
-  claim_cv_.notify_all();
 }
 
 }  // namespace sqlstreams::consume
