@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
@@ -110,6 +112,56 @@ void log_rejected(const PipelineOptions& o, GroupMetrics& m,
                   r.audit_only ? "audit row refused; its error text was replaced" : "recorded dead",
                   r.error);
   }
+}
+// How a commit's in-doubt resolution is logged (the range and retry commits say it apiece).
+struct InDoubtLog {
+  std::function<void()> committed;    // commit-in-doubt-committed
+  std::function<void()> not_applied;  // commit-in-doubt-not-applied
+};
+
+// One batch commit (ranges or retry rows), the rules written once: sent through with_retries;
+// an in-doubt COMMIT is resolved with pg_xact_status before anything is sent again (had it
+// committed, a second attempt would find its tokens gone and report every outcome as a lost
+// lease: its outcomes are reported from the in-doubt record instead); a deterministic refusal
+// is redone isolating each row (`<what>-isolating`), the refused rows left in `rejected` and
+// logged. `send` commits (isolating when given a vector) and returns what committed per row;
+// `report` takes that.
+template <class Send, class Report>
+Attempt commit_with_retries(const PipelineOptions& o, GroupMetrics& m, store::GroupStore& store,
+                            const std::string& what, Steady::time_point give_up,
+                            const std::atomic<int64_t>& stop_deadline_ns, Send&& send,
+                            Report&& report, const InDoubtLog& log,
+                            std::vector<store::RejectedWrite>& rejected) {
+  bool doubt = false;
+  auto attempt = [&](std::vector<store::RejectedWrite>* isolate) {
+    if (doubt && store.in_doubt()) {
+      auto would_have = store.in_doubt()->committed;
+      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
+      doubt = false;
+      if (resolution == store::InDoubtResolution::kCommitted) {
+        m.add(GroupCounter::kCommitsInDoubt);
+        log.committed();
+        report(would_have);
+        return;
+      }
+      log.not_applied();
+    }
+    if (isolate != nullptr) isolate->clear();
+    try {
+      report(send(isolate));
+    } catch (const store::StoreError& e) {
+      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
+      throw;
+    }
+  };
+  auto result =
+      with_retries(o, m, what.c_str(), give_up, stop_deadline_ns, [&] { attempt(nullptr); });
+  if (result == Attempt::kRejected) {
+    result = with_retries(o, m, (what + "-isolating").c_str(), give_up, stop_deadline_ns,
+                          [&] { attempt(&rejected); });
+    if (result == Attempt::kDone) log_rejected(o, m, rejected);
+  }
+  return result;
 }
 }  // namespace
 
@@ -224,49 +276,31 @@ void Committer::commit_batch(store::GroupStore& store,
       for (const auto& f : commits[i].failures) log_dead(options_, f);
     }
   };
-  // An in-doubt COMMIT is resolved with pg_xact_status before anything is sent again: had it
-  // committed, a second attempt would find its leases gone and report them lost.
-  bool doubt = false;
-  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
-    if (commits.empty()) return;
-    if (doubt && store.in_doubt()) {
-      auto would_have = store.in_doubt()->committed;
-      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
-      doubt = false;
-      if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.add(GroupCounter::kCommitsInDoubt);
-        spdlog::info(
-            "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
-            "outcome was unknown had been applied",
-            options_.ref.stream, options_.ref.name, commits.size());
-        report(would_have);
-        return;
-      }
-      spdlog::info("commit-in-doubt-not-applied stream={} group={}: committing again",
-                   options_.ref.stream, options_.ref.name);
-    }
-    if (isolate != nullptr) isolate->clear();
-    try {
-      report(store.commit_ranges(commits, isolate));
-    } catch (const store::StoreError& e) {
-      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
-      throw;
-    }
-  };
-  auto result = with_retries(options_, metrics_, "commit", give_up, stop_deadline_ns_,
-                             [&] { commit(nullptr); });
+  std::vector<store::RejectedWrite> rejected;
+  auto result = commit_with_retries(
+      options_, metrics_, store, "commit", give_up, stop_deadline_ns_,
+      [&](std::vector<store::RejectedWrite>* isolate) {
+        if (commits.empty()) return std::vector<bool>{};
+        return store.commit_ranges(commits, isolate);
+      },
+      report,
+      {[&] {
+         spdlog::info(
+             "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
+             "outcome was unknown had been applied",
+             options_.ref.stream, options_.ref.name, commits.size());
+       },
+       [&] {
+         spdlog::info("commit-in-doubt-not-applied stream={} group={}: committing again",
+                      options_.ref.stream, options_.ref.name);
+       }},
+      rejected);
   if (result == Attempt::kRejected) {
-    std::vector<store::RejectedWrite> rejected;
-    result = with_retries(options_, metrics_, "commit-isolating", give_up, stop_deadline_ns_,
-                          [&] { commit(&rejected); });
-    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
-    if (result == Attempt::kRejected) {
-      metrics_.commit_failing_since_ns.store(0);
-      spdlog::error(
-          "commit-abandoned stream={} group={}: refused even row by row; the leases "
-          "will expire and the ranges be reclaimed, then quarantined",
-          options_.ref.stream, options_.ref.name);
-    }
+    metrics_.commit_failing_since_ns.store(0);
+    spdlog::error(
+        "commit-abandoned stream={} group={}: refused even row by row; the leases "
+        "will expire and the ranges be reclaimed, then quarantined",
+        options_.ref.stream, options_.ref.name);
   }
   queue_.release_ranges(ranges);
 }
@@ -291,43 +325,24 @@ void Committer::commit_retry_results(store::GroupStore& store,
       }
     }
   };
-  // As for ranges: an in-doubt COMMIT is resolved with pg_xact_status before anything is sent
-  // again; had it committed, a second attempt would find the row tokens gone and report every
-  // outcome as a lost retry lease.
-  bool doubt = false;
-  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
-    if (doubt && store.in_doubt()) {
-      auto would_have = store.in_doubt()->committed;
-      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
-      doubt = false;
-      if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.add(GroupCounter::kCommitsInDoubt);
-        spdlog::info(
-            "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
-            "outcome was unknown had been applied",
-            options_.ref.stream, options_.ref.name, results.size());
-        report(would_have);
-        return;
-      }
-      spdlog::info("commit-in-doubt-not-applied stream={} group={} retries={}: committing again",
-                   options_.ref.stream, options_.ref.name, results.size());
-    }
-    if (isolate != nullptr) isolate->clear();
-    try {
-      report(store.commit_retries(results, isolate));
-    } catch (const store::StoreError& e) {
-      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
-      throw;
-    }
-  };
-  auto result = with_retries(options_, metrics_, "commit-retries", give_up, stop_deadline_ns_,
-                             [&] { commit(nullptr); });
-  if (result == Attempt::kRejected) {
-    std::vector<store::RejectedWrite> rejected;
-    result = with_retries(options_, metrics_, "commit-retries-isolating", give_up,
-                          stop_deadline_ns_, [&] { commit(&rejected); });
-    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
-  }
+  std::vector<store::RejectedWrite> rejected;
+  commit_with_retries(
+      options_, metrics_, store, "commit-retries", give_up, stop_deadline_ns_,
+      [&](std::vector<store::RejectedWrite>* isolate) {
+        return store.commit_retries(results, isolate);
+      },
+      report,
+      {[&] {
+         spdlog::info(
+             "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
+             "outcome was unknown had been applied",
+             options_.ref.stream, options_.ref.name, results.size());
+       },
+       [&] {
+         spdlog::info("commit-in-doubt-not-applied stream={} group={} retries={}: committing again",
+                      options_.ref.stream, options_.ref.name, results.size());
+       }},
+      rejected);
   queue_.release_retries(results);
 }
 
