@@ -18,7 +18,6 @@
 namespace sqlstreams::consume {
 
 namespace {
-using Monotonic = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
 constexpr size_t kFenceHoldersNamed = 3;
 
@@ -40,7 +39,7 @@ std::string name_fence_holders(store::GroupStore& store) {
   }
 }
 
-Millis whole_millis(Monotonic::duration d) {
+Millis whole_millis(SteadyTime::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d);
 }
 }  // namespace
@@ -70,6 +69,9 @@ void Claimer::join() {
 
 void Claimer::run() {
   const auto& g = options_.group;
+  // Every wait and cadence (state checks, reclaim checks, proof waits, idle backoff, the fence's
+  // warning) on the injected clock.
+  const SteadyClock& clock = *options_.steady_clock;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   // The stream's fan-out read cache on this host (DESIGN §6.2 step 4), when there is one.
@@ -79,18 +81,20 @@ void Claimer::run() {
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
   auto proof_wait = std::chrono::milliseconds(1);
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
-  auto next_reclaim_check = Monotonic::now();
-  auto next_state_check = Monotonic::now();
+  auto next_reclaim_check = clock.now();
+  auto next_state_check = clock.now();
   // The fence's wait (README "The fence"): since when claims have been held back by an open
   // producer, and whether fence-held was logged for this wait.
-  std::optional<Monotonic::time_point> fence_wait_began;
+  std::optional<SteadyTime> fence_wait_began;
   bool fence_held_logged = false;
   auto fence_waiting = [&] {
-    const auto now = Monotonic::now();
+    const auto now = clock.now();
     if (!fence_wait_began) {
       fence_wait_began = now;
+      // The gauge is read on the real steady clock (GroupMetrics::fence_wait_for).
+      const auto real_now = std::chrono::steady_clock::now().time_since_epoch();
       metrics_.fence_waiting_since_ns.store(std::max<int64_t>(
-          1, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+          1, std::chrono::duration_cast<std::chrono::nanoseconds>(real_now).count()));
     }
     if (!fence_held_logged && now - *fence_wait_began >= g.fence_warn_after) {
       fence_held_logged = true;
@@ -108,14 +112,14 @@ void Claimer::run() {
     if (fence_held_logged) {
       spdlog::info("fence-released stream={} group={} waited={}", options_.ref.stream,
                    options_.ref.name,
-                   format_duration(whole_millis(Monotonic::now() - *fence_wait_began)));
+                   format_duration(whole_millis(clock.now() - *fence_wait_began)));
     }
     fence_wait_began.reset();
     fence_held_logged = false;
     metrics_.fence_waiting_since_ns.store(0);
   };
   ClaimTiming timing;  // this cycle's, for options_.on_claim
-  timing.cycle_began = Monotonic::now();
+  timing.cycle_began = clock.now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
@@ -131,14 +135,14 @@ void Claimer::run() {
   };
   for (;;) {
     {
-      const auto waited_from = Monotonic::now();
+      const auto waited_from = clock.now();
       // Backpressure: at most range_limit_ claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
       if (!queue_.await_claim_room(next_state_check, range_limit_)) break;
-      timing.backpressure += Monotonic::now() - waited_from;
+      timing.backpressure += clock.now() - waited_from;
     }
-    if (Monotonic::now() >= next_state_check) {
-      next_state_check = Monotonic::now() + g.poll_interval;
+    if (clock.now() >= next_state_check) {
+      next_state_check = clock.now() + g.poll_interval;
       try {
         if (!follow_group_state(store.state())) break;  // dropped
       } catch (const store::StoreError& e) {
@@ -147,7 +151,7 @@ void Claimer::run() {
       continue;
     }
     try {
-      if (Monotonic::now() >= next_reclaim_check) {
+      if (clock.now() >= next_reclaim_check) {
         auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims, cache.get());
         if (r.quarantined) {
           metrics_.add(GroupCounter::kRangesQuarantined);
@@ -162,7 +166,7 @@ void Claimer::run() {
                        r.range->reclaims);
           queue_.enqueue(std::move(*r.range));
         }
-        if (!r.found) next_reclaim_check = Monotonic::now() + kReclaimCheckEvery;
+        if (!r.found) next_reclaim_check = clock.now() + kReclaimCheckEvery;
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
       }
       auto obs = store.observe();
@@ -172,9 +176,9 @@ void Claimer::run() {
       }
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
         fence_waiting();
-        const auto slept_from = Monotonic::now();
+        const auto slept_from = clock.now();
         queue_.sleep_idle(proof_wait);  // read-only while the pending pair is unproven
-        timing.proof_sleep += Monotonic::now() - slept_from;
+        timing.proof_sleep += clock.now() - slept_from;
         ++timing.unproven;
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
         continue;
@@ -182,7 +186,7 @@ void Claimer::run() {
       if (!obs.worth_claiming()) {
         fence_clear();
         // Caught up: no xid, no write. Back off the polling.
-        const auto idle_from = Monotonic::now();
+        const auto idle_from = clock.now();
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
@@ -190,18 +194,18 @@ void Claimer::run() {
         }
         idle = std::min(idle * 2, g.max_poll_interval);
         timing = ClaimTiming{};
-        timing.cycle_began = Monotonic::now();
+        timing.cycle_began = clock.now();
         timing.idle_began = idle_from;
         continue;
       }
-      timing.claim_began = Monotonic::now();
+      timing.claim_began = clock.now();
       auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
         fence_clear();
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);
         if (options_.on_claim) {
-          timing.claim_ended = Monotonic::now();
+          timing.claim_ended = clock.now();
           timing.low = res.range->low;
           timing.high = res.range->high;
           timing.from_cache = res.range->from_cache;
@@ -209,14 +213,14 @@ void Claimer::run() {
         }
         queue_.enqueue(std::move(*res.range));
         timing = ClaimTiming{};
-        timing.cycle_began = Monotonic::now();
+        timing.cycle_began = clock.now();
         continue;  // more may be claimable right away
       }
       if (res.proven <= obs.claimed) fence_waiting();  // nothing proven past the claimed ids
-      const auto slept_from = Monotonic::now();
+      const auto slept_from = clock.now();
       ++timing.unproven;
       queue_.sleep_idle(proof_wait);  // an unproven observation waits for older producers
-      timing.proof_sleep += Monotonic::now() - slept_from;
+      timing.proof_sleep += clock.now() - slept_from;
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
       if (failed(e)) break;

@@ -19,7 +19,7 @@ namespace sqlstreams::consume {
 
 // Where one claim cycle's time went (diagnostics: the bench's pickup breakdown). A cycle starts
 // when the claimer wakes from an idle wait or has just taken the previous range, and ends with
-// the claim that took the range (low, high]; steady-clock times.
+// the claim that took the range (low, high]; times on PipelineOptions::steady_clock.
 struct ClaimTiming {
   int64_t low = 0;
   int64_t high = 0;
@@ -42,9 +42,12 @@ struct PipelineOptions {
   bool notify = false;  // LISTEN for the stream's wake-up hint
   std::string holder;   // "<host name>:<pid>", written into leases and audit rows
   const Clock* clock = &SystemClock::instance();  // dates audit records only (expiries: the DB)
-  // This host's deadlines: handler_timeout (the watchdog, sync and async), the lease time a
-  // message needs left to start, lease renewal. Tests pass a ManualSteadyClock and advance it.
-  // (Polling, the advancer, stop()'s deadline and commit retries run on real time.)
+  // This host's deadlines and every wait of the claimer and the retrier: handler_timeout (the
+  // watchdog, sync and async), the lease time a message needs left to start, lease renewal,
+  // the claimer's state and reclaim checks, proof waits, idle backoff, outage backoff and the
+  // fence's warning, the retrier's polls and suspect checks, and ClaimTiming's times. Tests
+  // pass a ManualSteadyClock and advance it. (The LISTEN wait, the advancer, stop()'s deadline
+  // and commit retries run on real time.)
   const SteadyClock* steady_clock = &RealSteadyClock::instance();
   std::function<double()> random01;  // injected jitter source; default: seeded splitmix64
   bool run_advancer = true;

@@ -55,32 +55,34 @@ void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t ind
   }
 }
 
-bool RangeQueue::await_claim_room(std::chrono::steady_clock::time_point until, size_t limit) {
+bool RangeQueue::await_claim_room(SteadyTime until, size_t limit) {
   MutexLock lock(mu_);
   // Backpressure: at most `limit` claimed ranges in flight. Wakes for the operator's
   // pause/drop check at least every poll_interval.
-  claim_cv_.wait_until(lock.native(), until, [&]() SQLSTREAMS_REQUIRES(mu_) {
+  wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) {
     return stop_claiming_ || (!claiming_paused() && active_.size() < limit);
   });
   return !stop_claiming_;
 }
 
 void RangeQueue::sleep_idle(std::chrono::milliseconds d) {
+  const SteadyTime until = options_.steady_clock->now() + d;
   MutexLock lock(mu_);
-  claim_cv_.wait_for(lock.native(), d, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
+  wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
 }
 
-std::optional<RangeQueue::RetryRoom> RangeQueue::await_retry_room(
-    std::chrono::steady_clock::time_point next_poll, bool isolating,
-    std::chrono::steady_clock::time_point next_suspect_check, bool backlog, size_t capacity) {
+std::optional<RangeQueue::RetryRoom> RangeQueue::await_retry_room(SteadyTime next_poll,
+                                                                  bool isolating,
+                                                                  SteadyTime next_suspect_check,
+                                                                  bool backlog, size_t capacity) {
   RetryRoom out;
   MutexLock lock(mu_);
-  claim_cv_.wait_until(lock.native(), next_poll, [&]() SQLSTREAMS_REQUIRES(mu_) {
+  wait_until(claim_cv_, lock, next_poll, [&]() SQLSTREAMS_REQUIRES(mu_) {
     return stop_claiming_ || dropped_.load() || retry_poke_;
   });
   if (stop_claiming_ || dropped_.load()) return std::nullopt;
   retry_poke_ = false;
-  out.suspects = isolating || std::chrono::steady_clock::now() >= next_suspect_check;
+  out.suspects = isolating || options_.steady_clock->now() >= next_suspect_check;
   if (out.suspects) {
     claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
       return stop_claiming_ || dropped_.load() || (!claiming_paused() && active_retries_.empty());

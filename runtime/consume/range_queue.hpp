@@ -2,7 +2,8 @@
 // annotated lock: the queue of messages waiting for a worker (claimed ranges' messages in claim
 // order, retries interleaved), the claimed ranges and retry rows not yet committed (by lease
 // token), the finished ranges and retry results awaiting the committer, and the group's state
-// (stopping, paused for hung handlers, paused by an operator, dropped).
+// (stopping, paused for hung handlers, paused by an operator, dropped). The claimer's and the
+// retrier's waits read the injected steady clock (PipelineOptions::steady_clock).
 // Owns: that state, its mutex and the three condition variables the parts wait on (workers:
 // work to take; claimer, retrier and stop(): room freed or state changed; committer: results).
 // Owns no thread. The claimer and retrier put work in, the worker pool takes and resolves it,
@@ -58,8 +59,8 @@ class RangeQueue {
 
   // The claimer's wait for room: until fewer than `limit` ranges are claimed and claiming is
   // not paused, or `until` (the next state check). False once claiming stops.
-  bool await_claim_room(std::chrono::steady_clock::time_point until, size_t limit);
-  // Sleeps `d` unless claiming stops first.
+  bool await_claim_room(SteadyTime until, size_t limit);
+  // Sleeps `d` (on the injected steady clock) unless claiming stops first.
   void sleep_idle(std::chrono::milliseconds d);
 
   struct RetryRoom {
@@ -70,9 +71,9 @@ class RangeQueue {
   // `isolating` or `next_suspect_check` passed) until no retry runs, else until the retries in
   // flight are down to the low water (half of `capacity` in a `backlog`). Nullopt once claiming
   // stops or the group was dropped.
-  std::optional<RetryRoom> await_retry_room(
-      std::chrono::steady_clock::time_point next_poll, bool isolating,
-      std::chrono::steady_clock::time_point next_suspect_check, bool backlog, size_t capacity);
+  std::optional<RetryRoom> await_retry_room(SteadyTime next_poll, bool isolating,
+                                            SteadyTime next_suspect_check, bool backlog,
+                                            size_t capacity);
 
   // --- The committer.
   struct CommitWork {
@@ -159,6 +160,19 @@ class RangeQueue {
 
  private:
   bool claiming_paused() const SQLSTREAMS_REQUIRES(mu_) { return paused_ || operator_paused_; }
+  // cv.wait_until(until, pred) with `until` on the injected steady clock: a manual clock's
+  // waiter wakes every ManualSteadyClock::kRecheck of real time and waits again until the
+  // clock reached `until`. False when it timed out with `pred` false.
+  template <class Pred>
+  bool wait_until(std::condition_variable& cv, MutexLock& lock, SteadyTime until, Pred pred)
+      SQLSTREAMS_REQUIRES(mu_) {
+    const SteadyClock& clock = *options_.steady_clock;
+    while (!pred()) {
+      if (clock.now() >= until) return false;
+      cv.wait_until(lock.native(), clock.to_real(until));
+    }
+    return true;
+  }
 
   const PipelineOptions& options_;
   GroupMetrics& metrics_;

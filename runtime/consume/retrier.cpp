@@ -18,7 +18,6 @@
 namespace sqlstreams::consume {
 
 namespace {
-using Monotonic = std::chrono::steady_clock;
 constexpr size_t kMaxRetryCapacity = 1000;
 }  // namespace
 
@@ -44,10 +43,11 @@ size_t Retrier::capacity() const {
 
 void Retrier::run() {
   const auto& g = options_.group;
+  const SteadyClock& clock = *options_.steady_clock;  // every poll and suspect check
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   const size_t capacity = this->capacity();
-  auto next_poll = Monotonic::now();
+  auto next_poll = clock.now();
   bool backlog = false;  // the last claim was full: more rows are probably due
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   // Suspects (rows whose host stopped while running them: maybe killed by that very message)
@@ -55,7 +55,7 @@ void Retrier::run() {
   // result is committed before the next claim: a message that crashes hosts takes no innocent
   // row down with it twice. Looked for at start, then every lease_ttl (a suspect appears at
   // most a lease_ttl after its host died), and again right after each suspect.
-  auto next_suspect_check = Monotonic::now();
+  auto next_suspect_check = clock.now();
   bool isolating = false;
   for (;;) {
     // Until next_poll or a poke, then until there is room (in a backlog: half the capacity).
@@ -69,10 +69,10 @@ void Retrier::run() {
       auto due =
           store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
                                   suspects ? Pick::kSuspects : Pick::kReady, g.retry.max_retries);
-      next_poll = Monotonic::now();
+      next_poll = clock.now();
       if (suspects) {
         isolating = !due.empty();
-        if (!isolating) next_suspect_check = Monotonic::now() + g.lease_ttl;
+        if (!isolating) next_suspect_check = clock.now() + g.lease_ttl;
       } else {
         backlog = due.size() == room;
         if (!backlog) {
@@ -82,7 +82,7 @@ void Retrier::run() {
             wait = next->count() <= 0 ? g.poll_interval
                                       : std::clamp(*next, std::chrono::milliseconds(1), wait);
             // Claimable, yet no ready row came: maybe an expired inflight row (a suspect).
-            if (next->count() <= 0 && due.empty()) next_suspect_check = Monotonic::now();
+            if (next->count() <= 0 && due.empty()) next_suspect_check = clock.now();
           }
           next_poll += wait;
         }
@@ -118,7 +118,7 @@ void Retrier::run() {
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       backlog = false;
-      next_poll = Monotonic::now() + outage.on_failure().delay;
+      next_poll = clock.now() + outage.on_failure().delay;
     }
   }
 }
