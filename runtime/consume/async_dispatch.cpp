@@ -70,13 +70,9 @@ void WorkerPool::async_worker_loop(std::shared_ptr<WorkerState> me) {
     }
     MutexLock lock(queue_.mu());
     if (auto it = flights_.find(flight); it != flights_.end()) it->second.token = token;
-    me->busy = false;
-    me->task = Task{};
-    me->batch.clear();
+    me->idle();
   }
-  MutexLock lock(queue_.mu());
-  --running_workers_;
-  queue_.wake_claimers();
+  retire_worker();
 }
 
 void WorkerPool::on_async_done(uint64_t flight, const plugin_host::Outcome& outcome) {

@@ -43,6 +43,12 @@ void WorkerPool::spawn_worker() {
   workers_.push_back(std::move(state));
 }
 
+void WorkerPool::retire_worker() {
+  MutexLock lock(queue_.mu());
+  --running_workers_;
+  queue_.wake_claimers();
+}
+
 int WorkerPool::live_workers() const {
   MutexLock lock(queue_.mu());
   return running_workers_;
@@ -128,13 +134,9 @@ void WorkerPool::worker_loop(std::shared_ptr<WorkerState> me) {
     MutexLock lock(queue_.mu());
     // What never reached the handler (its child died before it, or the batch was stopped).
     if (reached < batch.size()) queue_.requeue_front(batch.begin() + reached, batch.end());
-    me->busy = false;
-    me->task = Task{};
-    me->batch.clear();
+    me->idle();
   }
-  MutexLock lock(queue_.mu());
-  --running_workers_;
-  queue_.wake_claimers();
+  retire_worker();
 }
 
 size_t WorkerPool::batch_limit() const {

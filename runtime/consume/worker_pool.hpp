@@ -82,6 +82,13 @@ class WorkerPool {
     // What the handler's MessageView points at, owned here: a written-off handler may still
     // read its view after the pipeline is gone (found by ThreadSanitizer).
     std::string stream, group;
+
+    // Its batch is over (the queue's lock held).
+    void idle() {
+      busy = false;
+      task = Task{};
+      batch.clear();
+    }
   };
   // async_dispatch.cpp: one message an async handler accepted and has not completed.
   struct Flight {
@@ -98,6 +105,8 @@ class WorkerPool {
   class WorkerSink;
 
   void spawn_worker() SQLSTREAMS_REQUIRES(queue_.mu());
+  // A worker's loop ends (stop()): one fewer running; stop() may be waiting for the last.
+  void retire_worker();
   void worker_loop(std::shared_ptr<WorkerState> me);
   // Messages one handle_batch() call should take (1 for an in-process handler).
   size_t batch_limit() const SQLSTREAMS_REQUIRES(queue_.mu());
