@@ -28,6 +28,8 @@
 #define SQLSTREAMS_EXCLUDES(...) SQLSTREAMS_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define SQLSTREAMS_ACQUIRE(...) SQLSTREAMS_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define SQLSTREAMS_RELEASE(...) SQLSTREAMS_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+// On a getter: the mutex it returns is `x` (so GUARDED_BY(other.mu()) names other's mutex).
+#define SQLSTREAMS_RETURN_CAPABILITY(x) SQLSTREAMS_THREAD_ANNOTATION(lock_returned(x))
 #define SQLSTREAMS_NO_THREAD_SAFETY_ANALYSIS SQLSTREAMS_THREAD_ANNOTATION(no_thread_safety_analysis)
 
 namespace sqlstreams {

@@ -1,5 +1,7 @@
-// GroupPipeline: the claim loop (reclaim first, then observe → prove → claim). Due exception
-// rows are claimed by the retry loop (retrier.cpp).
+// Claimer: the claim loop (reclaim first, then observe → prove → claim). Due exception rows
+// are claimed by the Retrier.
+#include "consume/claimer.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -8,7 +10,7 @@
 
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
-#include "consume/group_pipeline.hpp"
+#include "common/thread.hpp"
 #include "ops/logging.hpp"
 #include "store/group/group_store.hpp"
 #include "store/reporting/group_lifecycle.hpp"
@@ -16,7 +18,6 @@
 namespace sqlstreams::consume {
 
 namespace {
-using Monotonic = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReclaimCheckEvery{1000};
 constexpr size_t kFenceHoldersNamed = 3;
 
@@ -38,18 +39,39 @@ std::string name_fence_holders(store::GroupStore& store) {
   }
 }
 
-Millis whole_millis(Monotonic::duration d) {
+Millis whole_millis(SteadyTime::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d);
 }
 }  // namespace
 
-void GroupPipeline::sleep_idle(std::chrono::milliseconds d) {
-  MutexLock lock(mu_);
-  claim_cv_.wait_for(lock.native(), d, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
+Claimer::Claimer(const PipelineOptions& options, RangeQueue& queue, GroupMetrics& metrics,
+                 bool asynchronous)
+    : options_(options),
+      queue_(queue),
+      metrics_(metrics),
+      range_limit_(range_limit(options.group, asynchronous)) {}
+
+size_t Claimer::range_limit(const config::GroupConfig& g, bool asynchronous) {
+  const auto queue = static_cast<size_t>(g.queue_ranges);
+  if (!asynchronous) return queue;
+  // Enough claimed messages to keep max_in_flight busy while the next ranges are claimed.
+  const auto batch = static_cast<size_t>(std::max(g.batch_size, 1));
+  return std::max(queue, (2 * static_cast<size_t>(g.max_in_flight) + batch - 1) / batch);
 }
 
-void GroupPipeline::claim_loop() {
+void Claimer::start() {
+  thread_ = start_thread("ss-claim", [this] { run(); });
+}
+
+void Claimer::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Claimer::run() {
   const auto& g = options_.group;
+  // Every wait and cadence (state checks, reclaim checks, proof waits, idle backoff, the fence's
+  // warning) on the injected clock.
+  const SteadyClock& clock = *options_.steady_clock;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   // The stream's fan-out read cache on this host (DESIGN §6.2 step 4), when there is one.
@@ -59,18 +81,20 @@ void GroupPipeline::claim_loop() {
   // it back: re-observe soon (1 ms, doubling up to poll_interval), not after a full poll.
   auto proof_wait = std::chrono::milliseconds(1);
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
-  auto next_reclaim_check = Monotonic::now();
-  auto next_state_check = Monotonic::now();
+  auto next_reclaim_check = clock.now();
+  auto next_state_check = clock.now();
   // The fence's wait (README "The fence"): since when claims have been held back by an open
   // producer, and whether fence-held was logged for this wait.
-  std::optional<Monotonic::time_point> fence_wait_began;
+  std::optional<SteadyTime> fence_wait_began;
   bool fence_held_logged = false;
   auto fence_waiting = [&] {
-    const auto now = Monotonic::now();
+    const auto now = clock.now();
     if (!fence_wait_began) {
       fence_wait_began = now;
+      // The gauge is read on the real steady clock (GroupMetrics::fence_wait_for).
+      const auto real_now = std::chrono::steady_clock::now().time_since_epoch();
       metrics_.fence_waiting_since_ns.store(std::max<int64_t>(
-          1, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count()));
+          1, std::chrono::duration_cast<std::chrono::nanoseconds>(real_now).count()));
     }
     if (!fence_held_logged && now - *fence_wait_began >= g.fence_warn_after) {
       fence_held_logged = true;
@@ -88,41 +112,37 @@ void GroupPipeline::claim_loop() {
     if (fence_held_logged) {
       spdlog::info("fence-released stream={} group={} waited={}", options_.ref.stream,
                    options_.ref.name,
-                   format_duration(whole_millis(Monotonic::now() - *fence_wait_began)));
+                   format_duration(whole_millis(clock.now() - *fence_wait_began)));
     }
     fence_wait_began.reset();
     fence_held_logged = false;
     metrics_.fence_waiting_since_ns.store(0);
   };
   ClaimTiming timing;  // this cycle's, for options_.on_claim
-  timing.cycle_began = Monotonic::now();
+  timing.cycle_began = clock.now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
   // otherwise the outage is logged once and the loop backs off.
   auto failed = [&](const store::StoreError& e) {
-    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(store)) return true;
+    if (e.kind() != store::StoreError::Kind::kConnection && group_gone(queue_, store)) return true;
     metrics_.add(GroupCounter::kStoreErrors);
     const auto step = outage.on_failure();
     if (step.log_now) {
       spdlog::error("database-unavailable stream={} group={} kind={}: {}", options_.ref.stream,
                     options_.ref.name, store::kind_name(e.kind()), e.what());
     }
-    sleep_idle(step.delay);
+    queue_.sleep_idle(step.delay);
     return false;
   };
   for (;;) {
     {
-      const auto waited_from = Monotonic::now();
-      MutexLock lock(mu_);
-      // Backpressure: at most queue_ranges claimed ranges in flight. Wakes for the operator's
+      const auto waited_from = clock.now();
+      // Backpressure: at most range_limit_ claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
-      claim_cv_.wait_until(lock.native(), next_state_check, [&]() SQLSTREAMS_REQUIRES(mu_) {
-        return stop_claiming_ || (!claiming_paused() && active_.size() < range_limit());
-      });
-      if (stop_claiming_) break;
-      timing.backpressure += Monotonic::now() - waited_from;
+      if (!queue_.await_claim_room(next_state_check, range_limit_)) break;
+      timing.backpressure += clock.now() - waited_from;
     }
-    if (Monotonic::now() >= next_state_check) {
-      next_state_check = Monotonic::now() + g.poll_interval;
+    if (clock.now() >= next_state_check) {
+      next_state_check = clock.now() + g.poll_interval;
       try {
         if (!follow_group_state(store.state())) break;  // dropped
       } catch (const store::StoreError& e) {
@@ -131,7 +151,7 @@ void GroupPipeline::claim_loop() {
       continue;
     }
     try {
-      if (Monotonic::now() >= next_reclaim_check) {
+      if (clock.now() >= next_reclaim_check) {
         auto r = store.reclaim_expired(g.lease_ttl, g.max_range_reclaims, cache.get());
         if (r.quarantined) {
           metrics_.add(GroupCounter::kRangesQuarantined);
@@ -144,9 +164,9 @@ void GroupPipeline::claim_loop() {
           spdlog::info("lease-reclaimed stream={} group={} low={} high={} reclaims={}",
                        options_.ref.stream, options_.ref.name, r.range->low, r.range->high,
                        r.range->reclaims);
-          enqueue(std::move(*r.range));
+          queue_.enqueue(std::move(*r.range));
         }
-        if (!r.found) next_reclaim_check = Monotonic::now() + kReclaimCheckEvery;
+        if (!r.found) next_reclaim_check = clock.now() + kReclaimCheckEvery;
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
       }
       auto obs = store.observe();
@@ -156,9 +176,9 @@ void GroupPipeline::claim_loop() {
       }
       if (!obs.worth_claiming() && obs.pending && !obs.pending_proven) {
         fence_waiting();
-        const auto slept_from = Monotonic::now();
-        sleep_idle(proof_wait);  // read-only while the pending pair is unproven
-        timing.proof_sleep += Monotonic::now() - slept_from;
+        const auto slept_from = clock.now();
+        queue_.sleep_idle(proof_wait);  // read-only while the pending pair is unproven
+        timing.proof_sleep += clock.now() - slept_from;
         ++timing.unproven;
         proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
         continue;
@@ -166,41 +186,41 @@ void GroupPipeline::claim_loop() {
       if (!obs.worth_claiming()) {
         fence_clear();
         // Caught up: no xid, no write. Back off the polling.
-        const auto idle_from = Monotonic::now();
+        const auto idle_from = clock.now();
         if (options_.notify) {
           store.wait_for_notify(std::min(idle, std::chrono::milliseconds(250)));
         } else {
-          sleep_idle(idle);
+          queue_.sleep_idle(idle);
         }
         idle = std::min(idle * 2, g.max_poll_interval);
         timing = ClaimTiming{};
-        timing.cycle_began = Monotonic::now();
+        timing.cycle_began = clock.now();
         timing.idle_began = idle_from;
         continue;
       }
-      timing.claim_began = Monotonic::now();
+      timing.claim_began = clock.now();
       auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
       if (res.range) {
         fence_clear();
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);
         if (options_.on_claim) {
-          timing.claim_ended = Monotonic::now();
+          timing.claim_ended = clock.now();
           timing.low = res.range->low;
           timing.high = res.range->high;
           timing.from_cache = res.range->from_cache;
           options_.on_claim(timing);
         }
-        enqueue(std::move(*res.range));
+        queue_.enqueue(std::move(*res.range));
         timing = ClaimTiming{};
-        timing.cycle_began = Monotonic::now();
+        timing.cycle_began = clock.now();
         continue;  // more may be claimable right away
       }
       if (res.proven <= obs.claimed) fence_waiting();  // nothing proven past the claimed ids
-      const auto slept_from = Monotonic::now();
+      const auto slept_from = clock.now();
       ++timing.unproven;
-      sleep_idle(proof_wait);  // an unproven observation waits for older producers
-      timing.proof_sleep += Monotonic::now() - slept_from;
+      queue_.sleep_idle(proof_wait);  // an unproven observation waits for older producers
+      timing.proof_sleep += clock.now() - slept_from;
       proof_wait = std::min(proof_wait * 2, std::chrono::milliseconds(g.poll_interval));
     } catch (const store::StoreError& e) {
       if (failed(e)) break;
@@ -208,26 +228,14 @@ void GroupPipeline::claim_loop() {
   }
 }
 
-}  // namespace sqlstreams::consume
-
-namespace sqlstreams::consume {
-
-bool GroupPipeline::operator_paused() const {
-  MutexLock lock(mu_);
-  return operator_paused_;
-}
-
-bool GroupPipeline::follow_group_state(const store::GroupState& st) {
+bool Claimer::follow_group_state(const store::GroupState& st) {
   if (st.kind == store::GroupState::Kind::kGone) {
-    mark_dropped();
+    queue_.mark_dropped();
     return false;
   }
   const bool pause = st.kind == store::GroupState::Kind::kPaused;
-  MutexLock lock(mu_);
-  if (pause == operator_paused_) return true;
-  operator_paused_ = pause;
+  if (!queue_.set_operator_paused(pause)) return true;
   if (pause) {
-    hand_back_queued();
     spdlog::warn(
         "group-paused-by-operator stream={} group={} paused_by={}: claiming nothing; "
         "in-flight work finishes and commits, queued work was handed back (`sqlstreams group "
@@ -237,31 +245,7 @@ bool GroupPipeline::follow_group_state(const store::GroupState& st) {
     spdlog::info("group-resumed-by-operator stream={} group={}", options_.ref.stream,
                  options_.ref.name);
   }
-  claim_cv_.notify_all();
   return true;
-}
-
-bool GroupPipeline::group_gone(store::GroupStore& store) {
-  if (dropped_.load()) return true;
-  try {
-    if (store.state().kind != store::GroupState::Kind::kGone) return false;
-  } catch (const store::StoreError&) {
-    return false;
-  }
-  mark_dropped();
-  return true;
-}
-
-void GroupPipeline::mark_dropped() {
-  if (dropped_.exchange(true)) return;
-  spdlog::error(
-      "group-dropped stream={} group={} id={}: the group was dropped (`sqlstreams group drop`); "
-      "this host stops its pipeline and discards its unfinished work. It is not declared again "
-      "until the host restarts or reloads (SIGHUP) with the group still in its config",
-      options_.ref.stream, options_.ref.name, options_.ref.id);
-  MutexLock lock(mu_);
-  hand_back_queued();
-  claim_cv_.notify_all();
 }
 
 }  // namespace sqlstreams::consume

@@ -1,13 +1,17 @@
-// GroupPipeline: the commit loop (batched token-guarded range and retry commits, lease
-// renewal, the cursor advancer; it also runs the watchdog of watchdog.cpp) and stop().
+// Committer: the commit loop (batched token-guarded range and retry commits, lease renewal, the
+// cursor advancer; it also runs the worker pool's watchdog).
+#include "consume/committer.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
-#include "consume/group_pipeline.hpp"
+#include "common/thread.hpp"
 #include "consume/lease_timing.hpp"
 #include "ops/logging.hpp"
 #include "store/group/group_store.hpp"
@@ -109,9 +113,76 @@ void log_rejected(const PipelineOptions& o, GroupMetrics& m,
                   r.error);
   }
 }
+// How a commit's in-doubt resolution is logged (the range and retry commits say it apiece).
+struct InDoubtLog {
+  std::function<void()> committed;    // commit-in-doubt-committed
+  std::function<void()> not_applied;  // commit-in-doubt-not-applied
+};
+
+// One batch commit (ranges or retry rows), the rules written once: sent through with_retries;
+// an in-doubt COMMIT is resolved with pg_xact_status before anything is sent again (had it
+// committed, a second attempt would find its tokens gone and report every outcome as a lost
+// lease: its outcomes are reported from the in-doubt record instead); a deterministic refusal
+// is redone isolating each row (`<what>-isolating`), the refused rows left in `rejected` and
+// logged. `send` commits (isolating when given a vector) and returns what committed per row;
+// `report` takes that.
+template <class Send, class Report>
+Attempt commit_with_retries(const PipelineOptions& o, GroupMetrics& m, store::GroupStore& store,
+                            const std::string& what, Steady::time_point give_up,
+                            const std::atomic<int64_t>& stop_deadline_ns, Send&& send,
+                            Report&& report, const InDoubtLog& log,
+                            std::vector<store::RejectedWrite>& rejected) {
+  bool doubt = false;
+  auto attempt = [&](std::vector<store::RejectedWrite>* isolate) {
+    if (doubt && store.in_doubt()) {
+      auto would_have = store.in_doubt()->committed;
+      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
+      doubt = false;
+      if (resolution == store::InDoubtResolution::kCommitted) {
+        m.add(GroupCounter::kCommitsInDoubt);
+        log.committed();
+        report(would_have);
+        return;
+      }
+      log.not_applied();
+    }
+    if (isolate != nullptr) isolate->clear();
+    try {
+      report(send(isolate));
+    } catch (const store::StoreError& e) {
+      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
+      throw;
+    }
+  };
+  auto result =
+      with_retries(o, m, what.c_str(), give_up, stop_deadline_ns, [&] { attempt(nullptr); });
+  if (result == Attempt::kRejected) {
+    result = with_retries(o, m, (what + "-isolating").c_str(), give_up, stop_deadline_ns,
+                          [&] { attempt(&rejected); });
+    if (result == Attempt::kDone) log_rejected(o, m, rejected);
+  }
+  return result;
+}
 }  // namespace
 
-void GroupPipeline::commit_loop() {
+Committer::Committer(const PipelineOptions& options, RangeQueue& queue, GroupMetrics& metrics,
+                     std::function<void()> watchdog)
+    : options_(options), queue_(queue), metrics_(metrics), watchdog_(std::move(watchdog)) {}
+
+void Committer::start() {
+  thread_ = start_thread("ss-commit", [this] { run(); });
+}
+
+void Committer::set_stop_deadline(Steady::time_point deadline) {
+  // From now on no commit retries past the deadline, including one already retrying.
+  stop_deadline_ns_.store(deadline.time_since_epoch().count());
+}
+
+void Committer::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Committer::run() {
   const auto& g = options_.group;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
@@ -124,28 +195,16 @@ void GroupPipeline::commit_loop() {
   auto next_advance = Steady::now() + kAdvanceEvery;
   OutageBackoff outage(kFirstErrorBackoff, OutageBackoff::kMaxDelay);
   for (;;) {
-    std::vector<std::shared_ptr<RangeWork>> batch;
-    std::vector<store::RetryResult> retries;
-    bool final_flush;
-    {
-      MutexLock lock(mu_);
-      // Only deadlines this loop will move: next_advance stays put when the advancer is off
-      // (a past wake time here made an idle host spin a core per group).
-      auto wake = clock.to_real(std::min(next_renew, clock.now() + watch_every));
-      if (options_.run_advancer) wake = std::min(wake, next_advance);
-      commit_cv_.wait_until(lock.native(), wake, [&]() SQLSTREAMS_REQUIRES(mu_) {
-        return !finished_.empty() || !retry_results_.empty() || final_flush_;
-      });
-      final_flush = final_flush_;
-      if (final_flush) {
-        // Finished ranges commit fully; the rest commit their resolved prefix and hand back.
-        for (auto& [token, r] : active_) batch.push_back(r);
-        finished_.clear();
-      } else {
-        batch.swap(finished_);
-      }
-      retries.swap(retry_results_);
-    }
+    // Only deadlines this loop will move: next_advance stays put when the advancer is off
+    // (a past wake time here made an idle host spin a core per group).
+    auto wake = clock.to_real(std::min(next_renew, clock.now() + watch_every));
+    if (options_.run_advancer) wake = std::min(wake, next_advance);
+    // The final flush takes every claimed range: finished ones commit fully, the rest commit
+    // their resolved prefix and hand back.
+    auto work = queue_.await_commit_work(wake);
+    auto& batch = work.ranges;
+    auto& retries = work.retries;
+    const bool final_flush = work.final_flush;
     // The final flush gives up at stop()'s deadline (shutdown_timeout): while the database is
     // down the leases expire and the work is reclaimed (at-least-once, nothing lost).
     auto give_up = final_flush ? Steady::time_point(Steady::duration(stop_deadline_ns_.load()))
@@ -153,12 +212,8 @@ void GroupPipeline::commit_loop() {
     const bool poke = !final_flush && has_ready_outcome(batch, retries);
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
-    if (poke) {
-      MutexLock lock(mu_);
-      retry_poke_ = true;
-      claim_cv_.notify_all();
-    }
-    if (!final_flush) check_timeouts();
+    if (poke) queue_.poke_retrier();
+    if (!final_flush) watchdog_();
     const auto now = clock.now();
     const auto real_now = Steady::now();
     try {
@@ -183,15 +238,15 @@ void GroupPipeline::commit_loop() {
   }
 }
 
-void GroupPipeline::commit_batch(store::GroupStore& store,
-                                 const std::vector<std::shared_ptr<RangeWork>>& ranges,
-                                 Steady::time_point give_up) {
+void Committer::commit_batch(store::GroupStore& store,
+                             const std::vector<std::shared_ptr<RangeWork>>& ranges,
+                             Steady::time_point give_up) {
   std::vector<std::shared_ptr<RangeWork>> to_commit;
   std::vector<store::RangeCommit> commits;
   // Leases lost because the group was dropped are no news: `group-dropped` said it once.
   std::optional<bool> gone;
   auto dropped = [&] {
-    if (!gone) gone = group_gone(store);
+    if (!gone) gone = group_gone(queue_, store);
     return *gone;
   };
   for (const auto& r : ranges) {
@@ -221,63 +276,43 @@ void GroupPipeline::commit_batch(store::GroupStore& store,
       for (const auto& f : commits[i].failures) log_dead(options_, f);
     }
   };
-  // An in-doubt COMMIT is resolved with pg_xact_status before anything is sent again: had it
-  // committed, a second attempt would find its leases gone and report them lost.
-  bool doubt = false;
-  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
-    if (commits.empty()) return;
-    if (doubt && store.in_doubt()) {
-      auto would_have = store.in_doubt()->committed;
-      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
-      doubt = false;
-      if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.add(GroupCounter::kCommitsInDoubt);
-        spdlog::info(
-            "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
-            "outcome was unknown had been applied",
-            options_.ref.stream, options_.ref.name, commits.size());
-        report(would_have);
-        return;
-      }
-      spdlog::info("commit-in-doubt-not-applied stream={} group={}: committing again",
-                   options_.ref.stream, options_.ref.name);
-    }
-    if (isolate != nullptr) isolate->clear();
-    try {
-      report(store.commit_ranges(commits, isolate));
-    } catch (const store::StoreError& e) {
-      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
-      throw;
-    }
-  };
-  auto result = with_retries(options_, metrics_, "commit", give_up, stop_deadline_ns_,
-                             [&] { commit(nullptr); });
+  std::vector<store::RejectedWrite> rejected;
+  auto result = commit_with_retries(
+      options_, metrics_, store, "commit", give_up, stop_deadline_ns_,
+      [&](std::vector<store::RejectedWrite>* isolate) {
+        if (commits.empty()) return std::vector<bool>{};
+        return store.commit_ranges(commits, isolate);
+      },
+      report,
+      {[&] {
+         spdlog::info(
+             "commit-in-doubt-committed stream={} group={} ranges={}: the commit whose "
+             "outcome was unknown had been applied",
+             options_.ref.stream, options_.ref.name, commits.size());
+       },
+       [&] {
+         spdlog::info("commit-in-doubt-not-applied stream={} group={}: committing again",
+                      options_.ref.stream, options_.ref.name);
+       }},
+      rejected);
   if (result == Attempt::kRejected) {
-    std::vector<store::RejectedWrite> rejected;
-    result = with_retries(options_, metrics_, "commit-isolating", give_up, stop_deadline_ns_,
-                          [&] { commit(&rejected); });
-    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
-    if (result == Attempt::kRejected) {
-      metrics_.commit_failing_since_ns.store(0);
-      spdlog::error(
-          "commit-abandoned stream={} group={}: refused even row by row; the leases "
-          "will expire and the ranges be reclaimed, then quarantined",
-          options_.ref.stream, options_.ref.name);
-    }
+    metrics_.commit_failing_since_ns.store(0);
+    spdlog::error(
+        "commit-abandoned stream={} group={}: refused even row by row; the leases "
+        "will expire and the ranges be reclaimed, then quarantined",
+        options_.ref.stream, options_.ref.name);
   }
-  MutexLock lock(mu_);
-  for (const auto& r : ranges) active_.erase(r->range().token);
-  claim_cv_.notify_all();
+  queue_.release_ranges(ranges);
 }
 
-void GroupPipeline::commit_retry_results(store::GroupStore& store,
-                                         std::vector<store::RetryResult> results,
-                                         Steady::time_point give_up) {
+void Committer::commit_retry_results(store::GroupStore& store,
+                                     std::vector<store::RetryResult> results,
+                                     Steady::time_point give_up) {
   std::optional<bool> gone;  // as in commit_batch
   auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
-        if (!gone) gone = group_gone(store);
+        if (!gone) gone = group_gone(queue_, store);
         if (*gone) continue;
         metrics_.add(GroupCounter::kRetryLeaseLost);
         if (auto n = warn_limiter_.admit("lease-lost-retry")) {
@@ -290,144 +325,34 @@ void GroupPipeline::commit_retry_results(store::GroupStore& store,
       }
     }
   };
-  // As for ranges: an in-doubt COMMIT is resolved with pg_xact_status before anything is sent
-  // again; had it committed, a second attempt would find the row tokens gone and report every
-  // outcome as a lost retry lease.
-  bool doubt = false;
-  auto commit = [&](std::vector<store::RejectedWrite>* isolate) {
-    if (doubt && store.in_doubt()) {
-      auto would_have = store.in_doubt()->committed;
-      auto resolution = store.resolve_in_doubt();  // throws while the database is unreachable
-      doubt = false;
-      if (resolution == store::InDoubtResolution::kCommitted) {
-        metrics_.add(GroupCounter::kCommitsInDoubt);
-        spdlog::info(
-            "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
-            "outcome was unknown had been applied",
-            options_.ref.stream, options_.ref.name, results.size());
-        report(would_have);
-        return;
-      }
-      spdlog::info("commit-in-doubt-not-applied stream={} group={} retries={}: committing again",
-                   options_.ref.stream, options_.ref.name, results.size());
-    }
-    if (isolate != nullptr) isolate->clear();
-    try {
-      report(store.commit_retries(results, isolate));
-    } catch (const store::StoreError& e) {
-      if (e.kind() == store::StoreError::Kind::kInDoubt) doubt = true;
-      throw;
-    }
-  };
-  auto result = with_retries(options_, metrics_, "commit-retries", give_up, stop_deadline_ns_,
-                             [&] { commit(nullptr); });
-  if (result == Attempt::kRejected) {
-    std::vector<store::RejectedWrite> rejected;
-    result = with_retries(options_, metrics_, "commit-retries-isolating", give_up,
-                          stop_deadline_ns_, [&] { commit(&rejected); });
-    if (result == Attempt::kDone) log_rejected(options_, metrics_, rejected);
-  }
-  MutexLock lock(mu_);
-  for (const auto& r : results) active_retries_.erase(r.token);
-  claim_cv_.notify_all();
+  std::vector<store::RejectedWrite> rejected;
+  commit_with_retries(
+      options_, metrics_, store, "commit-retries", give_up, stop_deadline_ns_,
+      [&](std::vector<store::RejectedWrite>* isolate) {
+        return store.commit_retries(results, isolate);
+      },
+      report,
+      {[&] {
+         spdlog::info(
+             "commit-in-doubt-committed stream={} group={} retries={}: the retry commit whose "
+             "outcome was unknown had been applied",
+             options_.ref.stream, options_.ref.name, results.size());
+       },
+       [&] {
+         spdlog::info("commit-in-doubt-not-applied stream={} group={} retries={}: committing again",
+                      options_.ref.stream, options_.ref.name, results.size());
+       }},
+      rejected);
+  queue_.release_retries(results);
 }
 
-void GroupPipeline::renew_leases(store::GroupStore& store) {
-  std::vector<std::string> tokens, retry_tokens;
-  {
-    MutexLock lock(mu_);
-    for (const auto& [token, r] : active_) tokens.push_back(token);
-    for (const auto& [token, r] : active_retries_) retry_tokens.push_back(token);
-  }
+void Committer::renew_leases(store::GroupStore& store) {
+  const auto tokens = queue_.lease_tokens();
   // Taken before the renewals are sent: never later than the expiry the database sets.
   const int64_t deadline = steady_ms(options_.steady_clock->now() + options_.group.lease_ttl);
-  auto lost = store.renew_leases(tokens, options_.group.lease_ttl);
-  auto lost_retries = store.renew_retry_leases(retry_tokens, options_.group.lease_ttl);
-  MutexLock lock(mu_);
-  for (const auto& t : tokens) {
-    if (auto it = active_.find(t); it != active_.end()) it->second->deadline_ms.store(deadline);
-  }
-  for (const auto& t : retry_tokens) {
-    if (auto it = active_retries_.find(t); it != active_retries_.end()) {
-      it->second->deadline_ms.store(deadline);
-    }
-  }
-  for (const auto& token : lost) {
-    if (auto it = active_.find(token); it != active_.end()) it->second->lost.store(true);
-  }
-  for (const auto& token : lost_retries) {
-    if (auto it = active_retries_.find(token); it != active_retries_.end()) {
-      it->second->lost.store(true);
-    }
-  }
-}
-
-bool GroupPipeline::stop(Steady::time_point deadline) {
-  // From now on no commit retries past the deadline, including one already retrying.
-  stop_deadline_ns_.store(deadline.time_since_epoch().count());
-  {
-    MutexLock lock(mu_);
-    stop_claiming_ = true;
-  }
-  claim_cv_.notify_all();
-  if (claimer_.joinable()) claimer_.join();
-  if (retrier_.joinable()) retrier_.join();
-  {
-    // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
-    // retry rows return to `ready` without counting an attempt.
-    MutexLock lock(mu_);
-    hand_back_queued();
-    stop_workers_ = true;
-  }
-  work_cv_.notify_all();
-  bool drained;
-  std::vector<std::shared_ptr<WorkerState>> workers;
-  {
-    MutexLock lock(mu_);
-    drained = claim_cv_.wait_until(
-        lock.native(), deadline, [&]() SQLSTREAMS_REQUIRES(mu_) { return running_workers_ == 0; });
-    workers.swap(workers_);
-  }
-  for (auto& w : workers) {
-    if (drained) {
-      w->thread.join();
-      continue;
-    }
-    bool finishing;
-    {
-      std::lock_guard theirs(w->mu);
-      finishing = w->finishing && w->busy;
-      if (!finishing) {
-        w->abandoned.store(true);  // it must not touch us on return
-        hung_->fetch_add(1);
-      }
-    }
-    if (finishing) {
-      w->thread.join();  // recording an outcome takes microseconds
-    } else {
-      w->thread.detach();
-    }
-  }
-  if (async_) drain_async(deadline);
-  if (!drained) {
-    MutexLock lock(mu_);
-    for (auto& w : workers) {  // the rest of a written-off batch never started: hand it back
-      if (w->abandoned.load() && w->at + 1 < w->batch.size()) {
-        requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1), w->batch.end());
-      }
-    }
-    spdlog::warn(
-        "drain-timeout stream={} group={}: handler(s) still running; their ranges are "
-        "handed back",
-        options_.ref.stream, options_.ref.name);
-  }
-  {
-    MutexLock lock(mu_);
-    final_flush_ = true;
-  }
-  commit_cv_.notify_all();
-  if (committer_.joinable()) committer_.join();
-  return drained;
+  auto lost = store.renew_leases(tokens.ranges, options_.group.lease_ttl);
+  auto lost_retries = store.renew_retry_leases(tokens.retries, options_.group.lease_ttl);
+  queue_.apply_renewal(tokens, deadline, lost, lost_retries);
 }
 
 }  // namespace sqlstreams::consume

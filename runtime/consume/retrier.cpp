@@ -1,26 +1,39 @@
-// GroupPipeline: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
+// Retrier: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
 // batches sized to the free retry capacity, and feeds them to the shared worker pool.
 // While a backlog is due it claims again as soon as half the capacity is free. Otherwise it
 // asks the database when the next row becomes claimable and sleeps until then (at most
 // max_poll_interval); the committer pokes it whenever it writes a `ready` row, so a due time is
 // honoured within poll_interval without an idle host polling ten times a second per group.
-// Rows whose host died while running them run alone, one by one (see retry_loop).
+// Rows whose host died while running them run alone, one by one (see Retrier::run).
+#include "consume/retrier.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "common/outage_backoff.hpp"
-#include "consume/group_pipeline.hpp"
+#include "common/thread.hpp"
 #include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
 
 namespace {
-using Monotonic = std::chrono::steady_clock;
 constexpr size_t kMaxRetryCapacity = 1000;
 }  // namespace
 
-size_t GroupPipeline::retry_capacity() const {
+Retrier::Retrier(const PipelineOptions& options, RangeQueue& queue, GroupMetrics& metrics,
+                 bool asynchronous)
+    : options_(options), queue_(queue), metrics_(metrics), async_(asynchronous) {}
+
+void Retrier::start() {
+  thread_ = start_thread("ss-retry", [this] { run(); });
+}
+
+void Retrier::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t Retrier::capacity() const {
   const auto& g = options_.group;
   // An async handler holds up to max_in_flight messages, not `concurrency`.
   const size_t runners = static_cast<size_t>(async_ ? g.max_in_flight : g.concurrency);
@@ -28,12 +41,13 @@ size_t GroupPipeline::retry_capacity() const {
                           std::min<size_t>(static_cast<size_t>(g.batch_size), kMaxRetryCapacity));
 }
 
-void GroupPipeline::retry_loop() {
+void Retrier::run() {
   const auto& g = options_.group;
+  const SteadyClock& clock = *options_.steady_clock;  // every poll and suspect check
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
-  const size_t capacity = retry_capacity();
-  auto next_poll = Monotonic::now();
+  const size_t capacity = this->capacity();
+  auto next_poll = clock.now();
   bool backlog = false;  // the last claim was full: more rows are probably due
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   // Suspects (rows whose host stopped while running them: maybe killed by that very message)
@@ -41,45 +55,24 @@ void GroupPipeline::retry_loop() {
   // result is committed before the next claim: a message that crashes hosts takes no innocent
   // row down with it twice. Looked for at start, then every lease_ttl (a suspect appears at
   // most a lease_ttl after its host died), and again right after each suspect.
-  auto next_suspect_check = Monotonic::now();
+  auto next_suspect_check = clock.now();
   bool isolating = false;
   for (;;) {
-    size_t room;
-    bool suspects;
-    {
-      MutexLock lock(mu_);
-      claim_cv_.wait_until(lock.native(), next_poll, [&]() SQLSTREAMS_REQUIRES(mu_) {
-        return stop_claiming_ || dropped_.load() || retry_poke_;
-      });
-      if (stop_claiming_ || dropped_.load()) break;
-      retry_poke_ = false;
-      suspects = isolating || Monotonic::now() >= next_suspect_check;
-      if (suspects) {
-        claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
-          return stop_claiming_ || dropped_.load() ||
-                 (!claiming_paused() && active_retries_.empty());
-        });
-        room = 1;
-      } else {
-        // In a backlog, claim in big batches: wait until half the capacity is free again.
-        const size_t low_water = backlog ? capacity / 2 : capacity - 1;
-        claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
-          return stop_claiming_ || dropped_.load() ||
-                 (!claiming_paused() && active_retries_.size() <= low_water);
-        });
-        room = capacity - active_retries_.size();
-      }
-      if (stop_claiming_ || dropped_.load()) break;
-    }
+    // Until next_poll or a poke, then until there is room (in a backlog: half the capacity).
+    auto turn =
+        queue_.await_retry_room(next_poll, isolating, next_suspect_check, backlog, capacity);
+    if (!turn) break;  // stopping, or the group was dropped
+    const size_t room = turn->room;
+    const bool suspects = turn->suspects;
     try {
       using Pick = store::GroupStore::RetryPick;
       auto due =
           store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
                                   suspects ? Pick::kSuspects : Pick::kReady, g.retry.max_retries);
-      next_poll = Monotonic::now();
+      next_poll = clock.now();
       if (suspects) {
         isolating = !due.empty();
-        if (!isolating) next_suspect_check = Monotonic::now() + g.lease_ttl;
+        if (!isolating) next_suspect_check = clock.now() + g.lease_ttl;
       } else {
         backlog = due.size() == room;
         if (!backlog) {
@@ -89,7 +82,7 @@ void GroupPipeline::retry_loop() {
             wait = next->count() <= 0 ? g.poll_interval
                                       : std::clamp(*next, std::chrono::milliseconds(1), wait);
             // Claimable, yet no ready row came: maybe an expired inflight row (a suspect).
-            if (next->count() <= 0 && due.empty()) next_suspect_check = Monotonic::now();
+            if (next->count() <= 0 && due.empty()) next_suspect_check = clock.now();
           }
           next_poll += wait;
         }
@@ -111,23 +104,21 @@ void GroupPipeline::retry_loop() {
                                       Millis(0),         c.last_error,
                                       c.message->payload};
             metrics_.add(GroupCounter::kDead);
-            MutexLock lock(mu_);
-            retry_results_.push_back(
+            queue_.add_retry_result(
                 store::RetryResult{c.message_id, c.token, std::move(dead), false,
                                    store::AuditEntry{c.message_id, c.attempts, "dead", c.last_error,
                                                      options_.clock->now()}});
-            commit_cv_.notify_one();
             continue;
           }
         }
-        enqueue_retry(std::move(c));
+        queue_.enqueue_retry(std::move(c));
       }
     } catch (const store::StoreError& e) {
       metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,
                     options_.ref.name, e.what());
       backlog = false;
-      next_poll = Monotonic::now() + outage.on_failure().delay;
+      next_poll = clock.now() + outage.on_failure().delay;
     }
   }
 }

@@ -1,18 +1,18 @@
-// GroupPipeline: the handler-timeout watchdog (run by the committer thread) and the hung-handler
+// WorkerPool: the handler-timeout watchdog (run by the committer thread) and the hung-handler
 // cap — written-off threads still running pause the group at max_hung_handlers.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "common/duration.hpp"
-#include "consume/group_pipeline.hpp"
+#include "consume/worker_pool.hpp"
 
 namespace sqlstreams::consume {
 
 // A handler still running at handler_timeout is a failed attempt; its thread is written off
 // (C++ cannot kill a thread) and replaced so the pool keeps its size. The messages of its batch
 // after the hung one never started: they go back to the queue, not charged.
-void GroupPipeline::check_timeouts() {
+void WorkerPool::check_timeouts() {
   if (async_) check_async_timeouts();
   std::vector<Task> timed_out;
   // One timeout owner: a handler that ends stuck messages itself (isolation) is only backed up
@@ -21,8 +21,8 @@ void GroupPipeline::check_timeouts() {
   const std::chrono::milliseconds limit =
       enforced ? *enforced + std::chrono::milliseconds(1000) : options_.group.handler_timeout;
   {
-    MutexLock lock(mu_);
-    if (stop_workers_) return;
+    MutexLock lock(queue_.mu());
+    if (queue_.stopping_workers()) return;
     const auto now = options_.steady_clock->now();
     for (auto& w : workers_) {
       if (!w->busy || w->abandoned.load() || now - w->started < limit) {
@@ -38,7 +38,8 @@ void GroupPipeline::check_timeouts() {
       timed_out.push_back(w->task);
       // The rest of its batch never started: back to the queue, for the other workers.
       if (w->at + 1 < w->batch.size()) {
-        requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1), w->batch.end());
+        queue_.requeue_front(w->batch.begin() + static_cast<std::ptrdiff_t>(w->at + 1),
+                             w->batch.end());
       }
       w->batch.clear();
       --running_workers_;
@@ -67,35 +68,14 @@ void GroupPipeline::check_timeouts() {
   }
 }
 
-void GroupPipeline::hand_back(const Task& t) {
-  if (t.range) {
-    if (!t.range->slot(t.index).taken.exchange(true) &&
-        t.range->resolve(t.index, SlotState::kSkipped)) {
-      finished_.push_back(t.range);
-    }
-  } else if (!t.retry->taken.exchange(true)) {
-    retry_results_.push_back(
-        store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
-  }
-}
-
-void GroupPipeline::hand_back_queued() {
-  while (!tasks_.empty()) {
-    hand_back(tasks_.front());
-    tasks_.pop_front();
-  }
-  commit_cv_.notify_one();
-}
-
 // Hung handlers cannot be killed, only counted: at max_hung_handlers the group stops claiming
 // and hands its queued work back (other hosts take it), so no further thread can hang here;
 // it resumes when written-off threads return.
-void GroupPipeline::update_pause() {
+void WorkerPool::update_pause() {
   const int hung = hung_->load();
   const int cap = options_.group.max_hung_handlers;
-  if (!paused_ && hung >= cap) {
-    paused_ = true;
-    hand_back_queued();
+  if (!queue_.hung_paused() && hung >= cap) {
+    queue_.set_hung_paused(true);  // hands queued work back
     spdlog::error(
         "group-paused stream={} group={} hung_handlers={} max_hung_handlers={}: handler threads "
         "written off after handler_timeout ({}) are still running; the group claims nothing and "
@@ -103,9 +83,8 @@ void GroupPipeline::update_pause() {
         "find the hanging handler's cause first)",
         options_.ref.stream, options_.ref.name, hung, cap,
         format_duration(options_.group.handler_timeout));
-  } else if (paused_ && hung < cap) {
-    paused_ = false;
-    claim_cv_.notify_all();
+  } else if (queue_.hung_paused() && hung < cap) {
+    queue_.set_hung_paused(false);  // wakes the claimer
     spdlog::warn("group-resumed stream={} group={} hung_handlers={} max_hung_handlers={}",
                  options_.ref.stream, options_.ref.name, hung, cap);
   }

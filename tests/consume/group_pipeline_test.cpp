@@ -1,7 +1,8 @@
 // GroupPipeline against a real PostgreSQL with an in-process handler: every message delivered,
 // failures recorded as exceptions, two pipelines share a group, a drain hands work back; on a
-// manual steady clock, leases are renewed every renew_every and a handler is timed out at
-// handler_timeout exactly, not before (no real time waited for either).
+// manual steady clock, leases are renewed every renew_every, a handler is timed out at
+// handler_timeout exactly, not before, the claimer's idle backoff doubles and expired leases are
+// looked for once a second (no real time waited for any of them).
 #include "consume/group_pipeline.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -90,8 +92,8 @@ class GatedHandler final : public plugin_host::HandlerInstance {
   std::string name_ = "gated";
 };
 
-bool eventually(const std::function<bool()>& pred) {
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
+bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(1ms);
@@ -122,6 +124,22 @@ class GroupPipelineTest : public StreamFixture {
                               " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) FROM "
                               "sqlstreams.cursors_1",
                           timeout);
+  }
+
+  // The database's time now: a later statement of the claimer changes its session's state
+  // after it.
+  std::string db_now() { return db_.scalar<std::string>("SELECT clock_timestamp()::text"); }
+  // The claimer of the pipeline whose session is `application` last ran an observation that
+  // began after `since`, and it has ended: the claimer found nothing to claim and is in its
+  // idle sleep (or about to start it).
+  bool observed_since(const std::string& application, const std::string& since) {
+    return sql_true(
+        "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND "
+        "application_name = '" +
+        application +
+        "' AND state = 'idle' AND query LIKE '%pg_current_xact_id()::text END%' AND "
+        "state_change > '" +
+        since + "'::timestamptz)");
   }
 
   store::GroupRef group_;
@@ -263,6 +281,84 @@ TEST_F(GroupPipelineTest, RenewsAndTimesOutOnTheInjectedSteadyClock) {
   ASSERT_TRUE(
       eventually_sql("SELECT attempts = 1 AND last_error LIKE '%timed out after 8s%' FROM "
                      "sqlstreams.exceptions_1 WHERE message_id = 1"));
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
+}
+
+// The claimer's idle backoff reads the injected steady clock: caught up, it sleeps poll_interval,
+// then twice as long each idle round (up to max_poll_interval), and a message produced meanwhile
+// is claimed when the pipeline's clock reaches the end of that sleep, not before.
+TEST_F(GroupPipelineTest, IdleBackoffDoublesOnTheInjectedSteadyClock) {
+  produce(1);
+  auto rec = std::make_shared<Recorder>();
+  ManualSteadyClock clock;
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.concurrency = 1;
+  o.group.poll_interval = 10s;  // never reached in real time by this test
+  o.group.max_poll_interval = 40s;
+  o.steady_clock = &clock;
+  o.session.application_name = "idle-backoff-test";
+  auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
+  auto claimed = [&] { return p->metrics().get(GroupCounter::kRangesClaimed); };
+  auto observed_since = [&](const std::string& since) {
+    return this->observed_since("idle-backoff-test", since);
+  };
+  const std::string started = db_now();
+  p->start();
+  ASSERT_TRUE(eventually([&] { return claimed() == 1 && rec->total() == 1; }));
+  // Caught up: asleep for poll_interval (10 s).
+  ASSERT_TRUE(eventually([&] { return observed_since(started); }));
+  const std::string first_sleep_ended = db_now();
+  clock.advance(10s);
+  // It looked again, found nothing and sleeps twice as long (20 s). (Within seconds of real
+  // time: a sleep on the real clock would take 10 s.)
+  ASSERT_TRUE(eventually([&] { return observed_since(first_sleep_ended); }, 5s));
+  produce(1);
+  clock.advance(19s);
+  std::this_thread::sleep_for(300ms);  // many ManualSteadyClock::kRecheck periods
+  EXPECT_EQ(claimed(), 1u) << "claimed before its doubled idle sleep ended on the pipeline's clock";
+  clock.advance(1s);
+  EXPECT_TRUE(eventually([&] { return claimed() == 2 && rec->total() == 2; }, 5s));
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
+}
+
+// Expired range leases are looked for once a second on the injected steady clock (and before
+// fresh claims whenever one was found).
+TEST_F(GroupPipelineTest, ReclaimsExpiredLeasesOnceASecondOnTheInjectedSteadyClock) {
+  produce(5);
+  {  // Another host claims (0, 5] and dies.
+    store::Session session(opts_);
+    store::GroupStore other(session, group_.stream_id, group_.id, "dead:1");
+    std::optional<store::ClaimedRange> range;
+    ASSERT_TRUE(eventually([&] {
+      auto obs = other.observe();
+      if (obs.worth_claiming()) range = other.claim(obs, 100, Millis(600'000), nullptr).range;
+      return range.has_value();
+    }));
+  }
+  auto rec = std::make_shared<Recorder>();
+  ManualSteadyClock clock;
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.concurrency = 1;
+  o.group.poll_interval = 100ms;  // the claimer wakes every 100 ms of the pipeline's clock
+  o.group.max_poll_interval = 100ms;
+  o.steady_clock = &clock;
+  o.session.application_name = "reclaim-cadence-test";
+  auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
+  auto reclaimed = [&] { return p->metrics().get(GroupCounter::kRangesReclaimed); };
+  std::string since = db_now();
+  p->start();
+  // It looked for expired leases (none yet), found nothing to claim and sleeps.
+  ASSERT_TRUE(eventually([&] { return observed_since("reclaim-cadence-test", since); }));
+  db_.sql("UPDATE sqlstreams.leases_1 SET expires_at = statement_timestamp() - interval '1 ms'");
+  for (int step = 1; step < 10; ++step) {  // 100 ms … 900 ms: no look for expired leases yet
+    since = db_now();
+    clock.advance(100ms);
+    ASSERT_TRUE(eventually([&] { return observed_since("reclaim-cadence-test", since); }, 5s))
+        << "the claimer did not wake after " << step * 100 << " ms";
+    ASSERT_EQ(reclaimed(), 0u) << "reclaimed after " << step * 100 << " ms, before 1 s";
+  }
+  clock.advance(100ms);  // 1 s
+  EXPECT_TRUE(eventually([&] { return reclaimed() == 1 && rec->total() == 5; }, 5s));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
 }
 

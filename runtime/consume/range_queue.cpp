@@ -1,0 +1,390 @@
+// RangeQueue: the pipeline's shared work and group state (see range_queue.hpp).
+#include "consume/range_queue.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "consume/lease_timing.hpp"
+
+namespace sqlstreams::consume {
+
+RangeQueue::RangeQueue(const PipelineOptions& options, GroupMetrics& metrics)
+    : options_(options), metrics_(metrics) {
+  accepted_versions_.insert(options_.group.schema_versions.begin(),
+                            options_.group.schema_versions.end());
+}
+
+void RangeQueue::enqueue(store::ClaimedRange range) {
+  metrics_.add(GroupCounter::kRangesClaimed);
+  if (range.from_cache) metrics_.add(GroupCounter::kRangesFromCache);
+  metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
+  range.deadline = options_.steady_clock->from_real(range.deadline);  // the store's: real
+  auto work = std::make_shared<RangeWork>(std::move(range));
+  MutexLock lock(mu_);
+  active_[work->range().token] = work;
+  if (work->size() == 0) {  // a gap-only range: nothing to run
+    finished_.push_back(work);
+    commit_cv_.notify_one();
+    return;
+  }
+  for (size_t i = 0; i < work->size(); ++i) tasks_.push_back(Task{work, i, nullptr});
+  work_cv_.notify_all();
+}
+
+void RangeQueue::enqueue_retry(store::RetryClaim claim) {
+  metrics_.add(GroupCounter::kRetriesClaimed);
+  claim.deadline = options_.steady_clock->from_real(claim.deadline);  // the store's: real
+  auto work = std::make_shared<RetryWork>(std::move(claim));
+  MutexLock lock(mu_);
+  active_retries_[work->claim.token] = work;
+  tasks_.push_back(Task{nullptr, 0, work});
+  work_cv_.notify_one();
+}
+
+void RangeQueue::add_retry_result(store::RetryResult result) {
+  MutexLock lock(mu_);
+  retry_results_.push_back(std::move(result));
+  commit_cv_.notify_one();
+}
+
+void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
+                             SlotState state) {
+  if (range->resolve(index, state)) {
+    MutexLock lock(mu_);
+    finished_.push_back(range);
+    commit_cv_.notify_one();
+  }
+}
+
+bool RangeQueue::await_claim_room(SteadyTime until, size_t limit) {
+  MutexLock lock(mu_);
+  // Backpressure: at most `limit` claimed ranges in flight. Wakes for the operator's
+  // pause/drop check at least every poll_interval.
+  wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) {
+    return stop_claiming_ || (!claiming_paused() && active_.size() < limit);
+  });
+  return !stop_claiming_;
+}
+
+void RangeQueue::sleep_idle(std::chrono::milliseconds d) {
+  const SteadyTime until = options_.steady_clock->now() + d;
+  MutexLock lock(mu_);
+  wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
+}
+
+std::optional<RangeQueue::RetryRoom> RangeQueue::await_retry_room(SteadyTime next_poll,
+                                                                  bool isolating,
+                                                                  SteadyTime next_suspect_check,
+                                                                  bool backlog, size_t capacity) {
+  RetryRoom out;
+  MutexLock lock(mu_);
+  wait_until(claim_cv_, lock, next_poll, [&]() SQLSTREAMS_REQUIRES(mu_) {
+    return stop_claiming_ || dropped_.load() || retry_poke_;
+  });
+  if (stop_claiming_ || dropped_.load()) return std::nullopt;
+  retry_poke_ = false;
+  out.suspects = isolating || options_.steady_clock->now() >= next_suspect_check;
+  if (out.suspects) {
+    claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
+      return stop_claiming_ || dropped_.load() || (!claiming_paused() && active_retries_.empty());
+    });
+    out.room = 1;
+  } else {
+    // In a backlog, claim in big batches: wait until half the capacity is free again.
+    const size_t low_water = backlog ? capacity / 2 : capacity - 1;
+    claim_cv_.wait(lock.native(), [&]() SQLSTREAMS_REQUIRES(mu_) {
+      return stop_claiming_ || dropped_.load() ||
+             (!claiming_paused() && active_retries_.size() <= low_water);
+    });
+    out.room = capacity - active_retries_.size();
+  }
+  if (stop_claiming_ || dropped_.load()) return std::nullopt;
+  return out;
+}
+
+RangeQueue::CommitWork RangeQueue::await_commit_work(std::chrono::steady_clock::time_point wake) {
+  CommitWork work;
+  MutexLock lock(mu_);
+  commit_cv_.wait_until(lock.native(), wake, [&]() SQLSTREAMS_REQUIRES(mu_) {
+    return !finished_.empty() || !retry_results_.empty() || final_flush_;
+  });
+  work.final_flush = final_flush_;
+  if (work.final_flush) {
+    // Finished ranges commit fully; the rest commit their resolved prefix and hand back.
+    for (auto& [token, r] : active_) work.ranges.push_back(r);
+    finished_.clear();
+  } else {
+    work.ranges.swap(finished_);
+  }
+  work.retries.swap(retry_results_);
+  return work;
+}
+
+void RangeQueue::poke_retrier() {
+  MutexLock lock(mu_);
+  retry_poke_ = true;
+  claim_cv_.notify_all();
+}
+
+void RangeQueue::release_ranges(const std::vector<std::shared_ptr<RangeWork>>& ranges) {
+  MutexLock lock(mu_);
+  for (const auto& r : ranges) active_.erase(r->range().token);
+  claim_cv_.notify_all();
+}
+
+void RangeQueue::release_retries(const std::vector<store::RetryResult>& results) {
+  MutexLock lock(mu_);
+  for (const auto& r : results) active_retries_.erase(r.token);
+  claim_cv_.notify_all();
+}
+
+RangeQueue::LeaseTokens RangeQueue::lease_tokens() const {
+  LeaseTokens out;
+  MutexLock lock(mu_);
+  for (const auto& [token, r] : active_) out.ranges.push_back(token);
+  for (const auto& [token, r] : active_retries_) out.retries.push_back(token);
+  return out;
+}
+
+void RangeQueue::apply_renewal(const LeaseTokens& renewed, int64_t deadline_ms,
+                               const std::vector<std::string>& lost,
+                               const std::vector<std::string>& lost_retries) {
+  MutexLock lock(mu_);
+  for (const auto& t : renewed.ranges) {
+    if (auto it = active_.find(t); it != active_.end()) it->second->deadline_ms.store(deadline_ms);
+  }
+  for (const auto& t : renewed.retries) {
+    if (auto it = active_retries_.find(t); it != active_retries_.end()) {
+      it->second->deadline_ms.store(deadline_ms);
+    }
+  }
+  for (const auto& token : lost) {
+    if (auto it = active_.find(token); it != active_.end()) it->second->lost.store(true);
+  }
+  for (const auto& token : lost_retries) {
+    if (auto it = active_retries_.find(token); it != active_retries_.end()) {
+      it->second->lost.store(true);
+    }
+  }
+}
+
+size_t RangeQueue::ranges_in_flight() const {
+  MutexLock lock(mu_);
+  return active_.size();
+}
+
+bool RangeQueue::paused() const {
+  MutexLock lock(mu_);
+  return paused_;
+}
+
+bool RangeQueue::operator_paused() const {
+  MutexLock lock(mu_);
+  return operator_paused_;
+}
+
+bool RangeQueue::set_operator_paused(bool pause) {
+  MutexLock lock(mu_);
+  if (pause == operator_paused_) return false;
+  operator_paused_ = pause;
+  if (pause) hand_back_queued();
+  claim_cv_.notify_all();
+  return true;
+}
+
+void RangeQueue::mark_dropped() {
+  if (dropped_.exchange(true)) return;
+  spdlog::error(
+      "group-dropped stream={} group={} id={}: the group was dropped (`sqlstreams group drop`); "
+      "this host stops its pipeline and discards its unfinished work. It is not declared again "
+      "until the host restarts or reloads (SIGHUP) with the group still in its config",
+      options_.ref.stream, options_.ref.name, options_.ref.id);
+  MutexLock lock(mu_);
+  hand_back_queued();
+  claim_cv_.notify_all();
+}
+
+bool group_gone(RangeQueue& queue, store::GroupStore& store) {
+  if (queue.dropped()) return true;
+  try {
+    if (store.state().kind != store::GroupState::Kind::kGone) return false;
+  } catch (const store::StoreError&) {
+    return false;
+  }
+  queue.mark_dropped();
+  return true;
+}
+
+void RangeQueue::stop_claiming() {
+  {
+    MutexLock lock(mu_);
+    stop_claiming_ = true;
+  }
+  claim_cv_.notify_all();
+}
+
+void RangeQueue::stop_workers() {
+  {
+    // Unstarted work goes back: ranges commit their resolved prefix and hand back the rest;
+    // retry rows return to `ready` without counting an attempt.
+    MutexLock lock(mu_);
+    hand_back_queued();
+    stop_workers_ = true;
+  }
+  work_cv_.notify_all();
+}
+
+void RangeQueue::final_flush() {
+  {
+    MutexLock lock(mu_);
+    final_flush_ = true;
+  }
+  commit_cv_.notify_all();
+}
+
+Task RangeQueue::take_front() {
+  Task task = std::move(tasks_.front());
+  tasks_.pop_front();
+  return task;
+}
+
+void RangeQueue::take_batch(std::vector<Task>& batch, size_t limit) {
+  constexpr size_t kMaxBatchBytes = 1 << 20;  // payload bytes per batch (at least one message)
+  size_t bytes = 0;
+  while (!tasks_.empty() && batch.size() < limit) {
+    const Task& next = tasks_.front();
+    const size_t size = next.range ? next.range->range().messages[next.index].payload.size()
+                                   : next.retry->claim.message->payload.size();
+    if (!batch.empty() && bytes + size > kMaxBatchBytes) break;
+    Task task = std::move(tasks_.front());
+    tasks_.pop_front();
+    if (!may_start(task)) continue;
+    bytes += size;
+    batch.push_back(std::move(task));
+  }
+}
+
+void RangeQueue::requeue_front(std::vector<Task>::const_iterator first,
+                               std::vector<Task>::const_iterator last) {
+  for (auto it = last; it != first;) {
+    --it;
+    if (it->range) {
+      it->range->slot(it->index).state.store(SlotState::kPending, std::memory_order_release);
+    }
+    tasks_.push_front(*it);
+  }
+  if (stop_workers_ || claiming_paused() || dropped_.load()) {
+    hand_back_queued();
+  } else {
+    work_cv_.notify_all();
+  }
+}
+
+bool RangeQueue::may_continue(const Task& task) const {
+  const auto& g = options_.group;
+  const int64_t left =
+      (task.range ? task.range->deadline_ms.load() : task.retry->deadline_ms.load()) -
+      steady_ms(options_.steady_clock->now());
+  const bool lost = task.range ? task.range->lost.load() : task.retry->lost.load();
+  return !lost && left >= lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
+}
+
+// Leaves a task for reclaim when its lease is lost or too short to cover a whole handler run;
+// passes over schema versions the group does not declare.
+bool RangeQueue::may_start(const Task& task) {
+  const auto& g = options_.group;
+  const int64_t now_ms = steady_ms(options_.steady_clock->now());
+  const int64_t needed = lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
+  if (task.range) {
+    auto& r = *task.range;
+    if (r.lost.load() || r.deadline_ms.load() - now_ms < needed) {
+      if (!r.slot(task.index).taken.exchange(true)) {
+        if (r.resolve(task.index, SlotState::kSkipped)) {
+          finished_.push_back(task.range);
+          commit_cv_.notify_one();
+        }
+      }
+      return false;
+    }
+    const auto& msg = r.range().messages[task.index];
+    if (!accepted_versions_.count(msg.schema_version)) {
+      if (metrics_.count_skipped_version(msg.schema_version)) {  // passed over, never silent
+        spdlog::warn(
+            "version-skipped stream={} group={} schema_version={} message_id={}: the "
+            "group declares schema_versions it does not include; such messages are "
+            "passed over and counted",
+            options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
+      }
+      if (!r.slot(task.index).taken.exchange(true) && r.resolve(task.index, SlotState::kDone)) {
+        finished_.push_back(task.range);
+        commit_cv_.notify_one();
+      }
+      return false;
+    }
+    r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);
+    return true;
+  }
+  auto& w = *task.retry;
+  if (w.lost.load()) {
+    w.taken.store(true);
+    active_retries_.erase(w.claim.token);
+    return false;
+  }
+  if (w.deadline_ms.load() - now_ms < needed) {
+    if (!w.taken.exchange(true)) {
+      retry_results_.push_back(store::RetryResult{w.claim.message_id, w.claim.token, {}, true, {}});
+      commit_cv_.notify_one();
+    }
+    return false;
+  }
+  // Retries and quarantined rows pass over versions the group does not accept, like ranges
+  // do: counted, and the exception row is deleted as an outcome (nothing left to run). 0 is a
+  // dead letter kept before its version was recorded (V003): unknown, so it runs.
+  const int32_t version = w.claim.message->schema_version;
+  if (version != 0 && !accepted_versions_.count(version)) {
+    if (metrics_.count_skipped_version(version)) {
+      spdlog::warn(
+          "version-skipped stream={} group={} schema_version={} message_id={}: a retry "
+          "of a version the group does not accept is passed over (its exception row "
+          "is deleted) and counted",
+          options_.ref.stream, options_.ref.name, version, w.claim.message_id);
+    }
+    if (!w.taken.exchange(true)) {
+      retry_results_.push_back(
+          store::RetryResult{w.claim.message_id, w.claim.token, {}, false, {}});
+      commit_cv_.notify_one();
+    }
+    return false;
+  }
+  return true;
+}
+
+void RangeQueue::hand_back(const Task& t) {
+  if (t.range) {
+    if (!t.range->slot(t.index).taken.exchange(true) &&
+        t.range->resolve(t.index, SlotState::kSkipped)) {
+      finished_.push_back(t.range);
+    }
+  } else if (!t.retry->taken.exchange(true)) {
+    retry_results_.push_back(
+        store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+  }
+}
+
+void RangeQueue::hand_back_queued() {
+  while (!tasks_.empty()) {
+    hand_back(tasks_.front());
+    tasks_.pop_front();
+  }
+  commit_cv_.notify_one();
+}
+
+void RangeQueue::set_hung_paused(bool pause) {
+  paused_ = pause;
+  if (pause) {
+    hand_back_queued();
+  } else {
+    claim_cv_.notify_all();
+  }
+}
+
+}  // namespace sqlstreams::consume
