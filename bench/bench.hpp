@@ -210,6 +210,17 @@ std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
 std::vector<Row> run_wal(Db& db, const Options& o);
 // Phase async_io (issue 14): an asynchronous 100 ms "I/O" handler (async_io_bench.cpp).
 std::vector<Row> run_async_io(Db& db, const Options& o);
+// One group of an asynchronous handler draining a pre-filled backlog (async_io_bench.cpp), the
+// shape of phases async_io and http: kAsyncStartThreads start threads, batch_size kAsyncBatch.
+inline constexpr int kAsyncStartThreads = 2;
+inline constexpr int kAsyncBatch = 2000;
+struct AsyncDrained {
+  double rate = 0;  // messages/s until all handled and every range commit done
+  size_t peak = 0;  // the most in flight at once
+};
+AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std::string& plugin,
+                         const std::string& handler, const std::string& config_json,
+                         int max_in_flight);
 // Phase http (issue 31): plugins/http.so to a loopback receiver (http_bench.cpp).
 std::vector<Row> run_http(Db& db, const Options& o);
 

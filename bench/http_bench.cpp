@@ -30,9 +30,6 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
-constexpr int kStartThreads = 2;
-constexpr int kBatch = 2000;
-
 // A loopback HTTP/1.1 receiver answering every request 204, after `delay` when it is not zero.
 class Receiver {
  public:
@@ -98,59 +95,6 @@ class Receiver {
   std::thread thread_;
 };
 
-struct Drained {
-  double rate = 0;
-  size_t peak = 0;
-};
-
-// One group draining `n` pre-filled messages with `handler` of `plugin`; its rate and peak.
-Drained drain(Db& db, const std::string& label, int64_t n, const std::string& plugin,
-              const std::string& handler, const std::string& config_json, int max_in_flight) {
-  const fs::path plugins =
-      fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "plugins";
-  if (!fs::exists(plugins / plugin)) {
-    throw std::runtime_error("http phase needs " + (plugins / plugin).string() +
-                             " (bench/run.sh builds it)");
-  }
-  auto s = db.stream(label);
-  prefill(db, s.name, n, 100);
-  db.exec(fmt::format("VACUUM ANALYZE sqlstreams.messages_{}", s.id));
-  auto g = db.group(s, label);
-  db.quiesce();
-  ss::plugin_host::PluginRegistry registry(plugins);
-  ss::consume::PipelineOptions po;
-  po.group.name = g.name;
-  po.group.stream = g.stream;
-  po.group.batch_size = kBatch;
-  po.group.concurrency = kStartThreads;
-  po.group.max_in_flight = max_in_flight;
-  po.group.handler_timeout = std::chrono::seconds(30);
-  po.group.plugin_config_json = config_json;
-  po.session = ss::store::SessionOptions{db.url(), "sqlstreams", ss::Millis{5000}, "bench-http"};
-  po.ref = g;
-  po.run_advancer = true;
-  po.holder = fmt::format("bench:{}", ::getpid());
-  auto pipeline = std::make_unique<ss::consume::GroupPipeline>(
-      po, registry.create(plugin, handler, config_json, s.name, g.name));
-  const auto& m = pipeline->metrics();
-  const auto t0 = Clock::now();
-  pipeline->start();
-  const double limit = 60 + static_cast<double>(n) / 500;
-  while (m.get(sqlstreams::consume::GroupCounter::kSucceeded) < static_cast<uint64_t>(n) ||
-         pipeline->ranges_in_flight() > 0) {
-    if (seconds_since(t0) > limit) throw std::runtime_error(label + " drain did not finish");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the metrics
-  }
-  Drained d{static_cast<double>(n) / seconds_since(t0), pipeline->peak_in_flight()};
-  pipeline->stop(Clock::now() + std::chrono::seconds(30));
-  if (m.get(sqlstreams::consume::GroupCounter::kSucceeded) != static_cast<uint64_t>(n)) {
-    throw std::runtime_error(fmt::format("{} handled {} messages, expected {}", label,
-                                         m.get(sqlstreams::consume::GroupCounter::kSucceeded), n));
-  }
-  fmt::print(stderr, "  http: {}: {} with a peak of {} in flight\n", label, rate(d.rate), d.peak);
-  return d;
-}
-
 std::string url_of(const Receiver& r) { return fmt::format("http://127.0.0.1:{}/hook", r.port()); }
 
 }  // namespace
@@ -161,15 +105,15 @@ std::vector<Row> run_http(Db& db, const Options& o) {
   {
     Receiver slow(std::chrono::milliseconds(50));
     constexpr int kInFlight = 4000;
-    const Drained d =
-        drain(db, "http-50ms", n, "http.so", "http",
-              fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(slow)), kInFlight);
+    const AsyncDrained d = drain_async(
+        db, "http-50ms", n, "http.so", "http",
+        fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(slow)), kInFlight);
     const bool met = d.rate >= 10'000 && d.peak >= 1'000;
     rows.push_back(Row{
         "11 http",
         fmt::format("{} × 100 B backlog, http.so to a loopback receiver answering 204 after "
                     "50 ms, {} start threads, max_in_flight {}, batch_size {}",
-                    grouped(static_cast<double>(n)), kStartThreads, kInFlight, kBatch),
+                    grouped(static_cast<double>(n)), kAsyncStartThreads, kInFlight, kAsyncBatch),
         fmt::format("{}, peak {} in flight", rate(d.rate), grouped(static_cast<double>(d.peak))),
         fmt::format("{} requests on {} connections", grouped(static_cast<double>(slow.requests())),
                     grouped(static_cast<double>(slow.connections()))),
@@ -178,11 +122,11 @@ std::vector<Row> run_http(Db& db, const Options& o) {
   {
     constexpr int kInFlight = 1000;
     Receiver quick(std::chrono::milliseconds(0));
-    const Drained h =
-        drain(db, "http-0ms", n, "http.so", "http",
-              fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(quick)), kInFlight);
-    const Drained noop =
-        drain(db, "async-noop", n, "async_io.so", "timer-io", R"({"delay_ms": 0})", kInFlight);
+    const AsyncDrained h = drain_async(
+        db, "http-0ms", n, "http.so", "http",
+        fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(quick)), kInFlight);
+    const AsyncDrained noop = drain_async(db, "async-noop", n, "async_io.so", "timer-io",
+                                          R"({"delay_ms": 0})", kInFlight);
     const double ratio = h.rate / noop.rate;
     rows.push_back(
         Row{"11 http",
@@ -197,7 +141,7 @@ std::vector<Row> run_http(Db& db, const Options& o) {
   {
     constexpr int kInFlight = 4000;
     Receiver quick(std::chrono::milliseconds(0));
-    const Drained b = drain(
+    const AsyncDrained b = drain_async(
         db, "http-batch", n, "http.so", "http",
         fmt::format(R"({{"url": "{}", "timeout_ms": 20000, "batch_max": 100}})", url_of(quick)),
         kInFlight);
