@@ -90,6 +90,12 @@ void wait_delivered(const std::string& url, Millis timeout) {
       << query(url, "SELECT claimed, committed FROM sqlstreams.cursors_1").at(0).at(1).c_str();
 }
 
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
 class HttpDelivery : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,10 +187,14 @@ TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
   EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
 }
 
-TEST_F(HttpDelivery, AReceiverDownForAWhileLosesNothing) {
+// Down for 30 s (the retries back off to 2 s: ~15 attempts each, within max_retries 30).
+TEST_F(HttpDelivery, AReceiverDownFor30SecondsLosesNothing) {
   const int port = free_tcp_port();
-  auto host =
-      start_host(http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path()));
+  std::string config =
+      http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path());
+  replace_all(config, "max_delay = \"500ms\"", "max_delay = \"2s\"");
+  const auto down_since = std::chrono::steady_clock::now();
+  auto host = start_host(config);
   constexpr int kMessages = 50;
   std::string lines;
   for (int i = 0; i < kMessages; ++i) lines += R"({"answer":"ok","n":)" + std::to_string(i) + "}\n";
@@ -198,7 +208,7 @@ TEST_F(HttpDelivery, AReceiverDownForAWhileLosesNothing) {
                                "LIKE 'no HTTP answer%' AND attempts >= 2") >= kMessages;
       },
       60s));
-  std::this_thread::sleep_for(5s);  // down for a while, several retries each
+  std::this_thread::sleep_until(down_since + 30s);
   Receiver receiver(dir_, port, "receiver");
   wait_delivered(db_.url(), 60s);
   std::set<std::string> delivered;
@@ -295,12 +305,6 @@ std::string readme_block(const std::string& lang) {
     out += (line.size() >= indent ? line.substr(indent) : std::string()) + "\n";
   }
   return out;
-}
-
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
 }
 
 // The README's quick start as written: its receiver (Python) and its group config, one message.
