@@ -55,8 +55,9 @@ void Batcher::run() {
     // One batch: up to batch_max messages and batch_max_bytes (at least one message).
     size_t count = 0;
     size_t bytes = 0;
-    while (count < pending_.size() && count < settings_.batch_max &&
-           (count == 0 || bytes + pending_[count].element.size() + 1 <= settings_.batch_max_bytes)) {
+    while (
+        count < pending_.size() && count < settings_.batch_max &&
+        (count == 0 || bytes + pending_[count].element.size() + 1 <= settings_.batch_max_bytes)) {
       bytes += pending_[count].element.size() + 1;
       ++count;
     }
