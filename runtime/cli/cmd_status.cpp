@@ -46,6 +46,11 @@ nlohmann::json to_json(const store::FleetStatus& f) {
                            {"high", l.high},
                            {"expires_in_ms", l.expires_in.count()}});
       }
+      nlohmann::json plugins = nlohmann::json::array();
+      for (const auto& p : g.plugins) {
+        plugins.push_back(
+            {{"name", p.name}, {"version", p.version}, {"sha256", p.sha256}, {"hosts", p.hosts}});
+      }
       groups.push_back(
           {{"name", g.name},
            {"id", g.id},
@@ -61,6 +66,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
            {"lost_through", opt(g.lost_through)},
            {"skipped_versions", g.skipped_versions},
            {"fence_wait_ms", g.fence_wait_ms},
+           {"plugins", std::move(plugins)},
            {"advancer", opt(g.advancer)},
            {"paused", g.paused_at.has_value()},
            {"paused_at_ms", opt(ms_of(g.paused_at))},
@@ -153,6 +159,13 @@ void print_text(const store::FleetStatus& f) {
           escape_for_text(g.advancer.value_or("not running")).c_str());
     }
     for (const auto& g : s.groups) {
+      for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
+        std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),
+                    escape_for_text(p.name).c_str(), escape_for_text(p.version).c_str(),
+                    escape_for_text(p.sha256.substr(0, 16)).c_str(),
+                    static_cast<long long>(p.hosts),
+                    g.plugins.size() > 1 ? " (hosts run different versions)" : "");
+      }
       for (const auto& l : g.orphan_leases) {
         const std::string when = l.expires_in.count() > 0
                                      ? "expires in " + format_approx_duration(l.expires_in) +

@@ -30,12 +30,14 @@ void register_handler_child(CLI::App& app, sqlstreams::cli::Action& action) {
   struct Flags {
     int fd = -1;
     int parent = 0;
+    int image_fd = -1;  // the host's sealed plugin image (isolation/child_process.hpp)
     std::string label, log_level = "info", log_format = "auto";
   };
   auto flags = std::make_shared<Flags>();
   auto* cmd = app.add_subcommand("__handler-child", "")->group("");
   cmd->add_option("--fd", flags->fd)->required();
   cmd->add_option("--parent-pid", flags->parent)->required();
+  cmd->add_option("--image-fd", flags->image_fd);
   cmd->add_option("--label", flags->label);  // names the group in `ps`
   cmd->add_option("--log-level", flags->log_level);
   cmd->add_option("--log-format", flags->log_format);
@@ -47,7 +49,7 @@ void register_handler_child(CLI::App& app, sqlstreams::cli::Action& action) {
                                                              : LogFormat::kAuto;
       sqlstreams::ops::setup_logging(flags->log_level, format);
       sqlstreams::ops::mark_handler_process();  // its fault line names the child, not the host
-      return sqlstreams::isolation::run_handler_child(flags->fd, flags->parent);
+      return sqlstreams::isolation::run_handler_child(flags->fd, flags->parent, flags->image_fd);
     };
   });
 }

@@ -66,7 +66,8 @@ bool wait_ended(pid_t pid, std::chrono::milliseconds timeout) {
 }  // namespace
 
 SpawnedChild spawn_child(const std::string& executable, const std::string& label,
-                         const std::string& log_level, const std::string& log_format) {
+                         const std::string& log_level, const std::string& log_format,
+                         int image_fd) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) fail("socketpair", errno);
   auto host_end = std::make_unique<Channel>(fds[0], kMaxFrameFromChild);
@@ -83,18 +84,31 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
     stderr_write.reset(::fcntl(stderr_write.get(), F_DUPFD_CLOEXEC, 4));
     if (stderr_write.get() < 0) fail("fcntl F_DUPFD_CLOEXEC", errno);
   }
+  // Above every number the child gets, so that no dup2 below clobbers another's source.
+  UniqueFd image_src;
+  if (image_fd >= 0) {
+    image_src.reset(::fcntl(image_fd, F_DUPFD_CLOEXEC, 10));
+    if (image_src.get() < 0) fail("fcntl F_DUPFD_CLOEXEC (plugin image)", errno);
+  }
   const std::string parent = std::to_string(::getpid());
   std::vector<std::string> args{
       "sqlstreams",   "__handler-child", "--fd", "3",           "--parent-pid",
       parent,         "--label",         label,  "--log-level", log_level,
       "--log-format", log_format};
   std::vector<char*> argv;
+  if (image_src.get() >= 0) {
+    args.push_back("--image-fd");
+    args.push_back(std::to_string(kChildImageFd));
+  }
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   FileActions fa;
   // The child's stderr is a pipe to the host (isolation/stderr_pump), never the host's stderr.
   posix_spawn_file_actions_adddup2(&fa.actions, stderr_write.get(), 2);
   posix_spawn_file_actions_adddup2(&fa.actions, child_end.get(), 3);  // clears close-on-exec
+  if (image_src.get() >= 0) {  // last: a source at fd 4 above was copied already
+    posix_spawn_file_actions_adddup2(&fa.actions, image_src.get(), kChildImageFd);
+  }
   // The host blocks its stop and reload signals in every thread (ops/signals): the child starts
   // with none blocked and their default actions, and in a process group of its own, so reap()
   // can end whatever a plugin forked in it (issue 27 §4).
@@ -114,6 +128,7 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
       ::posix_spawn(&pid, executable.c_str(), &fa.actions, &sa.attr, argv.data(), environ);
   child_end.reset();  // the child has its copies
   stderr_write.reset();
+  image_src.reset();
   if (err != 0) fail("posix_spawn " + executable, err);
   return {pid, std::move(host_end), std::move(stderr_read)};
 }

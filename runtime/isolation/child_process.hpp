@@ -1,13 +1,13 @@
 // isolation/child_process — spawning and reaping one handler child: `/proc/self/exe
-// __handler-child --fd 3 ...` started with posix_spawn, its end of a socketpair at fd 3 (every
-// other host fd is close-on-exec or closed by the child), stdin/stdout inherited, stderr the
-// write end of a pipe whose read end the host keeps (SpawnedChild::stderr_read, read and logged
-// by isolation/stderr_pump: a plugin's stderr never reaches the host's log raw), no signal blocked,
-// in a process group of its own (the group ends with it, reap()). restart_delay() is the pure
-// capped exponential backoff between restarts. Threading: spawn_child() from any thread (the
-// child's PR_SET_PDEATHSIG is tied to the thread that spawned it: callers spawn from a thread that
-// lives as long as the child, see isolated_handler.cpp); reap() and describe_exit() from any
-// thread.
+// __handler-child --fd 3 ...` started with posix_spawn, its end of a socketpair at fd 3, the
+// host's sealed plugin image at fd 4 (every other host fd is close-on-exec or closed by the child),
+// stdin/stdout inherited, stderr the write end of a pipe whose read end the host keeps
+// (SpawnedChild::stderr_read, read and logged by isolation/stderr_pump: a plugin's stderr never
+// reaches the host's log raw), no signal blocked, in a process group of its own (the group ends
+// with it, reap()). restart_delay() is the pure capped exponential backoff between restarts.
+// Threading: spawn_child() from any thread (the child's PR_SET_PDEATHSIG is tied to the thread that
+// spawned it: callers spawn from a thread that lives as long as the child, see
+// isolated_handler.cpp); reap() and describe_exit() from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -30,8 +30,12 @@ struct SpawnedChild {
 // child in `ps` ("stream/group"). `log_level`/`log_format` are passed on so the child logs like
 // the host (to its stderr, which is the pipe behind stderr_read).
 // `executable` is the sqlstreams binary (normally /proc/self/exe: the very version running).
+// `image_fd` >= 0: the host's sealed plugin image, inherited by the child at fd 4 (kChildImageFd,
+// `--image-fd 4`) so that it maps the host's image and never the file on disk (issue 27 §1).
+inline constexpr int kChildImageFd = 4;
 SpawnedChild spawn_child(const std::string& executable, const std::string& label,
-                         const std::string& log_level, const std::string& log_format);
+                         const std::string& log_level, const std::string& log_format,
+                         int image_fd = -1);
 
 // Waits for `pid` to end, up to `grace`, then SIGKILLs it and waits; then SIGKILLs what is left
 // of its process group (processes the plugin forked) and reaps it. Returns the wait status.

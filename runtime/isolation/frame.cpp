@@ -87,8 +87,8 @@ struct Encode {
   Writer& w;
   void operator()(const InitFrame& f) {
     w.u8(static_cast<uint8_t>(Type::kInit));
-    for (const auto* s :
-         {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json}) {
+    for (const auto* s : {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json,
+                          &f.image_sha256}) {
       w.str(*s);
     }
   }
@@ -138,7 +138,8 @@ Frame decode_body(std::string_view body) {
   switch (static_cast<Type>(type)) {
     case Type::kInit: {
       InitFrame f;
-      for (auto* s : {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json}) {
+      for (auto* s : {&f.plugin_dir, &f.plugin, &f.handler, &f.stream, &f.group, &f.config_json,
+                      &f.image_sha256}) {
         *s = r.str();
       }
       out = std::move(f);

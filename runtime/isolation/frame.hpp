@@ -35,9 +35,13 @@ class FrameError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Host → child, first frame: what to load and create.
+// Host → child, first frame: what to load and create. image_sha256: the SHA-256 of the host's
+// sealed plugin image the child inherited (spawn_child's image_fd), which it maps instead of
+// `plugin` on disk and refuses when the hash differs; empty: no image, `plugin` is loaded from
+// plugin_dir (tests and tools only; a host always passes its image).
 struct InitFrame {
   std::string plugin_dir, plugin, handler, stream, group, config_json;
+  std::string image_sha256;
   bool operator==(const InitFrame&) const = default;
 };
 // Child → host: the instance is created and serves requests.

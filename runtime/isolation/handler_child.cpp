@@ -1,10 +1,12 @@
-// The child's side of process isolation: load, create, then answer one request at a time.
+// The child's side of process isolation: map the host's sealed plugin image, create, then
+// answer one request at a time.
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "isolation/isolation.hpp"
@@ -20,11 +22,11 @@ int protocol_error(const std::string& what) {
 
 }  // namespace
 
-int run_handler_child(int fd, pid_t parent) {
+int run_handler_child(int fd, pid_t parent, int image_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) return 1;  // the host is already gone
   // Nothing of the host but the channel and stdio: close inherited fds (database sockets...).
-  ::syscall(SYS_close_range, static_cast<unsigned>(fd) + 1, ~0U, 0);
+  ::syscall(SYS_close_range, static_cast<unsigned>(std::max(fd, image_fd)) + 1, ~0U, 0);
   Channel channel(fd, kMaxFrameToChild);
   std::unique_ptr<plugin_host::PluginRegistry> registry;  // outlives the instance
   std::unique_ptr<plugin_host::HandlerInstance> instance;
@@ -35,6 +37,15 @@ int run_handler_child(int fd, pid_t parent) {
     if (init == nullptr) return protocol_error("the first frame is not an init frame");
     try {
       registry = std::make_unique<plugin_host::PluginRegistry>(init->plugin_dir);
+      // The host's sealed image, never the file on disk (issue 27 §1).
+      if (!init->image_sha256.empty()) {
+        if (image_fd < 0) {
+          throw plugin_host::PluginLoadError(
+              init->plugin, "", "the host's sealed plugin image (--image-fd)",
+              "a handler process started without it", "start handler processes through a host");
+        }
+        registry->adopt_image(init->plugin, image_fd, init->image_sha256);
+      }
       instance = registry->create(init->plugin, init->handler, init->config_json, init->stream,
                                   init->group);
     } catch (const plugin_host::PluginLoadError& e) {

@@ -376,13 +376,14 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   // Spawns the slot's child and waits for its Ready; throws PluginLoadError / runtime_error.
   void start(Slot& slot) {
     auto child = launcher_.spawn([&] {
-      return spawn_child(o_.executable, o_.stream + "/" + o_.group, o_.log_level, o_.log_format);
+      return spawn_child(o_.executable, o_.stream + "/" + o_.group, o_.log_level, o_.log_format,
+                         o_.image_fd);
     });
     // From the start: what a plugin prints while it loads is logged too.
     auto pump = std::make_unique<StderrPump>(std::move(child.stderr_read), o_.stream, o_.group,
                                              child.pid, o_.stderr_budget);
-    InitFrame init{o_.plugin_dir.string(), o_.plugin, o_.handler, o_.stream, o_.group,
-                   o_.config_json};
+    InitFrame init{o_.plugin_dir.string(), o_.plugin,      o_.handler, o_.stream, o_.group,
+                   o_.config_json,         o_.image_sha256};
     std::optional<Frame> answer;
     bool timed_out = false;
     std::string problem;
@@ -401,8 +402,10 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         slot.channel = std::move(child.channel);
         slot.stderr_pump = std::move(pump);
         slot.started = Clock::now();
-        spdlog::info("handler-process-started stream={} group={} pid={} plugin={} handler={}",
-                     o_.stream, o_.group, slot.pid, o_.plugin, o_.handler);
+        spdlog::info(
+            "handler-process-started stream={} group={} pid={} plugin={} handler={} sha256={}",
+            o_.stream, o_.group, slot.pid, o_.plugin, o_.handler,
+            o_.image_sha256.empty() ? "-" : o_.image_sha256.substr(0, 16));
         return;
       }
     }

@@ -12,11 +12,14 @@
 // each child's handler instance keeps the plugin's own threading contract (a non-concurrent
 // handler is never called concurrently). The price: `concurrency` processes and handler
 // instances per group (as if the group ran on that many hosts).
-// A child is `/proc/self/exe __handler-child` (cli/main.cpp → run_handler_child): it loads the
-// plugin through its own PluginRegistry on the same plugin_dir (same trust checks, private
-// image), validates and creates the instance with the group's config, answers Ready (or Failed:
-// the host rethrows the PluginLoadError, exit 3 at start-up), then serves frames (frame.hpp)
-// until the channel closes. It dies with the host (PR_SET_PDEATHSIG) and on EOF.
+// A child is `/proc/self/exe __handler-child` (cli/main.cpp → run_handler_child): it maps the
+// host's sealed image of the plugin (issue 27 §1: the memfd PluginRegistry::image gives,
+// inherited at fd 4; the init frame carries its SHA-256, which the child checks, refusing a
+// mismatch), never the file on disk, so a file replaced or broken without a reload changes
+// nothing a restarted child runs: only a reload, which creates new children from the newly
+// committed image, does. It validates and creates the instance with the group's config, answers
+// Ready (or Failed: the host rethrows the PluginLoadError, exit 3 at start-up), then serves frames
+// (frame.hpp) until the channel closes. It dies with the host (PR_SET_PDEATHSIG) and on EOF.
 // Batches (max_batch() = 64): handle_batch() writes every request of a batch at once and reads
 // the replies as they come (poll, non-blocking both ways); the child runs them in order and
 // replies to each as soon as it ran, so the round trip is paid per batch. handle() is a batch
@@ -57,6 +60,11 @@ inline constexpr std::chrono::milliseconds kAnswerGrace{1000};  // past handler_
 struct IsolationOptions {
   std::filesystem::path plugin_dir;
   std::string plugin, handler, stream, group, config_json;
+  // The host's sealed image of `plugin` (PluginRegistry::image): every child, at every restart,
+  // maps exactly this image (inherited fd, its SHA-256 checked by the child), never the file on
+  // disk. image_fd < 0: children load `plugin` from plugin_dir (tests and tools only).
+  int image_fd = -1;
+  std::string image_sha256;
   int children = 4;  // the group's concurrency
   std::chrono::milliseconds handler_timeout{30'000};
   RestartPolicy restart;
@@ -72,6 +80,7 @@ std::unique_ptr<plugin_host::HandlerInstance> make_isolated_handler(IsolationOpt
 
 // The child's side: serves the channel on `fd` until it closes; returns the exit status.
 // `parent` is the host's pid (a child orphaned before PR_SET_PDEATHSIG took effect exits).
-int run_handler_child(int fd, pid_t parent);
+// `image_fd` >= 0: the host's sealed plugin image (spawn_child), mapped instead of the file.
+int run_handler_child(int fd, pid_t parent, int image_fd = -1);
 
 }  // namespace sqlstreams::isolation

@@ -56,6 +56,9 @@ constexpr MetricInfo kOtherMetrics[] = {
     {"sqlstreams_group_completions_dropped_total",
      "asynchronous completions dropped: late (after handler_timeout), after a stop, or repeated",
      MetricType::kCounter},
+    {"sqlstreams_group_plugin_info",
+     "1 per group: the plugin its handler runs (manifest name and version, SHA-256 of the image)",
+     MetricType::kGauge},
     // From the database (the fleet's status).
     {"sqlstreams_group_lag", "message ids past the group's committed cursor", MetricType::kGauge},
     {"sqlstreams_group_exceptions", "exception rows of the group by status", MetricType::kGauge},
@@ -172,6 +175,15 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     add_counter(dropped, group_labels(g.stream, g.group), g.completions_dropped);
   }
   out.push_back(std::move(dropped));
+  auto plugin = family("sqlstreams_group_plugin_info");
+  for (const auto& g : groups) {
+    Labels l = group_labels(g.stream, g.group);
+    l.push_back({"plugin", g.plugin.name});
+    l.push_back({"version", g.plugin.version});
+    l.push_back({"sha256", g.plugin.sha256});
+    add_gauge(plugin, std::move(l), 1);
+  }
+  out.push_back(std::move(plugin));
 }
 
 void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamily>& out) {

@@ -20,6 +20,9 @@
 //                                        (0 = healthy; /readyz is 503 past lease_ttl)
 //     sqlstreams_group_in_flight, sqlstreams_group_peak_in_flight   async handler messages
 //     sqlstreams_group_completions_dropped_total   async completions dropped (late, repeated)
+//     sqlstreams_group_plugin_info{stream,group,plugin,version,sha256} 1   the plugin image the
+//                                        group's handler runs (manifest name and version, the
+//                                        sealed image's SHA-256; issue 27 §1)
 //   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
 //   host.status_interval), labelled {stream, group} or {stream}:
 //     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
@@ -47,6 +50,14 @@
 
 namespace sqlstreams::ops {
 
+// The plugin image a group's handler was created from (issue 27 §1: which version runs).
+struct PluginVersion {
+  std::string file;     // the plugin file, resolved inside plugin_dir
+  std::string name;     // the manifest's name
+  std::string version;  // the manifest's version
+  std::string sha256;   // of the sealed image every load of the group maps (hex)
+};
+
 // One group this host runs, as /metrics and the status page show it.
 struct GroupSample {
   std::string stream;
@@ -64,6 +75,7 @@ struct GroupSample {
   int64_t in_flight = 0;             // messages accepted and not completed
   int64_t peak_in_flight = 0;        // the most at once since the pipeline started
   uint64_t completions_dropped = 0;  // late (after handler_timeout), after stop, or repeated
+  PluginVersion plugin;              // the image its handler runs
   uint64_t& operator[](GroupCounter c) { return counters[index_of(c)]; }
   uint64_t operator[](GroupCounter c) const { return counters[index_of(c)]; }
   // Adds the counts of a replaced pipeline (counters, histogram, dropped completions), so that

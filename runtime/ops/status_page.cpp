@@ -38,6 +38,16 @@ std::string num_cell(const char* cls, int64_t v, bool bad_if_positive = false) {
 
 // How long an open producer has held the group's claims (README "What a producer can hold
 // back"): "-" when nothing holds them, the seconds otherwise.
+// "payments 1.2.0 · 3f2a9c1e0b7d4a55" with the whole SHA-256 and the file in data-* attributes
+// (issue 27 §1: which version runs).
+std::string plugin_cell(const PluginVersion& p) {
+  return fmt::format(
+      "<td class=\"plugin\" data-plugin=\"{0}\" data-version=\"{1}\" data-sha256=\"{2}\" "
+      "title=\"{3} sha256 {2}\">{0} {1} &middot; <code>{4}</code></td>",
+      html_escape(p.name), html_escape(p.version), html_escape(p.sha256), html_escape(p.file),
+      html_escape(p.sha256.substr(0, 16)));
+}
+
 std::string fence_cell(double seconds) {
   if (seconds <= 0) return "<td class=\"n fence-wait\">-</td>";
   return fmt::format("<td class=\"n fence-wait bad\">{:.1f} s</td>", seconds);
@@ -159,12 +169,13 @@ void this_host(std::string& out, const HostView& host) {
       "<h2>This host</h2>\n<table id=\"local\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>succeeded</th><th>retried</th><th>dead</th><th>lease lost</th>"
       "<th>timeouts</th><th>workers</th><th>ranges in flight</th><th>messages in flight</th>"
-      "<th>peak in flight</th><th>completions dropped</th><th>fence wait</th></tr>\n";
+      "<th>peak in flight</th><th>completions dropped</th><th>fence wait</th><th>plugin</th>"
+      "</tr>\n";
   for (const auto& g : host.groups) {
     auto c = [&](GroupCounter k) { return static_cast<int64_t>(g[k]); };
     out += fmt::format(
         "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td>{1}</td>{2}{3}{4}{5}{6}{7}"
-        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}{14}</tr>\n",
+        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}{14}{15}</tr>\n",
         html_escape(g.stream), html_escape(g.group),
         num_cell("claimed", c(GroupCounter::kMessagesClaimed)),
         num_cell("succeeded", c(GroupCounter::kSucceeded)),
@@ -174,7 +185,7 @@ void this_host(std::string& out, const HostView& host) {
         g.concurrency, num_cell("in-flight", g.ranges_in_flight),
         num_cell("messages-in-flight", g.in_flight), num_cell("peak-in-flight", g.peak_in_flight),
         num_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true),
-        fence_cell(g.fence_wait_seconds));
+        fence_cell(g.fence_wait_seconds), plugin_cell(g.plugin));
   }
   out += "</table>\n";
   out += fmt::format("<p>Reloads: {} applied, {} rejected.", host.reloads_applied,

@@ -86,6 +86,11 @@ std::filesystem::path check_plugin_trust(const std::filesystem::path& plugin_dir
 // plugin_image.cpp: reads the checked file `real` (re-checking owner and mode on the opened
 // inode) into a sealed memfd and hashes it. Throws PluginLoadError.
 PluginImage copy_plugin_image(const std::filesystem::path& real);
+// A handler process's side (isolation): the host's sealed image inherited at `fd`; checks that it
+// is sealed against writes, growth and shrinking and that its SHA-256 is `expected_sha256`.
+// Throws PluginLoadError naming `shown_path` (a mismatch names both hashes).
+PluginImage adopt_sealed_image(int fd, const std::filesystem::path& shown_path,
+                               const std::string& expected_sha256);
 // Closes an image that was never dlopened (an unchanged file on refresh, a failed dlopen).
 void discard_plugin_image(PluginImage& image);
 // elf_image.cpp: the image's ELF64 header and program headers (and the section header table's

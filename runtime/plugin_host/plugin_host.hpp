@@ -182,6 +182,15 @@ struct PluginUpgrade {
   PluginInfo to;
 };
 
+// A registry's sealed image of one plugin file, for a handler process to map instead of the file
+// (isolation, issue 27 §1): `fd` is the memfd (open for the life of the process; a child inherits
+// a duplicate), `sha256` what the child must find in it, `info` the manifest it carries.
+struct SealedImage {
+  int fd = -1;
+  std::string sha256;
+  PluginInfo info;
+};
+
 // The throwaway child that loads each new image before a registry maps it (issue 27 §1,
 // plugin_host/load_probe.hpp): `executable __plugin-probe` (cli/main.cpp) maps the same sealed
 // image and answers; a refusal, crash, exit or hang there is the image's PluginLoadError.
@@ -233,6 +242,16 @@ class PluginRegistry {
   void discard_staged();
   // stage(file), then commit_staged() (one file, outside a reload).
   std::optional<PluginUpgrade> refresh(const std::string& file);
+
+  // The sealed image load(file) maps (during a reload, the staged version): loads it first.
+  // Throws PluginLoadError. A handler process is given this image, never the file.
+  SealedImage image(const std::string& file);
+  // A handler process's side: makes the host's sealed image inherited at `fd` the version of
+  // `file` in this registry, without reading anything from plugin_dir: the image must be sealed
+  // and hash to `expected_sha256` (else a PluginLoadError naming both hashes), then the ELF
+  // check, dlopen and manifest as load(). Call it before load/validate/create of `file`.
+  const PluginInfo& adopt_image(const std::string& file, int fd,
+                                const std::string& expected_sha256);
 
   // Calls the handler's validate(config_json); throws HandlerConfigError with the plugin's
   // message and the key it named when it rejects the config, PluginLoadError when loading fails.

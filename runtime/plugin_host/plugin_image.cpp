@@ -4,7 +4,8 @@
 // memfd (no write, grow, shrink or further sealing possible) and dlopen maps that copy through
 // /proc/<pid>/fd/<n>. Whatever happens to the file afterwards (cp, mv, install, rm) cannot
 // touch the running code; a SIGHUP compares the file's SHA-256 with the image's to see whether
-// it changed (PluginRegistry::refresh).
+// it changed (PluginRegistry::refresh). A handler process maps the host's image itself, inherited
+// as a file descriptor (adopt_sealed_image: the seals and the SHA-256 are checked), never the file.
 // The memfd stays open for the life of the process: glibc knows a loaded library by the path it
 // was opened with, so a closed and reused descriptor number would make a later dlopen of the
 // same path return the old library.
@@ -132,6 +133,56 @@ PluginImage copy_plugin_image(const fs::path& real) {
   out.size = total;
   out.fd = image.release();
   out.load_path = fmt::format("/proc/{}/fd/{}", ::getpid(), out.fd);
+  return out;
+}
+
+PluginImage adopt_sealed_image(int fd, const fs::path& shown_path,
+                               const std::string& expected_sha256) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail(shown_path, fmt::format("the host's sealed plugin image on fd {}", fd),
+         "no such file descriptor (or not a file)",
+         "handler processes are started by `sqlstreams run`, never by hand");
+  }
+  constexpr int kNeeded = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kNeeded) != kNeeded) {
+    fail(shown_path, "a sealed image (write, grow and shrink sealed)",
+         seals < 0 ? std::string("an unsealable file") : fmt::format("seals {:#x}", seals),
+         "handler processes are started by `sqlstreams run`, never by hand");
+  }
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!sha || EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr) != 1) {
+    fail(shown_path, "a SHA-256 context", "OpenSSL refused to create one", "check libssl3");
+  }
+  std::array<char, 1 << 16> buf{};
+  uint64_t total = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(total));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      fail(shown_path, "a readable sealed image", errno_text(err), "");
+    }
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+    EVP_DigestUpdate(sha.get(), buf.data(), static_cast<size_t>(n));
+  }
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int digest_len = 0;
+  EVP_DigestFinal_ex(sha.get(), digest.data(), &digest_len);
+  const std::string got = to_hex(digest.data(), digest_len);
+  if (got != expected_sha256) {
+    fail(shown_path, "the image the host checked and runs (sha256 " + expected_sha256 + ")",
+         "an image with sha256 " + got,
+         "a handler process maps only the host's own sealed copy; restart the host, and report "
+         "this if it happens again");
+  }
+  PluginImage out;
+  out.fd = fd;
+  out.sha256 = got;
+  out.size = total;
+  out.load_path = fmt::format("/proc/{}/fd/{}", ::getpid(), fd);
   return out;
 }
 

@@ -194,6 +194,29 @@ std::optional<PluginUpgrade> PluginRegistry::refresh(const std::string& file) {
 
 const PluginInfo& PluginRegistry::load(const std::string& file) { return load_internal(file).info; }
 
+SealedImage PluginRegistry::image(const std::string& file) {
+  const LoadedPlugin& plugin = load_internal(file);
+  return SealedImage{plugin.image.fd, plugin.image.sha256, plugin.info};
+}
+
+const PluginInfo& PluginRegistry::adopt_image(const std::string& file, int fd,
+                                              const std::string& expected_sha256) {
+  const std::filesystem::path path = resolve(file);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (loaded_.count(path.string()) != 0) {
+    throw PluginLoadError(path.string(), "", "a plugin not loaded yet in this process",
+                          "it is loaded already", "adopt an image before loading its file");
+  }
+  auto plugin = std::make_unique<LoadedPlugin>();
+  plugin->image = adopt_sealed_image(fd, path, expected_sha256);
+  check_elf_image(plugin->image, path);
+  if (probe_) probe_image(*probe_, plugin->image, path);
+  plugin->library = open_plugin_library(plugin->image, path);
+  read_manifest(path.string(), *plugin);
+  plugin->info.sha256 = plugin->image.sha256;
+  return loaded_.emplace(path.string(), std::move(plugin)).first->second->info;
+}
+
 void PluginRegistry::validate(const std::string& file, const std::string& handler,
                               const std::string& config_json) {
   const LoadedPlugin& plugin = load_internal(file);

@@ -14,6 +14,7 @@
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
 #include "ops/crash_handler.hpp"
+#include "ops/logging.hpp"
 #include "service/reload_plan.hpp"
 #include "store/schema/catalog.hpp"
 
@@ -84,6 +85,11 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   o.stream = g.stream;
   o.group = g.name;
   o.config_json = g.plugin_config_json;
+  // The children map this image (the staged one during a reload), never the file: what they
+  // run changes only with a reload (issue 27 §1).
+  const plugin_host::SealedImage image = registry_->image(g.plugin);
+  o.image_fd = image.fd;
+  o.image_sha256 = image.sha256;
   o.children = g.concurrency;
   o.handler_timeout = g.handler_timeout;
   {
@@ -94,8 +100,17 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   return isolation::make_isolated_handler(std::move(o));
 }
 
-std::string Host::plugin_sha256(const config::GroupConfig& g) {
-  return registry_->load(g.plugin).sha256;
+ops::PluginVersion Host::plugin_version(const config::GroupConfig& g) {
+  const plugin_host::PluginInfo& info = registry_->load(g.plugin);
+  return ops::PluginVersion{info.path, info.name, info.version, info.sha256};
+}
+
+void log_group_plugin(const config::GroupConfig& g, const ops::PluginVersion& p) {
+  spdlog::info(
+      "group-plugin stream={} group={} plugin={} version={} sha256={} file={} isolation={}",
+      g.stream, g.name, ops::log_quoted(p.name), ops::log_quoted(p.version), p.sha256,
+      ops::log_quoted(p.file),
+      g.isolation == config::Isolation::kInProcess ? "inprocess" : "process");
 }
 
 std::unique_ptr<consume::GroupPipeline> Host::make_pipeline(
@@ -163,7 +178,7 @@ void Host::start() {
       }
       Running r{g, *ref,
                 make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
-                plugin_sha256(g)};
+                plugin_version(g)};
       refs.push_back(*ref);
       pipelines_.add(group_key(g.stream, g.name), std::move(r), /*start=*/false);
     }
@@ -183,6 +198,9 @@ void Host::start() {
   maintenance_->start();
   state_ = HostState::kRunning;
   ops::rearm_exit_hook();  // newer than the plugins' statics and every logger/clock in use
+  for (const auto& g : config.groups) {
+    if (auto p = pipelines_.plugin(group_key(g.stream, g.name))) log_group_plugin(g, *p);
+  }
   spdlog::info("host-ready holder={} groups={} http={}", holder_, group_count(),
                config.host.http_listen.empty() ? "off" : config.host.http_listen);
 }
@@ -288,7 +306,9 @@ std::string Host::stats_json() const {
         {"skipped_version", s[ops::GroupCounter::kSkippedVersion]},
         {"succeeded", s[ops::GroupCounter::kSucceeded]},
         {"dead", s[ops::GroupCounter::kDead]},
-        {"fence_wait_ms", static_cast<int64_t>(s.fence_wait_seconds * 1000)}};
+        {"fence_wait_ms", static_cast<int64_t>(s.fence_wait_seconds * 1000)},
+        {"plugin",
+         {{"name", s.plugin.name}, {"version", s.plugin.version}, {"sha256", s.plugin.sha256}}}};
   }
   return nlohmann::json{{"groups", groups}}.dump();
 }

@@ -69,6 +69,10 @@ struct HostOptions {
   std::function<config::Config(const std::filesystem::path&)> load;
 };
 
+// Logs `group-plugin`: the manifest name and version, the image's SHA-256 and the file a group
+// runs (at start-up, and for each group a reload starts or restarts; issue 27 §1).
+void log_group_plugin(const config::GroupConfig& group, const ops::PluginVersion& plugin);
+
 // Sets each group's schema_versions from its handler's declared version when the config
 // omits it; throws plugin_host::PluginLoadError (exit 3) when a group asks for a version its
 // handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
@@ -141,7 +145,8 @@ class Host {
   void commit_plugins(const config::Config& next);
   // Moves the unchanged groups whose handler runs an older image of its plugin to `retuned`.
   void plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan);
-  std::string plugin_sha256(const config::GroupConfig& group);
+  // The plugin image `group`'s handler is created from (the staged one during a reload).
+  ops::PluginVersion plugin_version(const config::GroupConfig& group);
 
   HostOptions options_;
   std::string holder_;

@@ -78,7 +78,7 @@ bool Host::prepare(const config::Config& next, const ReloadPlan& plan, Prepared&
       refs.push_back(*ref);
       if (auto h = handlers.find(key); h != handlers.end()) {
         out.fresh.emplace(key, Running{g, *ref, make_pipeline(next, g, *ref, std::move(h->second)),
-                                       plugin_sha256(g)});
+                                       plugin_version(g)});
       }
     }
     if (plan.maintenance_changed && problems.empty()) {
@@ -103,6 +103,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     auto node = prepared.fresh.extract(key);
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
+    log_group_plugin(node.mapped().group, node.mapped().plugin);
     pipelines_.add(key, std::move(node.mapped()), /*start=*/true);
     spdlog::info("group-started stream={} group={} reason=added", p->options().ref.stream,
                  p->options().ref.name);
@@ -120,6 +121,7 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     auto node = prepared.fresh.extract(key);
     if (node.empty()) continue;
     consume::GroupPipeline* p = node.mapped().pipeline.get();
+    log_group_plugin(node.mapped().group, node.mapped().plugin);
     pipelines_.add(key, std::move(node.mapped()), /*start=*/true);
     spdlog::info("group-started stream={} group={} reason=retuned concurrency={} batch_size={}",
                  p->options().ref.stream, p->options().ref.name, p->options().group.concurrency,
@@ -196,7 +198,7 @@ void Host::plan_plugin_upgrades(const config::Config& next, ReloadPlan& plan) {
       if (group_key(candidate.stream, candidate.name) == key) g = &candidate;
     }
     const std::string running_sha = pipelines_.plugin_sha256(key).value_or("");
-    if (g != nullptr && !running_sha.empty() && running_sha != plugin_sha256(*g)) {
+    if (g != nullptr && !running_sha.empty() && running_sha != plugin_version(*g).sha256) {
       plan.retuned.push_back(key);  // drains, then restarts on the new image
     } else {
       still_unchanged.push_back(key);

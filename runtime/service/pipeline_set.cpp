@@ -130,7 +130,14 @@ std::optional<std::string> PipelineSet::plugin_sha256(const std::string& key) co
   MutexLock lock(mu_);
   auto it = running_.find(key);
   if (it == running_.end()) return std::nullopt;
-  return it->second.plugin_sha256;
+  return it->second.plugin.sha256;
+}
+
+std::optional<ops::PluginVersion> PipelineSet::plugin(const std::string& key) const {
+  MutexLock lock(mu_);
+  auto it = running_.find(key);
+  if (it == running_.end()) return std::nullopt;
+  return it->second.plugin;
 }
 
 ops::GroupSample PipelineSet::sample_of(const std::string& key, const Entry& e) const {
@@ -146,6 +153,7 @@ ops::GroupSample PipelineSet::sample_of(const std::string& key, const Entry& e) 
   s.fence_wait_seconds =
       std::chrono::duration<double>(e.pipeline->metrics().fence_wait_for()).count();
   s.hung_handlers = e.pipeline->hung_handlers();
+  s.plugin = e.plugin;
   s.paused = e.pipeline->paused();
   s.in_flight = static_cast<int64_t>(e.pipeline->in_flight());
   s.peak_in_flight = static_cast<int64_t>(e.pipeline->peak_in_flight());

@@ -33,7 +33,7 @@ class PipelineSet {
     config::GroupConfig group;
     store::GroupRef ref;
     std::unique_ptr<consume::GroupPipeline> pipeline;
-    std::string plugin_sha256;  // the plugin image its handler was created from
+    ops::PluginVersion plugin;  // the plugin image its handler was created from
   };
 
   PipelineSet() = default;
@@ -60,6 +60,7 @@ class PipelineSet {
   std::vector<int64_t> group_ids() const SQLSTREAMS_EXCLUDES(mu_);
   // The plugin image the running pipeline of `key` was created from; nullopt when none runs.
   std::optional<std::string> plugin_sha256(const std::string& key) const SQLSTREAMS_EXCLUDES(mu_);
+  std::optional<ops::PluginVersion> plugin(const std::string& key) const SQLSTREAMS_EXCLUDES(mu_);
 
   // Running, then draining pipelines, with the counts carried over.
   std::vector<ops::GroupSample> samples() const SQLSTREAMS_EXCLUDES(mu_);

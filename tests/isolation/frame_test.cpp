@@ -26,7 +26,7 @@ TEST(Frame, EveryFrameTypeRoundTrips) {
                         std::string("k\xc3\xa9y")};
   RequestFrame without_key{8, 1, 1, 1, 0, "s", "g", "", std::nullopt};
   const std::vector<Frame> frames{
-      InitFrame{"/plugins", "p.so", "h", "s", "g", "{\"x\":1}"},
+      InitFrame{"/plugins", "p.so", "h", "s", "g", "{\"x\":1}", std::string(64, 'c')},
       ReadyFrame{"crash-fixture", true},
       FailedFrame{"p.so", "sym", "exp", "found", "hint"},
       with_key,

@@ -11,6 +11,7 @@
 // within its budget (what is dropped is counted), and restarts leak no file descriptor.
 // The children run with ASan's own fault handlers off, so a fault ends them BY the signal.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,10 +19,13 @@
 #include <spdlog/spdlog.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -33,6 +37,7 @@
 #include "isolation/isolation.hpp"
 #include "ops/logging.hpp"
 #include "process.hpp"
+#include "text.hpp"
 
 namespace sqlstreams::isolation {
 namespace {
@@ -287,6 +292,72 @@ TEST_F(Supervisor, AChildWhosePluginCrashesWhileLoadingIsALoadErrorNamingTheSign
     EXPECT_NE(e.found().find("handler process crashed (signal 11)"), std::string::npos)
         << e.found();
   }
+  EXPECT_EQ(child_count(), 0);
+}
+
+// A sealed memfd holding `bytes` (as plugin_host copies a plugin file); `seal` false leaves it
+// writable. The caller closes it.
+int memfd_with(const std::string& bytes, bool seal) {
+  const int fd = ::memfd_create("test-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  if (seal) {
+    EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK), 0);
+  }
+  return fd;
+}
+
+// Issue 27 §1: a child maps the sealed image the host hands it (inherited fd, SHA-256 in the
+// init frame), never the file in plugin_dir: with the file replaced by garbage every child,
+// restarted or not, still runs the image. A hash that does not match, or an image that is not
+// sealed, is refused with a PluginLoadError naming both hashes / the seals.
+TEST_F(Supervisor, ChildrenMapTheHostsSealedImageAndCheckItsHash) {
+  const std::string original = std::string(SQLSTREAMS_FIXTURE_DIR) + "/crash_fixture.so";
+  const std::string bytes = testing::read_file(original);
+  ASSERT_GT(bytes.size(), 1000u);
+  auto [code, sum] = testing::run_command({"/usr/bin/sha256sum", original});
+  ASSERT_EQ(code, 0) << sum;
+  const std::string sha = sum.substr(0, 64);
+  char dir_template[] = "/tmp/sqlstreams-image-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  ::chmod(dir.c_str(), 0755);
+  { std::ofstream(dir + "/crash_fixture.so") << "not a plugin at all\n"; }
+  ::chmod((dir + "/crash_fixture.so").c_str(), 0755);
+
+  const int image = memfd_with(bytes, true);
+  IsolationOptions o = options("segv", 1);
+  o.plugin_dir = dir;
+  o.image_fd = image;
+  o.image_sha256 = sha;
+  {
+    auto h = make_isolated_handler(o);
+    EXPECT_EQ(handle(*h, "{\"order_id\":\"order-1\"}").kind, OutcomeKind::kOk);
+    EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").kind, OutcomeKind::kRetry);  // crashed
+    std::this_thread::sleep_for(300ms);  // past its restart delay
+    const auto after = handle(*h, "{\"order_id\":\"order-2\"}", 2);
+    EXPECT_EQ(after.kind, OutcomeKind::kOk) << after.error;  // a restarted child, same image
+  }
+  o.image_sha256 = std::string(64, '0');
+  try {
+    auto h = make_isolated_handler(o);
+    FAIL() << "a wrong hash was accepted";
+  } catch (const plugin_host::PluginLoadError& e) {
+    EXPECT_NE(e.expected().find(std::string(64, '0')), std::string::npos) << e.what();
+    EXPECT_NE(e.found().find("an image with sha256 " + sha), std::string::npos) << e.what();
+  }
+  const int unsealed = memfd_with(bytes, false);
+  o.image_fd = unsealed;
+  o.image_sha256 = sha;
+  try {
+    auto h = make_isolated_handler(o);
+    FAIL() << "an unsealed image was accepted";
+  } catch (const plugin_host::PluginLoadError& e) {
+    EXPECT_NE(e.expected().find("a sealed image"), std::string::npos) << e.what();
+  }
+  ::close(image);
+  ::close(unsealed);
+  std::filesystem::remove_all(dir);
   EXPECT_EQ(child_count(), 0);
 }
 

@@ -120,6 +120,21 @@ TEST(Metrics, AsyncHandlerFiguresPerGroup) {
   EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_completions_dropped_total counter"));
 }
 
+// Issue 27 §1: which plugin version a group runs is a metric: an info gauge per group with the
+// manifest name and version and the image's SHA-256 as labels (escaped like any label).
+TEST(Metrics, GroupPluginInfoNamesTheVersionAndImage) {
+  GroupSample g = sample();
+  g.plugin = {"/srv/plugins/payments.so", "payments", "1.2.0-\"rc\"", std::string(64, 'a')};
+  std::string text = render_metrics(HostSample{}, {g}, nullptr);
+  EXPECT_TRUE(has_line(text,
+                       "sqlstreams_group_plugin_info{stream=\"payments.requested\","
+                       "group=\"charge-cards\",plugin=\"payments\",version=\"1.2.0-\\\"rc\\\"\","
+                       "sha256=\"" +
+                           std::string(64, 'a') + "\"} 1"))
+      << text;
+  EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_plugin_info gauge"));
+}
+
 // One row per GroupCounter, in enum order (a new counter is one enum value + one row).
 TEST(Metrics, TheCounterTableHasARowForEveryCounter) {
   ASSERT_EQ(kGroupCounterTable.size(), kGroupCounters);

@@ -48,6 +48,8 @@ StatusPageInput input() {
   local.peak_in_flight = 64;
   local.fence_wait_seconds = 12.34;
   local.completions_dropped = 2;
+  local.plugin = {"/srv/plugins/payments.so", "payments<script>", "1.2.0",
+                  "3f2a9c1e0b7d4a55" + std::string(48, '0')};
   in.host.groups.push_back(local);
   return in;
 }
@@ -70,6 +72,16 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
   EXPECT_NE(html.find("<td class=\"n completions-dropped bad\">2</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"n fence-wait bad\">12.3 s</td>"), std::string::npos) << html;
   EXPECT_NE(html.find("janitor payments.requested"), std::string::npos);
+  // Issue 27 §1: which plugin version and image this host runs the group with.
+  EXPECT_NE(html.find("<th>plugin</th>"), std::string::npos) << html;
+  EXPECT_NE(html.find("data-plugin=\"payments&lt;script&gt;\" data-version=\"1.2.0\" "
+                      "data-sha256=\"3f2a9c1e0b7d4a55" +
+                      std::string(48, '0') + "\""),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find(">payments&lt;script&gt; 1.2.0 &middot; <code>3f2a9c1e0b7d4a55</code></td>"),
+            std::string::npos)
+      << html;
   EXPECT_EQ(html.find("<script>"), std::string::npos) << "escaped";
   EXPECT_NE(html.find("h1&lt;script&gt;"), std::string::npos);
 }

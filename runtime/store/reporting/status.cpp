@@ -20,6 +20,7 @@ constexpr StatementName kStatusStreams{"status_streams"};
 constexpr StatementName kStatusWorkers{"status_workers"};
 constexpr StatementName kStatusHosts{"status_hosts"};
 constexpr StatementName kStatusOrphans{"status_orphan_leases"};
+constexpr StatementName kStatusPlugins{"status_group_plugins"};
 
 SysTime time_of(const pqxx::field& f) { return time_from_epoch_ms(f.as<int64_t>()); }
 
@@ -81,6 +82,25 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.seen_recently = row[16].as<bool>();
     g.fence_wait_ms = row[17].as<int64_t>();
     st.groups.push_back(std::move(g));
+  }
+  // The plugin each live host reports running the group with (its heartbeat's stats: the
+  // manifest name and version, the image's SHA-256; issue 27 §1), with how many hosts run it.
+  auto plugins = exec(
+      tx, kStatusPlugins,
+      fmt::format("SELECT g.id, x.p ->> 'name', x.p ->> 'version', x.p ->> 'sha256', count(*) "
+                  "FROM {0}.groups g JOIN {0}.hosts h ON h.expires_at > {1} CROSS JOIN LATERAL "
+                  "(SELECT h.stats -> 'groups' -> (g.id::text) -> 'plugin' AS p) x WHERE "
+                  "g.stream_id = $1 AND jsonb_typeof(x.p) = 'object' GROUP BY 1, 2, 3, 4 ORDER "
+                  "BY 1, 2, 3, 4",
+                  s, kDbNow),
+      n);
+  for (const auto& row : plugins) {
+    const int64_t group_id = row[0].as<int64_t>();
+    for (auto& g : st.groups) {
+      if (g.id != group_id) continue;
+      g.plugins.push_back(GroupPlugin{row[1].as<std::string>(""), row[2].as<std::string>(""),
+                                      row[3].as<std::string>(""), row[4].as<int64_t>()});
+    }
   }
   // Leases whose holder has no live host row (the holder is "<name>:<pid>").
   auto orphans = exec(

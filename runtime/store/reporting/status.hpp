@@ -28,6 +28,12 @@ struct OrphanLease {
   Millis expires_in{0};  // by the database's clock; <= 0: expired, reclaimable now
 };
 
+// A plugin version live hosts run a group with (their heartbeat stats; issue 27 §1).
+struct GroupPlugin {
+  std::string name, version, sha256;  // the manifest's name and version, the image's SHA-256
+  int64_t hosts = 0;                  // live hosts running the group with it
+};
+
 struct GroupStatus {
   int64_t id = 0;
   std::string name;
@@ -46,6 +52,9 @@ struct GroupStatus {
   // How long the group's claims have waited for an open producer of the stream (the fence), as
   // the live hosts' last heartbeats reported it: the longest; 0 = not waiting.
   int64_t fence_wait_ms = 0;
+  // What the live hosts run it with, one entry per version (more than one: an upgrade is under
+  // way, or hosts disagree); empty when no live host runs it.
+  std::vector<GroupPlugin> plugins;
   std::optional<std::string> advancer;  // holder of the group's cursor advancer
   std::optional<SysTime> paused_at;     // `sqlstreams group pause` (database clock)
   std::string paused_by;
