@@ -55,7 +55,8 @@ class PipelineSetTest : public ::testing::Test {
     o.run_advancer = false;
     auto handler = registry_.create("noop.so", "noop", "{}", ref_.stream, ref_.name);
     return {config_.groups[0], ref_,
-            std::make_unique<consume::GroupPipeline>(std::move(o), std::move(handler)), sha};
+            std::make_unique<consume::GroupPipeline>(std::move(o), std::move(handler)),
+            ops::PluginVersion{.sha256 = sha}};
   }
   void produce(int n) {
     store::Session s(session_);
