@@ -67,6 +67,36 @@ void Claimer::join() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Ordered groups: the gate for a range just claimed or reclaimed — this host's lanes first (the
+// snapshot), then the database's verdict in one statement (store/group/README.md "Per-key
+// ordering"). A failed statement defers every keyed message of the range (always safe).
+RangeQueue::OrderedGate Claimer::gate_for(store::GroupStore& store,
+                                          const store::ClaimedRange& range) {
+  RangeQueue::OrderedGate gate;
+  const auto snapshot = queue_.gate_snapshot();
+  gate.epoch = snapshot.epoch;
+  try {
+    gate.keys = store.gate_keys(range, snapshot.own_tokens);
+  } catch (const store::StoreError& e) {
+    metrics_.add(GroupCounter::kStoreErrors);
+    spdlog::warn(
+        "ordering-gate-failed stream={} group={} low={} high={}: {} (the range's keyed messages "
+        "are deferred to the retry path, which runs them in key order)",
+        options_.ref.stream, options_.ref.name, range.low, range.high, e.what());
+    gate.failed = true;
+  }
+  return gate;
+}
+
+void Claimer::enqueue(store::GroupStore& store, store::ClaimedRange range) {
+  if (!queue_.ordered()) {
+    queue_.enqueue(std::move(range));
+    return;
+  }
+  const auto gate = gate_for(store, range);
+  queue_.enqueue(std::move(range), &gate);
+}
+
 void Claimer::run() {
   const auto& g = options_.group;
   // Every wait and cadence (state checks, reclaim checks, proof waits, idle backoff, the fence's
@@ -74,6 +104,7 @@ void Claimer::run() {
   const SteadyClock& clock = *options_.steady_clock;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  store.set_ordering(ordering_mode(g));
   // The stream's fan-out read cache on this host (DESIGN §6.2 step 4), when there is one.
   auto cache = options_.read_cache ? options_.read_cache->join() : nullptr;
   auto idle = g.poll_interval;
@@ -164,7 +195,7 @@ void Claimer::run() {
           spdlog::info("lease-reclaimed stream={} group={} low={} high={} reclaims={}",
                        options_.ref.stream, options_.ref.name, r.range->low, r.range->high,
                        r.range->reclaims);
-          queue_.enqueue(std::move(*r.range));
+          enqueue(store, std::move(*r.range));
         }
         if (!r.found) next_reclaim_check = clock.now() + kReclaimCheckEvery;
         if (r.found) continue;  // reclaim before fresh claims, as long as any are expired
@@ -211,7 +242,7 @@ void Claimer::run() {
           timing.from_cache = res.range->from_cache;
           options_.on_claim(timing);
         }
-        queue_.enqueue(std::move(*res.range));
+        enqueue(store, std::move(*res.range));
         timing = ClaimTiming{};
         timing.cycle_began = clock.now();
         continue;  // more may be claimable right away

@@ -36,6 +36,9 @@ class Claimer {
 
  private:
   void run();
+  RangeQueue::OrderedGate gate_for(store::GroupStore& store, const store::ClaimedRange& range);
+  // Hands a claimed or reclaimed range to the queue (through the gate for an ordered group).
+  void enqueue(store::GroupStore& store, store::ClaimedRange range);
   // Follows the group's row: pauses or resumes for the operator; false when it was dropped.
   bool follow_group_state(const store::GroupState& state);
 

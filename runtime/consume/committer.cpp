@@ -29,11 +29,13 @@ void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
                o.ref.name, f.message_id, f.attempts, ops::log_quoted(f.error));
 }
 
-// True when a commit of these will write a `ready` exception row (the retry loop's business).
+// True when a commit of these will write a `ready` or `deferred` exception row (the retry
+// loop's business).
 bool has_ready_outcome(const std::vector<std::shared_ptr<RangeWork>>& ranges,
                        const std::vector<store::RetryResult>& retries) {
   auto ready = [](const std::optional<store::FailedMessage>& d) {
-    return d && d->status == store::ExceptionStatus::kReady;
+    return d && (d->status == store::ExceptionStatus::kReady ||
+                 d->status == store::ExceptionStatus::kDeferred);
   };
   for (const auto& r : retries) {
     if (ready(r.decision)) return true;
@@ -186,6 +188,7 @@ void Committer::run() {
   const auto& g = options_.group;
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  store.set_ordering(ordering_mode(g));
   const auto renew_every = lease_timing(g.lease_ttl, g.handler_timeout).renew_every;
   const auto watch_every = std::clamp(g.handler_timeout / 4, std::chrono::milliseconds(10),
                                       std::chrono::milliseconds(250));
@@ -241,6 +244,24 @@ void Committer::run() {
 void Committer::commit_batch(store::GroupStore& store,
                              const std::vector<std::shared_ptr<RangeWork>>& ranges,
                              Steady::time_point give_up) {
+  if (!queue_.ordered()) {
+    commit_together(store, ranges, give_up);
+    queue_.release_ranges(ranges);
+    return;
+  }
+  // Ordered groups: one range per transaction, lowest first (the queue hands them over in that
+  // order). A range that lost its lease revokes every later range held here before they
+  // commit: they may hold successes that began when its messages resolved in memory.
+  for (const auto& r : ranges) {
+    if (!commit_together(store, {r}, give_up)) queue_.revoke_above(r->range().low);
+    queue_.release_ranges({r});
+  }
+}
+
+bool Committer::commit_together(store::GroupStore& store,
+                                const std::vector<std::shared_ptr<RangeWork>>& ranges,
+                                Steady::time_point give_up) {
+  bool all_held = true;
   std::vector<std::shared_ptr<RangeWork>> to_commit;
   std::vector<store::RangeCommit> commits;
   // Leases lost because the group was dropped are no news: `group-dropped` said it once.
@@ -251,6 +272,7 @@ void Committer::commit_batch(store::GroupStore& store,
   };
   for (const auto& r : ranges) {
     if (r->lost.load()) {
+      all_held = false;
       if (dropped()) continue;
       metrics_.add(GroupCounter::kLeaseLost);
       // Not rate-limited: each lost range explains its re-deliveries (rare by construction).
@@ -264,6 +286,7 @@ void Committer::commit_batch(store::GroupStore& store,
   auto report = [&](const std::vector<bool>& ok) {
     for (size_t i = 0; i < ok.size(); ++i) {
       if (!ok[i]) {
+        all_held = false;
         if (dropped()) continue;
         metrics_.add(GroupCounter::kLeaseLost);
         spdlog::warn("lease-lost stream={} group={} low={} high={}: outcomes discarded",
@@ -302,7 +325,10 @@ void Committer::commit_batch(store::GroupStore& store,
         "will expire and the ranges be reclaimed, then quarantined",
         options_.ref.stream, options_.ref.name);
   }
-  queue_.release_ranges(ranges);
+  // Given up (an outage past the stop deadline, a refusal): the lease stays ours until it
+  // expires, and is then reclaimed elsewhere.
+  if (result != Attempt::kDone) all_held = false;
+  return all_held;
 }
 
 void Committer::commit_retry_results(store::GroupStore& store,

@@ -43,6 +43,11 @@ class Committer {
   void run();
   void commit_batch(store::GroupStore& store, const std::vector<std::shared_ptr<RangeWork>>& ranges,
                     std::chrono::steady_clock::time_point give_up);
+  // Commits these ranges in one transaction; false when any of them was not committed (its
+  // lease lost, or the commit given up).
+  bool commit_together(store::GroupStore& store,
+                       const std::vector<std::shared_ptr<RangeWork>>& ranges,
+                       std::chrono::steady_clock::time_point give_up);
   void commit_retry_results(store::GroupStore& store, std::vector<store::RetryResult> results,
                             std::chrono::steady_clock::time_point give_up);
   void renew_leases(store::GroupStore& store);

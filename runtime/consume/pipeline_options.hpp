@@ -59,4 +59,11 @@ struct PipelineOptions {
   std::function<void(const ClaimTiming&)> on_claim;
 };
 
+// The store's ordering mode for a group's config (`ordering`, `ordering_dead`).
+inline store::OrderingMode ordering_mode(const config::GroupConfig& g) {
+  if (g.ordering != config::Ordering::kKey) return store::OrderingMode::kNone;
+  return g.ordering_dead == config::OrderingDead::kHold ? store::OrderingMode::kKeyHold
+                                                        : store::OrderingMode::kKeyRelease;
+}
+
 }  // namespace sqlstreams::consume

@@ -3,17 +3,33 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <unordered_set>
+
 #include "consume/lease_timing.hpp"
+#include "store/core/chaos_plant.hpp"
 
 namespace sqlstreams::consume {
 
 RangeQueue::RangeQueue(const PipelineOptions& options, GroupMetrics& metrics)
-    : options_(options), metrics_(metrics) {
+    : options_(options),
+      metrics_(metrics),
+      ordered_(options.group.ordering == config::Ordering::kKey),
+      dead_holds_key_(options.group.ordering_dead == config::OrderingDead::kHold),
+      plant_ignore_lanes_(store::chaos_plant("ordering-ignore-lanes")) {
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
 }
 
-void RangeQueue::enqueue(store::ClaimedRange range) {
+RangeQueue::GateSnapshot RangeQueue::gate_snapshot() const {
+  GateSnapshot out;
+  MutexLock lock(mu_);
+  out.epoch = lanes_.epoch();
+  for (const auto& [token, r] : active_) out.own_tokens.push_back(token);
+  return out;
+}
+
+void RangeQueue::enqueue(store::ClaimedRange range, const OrderedGate* gate) {
   metrics_.add(GroupCounter::kRangesClaimed);
   if (range.from_cache) metrics_.add(GroupCounter::kRangesFromCache);
   metrics_.add(GroupCounter::kMessagesClaimed, range.messages.size());
@@ -26,8 +42,102 @@ void RangeQueue::enqueue(store::ClaimedRange range) {
     commit_cv_.notify_one();
     return;
   }
-  for (size_t i = 0; i < work->size(); ++i) tasks_.push_back(Task{work, i, nullptr});
+  if (!ordered_ || plant_ignore_lanes_) {
+    for (size_t i = 0; i < work->size(); ++i) tasks_.push_back(Task{work, i, nullptr});
+    work_cv_.notify_all();
+    return;
+  }
+  // Per-key ordering: keyless messages run at once; a keyed one joins its key's lane here, or
+  // runs as a new lane's head, or is deferred (key_lanes.hpp).
+  std::unordered_set<std::string> closed;
+  if (gate) {
+    for (const auto& k : gate->keys) {
+      if (k.blocked_from || k.gated_by_other) closed.insert(k.key);
+    }
+  }
+  const bool gate_failed = gate == nullptr || gate->failed;
+  const uint64_t epoch = gate ? gate->epoch : 0;
+  for (size_t i = 0; i < work->size(); ++i) {
+    const auto& msg = work->range().messages[i];
+    if (!msg.key) {
+      tasks_.push_back(Task{work, i, nullptr});
+      continue;
+    }
+    const bool db_free = !gate_failed && closed.count(*msg.key) == 0;
+    switch (lanes_.admit(*msg.key, LaneEntry{work, i, msg.id}, db_free, epoch)) {
+      case KeyLanes::Admission::kRun:
+        work->slot(i).laned = true;
+        tasks_.push_back(Task{work, i, nullptr});
+        break;
+      case KeyLanes::Admission::kQueued:
+        work->slot(i).laned = true;
+        break;
+      case KeyLanes::Admission::kDefer:
+        defer(work, i);
+        break;
+    }
+  }
   work_cv_.notify_all();
+}
+
+void RangeQueue::settle_plain(const std::shared_ptr<RangeWork>& range, size_t index,
+                              SlotState state) {
+  if (range->resolve(index, state)) {
+    finished_.push_back(range);
+    commit_cv_.notify_one();
+  }
+}
+
+void RangeQueue::settle(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state) {
+  settle_plain(range, index, state);
+  if (range->slot(index).laned) advance_lane(range, index, state);
+}
+
+void RangeQueue::defer(const std::shared_ptr<RangeWork>& range, size_t index) {
+  Slot& slot = range->slot(index);
+  if (slot.taken.exchange(true)) return;
+  const auto& msg = range->range().messages[index];
+  store::FailedMessage f;
+  f.message_id = msg.id;
+  f.status = store::ExceptionStatus::kDeferred;
+  f.attempts = 0;
+  f.lane_key = msg.key;
+  slot.decision = std::move(f);
+  metrics_.add(GroupCounter::kDeferred);
+  settle_plain(range, index, SlotState::kDone);
+}
+
+void RangeQueue::advance_lane(const std::shared_ptr<RangeWork>& range, size_t index,
+                              SlotState state) {
+  Slot& slot = range->slot(index);
+  slot.laned = false;
+  const auto& msg = range->range().messages[index];
+  // Resolved for the key: a success, a version passed over, dead under "release".
+  const bool goes_on =
+      state == SlotState::kDone &&
+      (!slot.decision ||
+       (slot.decision->status == store::ExceptionStatus::kDead && !dead_holds_key_));
+  std::vector<LaneEntry> rest;
+  auto next = lanes_.resolve_head(*msg.key, msg.id, range->range().token, goes_on, &rest);
+  for (const auto& e : rest) {
+    e.range->slot(e.index).laned = false;
+    if (state == SlotState::kSkipped) {
+      // Handed back with its head: its range commits the prefix before it, the rest is
+      // reclaimable (and gated by that lease until it commits).
+      if (!e.range->slot(e.index).taken.exchange(true)) {
+        settle_plain(e.range, e.index, SlotState::kSkipped);
+      }
+    } else {
+      defer(e.range, e.index);
+    }
+  }
+  if (!next) return;
+  if (stop_workers_ || claiming_paused() || dropped_.load()) {
+    hand_back(Task{next->range, next->index, nullptr});  // moves the lane on: the rest too
+    return;
+  }
+  tasks_.push_back(Task{next->range, next->index, nullptr});
+  work_cv_.notify_one();
 }
 
 void RangeQueue::enqueue_retry(store::RetryClaim claim) {
@@ -48,6 +158,11 @@ void RangeQueue::add_retry_result(store::RetryResult result) {
 
 void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
                              SlotState state) {
+  if (ordered_) {
+    MutexLock lock(mu_);
+    settle(range, index, state);
+    return;
+  }
   if (range->resolve(index, state)) {
     MutexLock lock(mu_);
     finished_.push_back(range);
@@ -105,18 +220,55 @@ RangeQueue::CommitWork RangeQueue::await_commit_work(std::chrono::steady_clock::
   CommitWork work;
   MutexLock lock(mu_);
   commit_cv_.wait_until(lock.native(), wake, [&]() SQLSTREAMS_REQUIRES(mu_) {
-    return !finished_.empty() || !retry_results_.empty() || final_flush_;
+    return any_committable() || !retry_results_.empty() || final_flush_;
   });
   work.final_flush = final_flush_;
   if (work.final_flush) {
     // Finished ranges commit fully; the rest commit their resolved prefix and hand back.
     for (auto& [token, r] : active_) work.ranges.push_back(r);
     finished_.clear();
-  } else {
+  } else if (!ordered_) {
     work.ranges.swap(finished_);
+  } else {
+    auto keep = std::stable_partition(finished_.begin(), finished_.end(),
+                                      [&](const std::shared_ptr<RangeWork>& r)
+                                          SQLSTREAMS_REQUIRES(mu_) { return !committable(*r); });
+    work.ranges.assign(keep, finished_.end());
+    finished_.erase(keep, finished_.end());
+  }
+  if (ordered_) {
+    std::sort(work.ranges.begin(), work.ranges.end(),
+              [](const auto& a, const auto& b) { return a->range().low < b->range().low; });
   }
   work.retries.swap(retry_results_);
   return work;
+}
+
+bool RangeQueue::committable(const RangeWork& r) const {
+  if (!ordered_) return true;
+  // Every range held here below it is finished too (it commits in the same batch, first).
+  for (const auto& [token, other] : active_) {
+    if (other->range().low < r.range().low && !other->finished()) return false;
+  }
+  return true;
+}
+
+bool RangeQueue::any_committable() const {
+  if (!ordered_) return !finished_.empty();
+  for (const auto& r : finished_) {
+    if (committable(*r)) return true;
+  }
+  return false;
+}
+
+size_t RangeQueue::revoke_above(int64_t low) {
+  size_t n = 0;
+  MutexLock lock(mu_);
+  for (const auto& [token, r] : active_) {
+    if (r->range().low > low && !r->revoked.exchange(true)) ++n;
+  }
+  if (n > 0) metrics_.add(GroupCounter::kRangesRevoked, n);
+  return n;
 }
 
 void RangeQueue::poke_retrier() {
@@ -127,8 +279,13 @@ void RangeQueue::poke_retrier() {
 
 void RangeQueue::release_ranges(const std::vector<std::shared_ptr<RangeWork>>& ranges) {
   MutexLock lock(mu_);
-  for (const auto& r : ranges) active_.erase(r->range().token);
+  for (const auto& r : ranges) {
+    active_.erase(r->range().token);
+    if (ordered_) lanes_.range_released(r->range().token);
+  }
   claim_cv_.notify_all();
+  // Ordered: a later finished range may have been waiting for these.
+  if (ordered_ && !finished_.empty()) commit_cv_.notify_one();
 }
 
 void RangeQueue::release_retries(const std::vector<store::RetryResult>& results) {
@@ -157,8 +314,20 @@ void RangeQueue::apply_renewal(const LeaseTokens& renewed, int64_t deadline_ms,
       it->second->deadline_ms.store(deadline_ms);
     }
   }
+  std::optional<int64_t> lowest_lost;
   for (const auto& token : lost) {
-    if (auto it = active_.find(token); it != active_.end()) it->second->lost.store(true);
+    if (auto it = active_.find(token); it != active_.end()) {
+      it->second->lost.store(true);
+      const int64_t low = it->second->range().low;
+      if (!lowest_lost || low < *lowest_lost) lowest_lost = low;
+    }
+  }
+  if (ordered_ && lowest_lost) {
+    size_t n = 0;
+    for (const auto& [token, r] : active_) {
+      if (r->range().low > *lowest_lost && !r->revoked.exchange(true)) ++n;
+    }
+    if (n > 0) metrics_.add(GroupCounter::kRangesRevoked, n);
   }
   for (const auto& token : lost_retries) {
     if (auto it = active_retries_.find(token); it != active_retries_.end()) {
@@ -284,7 +453,8 @@ bool RangeQueue::may_continue(const Task& task) const {
   const int64_t left =
       (task.range ? task.range->deadline_ms.load() : task.retry->deadline_ms.load()) -
       steady_ms(options_.steady_clock->now());
-  const bool lost = task.range ? task.range->lost.load() : task.retry->lost.load();
+  const bool lost = task.range ? task.range->lost.load() || task.range->revoked.load()
+                                : task.retry->lost.load();
   return !lost && left >= lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
 }
 
@@ -296,13 +466,8 @@ bool RangeQueue::may_start(const Task& task) {
   const int64_t needed = lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
   if (task.range) {
     auto& r = *task.range;
-    if (r.lost.load() || r.deadline_ms.load() - now_ms < needed) {
-      if (!r.slot(task.index).taken.exchange(true)) {
-        if (r.resolve(task.index, SlotState::kSkipped)) {
-          finished_.push_back(task.range);
-          commit_cv_.notify_one();
-        }
-      }
+    if (r.lost.load() || r.revoked.load() || r.deadline_ms.load() - now_ms < needed) {
+      if (!r.slot(task.index).taken.exchange(true)) settle(task.range, task.index, SlotState::kSkipped);
       return false;
     }
     const auto& msg = r.range().messages[task.index];
@@ -314,10 +479,7 @@ bool RangeQueue::may_start(const Task& task) {
             "passed over and counted",
             options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
       }
-      if (!r.slot(task.index).taken.exchange(true) && r.resolve(task.index, SlotState::kDone)) {
-        finished_.push_back(task.range);
-        commit_cv_.notify_one();
-      }
+      if (!r.slot(task.index).taken.exchange(true)) settle(task.range, task.index, SlotState::kDone);
       return false;
     }
     r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);
@@ -360,10 +522,7 @@ bool RangeQueue::may_start(const Task& task) {
 
 void RangeQueue::hand_back(const Task& t) {
   if (t.range) {
-    if (!t.range->slot(t.index).taken.exchange(true) &&
-        t.range->resolve(t.index, SlotState::kSkipped)) {
-      finished_.push_back(t.range);
-    }
+    if (!t.range->slot(t.index).taken.exchange(true)) settle(t.range, t.index, SlotState::kSkipped);
   } else if (!t.retry->taken.exchange(true)) {
     retry_results_.push_back(
         store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});

@@ -28,6 +28,7 @@
 
 #include "common/mutex.hpp"
 #include "consume/group_metrics.hpp"
+#include "consume/key_lanes.hpp"
 #include "consume/pipeline_options.hpp"
 #include "consume/range_work.hpp"
 #include "store/group/group_store.hpp"
@@ -50,7 +51,23 @@ class RangeQueue {
   Mutex& mu() SQLSTREAMS_RETURN_CAPABILITY(mu_) { return mu_; }
 
   // --- The claimer and the retrier put work in.
-  void enqueue(store::ClaimedRange range);
+  // Ordered groups (`ordering = "key"`): what the claimer read for a range before enqueueing
+  // it — the lane epoch and this host's lease tokens (gate_snapshot(), read first), then the
+  // database gate's verdict per key (store::GroupStore::gate_keys). `failed`: the gate
+  // statement failed; every keyed message is deferred (always safe: the retry path orders).
+  struct GateSnapshot {
+    uint64_t epoch = 0;
+    std::vector<std::string> own_tokens;
+  };
+  struct OrderedGate {
+    uint64_t epoch = 0;
+    std::vector<store::KeyGate> keys;
+    bool failed = false;
+  };
+  GateSnapshot gate_snapshot() const;
+  bool ordered() const { return ordered_; }
+  // `gate` is required for an ordered group and ignored otherwise.
+  void enqueue(store::ClaimedRange range, const OrderedGate* gate = nullptr);
   void enqueue_retry(store::RetryClaim claim);
   // A retry row's result for the committer (an outcome, or dead without running).
   void add_retry_result(store::RetryResult result);
@@ -81,8 +98,14 @@ class RangeQueue {
     std::vector<store::RetryResult> retries;
     bool final_flush = false;  // stop(): every claimed range, finished or not
   };
-  // Waits until results are ready, the final flush, or `wake`; takes what there is.
+  // Waits until results are ready, the final flush, or `wake`; takes what there is. For an
+  // ordered group a finished range is taken only when no unfinished range of this host has a
+  // lower `low` (a later range may hold successes that began when an earlier range's message
+  // of the same key resolved in memory: it commits with or after that range).
   CommitWork await_commit_work(std::chrono::steady_clock::time_point wake);
+  // Ordered groups: the range at `low` lost its lease; every range held here above it is
+  // revoked (RangeWork::revoked). Returns how many.
+  size_t revoke_above(int64_t low);
   // The committer wrote a `ready` row: the retrier looks again.
   void poke_retrier();
   // Committed (or given up): no longer claimed here; frees room for the claimer / retrier.
@@ -160,6 +183,19 @@ class RangeQueue {
 
  private:
   bool claiming_paused() const SQLSTREAMS_REQUIRES(mu_) { return paused_ || operator_paused_; }
+  // Resolves a range slot: the last resolution hands the range to the committer; a lane
+  // member's resolution moves its lane on (ordered groups).
+  void settle(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+      SQLSTREAMS_REQUIRES(mu_);
+  void settle_plain(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+      SQLSTREAMS_REQUIRES(mu_);
+  // A lane member was resolved: the next head runs, or the rest is deferred / handed back.
+  void advance_lane(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+      SQLSTREAMS_REQUIRES(mu_);
+  // A message of an ordered group that must not run here now becomes a `deferred` row.
+  void defer(const std::shared_ptr<RangeWork>& range, size_t index) SQLSTREAMS_REQUIRES(mu_);
+  bool committable(const RangeWork& r) const SQLSTREAMS_REQUIRES(mu_);
+  bool any_committable() const SQLSTREAMS_REQUIRES(mu_);
   // cv.wait_until(until, pred) with `until` on the injected steady clock: a manual clock's
   // waiter wakes every ManualSteadyClock::kRecheck of real time and waits again until the
   // clock reached `until`. False when it timed out with `pred` false.
@@ -177,6 +213,10 @@ class RangeQueue {
   const PipelineOptions& options_;
   GroupMetrics& metrics_;
   std::set<int32_t> accepted_versions_;
+  const bool ordered_;
+  const bool dead_holds_key_;  // ordering_dead = "hold"
+  // A planted defect (tests/chaos): an ordered group dispatched as if unordered.
+  const bool plant_ignore_lanes_;
 
   mutable Mutex mu_;
   std::condition_variable work_cv_;    // workers: tasks available / stopping
@@ -197,6 +237,7 @@ class RangeQueue {
   // the committer wrote a `ready` row: the retry loop looks again
   bool retry_poke_ SQLSTREAMS_GUARDED_BY(mu_) = false;
   std::atomic<bool> dropped_{false};  // the group row is gone (dropped by an operator)
+  KeyLanes lanes_ SQLSTREAMS_GUARDED_BY(mu_);  // ordered groups
 };
 
 // True (after logging `group-dropped` once) when the group is gone; `store` asks the database

@@ -17,6 +17,11 @@ bool RangeWork::resolve(size_t i, SlotState final_state) {
 store::RangeCommit RangeWork::to_commit(config::AuditMode audit) const {
   store::RangeCommit commit;
   commit.token = range_.token;
+  if (revoked.load()) {
+    commit.complete = false;
+    commit.resolved_upto = range_.low;
+    return commit;
+  }
   size_t k = 0;
   const size_t n = range_.messages.size();
   while (k < n && slots_[k].state.load(std::memory_order_acquire) == SlotState::kDone) ++k;

@@ -26,6 +26,9 @@ struct Slot {
   std::string audit_outcome;                     // "" = nothing to audit
   std::string audit_error;
   SysTime decided_at{};
+  // A member of a key lane (ordering = "key"; guarded by the range queue's lock): its
+  // resolution moves the lane on (consume/key_lanes.hpp).
+  bool laned = false;
 };
 
 class RangeWork {
@@ -33,6 +36,7 @@ class RangeWork {
   explicit RangeWork(store::ClaimedRange range);
 
   store::ClaimedRange& range() { return range_; }
+  const store::ClaimedRange& range() const { return range_; }
   size_t size() const { return range_.messages.size(); }
   Slot& slot(size_t i) { return slots_[i]; }
 
@@ -41,10 +45,15 @@ class RangeWork {
   bool finished() const { return unresolved_.load(std::memory_order_acquire) == 0; }
 
   std::atomic<bool> lost{false};
+  // Ordered groups: an earlier range of this host lost its lease, and this one may hold
+  // successes that started after that range's messages resolved in memory. It commits nothing
+  // and hands its lease back (to_commit), so replay of each key stays a suffix.
+  std::atomic<bool> revoked{false};
   // This host's lease deadline (steady_clock, ms since its epoch): moved by each renewal.
   std::atomic<int64_t> deadline_ms{0};
 
-  // The commit for the resolved prefix (complete when every slot is kDone).
+  // The commit for the resolved prefix (complete when every slot is kDone); nothing but the
+  // hand-back when revoked.
   store::RangeCommit to_commit(config::AuditMode audit) const;
 
  private:
@@ -60,6 +69,10 @@ struct RetryWork {
   store::RetryClaim claim;
   std::atomic<bool> taken{false};
   std::atomic<bool> lost{false};
+  // Ordered groups: an earlier range of this host lost its lease, and this one may hold
+  // successes that started after that range's messages resolved in memory. It commits nothing
+  // and hands its lease back (to_commit), so replay of each key stays a suffix.
+  std::atomic<bool> revoked{false};
   std::atomic<int64_t> deadline_ms;  // as RangeWork::deadline_ms
 };
 

@@ -46,6 +46,7 @@ void Retrier::run() {
   const SteadyClock& clock = *options_.steady_clock;  // every poll and suspect check
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
+  store.set_ordering(ordering_mode(g));
   const size_t capacity = this->capacity();
   auto next_poll = clock.now();
   bool backlog = false;  // the last claim was full: more rows are probably due

@@ -187,6 +187,8 @@ void WorkerPool::complete(const Task& task, const plugin_host::Outcome& outcome)
   }
   const SysTime now = options_.clock->now();
   auto decision = decide(outcome, before, g.retry, msg->id, msg->payload, random01());
+  // Ordered groups: a failure's row carries its key, which it blocks (store/group/README.md).
+  if (decision && queue_.ordered() && msg->key) decision->lane_key = msg->key;
   std::string audit = audit_outcome(decision, outcome);
   if (!decision) {
     metrics_.add(GroupCounter::kSucceeded);

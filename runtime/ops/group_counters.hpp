@@ -38,6 +38,8 @@ enum class GroupCounter {
   kStoreErrors,
   kCommitRejected,
   kCommitsInDoubt,
+  kDeferred,
+  kRangesRevoked,
   kCount
 };
 inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
@@ -104,6 +106,13 @@ inline constexpr std::array<GroupCounterRow, kGroupCounters> kGroupCounterTable{
      MetricType::kCounter},
     {GroupCounter::kCommitsInDoubt, "sqlstreams_commits_in_doubt_total",
      "in-doubt commits found applied afterwards", MetricType::kCounter},
+    {GroupCounter::kDeferred, "sqlstreams_messages_deferred_total",
+     "messages of an ordered group recorded deferred: an earlier message of their key was "
+     "unresolved",
+     MetricType::kCounter},
+    {GroupCounter::kRangesRevoked, "sqlstreams_ranges_revoked_total",
+     "ranges of an ordered group handed back unrun: an earlier range of this host lost its lease",
+     MetricType::kCounter},
 }};
 
 constexpr bool group_counter_table_in_enum_order() {

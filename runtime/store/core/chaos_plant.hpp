@@ -1,7 +1,8 @@
 // store/core/chaos_plant — planted defects for the chaos checker's self-test (tests/chaos): each is
 // a known bug the checker must report. Compiled only with SQLSTREAMS_CHAOS_PLANTS (the asan test
 // preset); a release build has no switch at all. At run time a host plants the one named by
-// SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token, advance-without-guard.
+// SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token, advance-without-guard,
+// ordering-ignore-lanes (consume: an ordered group dispatched as if unordered).
 // Threading: the environment is read once; thread-safe.
 #pragma once
 
