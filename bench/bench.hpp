@@ -12,7 +12,8 @@
 //   8. wal: WAL bytes per message, produce + consume, vs a raw append;
 //   9. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server);
 //  10. async_io: an asynchronous handler waiting 100 ms per message (async_io_bench.cpp);
-//  11. http: the stock push-delivery plugin to a loopback receiver (http_bench.cpp).
+//  11. http: the stock push-delivery plugin to a loopback receiver (http_bench.cpp);
+//  12. ordering: per-key ordering against the unordered drain (ordering_bench.cpp).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -47,6 +48,8 @@ struct Tuning {
   int32_t concurrency = 4;
   int32_t queue_ranges = 4;
   std::function<void(const ss::consume::ClaimTiming&)> on_claim;  // diagnostics (pickup_load)
+  ss::config::Ordering ordering = ss::config::Ordering::kNone;    // phase ordering
+  std::string holder_suffix;  // distinct holders: several pipelines of a group as "hosts"
 };
 
 struct Options {
@@ -71,6 +74,7 @@ struct Options {
   int64_t wal_messages = 100'000;              // phase 8 messages per payload size
   int64_t async_io_backlog = 300'000;          // phase async_io backlog (100 ms handler)
   int64_t http_backlog = 100'000;              // phase http backlog (each of its drains)
+  int64_t ordering_backlog = 100'000;          // phase ordering: distinct-key backlog
   int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
   // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, http,
   // peers
@@ -143,7 +147,9 @@ class Db {
   ss::store::StreamRef stream(const std::string& name, bool notify = false);
   // Any spec; `spec.name` gets the run's "bench.<tag>." prefix.
   ss::store::StreamRef stream(ss::store::StreamSpec spec);
-  ss::store::GroupRef group(const ss::store::StreamRef& s, const std::string& name);
+  ss::store::GroupRef group(const ss::store::StreamRef& s, const std::string& name,
+                            ss::config::Ordering ordering = ss::config::Ordering::kNone);
+  int64_t wal_lsn();  // pg_current_wal_lsn() in bytes
   // `cache`: the stream's fan-out read cache, shared by its pipelines (null: none).
   std::unique_ptr<ss::consume::GroupPipeline> pipeline(
       const ss::store::GroupRef& g, const Tuning& t, bool notify,
@@ -223,6 +229,8 @@ AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std:
                          int max_in_flight);
 // Phase http (issue 31): plugins/http.so to a loopback receiver (http_bench.cpp).
 std::vector<Row> run_http(Db& db, const Options& o);
+// Phase ordering: per-key ordering against the unordered drain (ordering_bench.cpp).
+std::vector<Row> run_ordering(Db& db, const Options& o);
 
 // Figures a phase records for the peer rows: "produce_100b", "drain_cursor" (msgs/s),
 // "pickup_notify_p50", "pickup_notify_p99" (ms). Thread-safe.

@@ -77,11 +77,13 @@ int main(int argc, char** argv) {
                  "phase async_io messages (default 300,000; --quick 100,000)");
   app.add_option("--http-backlog", o.http_backlog,
                  "phase http messages per drain (default 100,000; --quick 20,000)");
+  app.add_option("--ordering-backlog", o.ordering_backlog,
+                 "phase ordering distinct-key backlog (default 100,000; --quick 20,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option("--phases", o.phases,
                  "subset: "
                  "produce,drain,e2e,latency,pickup_load,retention,idle,isolation,wal,async_io,http,"
-                 "peers")
+                 "ordering,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
     if (!app.count("--wal-messages")) o.wal_messages = 20'000;
     if (!app.count("--async-io-backlog")) o.async_io_backlog = 100'000;
     if (!app.count("--http-backlog")) o.http_backlog = 20'000;
+    if (!app.count("--ordering-backlog")) o.ordering_backlog = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "wal")) add(bench::run_wal(db, o));
     if (wanted(o, "async_io")) add(bench::run_async_io(db, o));
     if (wanted(o, "http")) add(bench::run_http(db, o));
+    if (wanted(o, "ordering")) add(bench::run_ordering(db, o));
     if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());

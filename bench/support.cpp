@@ -102,8 +102,19 @@ ss::store::StreamRef Db::stream(ss::store::StreamSpec spec) {
   return ss::store::declare_stream(session_, spec).stream;
 }
 
-ss::store::GroupRef Db::group(const ss::store::StreamRef& s, const std::string& name) {
-  return ss::store::declare_group(session_, s, name, ss::store::StartAt::kBeginning).group;
+ss::store::GroupRef Db::group(const ss::store::StreamRef& s, const std::string& name,
+                              ss::config::Ordering ordering) {
+  ss::config::GroupConfig config;
+  config.ordering = ordering;
+  return ss::store::declare_group(session_, s, name, ss::store::StartAt::kBeginning,
+                                  ss::store::kDeclareProofTimeout,
+                                  ss::consume::ordering_mode(config))
+      .group;
+}
+
+int64_t Db::wal_lsn() {
+  pqxx::nontransaction tx(monitor_);
+  return tx.exec1("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0].as<int64_t>();
 }
 
 std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
@@ -116,11 +127,12 @@ std::unique_ptr<ss::consume::GroupPipeline> Db::pipeline(
   po.group.batch_size = t.batch_size;
   po.group.concurrency = t.concurrency;
   po.group.queue_ranges = t.queue_ranges;
+  po.group.ordering = t.ordering;
   po.session = ss::store::SessionOptions{url_, "sqlstreams", ss::Millis{5000}, "bench-pipeline"};
   po.ref = g;
   po.notify = notify;
   po.run_advancer = true;  // the cursor advances without the maintenance fleet
-  po.holder = fmt::format("bench:{}", ::getpid());
+  po.holder = fmt::format("bench:{}{}", ::getpid(), t.holder_suffix);
   po.read_cache = std::move(cache);
   po.on_claim = t.on_claim;
   return std::make_unique<ss::consume::GroupPipeline>(std::move(po), std::move(handler));
