@@ -15,9 +15,12 @@ void StreamFixture::declare_stream(const std::string& stream, int64_t partition_
   stream_ = store::declare_stream(s, spec).stream;
 }
 
-store::GroupRef StreamFixture::declare_group(const std::string& name) {
+store::GroupRef StreamFixture::declare_group(const std::string& name,
+                                             store::OrderingMode ordering) {
   store::Session s(opts_);
-  return store::declare_group(s, stream_, name, store::StartAt::kBeginning).group;
+  return store::declare_group(s, stream_, name, store::StartAt::kBeginning,
+                              store::kDeclareProofTimeout, ordering)
+      .group;
 }
 
 void StreamFixture::produce(const std::vector<std::string>& payloads) {

@@ -25,7 +25,8 @@ class StreamFixture : public ::testing::Test {
   // Migrates the database and declares `stream` (call once, first).
   void declare_stream(const std::string& stream, int64_t partition_size);
   // A group of the stream, reading from the beginning.
-  store::GroupRef declare_group(const std::string& name);
+  store::GroupRef declare_group(const std::string& name,
+                                store::OrderingMode ordering = store::OrderingMode::kNone);
   // One batch into the stream; each payload version 1 without a key.
   void produce(const std::vector<std::string>& payloads);
   void produce_messages(const std::vector<store::NewMessage>& batch);
