@@ -59,8 +59,6 @@ enum class GroupStart { kBeginning, kHead };
 enum class AuditMode { kOff, kFailures, kAll };
 // Where a group's handler runs: in the host process, or in supervised child processes (issue 13).
 enum class Isolation { kInProcess, kProcess };
-enum class Ordering { kNone, kKey };
-enum class OrderingDead { kRelease, kHold };
 
 struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
@@ -142,8 +140,6 @@ struct GroupConfig {
   AuditMode audit = AuditMode::kFailures;
   Isolation isolation = Isolation::kInProcess;
   RetryPolicy retry;
-  Ordering ordering = Ordering::kNone;
-  OrderingDead ordering_dead = OrderingDead::kRelease;
   bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared
 };
 

@@ -71,7 +71,7 @@ struct ReclaimResult {
   bool found = false;                       // an expired lease existed
 };
 
-enum class ExceptionStatus { kReady, kDead, kDeferred };
+enum class ExceptionStatus { kReady, kDead };
 
 // One non-success outcome of a range, written as an exception row.
 struct FailedMessage {
@@ -84,14 +84,6 @@ struct FailedMessage {
   Millis run_after{0};
   std::string error;
   std::optional<std::string> payload;  // copied when dead
-  std::optional<std::string> lane_key;
-};
-
-enum class OrderingMode { kNone, kKeyRelease, kKeyHold };
-struct KeyGate {
-  std::string key;
-  std::optional<int64_t> blocked_from;
-  bool gated_by_other = false;
 };
 
 struct AuditEntry {
@@ -164,9 +156,6 @@ struct AdvanceResult {
 class GroupStore {
  public:
   GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
-  void set_ordering(OrderingMode m);
-  std::vector<KeyGate> gate_keys(const ClaimedRange& range,
-                                 const std::vector<std::string>& own_tokens);
 
   Observation observe();
   // The open producers that hold the group's pending observation back (oldest first; empty when
