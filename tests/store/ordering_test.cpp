@@ -8,6 +8,7 @@
 #include "store/errors.hpp"
 #include "store/reporting/operator_actions.hpp"
 #include "store/reporting/status.hpp"
+#include "store/schema/migrate.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -413,6 +414,87 @@ TEST_F(OrderingTest, DeclaringAnExistingGroupWithAnotherOrderingIsRefused) {
         << e.what();
   }
   EXPECT_EQ(declare("ledger-held", OrderingMode::kKeyHold).group.id, held_.id);
+}
+
+// V009 on a database that already has a family (made by V008's template, with rows): the
+// family gets what the new template makes — the same columns, status check and indexes.
+TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
+  TestDatabase db(TestDatabase::Schema::kEmpty);
+  auto apply = [&](const store::EmbeddedMigration& m) {
+    std::string sql = m.sql;
+    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
+      sql.replace(at, 8, "\"sqlstreams\"");
+    }
+    db.sql(sql);
+  };
+  db.sql("CREATE SCHEMA sqlstreams");
+  db.sql(
+      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
+      "text)");
+  const auto& all = store::embedded_migrations();
+  ASSERT_EQ(all.back().version, 9);
+  for (const auto& m : all) {
+    if (m.version < 9) apply(m);
+  }
+  db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
+  db.sql("SELECT sqlstreams.create_stream_family(1)");
+  db.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) "
+      "VALUES (1, 1, 'ready', now()), (1, 2, 'dead', now())");
+  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, "
+                      "can_run_after) VALUES (1, 3, 'deferred', now())"),
+               std::exception)
+      << "before V009 there is no deferred status";
+  apply(all.back());
+  db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
+  db.sql("SELECT sqlstreams.create_stream_family(2)");
+  db.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after, "
+      "lane_key) VALUES (1, 3, 'deferred', now(), 'k')");
+  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, "
+                      "can_run_after) VALUES (1, 4, 'parked', now())"),
+               std::exception);
+  auto shape = [&](int n) {
+    std::string out;
+    for (const auto& t : {"exceptions", "leases"}) {
+      const std::string table = std::string(t) + "_" + std::to_string(n);
+      out += db.scalar<std::string>(
+          "SELECT string_agg(column_name || ' ' || data_type, ', ' ORDER BY column_name) FROM "
+          "information_schema.columns WHERE table_schema = 'sqlstreams' AND table_name = '" +
+          table + "'");
+      out += " | " + db.scalar<std::string>(
+                         "SELECT string_agg(replace(conname || ' ' || pg_get_constraintdef(oid), "
+                         "'" +
+                         table +
+                         "', 'T'), '; ' ORDER BY conname) FROM pg_constraint WHERE "
+                         "conrelid = 'sqlstreams." +
+                         table + "'::regclass");
+      out += " | " +
+             db.scalar<std::string>(
+                 "SELECT string_agg(replace(indexdef, '" + table +
+                 "', 'T'), '; ' ORDER BY indexname) FROM pg_indexes WHERE schemaname = "
+                 "'sqlstreams' AND tablename = '" +
+                 table + "'") +
+             "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(shape(1), shape(2));
+  EXPECT_NE(shape(2).find("lane_key text"), std::string::npos) << shape(2);
+  EXPECT_NE(shape(2).find("key_hashes ARRAY"), std::string::npos) << shape(2);
+  EXPECT_NE(shape(2).find("WHERE (lane_key IS NOT NULL)"), std::string::npos) << shape(2);
+  EXPECT_EQ(db.scalar<std::string>(
+                "SELECT string_agg(status || ':' || coalesce(lane_key, 'NULL'), ' ' ORDER BY "
+                "message_id) FROM sqlstreams.exceptions_1"),
+            "ready:NULL dead:NULL deferred:k")
+      << "the rows an older host wrote are kept, without a lane key";
+  EXPECT_EQ(db.scalar<std::string>("SELECT ordering || '/' || ordering_dead FROM (SELECT "
+                                   "column_default AS ordering FROM information_schema.columns "
+                                   "WHERE table_name = 'groups' AND column_name = 'ordering') a, "
+                                   "(SELECT column_default AS ordering_dead FROM "
+                                   "information_schema.columns WHERE table_name = 'groups' AND "
+                                   "column_name = 'ordering_dead') b"),
+            "'none'::text/'release'::text");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"
@@ -43,8 +44,12 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
                                 : fmt::format("({} OR {})", ready_or_deferred, expired_inflight);
   // Ordered groups: the key predicate in the same statement as the lock (one snapshot), rows in
   // id order; unordered groups run exactly the old statement.
-  const std::string key_free =
-      keyed ? " AND " + retry_key_free_sql(tables_, "$5::boolean") : std::string();
+  // (The chaos plant `retry-ignores-key`, test builds: no key predicate — a later row of a
+  // blocked key runs.)
+  const std::string key_free = keyed ? " AND " + (chaos_plant("retry-ignores-key")
+                                                      ? std::string("$5::boolean IS NOT NULL")
+                                                      : retry_key_free_sql(tables_, "$5::boolean"))
+                                     : std::string();
   const std::string order = keyed ? "can_run_after, message_id" : "can_run_after";
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
