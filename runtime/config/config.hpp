@@ -59,6 +59,12 @@ enum class GroupStart { kBeginning, kHead };
 enum class AuditMode { kOff, kFailures, kAll };
 // Where a group's handler runs: in the host process, or in supervised child processes (issue 13).
 enum class Isolation { kInProcess, kProcess };
+// Per-key ordering (issue 29): none = unordered (the default); key = one message of a
+// message_key at a time, in id order, across every host of the group.
+enum class Ordering { kNone, kKey };
+// What a dead message does to the later messages of its key in an ordered group: release them
+// (the default), or hold them until an operator retries or discards it.
+enum class OrderingDead { kRelease, kHold };
 
 struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
@@ -139,6 +145,10 @@ struct GroupConfig {
   bool schema_versions_given = false;
   AuditMode audit = AuditMode::kFailures;
   Isolation isolation = Isolation::kInProcess;
+  // Fixed when the group is created (the database keeps them; a host whose config differs
+  // refuses the group). ordering_dead may only be written when ordering = "key".
+  Ordering ordering = Ordering::kNone;
+  OrderingDead ordering_dead = OrderingDead::kRelease;
   RetryPolicy retry;
   bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared
 };

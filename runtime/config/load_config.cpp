@@ -64,6 +64,21 @@ void check_groups(const Config& config, const toml::table& root, Problems& probl
       problems.add(key_position(root, "groups", i, "stream"), path + ".stream", problem,
                    quoted(group.stream));
     }
+    // ordering_dead means something only for an ordered group: written elsewhere it is a
+    // mistake (the group would silently run unordered), never a default.
+    if (group.ordering != Ordering::kKey) {
+      const toml::array* items = root["groups"].as_array();
+      const toml::table* item = items && i < items->size() ? items->get(i)->as_table() : nullptr;
+      const toml::node* ordering = item ? item->get("ordering") : nullptr;
+      // A misspelt or mistyped `ordering` is reported already; this would only add noise.
+      const bool ordering_valid =
+          !ordering || (ordering->is_string() && ordering->value_or(std::string()) == "none");
+      if (item && ordering_valid && item->contains("ordering_dead")) {
+        problems.add(key_position(root, "groups", i, "ordering_dead"), path + ".ordering_dead",
+                     "applies only to an ordered group; set ordering = \"key\" or remove it",
+                     render_node(*item->get("ordering_dead")));
+      }
+    }
     if (group.name.empty() || group.stream.empty()) continue;  // already reported
     auto [first, inserted] = seen.emplace(std::pair(group.stream, group.name), &group);
     if (inserted) continue;

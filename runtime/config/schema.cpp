@@ -31,6 +31,8 @@ constexpr std::array<std::string_view, 3> kLogFormats{"auto", "text", "json"};
 constexpr std::array<std::string_view, 2> kStarts{"beginning", "head"};
 constexpr std::array<std::string_view, 3> kAuditModes{"off", "failures", "all"};
 constexpr std::array<std::string_view, 2> kIsolations{"inprocess", "process"};
+constexpr std::array<std::string_view, 2> kOrderings{"none", "key"};
+constexpr std::array<std::string_view, 2> kOrderingDeads{"release", "hold"};
 
 Value str(const char* s) { return std::string(s); }
 
@@ -348,6 +350,18 @@ const Table<GroupConfig>& group_table() {
            .constraint = one_of(kIsolations),
            .doc = "where the handler runs: in the host, or in supervised child processes",
            .apply = set_enum(&G::isolation, kIsolations)},
+          {.name = "ordering",
+           .type = Type::kString,
+           .def = str("none"),
+           .constraint = one_of(kOrderings),
+           .doc = "key: one message of a message_key at a time, in id order; fixed at creation",
+           .apply = set_enum(&G::ordering, kOrderings)},
+          {.name = "ordering_dead",
+           .type = Type::kString,
+           .def = str("release"),
+           .constraint = one_of(kOrderingDeads),
+           .doc = "ordering = \"key\": a dead message releases its key's later ones, or holds them",
+           .apply = set_enum(&G::ordering_dead, kOrderingDeads)},
           {.name = "retry",
            .type = Type::kTable,
            .doc = "[groups.retry]: the retry policy",

@@ -16,6 +16,12 @@ std::string dashed(std::string setting) {
 }
 }  // namespace
 
+store::OrderingMode ordering_mode(const config::GroupConfig& g) {
+  if (g.ordering == config::Ordering::kNone) return store::OrderingMode::kNone;
+  return g.ordering_dead == config::OrderingDead::kHold ? store::OrderingMode::kKeyHold
+                                                        : store::OrderingMode::kKeyRelease;
+}
+
 void declare_all(store::Session& session, const config::Config& config) {
   for (const auto& s : config.streams) {
     store::StreamSpec spec{
@@ -41,9 +47,12 @@ void declare_all(store::Session& session, const config::Config& config) {
       throw ControlPlaneError(ExitCode::kDatabase,
                               "stream '" + g.stream + "' vanished while declaring");
     }
+    // The group's ordering is fixed at creation: a differing config is refused (StoreError
+    // kRejected naming both), never followed.
     auto declared = store::declare_group(
         session, *stream, g.name,
-        g.start == config::GroupStart::kHead ? store::StartAt::kHead : store::StartAt::kBeginning);
+        g.start == config::GroupStart::kHead ? store::StartAt::kHead : store::StartAt::kBeginning,
+        store::kDeclareProofTimeout, ordering_mode(g));
     if (declared.created) {
       spdlog::info("group-created stream={} group={} id={} start={}", g.stream, g.name,
                    declared.group.id, declared.start_position);

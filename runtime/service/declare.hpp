@@ -9,8 +9,13 @@
 
 #include "config/config.hpp"
 #include "store/connection/session.hpp"
+#include "store/group/ordering_mode.hpp"
 
 namespace sqlstreams::service {
+
+// The group's ordering as store/ spells it (declare_group records it; GroupStore::set_ordering
+// runs it).
+store::OrderingMode ordering_mode(const config::GroupConfig& g);
 
 // Creates every stream and group of the config that does not exist yet; logs what it created.
 void declare_all(store::Session& session, const config::Config& config);

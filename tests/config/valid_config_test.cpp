@@ -103,6 +103,10 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(g.start, dg.start);
   EXPECT_EQ(g.schema_versions, dg.schema_versions);
   EXPECT_EQ(g.audit, dg.audit);
+  EXPECT_EQ(g.ordering, Ordering::kNone);
+  EXPECT_EQ(g.ordering, dg.ordering);
+  EXPECT_EQ(g.ordering_dead, OrderingDead::kRelease);
+  EXPECT_EQ(g.ordering_dead, dg.ordering_dead);
   EXPECT_EQ(g.retry.max_retries, dg.retry.max_retries);
   EXPECT_EQ(g.retry.initial_backoff, dg.retry.initial_backoff);
   EXPECT_EQ(g.retry.base_delay, dg.retry.base_delay);
@@ -173,6 +177,8 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(g.start, GroupStart::kHead);
   EXPECT_EQ(g.schema_versions, (std::vector<int32_t>{2, 3}));
   EXPECT_EQ(g.audit, AuditMode::kAll);
+  EXPECT_EQ(g.ordering, Ordering::kKey);
+  EXPECT_EQ(g.ordering_dead, OrderingDead::kHold);
   EXPECT_EQ(g.retry.max_retries, 0);
   EXPECT_EQ(g.retry.initial_backoff, milliseconds(0));
   EXPECT_EQ(g.retry.base_delay, milliseconds(250));
@@ -183,7 +189,9 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
 
   const GroupConfig& audit = c.groups[1];
   EXPECT_EQ(audit.audit, AuditMode::kOff);
-  EXPECT_EQ(audit.retry.exponent, 3.0);  // an integer is accepted for a float
+  EXPECT_EQ(audit.ordering, Ordering::kKey);
+  EXPECT_EQ(audit.ordering_dead, OrderingDead::kRelease);  // the default of an ordered group
+  EXPECT_EQ(audit.retry.exponent, 3.0);                    // an integer is accepted for a float
   EXPECT_EQ(audit.retry.jitter, 0.0);
   EXPECT_EQ(audit.retry.max_retries, 3);  // the rest of an inline retry table keeps defaults
 }
@@ -283,7 +291,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 22 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 24 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

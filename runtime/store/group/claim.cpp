@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
 #include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/group/claim_plan.hpp"
 #include "store/group/fence_holders_tx.hpp"
@@ -153,10 +155,15 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       result.wrote = true;
     }
     if (new_claimed > claimed) {
-      auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
-                                 ms_param(lease_ttl), holder_);
+      // An ordered group's lease carries the range's key hashes, so it is written after the
+      // read (same transaction: the lease and the cursor still commit together).
+      const bool keyed = ordering_ != OrderingMode::kNone;
       ClaimedRange range;
-      range.token = lease.at(0)[0].as<std::string>();
+      if (!keyed) {
+        auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
+                                   ms_param(lease_ttl), holder_);
+        range.token = lease.at(0)[0].as<std::string>();
+      }
       range.low = claimed;
       range.high = new_claimed;
       range.deadline = deadline;
@@ -177,6 +184,16 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
           range.messages.insert(range.messages.end(), std::make_move_iterator(read.begin()),
                                 std::make_move_iterator(read.end()));
         }
+      }
+      if (keyed) {
+        std::set<std::string> keys;
+        for (const auto& m : range.messages) {
+          if (m.key) keys.insert(*m.key);
+        }
+        auto lease = exec_prepared(tx, conn, lease_insert_keys_, group_id_, claimed, new_claimed,
+                                   ms_param(lease_ttl), holder_,
+                                   text_array(std::vector<std::string>(keys.begin(), keys.end())));
+        range.token = lease.at(0)[0].as<std::string>();
       }
       result.range = std::move(range);
     }
@@ -209,14 +226,15 @@ ReclaimResult GroupStore::reclaim_expired(Millis lease_ttl, int32_t max_reclaims
       // Poison range: every message becomes an independent ready exception.
       exec(tx, kQuarantineRows,
            fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, can_run_after, "
-                       "last_error, schema_version, message_key, message_created_at) SELECT $1, "
-                       "id, 'ready', 0, {2}, $2, schema_version, message_key, created_at FROM {1} "
+                       "last_error, schema_version, message_key, message_created_at, lane_key) "
+                       "SELECT $1, id, 'ready', 0, {2}, $2, schema_version, message_key, "
+                       "created_at, CASE WHEN $5::boolean THEN message_key END FROM {1} "
                        "WHERE id > $3 AND id <= $4 ON CONFLICT (group_id, message_id) DO NOTHING",
                        tables_.exceptions, tables_.messages, kDbNow),
            group_id_,
            fmt::format("range ({}, {}] quarantined after {} reclaims", range.low, range.high,
                        range.reclaims),
-           range.low, range.high);
+           range.low, range.high, ordering_ != OrderingMode::kNone);  // ordered: keep the key
       exec(tx, kQuarantineLease,
            fmt::format("DELETE FROM {} WHERE group_id = $1 AND token = $2::uuid", tables_.leases),
            group_id_, range.token);

@@ -9,6 +9,7 @@
 #include "store/core/pq.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/group/fence_sql.hpp"
+#include "store/group/ordering_sql.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
 namespace sqlstreams::store {
@@ -19,6 +20,8 @@ constexpr StatementName kObserve{"observe"};
 constexpr StatementName kClaimLock{"claim_lock"};
 constexpr StatementName kClaimUpdate{"claim_update"};
 constexpr StatementName kLeaseInsert{"lease_insert"};
+constexpr StatementName kLeaseInsertKeys{"lease_insert_keys"};
+constexpr StatementName kGateKeys{"gate_keys"};
 constexpr StatementName kReadRange{"read_range"};
 constexpr StatementName kCountRange{"count_range"};
 constexpr StatementName kReclaim{"reclaim"};
@@ -74,6 +77,16 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
       fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
                   "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
                   tables_.leases, db_in("$4")));
+  // Ordered groups: the same lease with the distinct hashtext() of the range's keys ($6, as
+  // read), computed here so one function hashes keys everywhere (README "Per-key ordering").
+  lease_insert_keys_ = statement(
+      kLeaseInsertKeys,
+      fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder, key_hashes) "
+                  "VALUES ($1, gen_random_uuid(), $2, $3, {}, $5, ARRAY(SELECT DISTINCT "
+                  "hashtext(u.k) FROM unnest($6::text[]) AS u(k) WHERE u.k IS NOT NULL ORDER BY "
+                  "1)) RETURNING token::text",
+                  tables_.leases, db_in("$4")));
+  gate_ = statement(kGateKeys, gate_keys_sql(tables_, GateParts::kBoth));
   read_range_ =
       statement(kReadRange, fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
                                         message_columns(), tables_.messages));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "store/core/statement.hpp"
 #include "store/core/stream_tables.hpp"
 #include "store/group/fence_holders.hpp"
+#include "store/group/ordering_mode.hpp"
 #include "store/group/range_cache.hpp"
 #include "store/reporting/group_lifecycle.hpp"
 
@@ -71,7 +73,18 @@ struct ReclaimResult {
   bool found = false;                       // an expired lease existed
 };
 
-enum class ExceptionStatus { kReady, kDead };
+// kDeferred (ordered groups only): a message that waited behind an unresolved earlier message
+// of its key and was not run: attempts 0, due at once; its later run is its first attempt.
+enum class ExceptionStatus { kReady, kDead, kDeferred };
+
+// What gate_keys() found for one key of a range: the key may not run now. blocked_from: the
+// lowest unresolved exception row of the key at or below the range's low (run after it: defer);
+// gated_by_other: a lease of another holder below the range holds the key (wait, ask again).
+struct KeyGate {
+  std::string key;
+  std::optional<int64_t> blocked_from;
+  bool gated_by_other = false;
+};
 
 // One non-success outcome of a range, written as an exception row.
 struct FailedMessage {
@@ -84,6 +97,9 @@ struct FailedMessage {
   Millis run_after{0};
   std::string error;
   std::optional<std::string> payload;  // copied when dead
+  // Ordered groups only (the host sets it to the message's key): the row's lane_key, which
+  // keeps the key blocked while the row is unresolved. nullopt: an unordered row.
+  std::optional<std::string> lane_key;
 };
 
 struct AuditEntry {
@@ -113,6 +129,8 @@ struct RetryClaim {
   bool expired_inflight = false;  // the previous holder died while running it
   std::string last_error;
   std::optional<StoredMessage> message;  // nullopt when the log no longer has it
+  std::optional<std::string> lane_key;   // the row's lane_key (ordered groups), as stored
+  bool deferred = false;                 // the row was `deferred` (never run), not failed
 };
 
 // The result of one retry attempt, written under the row's lease token.
@@ -120,7 +138,9 @@ struct RetryResult {
   int64_t message_id = 0;
   std::string token;
   std::optional<FailedMessage> decision;  // nullopt = success: the row is deleted
-  bool hand_back = false;                 // not started: back to `ready`, nothing counted
+  // Not started: back to `ready`, nothing counted (a row with a lane_key that never ran —
+  // attempts 0 — back to `deferred`).
+  bool hand_back = false;
   std::optional<AuditEntry> audit;
 };
 
@@ -156,6 +176,29 @@ struct AdvanceResult {
 class GroupStore {
  public:
   GroupStore(Session& session, int64_t stream_id, int64_t group_id, std::string holder);
+
+  // Per-key ordering (default kNone). Set before the first claim; with kNone every statement
+  // is the unordered one. Otherwise: claims and reclaims keep the range's key hashes on the
+  // lease, quarantine writes lane_key, claim_due_retries() takes only the lowest unresolved
+  // row of a key that no lease below it holds, and gate_keys() may be asked.
+  void set_ordering(OrderingMode mode) { ordering_ = mode; }
+  OrderingMode ordering() const { return ordering_; }
+
+  // For each distinct non-null key of `range`'s messages that may not run now, in one
+  // statement (one snapshot: README "Per-key ordering"): blocked_from = the lowest message id
+  // of an unresolved row (ready, inflight, deferred; dead too under kKeyHold) of the group with
+  // lane_key = key and message_id <= range.low; gated_by_other = a lease of the group with
+  // low < range.low, token not in `own_tokens`, whose key_hashes hold hashtext(key), expired or
+  // not. Keys absent from the result are free. Read-only; no transaction is left open.
+  [[nodiscard]] std::vector<KeyGate> gate_keys(const ClaimedRange& range,
+                                               const std::vector<std::string>& own_tokens);
+  // TEST ONLY: the unsafe form of gate_keys() — rows in one statement, then leases in another,
+  // `between` called in between — kept as the regression guard for why it is one statement
+  // (an earlier range committing a failure in between makes both reads empty), and run by
+  // gate_keys() under the chaos plant `gate-split`.
+  [[nodiscard]] std::vector<KeyGate> gate_keys_split(const ClaimedRange& range,
+                                                     const std::vector<std::string>& own_tokens,
+                                                     const std::function<void()>& between);
 
   Observation observe();
   // The open producers that hold the group's pending observation back (oldest first; empty when
@@ -208,6 +251,11 @@ class GroupStore {
   // Reclaiming an expired `inflight` row counts its unfinished attempt — unless the row's budget
   // (`attempts - delays > max_retries`) was already spent: then the lost holder had only claimed
   // it to record it dead, ran no handler, and the count stays.
+  // Ordered groups: `deferred` rows are due at once (kAll, kReady), and a row with a lane_key
+  // is taken only while no other unresolved row of its key has a lower id (dead counts under
+  // kKeyHold) and no lease of the group (any holder, this one too) with low < its id holds its
+  // key — one statement; an inflight row is unresolved, so at most a key's lowest row is
+  // eligible. Rows come back in id order.
   enum class RetryPick { kAll, kReady, kSuspects };
   [[nodiscard]] std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
                                                           RetryPick pick = RetryPick::kAll,
@@ -217,6 +265,8 @@ class GroupStore {
   // Time from database now until the next exception row becomes claimable (a `ready` row's
   // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt
   // when the group has none. Read-only: lets an idle retry loop sleep exactly as long as it may.
+  // `deferred` rows are not counted (whether one may run depends on other rows and leases, not
+  // on time): an ordered group's retry loop finds them at its next poll.
   std::optional<Millis> next_retry_due();
 
   // Writes retry results in one transaction; per result true when the token still matched.
@@ -260,8 +310,12 @@ class GroupStore {
   // (store/core/pq.hpp
   // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
   // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
-  Statement observe_, claim_lock_, claim_update_, lease_insert_, read_range_, count_range_,
-      reclaim_, commit_complete_, commit_partial_, renew_, advance_read_, advance_apply_;
+  // lease_insert_keys_ is lease_insert_ with the range's key hashes (ordered groups); gate_ is
+  // gate_keys()'s statement.
+  Statement observe_, claim_lock_, claim_update_, lease_insert_, lease_insert_keys_, read_range_,
+      count_range_, reclaim_, commit_complete_, commit_partial_, renew_, advance_read_,
+      advance_apply_, gate_;
+  OrderingMode ordering_ = OrderingMode::kNone;
   std::optional<InDoubtCommit> in_doubt_;
 };
 

@@ -22,10 +22,13 @@ constexpr StatementName kUpdateFailures{"update_failures"};
 struct FailureArrays {
   std::vector<int64_t> ids, attempts, delays, after;
   std::vector<std::string> status;
-  std::vector<std::optional<std::string>> error, payload;
+  std::vector<std::optional<std::string>> error, payload, lane_key;
   void add(const FailedMessage& f) {
     ids.push_back(f.message_id);
-    status.push_back(f.status == ExceptionStatus::kDead ? "dead" : "ready");
+    status.push_back(f.status == ExceptionStatus::kDead       ? "dead"
+                     : f.status == ExceptionStatus::kDeferred ? "deferred"
+                                                              : "ready");
+    lane_key.push_back(f.lane_key);
     attempts.push_back(f.attempts);
     delays.push_back(f.delays);
     after.push_back(f.run_after.count());
@@ -91,16 +94,16 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
   exec(tx, kInsertExceptions,
        fmt::format("INSERT INTO {0} (group_id, message_id, status, attempts, delays, "
                    "can_run_after, last_error, payload, schema_version, message_key, "
-                   "message_created_at) SELECT $1, u.id, u.st, u.att, u.del, "
+                   "message_created_at, lane_key) SELECT $1, u.id, u.st, u.att, u.del, "
                    "{2}, u.err, u.p::jsonb, m.schema_version, "
-                   "m.message_key, m.created_at FROM unnest($2::bigint[], "
+                   "m.message_key, m.created_at, u.lk FROM unnest($2::bigint[], "
                    "$3::text[], $4::integer[], $5::integer[], $6::bigint[], $7::text[], "
-                   "$8::text[]) AS u(id, st, att, del, after, err, p) "
+                   "$8::text[], $9::text[]) AS u(id, st, att, del, after, err, p, lk) "
                    "LEFT JOIN {1} m ON m.id = u.id "
                    "ON CONFLICT (group_id, message_id) DO NOTHING",
                    table, messages, db_in("u.after")),
        group_id, int_array(a.ids), text_array(a.status), int_array(a.attempts), int_array(a.delays),
-       int_array(a.after), text_array(a.error), text_array(a.payload));
+       int_array(a.after), text_array(a.error), text_array(a.payload), text_array(a.lane_key));
 }
 
 // The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
@@ -148,16 +151,19 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                        "lease_expires_at = NULL, updated_at = now(), "
                        "schema_version = coalesce(e.schema_version, m.schema_version), "
                        "message_key = coalesce(e.message_key, m.message_key), "
-                       "message_created_at = coalesce(e.message_created_at, m.created_at) "
+                       "message_created_at = coalesce(e.message_created_at, m.created_at), "
+                       "lane_key = coalesce(e.lane_key, u.lk) "
                        "FROM unnest($2::bigint[], "
                        "$3::uuid[], $4::text[], $5::integer[], $6::integer[], $7::bigint[], "
-                       "$8::text[], $9::text[]) AS u(id, tok, st, att, del, after, err, p) "
+                       "$8::text[], $9::text[], $10::text[]) AS u(id, tok, st, att, del, after, "
+                       "err, p, lk) "
                        "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                        "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                        "RETURNING u.tok::text",
                        table, messages, db_in("u.after")),
            group_id, int_array(a.ids), text_array(tok), text_array(a.status), int_array(a.attempts),
-           int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload));
+           int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload),
+           text_array(a.lane_key));
   for (const auto& row : r) ours.insert(row[0].as<std::string>());
 }
 

@@ -54,7 +54,9 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "{5}, (SELECT max(h.expires_at - h.heartbeat_at) FROM {0}.hosts "
           "h WHERE h.expires_at > {2})), false), "
           "(SELECT coalesce(max((h.stats -> 'groups' -> (g.id::text) ->> 'fence_wait_ms')::"
-          "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}) "
+          "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}), "
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
+          "'deferred'), g.ordering, g.ordering_dead "
           "FROM {0}.groups g JOIN {8} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
           s, n, kDbNow, to_epoch_ms("g.paused_at"), to_epoch_ms("g.last_seen_at"),
@@ -81,6 +83,9 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     if (!row[15].is_null()) g.last_seen_at = time_of(row[15]);
     g.seen_recently = row[16].as<bool>();
     g.fence_wait_ms = row[17].as<int64_t>();
+    g.deferred = row[18].as<int64_t>();
+    g.ordering = row[19].as<std::string>();
+    g.ordering_dead = row[20].as<std::string>();
     st.groups.push_back(std::move(g));
   }
   // The plugin each live host reports running the group with (its heartbeat's stats: the

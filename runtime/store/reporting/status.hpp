@@ -46,7 +46,11 @@ struct GroupStatus {
   int64_t ready = 0;
   int64_t inflight = 0;
   int64_t dead = 0;
-  int64_t lost_messages = 0;  // dropped by retention before this group committed them
+  // Ordered groups (V009): rows that wait behind an unresolved earlier message of their key.
+  int64_t deferred = 0;
+  std::string ordering = "none";          // groups.ordering: none | key
+  std::string ordering_dead = "release";  // groups.ordering_dead: release | hold
+  int64_t lost_messages = 0;              // dropped by retention before this group committed them
   std::optional<int64_t> lost_through;
   int64_t skipped_versions = 0;  // reported by live hosts, counted since each started
   // How long the group's claims have waited for an open producer of the stream (the fence), as

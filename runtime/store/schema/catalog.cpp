@@ -39,6 +39,30 @@ constexpr StatementName kPartitionSize{"partition_size"};
 
 constexpr Millis kProofPollInterval{5};
 
+// A group's ordering is fixed when it is created (V009): a config that differs is refused, not
+// followed, and the group never runs under settings the fleet did not create it with.
+void check_ordering(const std::string& stream, const std::string& group, const pqxx::row& row,
+                    OrderingMode wanted) {
+  const std::string ordering = row[1].as<std::string>();
+  const std::string dead = row[2].as<std::string>();
+  if (ordering == ordering_text(wanted) &&
+      (ordering == "none" || dead == ordering_dead_text(wanted))) {
+    return;
+  }
+  auto spell = [](std::string_view o, std::string_view d) {
+    return o == "none" ? fmt::format("ordering = \"{}\"", o)
+                       : fmt::format("ordering = \"{}\", ordering_dead = \"{}\"", o, d);
+  };
+  throw StoreError(
+      StoreError::Kind::kRejected,
+      fmt::format("group '{}' of stream '{}' was created with {}, the config says {}; a group's "
+                  "ordering is fixed when it is created (this version cannot change it): restore "
+                  "{} in the config, or drop the group (sqlstreams group drop) and let the host "
+                  "create it again, which starts its cursor afresh",
+                  group, stream, spell(ordering, dead),
+                  spell(ordering_text(wanted), ordering_dead_text(wanted)), spell(ordering, dead)));
+}
+
 StreamRef stream_from_row(const pqxx::row& row) {
   StreamRef s;
   s.id = row["id"].as<int64_t>();
@@ -174,21 +198,24 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
 }
 
 DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
-                            StartAt start, Millis proof_timeout) {
+                            StartAt start, Millis proof_timeout, OrderingMode ordering) {
   return guarded(session, "declare group", [&] {
     const std::string& s = session.schema_sql();
     DeclaredGroup out;
     out.group.stream_id = stream.id;
     out.group.stream = stream.name;
     out.group.name = name;
-    const std::string find_sql =
-        fmt::format("SELECT id FROM {}.groups WHERE stream_id = $1 AND name = $2", s);
+    const std::string find_sql = fmt::format(
+        "SELECT id, ordering, ordering_dead FROM {}.groups WHERE stream_id = $1 AND "
+        "name = $2",
+        s);
     {
       // An existing group is left exactly as it is, and never waits for the fence.
       pqxx::nontransaction look(connection_of(session));
       auto found = exec(look, kFindGroupId, find_sql, stream.id, name);
       if (!found.empty()) {
         out.group.id = found[0][0].as<int64_t>();
+        check_ordering(stream.name, name, found[0], ordering);
         return out;
       }
     }
@@ -200,10 +227,11 @@ DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std
     pqxx::work tx(connection_of(session));
     auto inserted =
         exec(tx, kInsertGroup,
-             fmt::format("INSERT INTO {}.groups (stream_id, name) VALUES ($1, $2) ON CONFLICT "
-                         "(stream_id, name) DO NOTHING RETURNING id",
+             fmt::format("INSERT INTO {}.groups (stream_id, name, ordering, ordering_dead) VALUES "
+                         "($1, $2, $3, $4) ON CONFLICT (stream_id, name) DO NOTHING RETURNING id",
                          s),
-             stream.id, name);
+             stream.id, name, std::string(ordering_text(ordering)),
+             std::string(ordering_dead_text(ordering)));
     if (!inserted.empty()) {
       out.group.id = inserted[0][0].as<int64_t>();
       out.created = true;
@@ -214,8 +242,10 @@ DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std
            out.group.id, out.start_position);
     } else {
       // Another declarer created it meanwhile: theirs stands.
-      out.group.id = exec1(tx, kFindGroupId, find_sql, stream.id, name)[0].as<int64_t>();
+      const auto row = exec1(tx, kFindGroupId, find_sql, stream.id, name);
+      out.group.id = row[0].as<int64_t>();
       out.start_position = 0;
+      check_ordering(stream.name, name, row, ordering);
     }
     tx.commit();
     return out;

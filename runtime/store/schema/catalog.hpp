@@ -13,6 +13,7 @@
 
 #include "common/duration.hpp"
 #include "store/connection/session.hpp"
+#include "store/group/ordering_mode.hpp"
 
 namespace sqlstreams::store {
 
@@ -72,15 +73,19 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
 // How long declaring a group at the head waits for the fence's proof (DESIGN §6.6).
 inline constexpr Millis kDeclareProofTimeout{30'000};
 
-// Creates the group and its cursor row, at the beginning or at the current head; an existing
-// group is left exactly as it is (and never waits).
+// Creates the group and its cursor row, at the beginning or at the current head, recording its
+// `ordering` (groups.ordering / ordering_dead); an existing group is left exactly as it is (and
+// never waits). Its ordering is fixed at creation: when the recorded one differs from
+// `ordering`, throws StoreError kRejected naming the group, both settings and what to do
+// (the host must not run an ordered group unordered, or the reverse, silently).
 // At the head: observes (head, xid) alone and waits until every transaction that could still
 // commit an id <= head has ended, then starts the cursor at head — so the group delivers every
 // message that becomes visible after this returns. No transaction is open while it waits.
 // Throws StoreError kTransient naming the oldest xid-owning backend (or prepared transaction)
 // when the proof takes longer than `proof_timeout`; the group is then not created.
 DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std::string& name,
-                            StartAt start, Millis proof_timeout = kDeclareProofTimeout);
+                            StartAt start, Millis proof_timeout = kDeclareProofTimeout,
+                            OrderingMode ordering = OrderingMode::kNone);
 
 std::optional<StreamRef> find_stream(Session& session, const std::string& name);
 std::optional<GroupRef> find_group(Session& session, const std::string& stream,

@@ -1,0 +1,128 @@
+// Per-key ordering's side of GroupStore (README "Per-key ordering"): the key gate a host asks
+// about each claimed range, and the SQL the claim and retry paths share with it.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "store/core/chaos_plant.hpp"
+#include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
+#include "store/group/group_store.hpp"
+#include "store/group/ordering_sql.hpp"
+
+namespace sqlstreams::store {
+namespace {
+
+constexpr StatementName kGateRows{"gate_keys_rows"};      // store/core/statement.hpp
+constexpr StatementName kGateLeases{"gate_keys_leases"};  // (the split form, test only)
+
+std::vector<std::string> distinct_keys(const ClaimedRange& range) {
+  std::set<std::string> keys;
+  for (const auto& m : range.messages) {
+    if (m.key) keys.insert(*m.key);
+  }
+  return {keys.begin(), keys.end()};
+}
+
+void read_gates(const pqxx::result& rows, std::map<std::string, KeyGate>& out) {
+  for (const auto& row : rows) {
+    KeyGate& g = out[row[0].as<std::string>()];
+    g.key = row[0].as<std::string>();
+    if (!row[1].is_null()) g.blocked_from = row[1].as<int64_t>();
+    g.gated_by_other = g.gated_by_other || row[2].as<bool>();
+  }
+}
+
+}  // namespace
+
+std::string gate_keys_sql(const StreamTables& tables, GateParts parts) {
+  // The leases below the range that another holder has, as one set of hashes (hash-joined with
+  // the range's keys: a `= ANY(key_hashes)` per key was 10x slower, research E6); the rows of
+  // a key by the (group_id, lane_key, message_id) index, one probe per key.
+  const std::string held = fmt::format(
+      "held AS (SELECT DISTINCT unnest(l.key_hashes) AS h FROM {} l WHERE l.group_id = $1 AND "
+      "l.low < $3 AND l.key_hashes IS NOT NULL AND NOT (l.token = ANY($4::uuid[])))",
+      tables.leases);
+  const std::string first_row = fmt::format(
+      "LEFT JOIN LATERAL (SELECT e.message_id AS first FROM {} e WHERE e.group_id = $1 AND "
+      "e.lane_key = m.k AND e.message_id <= $3 AND (e.status <> 'dead' OR $5::boolean) ORDER BY "
+      "e.message_id LIMIT 1) r ON true",
+      tables.exceptions);
+  const std::string mine =
+      "mine AS (SELECT u.k, hashtext(u.k) AS h FROM unnest($2::text[]) AS u(k))";
+  switch (parts) {
+    case GateParts::kRows:
+      return fmt::format(
+          "WITH {} SELECT m.k, r.first, false FROM mine m {} WHERE r.first IS NOT NULL "
+          "AND $4::uuid[] IS NOT NULL",
+          mine, first_row);
+    case GateParts::kLeases:
+      return fmt::format(
+          "WITH {}, {} SELECT m.k, NULL::bigint, true FROM mine m JOIN held ON held.h = m.h "
+          "WHERE $5::boolean IS NOT NULL",
+          mine, held);
+    case GateParts::kBoth:
+      break;
+  }
+  return fmt::format(
+      "WITH {}, {} SELECT m.k, r.first, held.h IS NOT NULL FROM mine m LEFT JOIN held ON held.h "
+      "= m.h {} WHERE held.h IS NOT NULL OR r.first IS NOT NULL",
+      mine, held, first_row);
+}
+
+std::string retry_key_free_sql(const StreamTables& tables, const std::string& hold_param) {
+  return fmt::format(
+      "(e.lane_key IS NULL OR (NOT EXISTS (SELECT 1 FROM {0} p WHERE p.group_id = e.group_id "
+      "AND p.lane_key = e.lane_key AND p.message_id < e.message_id AND (p.status <> 'dead' OR "
+      "{2})) AND NOT EXISTS (SELECT 1 FROM {1} l WHERE l.group_id = e.group_id AND l.low < "
+      "e.message_id AND hashtext(e.lane_key) = ANY(l.key_hashes))))",
+      tables.exceptions, tables.leases, hold_param);
+}
+
+std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,
+                                           const std::vector<std::string>& own_tokens) {
+  if (chaos_plant("gate-split")) return gate_keys_split(range, own_tokens, [] {});  // test builds
+  const auto keys = distinct_keys(range);
+  if (keys.empty()) return {};
+  return guarded(session_, "gate keys", [&] {
+    auto& conn = connection_of(session_);
+    pqxx::nontransaction tx(conn);
+    // One statement: one snapshot, so a range of another holder that commits meanwhile is seen
+    // either as its lease or as the rows it wrote, never as neither.
+    std::map<std::string, KeyGate> gates;
+    read_gates(exec_prepared(tx, conn, gate_, group_id_, text_array(keys), range.low,
+                             text_array(own_tokens), ordering_ == OrderingMode::kKeyHold),
+               gates);
+    std::vector<KeyGate> out;
+    for (auto& [k, g] : gates) out.push_back(std::move(g));
+    return out;
+  });
+}
+
+std::vector<KeyGate> GroupStore::gate_keys_split(const ClaimedRange& range,
+                                                 const std::vector<std::string>& own_tokens,
+                                                 const std::function<void()>& between) {
+  const auto keys = distinct_keys(range);
+  if (keys.empty()) return {};
+  std::map<std::string, KeyGate> gates;
+  const bool hold = ordering_ == OrderingMode::kKeyHold;
+  guarded(session_, "gate keys (rows)", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    read_gates(exec(tx, kGateRows, gate_keys_sql(tables_, GateParts::kRows), group_id_,
+                    text_array(keys), range.low, text_array(own_tokens), hold),
+               gates);
+  });
+  between();
+  guarded(session_, "gate keys (leases)", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    read_gates(exec(tx, kGateLeases, gate_keys_sql(tables_, GateParts::kLeases), group_id_,
+                    text_array(keys), range.low, text_array(own_tokens), hold),
+               gates);
+  });
+  std::vector<KeyGate> out;
+  for (auto& [k, g] : gates) out.push_back(std::move(g));
+  return out;
+}
+
+}  // namespace sqlstreams::store
