@@ -52,7 +52,7 @@ class OrderRecorder final : public plugin_host::HandlerInstance {
   plugin_host::Outcome handle(const plugin_host::MessageView& m) noexcept override {
     Call c;
     c.id = m.id;
-    c.key = std::string(m.message_key);
+    if (m.message_key) c.key = std::string(*m.message_key);
     c.attempt = m.attempt;
     c.start = Steady::now();
     {
