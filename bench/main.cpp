@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("--http-backlog", o.http_backlog,
                  "phase http messages per drain (default 100,000; --quick 20,000)");
   app.add_option("--ordering-backlog", o.ordering_backlog,
-                 "phase ordering distinct-key backlog (default 100,000; --quick 20,000)");
+                 "phase ordering distinct-key backlog (default 100,000; --quick 50,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option("--phases", o.phases,
                  "subset: "
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     if (!app.count("--wal-messages")) o.wal_messages = 20'000;
     if (!app.count("--async-io-backlog")) o.async_io_backlog = 100'000;
     if (!app.count("--http-backlog")) o.http_backlog = 20'000;
-    if (!app.count("--ordering-backlog")) o.ordering_backlog = 20'000;
+    if (!app.count("--ordering-backlog")) o.ordering_backlog = 50'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
