@@ -416,6 +416,45 @@ TEST_F(OrderingTest, DeclaringAnExistingGroupWithAnotherOrderingIsRefused) {
   EXPECT_EQ(declare("ledger-held", OrderingMode::kKeyHold).group.id, held_.id);
 }
 
+// Rewinding an ordered group revokes its leases that start at or above the new position (they
+// would not gate the re-delivery of their own ids); a lease below it stays and gates. An
+// unordered group's leases finish normally, as before.
+TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
+  for (bool ordered : {true, false}) {
+    SCOPED_TRACE(ordered ? "ordered" : "unordered");
+    const store::GroupRef& g = ordered ? ordered_ : charge_;
+    auto sa = session();
+    auto sb = session();
+    auto a = ordered ? ordered_store(*sa, g, "a:1") : group_store(*sa, g.id, "a:1");
+    auto b = ordered ? ordered_store(*sb, g, "b:1") : group_store(*sb, g.id, "b:1");
+    auto l1 = claim(a, 10);
+    auto l2 = claim(b, 10);
+    auto l3 = claim(b, 10);  // (20,30]
+    auto rewound = store::rewind_group(*session_, g, 15, std::nullopt, "test");
+    EXPECT_EQ(rewound.position, 15);
+    EXPECT_EQ(
+        db_.scalar<std::string>("SELECT string_agg(low || '-' || high, ' ' ORDER BY low) FROM "
+                                "sqlstreams.leases_1 WHERE group_id = " +
+                                std::to_string(g.id)),
+        ordered ? "0-10 10-20" : "0-10 10-20 20-30");
+    EXPECT_EQ(b.commit_ranges({commit(l3)}), std::vector<bool>{!ordered});
+    auto fresh = claim(a, 10);  // (15,25]: re-delivers (15,20], which l2 still holds
+    EXPECT_EQ(fresh.low, 15);
+    if (ordered) {
+      EXPECT_EQ(gates(a.gate_keys(fresh, {fresh.token, l1.token})),
+                "j:-:gated k:-:gated x19:-:gated")
+          << "the keys of (15,20] that l2, below the position, still holds";
+      EXPECT_NE(db_.scalar<std::string>("SELECT error FROM sqlstreams.deliveries_1 WHERE outcome "
+                                        "= 'operator-rewind' AND group_id = " +
+                                        std::to_string(g.id))
+                    .find("revoked 1 lease(s)"),
+                std::string::npos);
+    }
+    EXPECT_EQ(a.commit_ranges({commit(l1), commit(fresh)}), (std::vector<bool>{true, true}));
+    EXPECT_EQ(b.commit_ranges({commit(l2)}), std::vector<bool>{true});
+  }
+}
+
 // V009 on a database that already has a family (made by V008's template, with rows): the
 // family gets what the new template makes — the same columns, status check and indexes.
 TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
