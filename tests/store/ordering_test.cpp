@@ -416,6 +416,55 @@ TEST_F(OrderingTest, DeclaringAnExistingGroupWithAnotherOrderingIsRefused) {
   EXPECT_EQ(declare("ledger-held", OrderingMode::kKeyHold).group.id, held_.id);
 }
 
+// A claim served from the read cache (another group read the span) sets the same key hashes as
+// one that reads: they come from the messages the range carries, whichever way they came.
+TEST_F(OrderingTest, AClaimServedFromTheReadCacheCarriesTheSameKeyHashes) {
+  struct OneSpan final : store::RangeCache {
+    std::optional<store::CachedSpan> span;
+    int64_t low = -1;
+    int lookups_answered = 0;
+    void await_read(int64_t) override {}
+    std::optional<store::CachedSpan> lookup(int64_t l, int64_t h) override {
+      if (!span || l != low || span->high > h) return std::nullopt;
+      ++lookups_answered;
+      return span;
+    }
+    void fill(int64_t l, int64_t h, const std::vector<store::StoredMessage>& m) override {
+      low = l;
+      span = store::CachedSpan{h, m};
+    }
+    void note_claimed(int64_t) override {}
+    void forget_below(int64_t) override { span.reset(); }
+  } cache;
+  auto s = session();
+  auto reader = group_store(*s, charge_.id, "a:1");  // unordered: reads and fills
+  for (int i = 0; i < 3 && cache.low < 0; ++i) {
+    auto obs = reader.observe();
+    if (obs.worth_claiming()) (void)reader.claim(obs, 10, kTtl, &cache);
+  }
+  ASSERT_EQ(cache.low, 0);
+  auto gs = ordered_store(*s, ordered_, "a:1");
+  std::optional<store::ClaimedRange> r;
+  for (int i = 0; i < 3 && !r; ++i) {
+    auto obs = gs.observe();
+    if (obs.worth_claiming()) r = gs.claim(obs, 10, kTtl, &cache).range;
+  }
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->from_cache);
+  EXPECT_EQ(cache.lookups_answered, 1);
+  EXPECT_EQ(r->messages.size(), 10u);
+  EXPECT_EQ(db_.scalar<std::string>("SELECT key_hashes::text FROM sqlstreams.leases_1 WHERE "
+                                    "group_id = " +
+                                    std::to_string(ordered_.id)),
+            db_.scalar<std::string>("SELECT ARRAY(SELECT DISTINCT hashtext(message_key) FROM "
+                                    "sqlstreams.messages_1 WHERE id <= 10 AND message_key IS NOT "
+                                    "NULL ORDER BY 1)::text"));
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT key_hashes IS NULL FROM sqlstreams.leases_1 WHERE "
+                       "group_id = " +
+                       std::to_string(charge_.id)));
+}
+
 // Rewinding an ordered group revokes its leases that start at or above the new position (they
 // would not gate the re-delivery of their own ids); a lease below it stays and gates. An
 // unordered group's leases finish normally, as before.
