@@ -46,7 +46,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   // id order; unordered groups run exactly the old statement. (The chaos plant
   // `retry-ignores-key`, test builds: no key predicate — a later row of a blocked key runs.)
   const std::string ctes =
-      keyed ? "WITH RECURSIVE " + retry_key_ctes(tables_, "$5::boolean") + ", " : "WITH ";
+      keyed ? "WITH " + retry_key_ctes(tables_, which, "$5::boolean") + ", " : "WITH ";
   const std::string key_free = keyed && !chaos_plant("retry-ignores-key")
                                    ? std::string(" AND ") + kRetryKeyFree
                                    : std::string();
