@@ -134,3 +134,69 @@ BEGIN
   END LOOP;
 END
 $do$;
+
+-- Rewind (as in V008) — for an ordered group it also revokes (deletes) the group's leases that
+-- start at or above the new position, in the same transaction: the cursor row's lock orders it
+-- with every claim. Such a lease would not gate the fresh claims of its own ids (its low is not
+-- below theirs), so its holder and the re-delivery could run one key's messages at once and out
+-- of order; revoked, its holder's commit finds no token (lease-lost) and its outcomes are
+-- discarded. A lease that starts below the position stays: it gates the re-delivered keys it
+-- holds until it commits. Unordered groups: as in V008 (their leases finish normally).
+CREATE OR REPLACE FUNCTION @schema@.rewind_group(p_group bigint, p_to_id bigint,
+    p_to_time timestamptz, p_actor text, OUT present boolean, OUT claimed_before bigint,
+    OUT committed_before bigint, OUT to_position bigint, OUT refused text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_stream bigint;
+  v_ordering text;
+  v_revoked bigint := 0;
+  s text := '@schema@';
+BEGIN
+  SELECT stream_id, ordering INTO v_stream, v_ordering FROM @schema@.groups WHERE id = p_group;
+  present := FOUND;
+  IF NOT present THEN
+    RETURN;
+  END IF;
+  EXECUTE format('SELECT claimed, committed FROM %s.cursors_%s WHERE group_id = $1 FOR UPDATE',
+                 s, v_stream)
+    INTO claimed_before, committed_before USING p_group;
+  IF claimed_before IS NULL THEN
+    present := false;
+    RETURN;
+  END IF;
+  IF p_to_id IS NOT NULL AND p_to_id < 0 THEN
+    refused := 'negative';
+    RETURN;
+  END IF;
+  IF p_to_id IS NOT NULL THEN
+    to_position := p_to_id;
+  ELSE
+    EXECUTE format('SELECT coalesce((SELECT min(id) - 1 FROM %1$s.messages_%2$s WHERE created_at '
+                   '>= $1), (SELECT coalesce(max(id), 0) FROM %1$s.messages_%2$s))', s, v_stream)
+      INTO to_position USING p_to_time;
+  END IF;
+  IF to_position > claimed_before THEN
+    refused := 'forward';
+    RETURN;
+  END IF;
+  -- settled_head stays: it is a proven bound and still true.
+  EXECUTE format('UPDATE %s.cursors_%s SET claimed = $2, committed = LEAST(committed, $2), '
+                 'generation = generation + 1 WHERE group_id = $1', s, v_stream)
+    USING p_group, to_position;
+  IF v_ordering = 'key' THEN
+    EXECUTE format('WITH d AS (DELETE FROM %s.leases_%s WHERE group_id = $1 AND low >= $2 '
+                   'RETURNING 1) SELECT count(*) FROM d', s, v_stream)
+      INTO v_revoked USING p_group, to_position;
+  END IF;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) VALUES ($1, $2, 0, ''operator-rewind'', $3, $4)', s, v_stream)
+    USING p_group, to_position,
+          format('rewound from claimed %s / committed %s to %s', claimed_before,
+                 committed_before, to_position)
+            || CASE WHEN v_revoked > 0
+                    THEN format('; revoked %s lease(s) at or above it (ordered group)', v_revoked)
+                    ELSE '' END,
+          p_actor;
+END
+$fn$;

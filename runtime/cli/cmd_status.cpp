@@ -164,6 +164,11 @@ void print_text(const store::FleetStatus& f) {
           escape_for_text(g.advancer.value_or("not running")).c_str());
     }
     for (const auto& g : s.groups) {
+      if (g.ordering == "key") {  // issue 29: per-key ordering, and what waits behind a key
+        std::printf("  ordering: %s by key, dead %s its key; %lld deferred row(s)\n",
+                    g.name.c_str(), g.ordering_dead == "hold" ? "holds" : "releases",
+                    static_cast<long long>(g.deferred));
+      }
       for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
         std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),
                     escape_for_text(p.name).c_str(), escape_for_text(p.version).c_str(),

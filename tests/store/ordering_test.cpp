@@ -416,6 +416,94 @@ TEST_F(OrderingTest, DeclaringAnExistingGroupWithAnotherOrderingIsRefused) {
   EXPECT_EQ(declare("ledger-held", OrderingMode::kKeyHold).group.id, held_.id);
 }
 
+// A claim served from the read cache (another group read the span) sets the same key hashes as
+// one that reads: they come from the messages the range carries, whichever way they came.
+TEST_F(OrderingTest, AClaimServedFromTheReadCacheCarriesTheSameKeyHashes) {
+  struct OneSpan final : store::RangeCache {
+    std::optional<store::CachedSpan> span;
+    int64_t low = -1;
+    int lookups_answered = 0;
+    void await_read(int64_t) override {}
+    std::optional<store::CachedSpan> lookup(int64_t l, int64_t h) override {
+      if (!span || l != low || span->high > h) return std::nullopt;
+      ++lookups_answered;
+      return span;
+    }
+    void fill(int64_t l, int64_t h, const std::vector<store::StoredMessage>& m) override {
+      low = l;
+      span = store::CachedSpan{h, m};
+    }
+    void note_claimed(int64_t) override {}
+    void forget_below(int64_t) override { span.reset(); }
+  } cache;
+  auto s = session();
+  auto reader = group_store(*s, charge_.id, "a:1");  // unordered: reads and fills
+  for (int i = 0; i < 3 && cache.low < 0; ++i) {
+    auto obs = reader.observe();
+    if (obs.worth_claiming()) (void)reader.claim(obs, 10, kTtl, &cache);
+  }
+  ASSERT_EQ(cache.low, 0);
+  auto gs = ordered_store(*s, ordered_, "a:1");
+  std::optional<store::ClaimedRange> r;
+  for (int i = 0; i < 3 && !r; ++i) {
+    auto obs = gs.observe();
+    if (obs.worth_claiming()) r = gs.claim(obs, 10, kTtl, &cache).range;
+  }
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->from_cache);
+  EXPECT_EQ(cache.lookups_answered, 1);
+  EXPECT_EQ(r->messages.size(), 10u);
+  EXPECT_EQ(db_.scalar<std::string>("SELECT key_hashes::text FROM sqlstreams.leases_1 WHERE "
+                                    "group_id = " +
+                                    std::to_string(ordered_.id)),
+            db_.scalar<std::string>("SELECT ARRAY(SELECT DISTINCT hashtext(message_key) FROM "
+                                    "sqlstreams.messages_1 WHERE id <= 10 AND message_key IS NOT "
+                                    "NULL ORDER BY 1)::text"));
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT key_hashes IS NULL FROM sqlstreams.leases_1 WHERE "
+                       "group_id = " +
+                       std::to_string(charge_.id)));
+}
+
+// Rewinding an ordered group revokes its leases that start at or above the new position (they
+// would not gate the re-delivery of their own ids); a lease below it stays and gates. An
+// unordered group's leases finish normally, as before.
+TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
+  for (bool ordered : {true, false}) {
+    SCOPED_TRACE(ordered ? "ordered" : "unordered");
+    const store::GroupRef& g = ordered ? ordered_ : charge_;
+    auto sa = session();
+    auto sb = session();
+    auto a = ordered ? ordered_store(*sa, g, "a:1") : group_store(*sa, g.id, "a:1");
+    auto b = ordered ? ordered_store(*sb, g, "b:1") : group_store(*sb, g.id, "b:1");
+    auto l1 = claim(a, 10);
+    auto l2 = claim(b, 10);
+    auto l3 = claim(b, 10);  // (20,30]
+    auto rewound = store::rewind_group(*session_, g, 15, std::nullopt, "test");
+    EXPECT_EQ(rewound.position, 15);
+    EXPECT_EQ(
+        db_.scalar<std::string>("SELECT string_agg(low || '-' || high, ' ' ORDER BY low) FROM "
+                                "sqlstreams.leases_1 WHERE group_id = " +
+                                std::to_string(g.id)),
+        ordered ? "0-10 10-20" : "0-10 10-20 20-30");
+    EXPECT_EQ(b.commit_ranges({commit(l3)}), std::vector<bool>{!ordered});
+    auto fresh = claim(a, 10);  // (15,25]: re-delivers (15,20], which l2 still holds
+    EXPECT_EQ(fresh.low, 15);
+    if (ordered) {
+      EXPECT_EQ(gates(a.gate_keys(fresh, {fresh.token, l1.token})),
+                "j:-:gated k:-:gated x19:-:gated")
+          << "the keys of (15,20] that l2, below the position, still holds";
+      EXPECT_NE(db_.scalar<std::string>("SELECT error FROM sqlstreams.deliveries_1 WHERE outcome "
+                                        "= 'operator-rewind' AND group_id = " +
+                                        std::to_string(g.id))
+                    .find("revoked 1 lease(s)"),
+                std::string::npos);
+    }
+    EXPECT_EQ(a.commit_ranges({commit(l1), commit(fresh)}), (std::vector<bool>{true, true}));
+    EXPECT_EQ(b.commit_ranges({commit(l2)}), std::vector<bool>{true});
+  }
+}
+
 // V009 on a database that already has a family (made by V008's template, with rows): the
 // family gets what the new template makes — the same columns, status check and indexes.
 TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {

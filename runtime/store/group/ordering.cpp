@@ -71,13 +71,18 @@ std::string gate_keys_sql(const StreamTables& tables, GateParts parts) {
       mine, held, first_row);
 }
 
-std::string retry_key_free_sql(const StreamTables& tables, const std::string& hold_param) {
+std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
+                           const std::string& hold_param) {
   return fmt::format(
-      "(e.lane_key IS NULL OR (NOT EXISTS (SELECT 1 FROM {0} p WHERE p.group_id = e.group_id "
-      "AND p.lane_key = e.lane_key AND p.message_id < e.message_id AND (p.status <> 'dead' OR "
-      "{2})) AND NOT EXISTS (SELECT 1 FROM {1} l WHERE l.group_id = e.group_id AND l.low < "
-      "e.message_id AND hashtext(e.lane_key) = ANY(l.key_hashes))))",
-      tables.exceptions, tables.leases, hold_param);
+      "keys AS (SELECT DISTINCT k.lane_key FROM {0} k WHERE k.group_id = $1 AND k.status <> "
+      "'dead' AND k.lane_key IS NOT NULL AND {3}), "
+      "heads AS (SELECT h.message_id, keys.lane_key FROM keys CROSS JOIN LATERAL (SELECT "
+      "h.message_id FROM {0} h WHERE h.group_id = $1 AND h.lane_key = keys.lane_key AND "
+      "(h.status <> 'dead' OR {2}) ORDER BY h.message_id LIMIT 1) h), "
+      "held AS (SELECT l.low, unnest(l.key_hashes) AS kh FROM {1} l WHERE l.group_id = $1), "
+      "cand AS (SELECT h.message_id FROM heads h WHERE NOT EXISTS (SELECT 1 FROM held WHERE "
+      "held.kh = hashtext(h.lane_key) AND held.low < h.message_id))",
+      tables.exceptions, tables.leases, hold_param, due);
 }
 
 std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,

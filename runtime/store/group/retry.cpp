@@ -43,20 +43,20 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
                                 ? expired_inflight
                                 : fmt::format("({} OR {})", ready_or_deferred, expired_inflight);
   // Ordered groups: the key predicate in the same statement as the lock (one snapshot), rows in
-  // id order; unordered groups run exactly the old statement.
-  // (The chaos plant `retry-ignores-key`, test builds: no key predicate — a later row of a
-  // blocked key runs.)
-  const std::string key_free = keyed ? " AND " + (chaos_plant("retry-ignores-key")
-                                                      ? std::string("$5::boolean IS NOT NULL")
-                                                      : retry_key_free_sql(tables_, "$5::boolean"))
-                                     : std::string();
+  // id order; unordered groups run exactly the old statement. (The chaos plant
+  // `retry-ignores-key`, test builds: no key predicate — a later row of a blocked key runs.)
+  const std::string ctes =
+      keyed ? "WITH " + retry_key_ctes(tables_, which, "$5::boolean") + ", " : "WITH ";
+  const std::string key_free = keyed && !chaos_plant("retry-ignores-key")
+                                   ? std::string(" AND ") + kRetryKeyFree
+                                   : std::string();
   const std::string order = keyed ? "can_run_after, message_id" : "can_run_after";
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
     const std::string claim_sql = fmt::format(
-        "WITH due AS (SELECT message_id, status AS was FROM {0} e WHERE group_id = $1 AND {1}"
-        "{5} ORDER BY {6} LIMIT $3 FOR UPDATE SKIP LOCKED) "
+        "{7}due AS (SELECT message_id, status AS was FROM {0} e WHERE group_id = $1 AND {1}"
+        "{5} ORDER BY {6} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) "
         "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
         "lease_expires_at = {2}, updated_at = now(), "
         "attempts = e.attempts + CASE WHEN due.was = 'inflight' AND e.attempts - e.delays "
@@ -69,7 +69,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
         "'inflight', coalesce(e.last_error, ''), e.payload::text, "
         "coalesce(e.schema_version, 0), coalesce({3}, 0), e.message_key, {4}",
         tables_.exceptions, which, db_in("$2"), to_epoch_ms("e.message_created_at"),
-        keyed ? "e.lane_key, due.was = 'deferred'" : "NULL::text, false", key_free, order);
+        keyed ? "e.lane_key, due.was = 'deferred'" : "NULL::text, false", key_free, order, ctes);
     auto rows = keyed ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
                              max_retries, ordering_ == OrderingMode::kKeyHold)
                       : exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
