@@ -212,7 +212,9 @@ void Committer::run() {
     // down the leases expire and the work is reclaimed (at-least-once, nothing lost).
     auto give_up = final_flush ? Steady::time_point(Steady::duration(stop_deadline_ns_.load()))
                                : Steady::time_point::max() - std::chrono::hours(1);
-    const bool poke = !final_flush && has_ready_outcome(batch, retries);
+    // Ordered groups: a retry row resolved may let its key's next (deferred) row run now.
+    const bool poke = !final_flush && (has_ready_outcome(batch, retries) ||
+                                       (queue_.ordered() && !retries.empty()));
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
     if (poke) queue_.poke_retrier();

@@ -195,7 +195,7 @@ class GroupStore {
   // TEST ONLY: the unsafe form of gate_keys() — rows in one statement, then leases in another,
   // `between` called in between — kept as the regression guard for why it is one statement
   // (an earlier range committing a failure in between makes both reads empty), and run by
-  // gate_keys() under the chaos plant `gate-split`.
+  // gate_keys() under the chaos plant `ordering-split-gate`.
   [[nodiscard]] std::vector<KeyGate> gate_keys_split(const ClaimedRange& range,
                                                      const std::vector<std::string>& own_tokens,
                                                      const std::function<void()>& between);

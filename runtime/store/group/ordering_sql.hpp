@@ -1,6 +1,6 @@
 // store/group/ordering_sql — INTERNAL to store/group: the SQL of per-key ordering (README
 // "Per-key ordering"): the key gate (one statement; its two halves exist only for the
-// split-check regression test and the chaos plant `gate-split`) and the retry claim's key
+// split-check regression test and the chaos plant `ordering-split-gate`) and the retry claim's key
 // predicate. Threading: pure functions.
 #pragma once
 

@@ -44,10 +44,10 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
                                 : fmt::format("({} OR {})", ready_or_deferred, expired_inflight);
   // Ordered groups: the key predicate in the same statement as the lock (one snapshot), rows in
   // id order; unordered groups run exactly the old statement. (The chaos plant
-  // `retry-ignores-key`, test builds: no key predicate — a later row of a blocked key runs.)
+  // `ordering-retry-any-row`, test builds: no key predicate — a later row of a blocked key runs.)
   const std::string ctes =
       keyed ? "WITH " + retry_key_ctes(tables_, which, "$5::boolean") + ", " : "WITH ";
-  const std::string key_free = keyed && !chaos_plant("retry-ignores-key")
+  const std::string key_free = keyed && !chaos_plant("ordering-retry-any-row")
                                    ? std::string(" AND ") + kRetryKeyFree
                                    : std::string();
   const std::string order = keyed ? "can_run_after, message_id" : "can_run_after";
