@@ -55,6 +55,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
           {{"name", g.name},
            {"id", g.id},
            {"ordering", g.ordering == "key" ? "key/" + g.ordering_dead : g.ordering},
+           {"blocked_keys", g.blocked_keys},
            {"claimed", g.claimed},
            {"committed", g.committed},
            {"lag", g.lag},
@@ -165,9 +166,10 @@ void print_text(const store::FleetStatus& f) {
     }
     for (const auto& g : s.groups) {
       if (g.ordering == "key") {  // issue 29: per-key ordering, and what waits behind a key
-        std::printf("  ordering: %s by key, dead %s its key; %lld deferred row(s)\n",
-                    g.name.c_str(), g.ordering_dead == "hold" ? "holds" : "releases",
-                    static_cast<long long>(g.deferred));
+        std::printf(
+            "  ordering: %s by key, dead %s its key; %lld key(s) blocked, %lld deferred row(s)\n",
+            g.name.c_str(), g.ordering_dead == "hold" ? "holds" : "releases",
+            static_cast<long long>(g.blocked_keys), static_cast<long long>(g.deferred));
       }
       for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
         std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),

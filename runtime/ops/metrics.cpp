@@ -62,6 +62,9 @@ constexpr MetricInfo kOtherMetrics[] = {
     // From the database (the fleet's status).
     {"sqlstreams_group_lag", "message ids past the group's committed cursor", MetricType::kGauge},
     {"sqlstreams_group_exceptions", "exception rows of the group by status", MetricType::kGauge},
+    {"sqlstreams_group_blocked_keys",
+     "ordered groups: keys whose later messages wait behind an unresolved row",
+     MetricType::kGauge},
     {"sqlstreams_group_leases", "range leases of the group", MetricType::kGauge},
     {"sqlstreams_group_lost_messages", "messages retention dropped before the group committed them",
      MetricType::kGauge},
@@ -189,6 +192,7 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
 void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamily>& out) {
   auto lag = family("sqlstreams_group_lag");
   auto exceptions = family("sqlstreams_group_exceptions");
+  auto blocked = family("sqlstreams_group_blocked_keys");
   auto leases = family("sqlstreams_group_leases");
   auto lost = family("sqlstreams_group_lost_messages");
   auto head = family("sqlstreams_stream_head_id");
@@ -218,6 +222,7 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
       expired.push_back({"state", "expired"});
       add_gauge(leases, std::move(expired), static_cast<double>(g.expired_leases));
       add_gauge(lost, group_labels(s.name, g.name), static_cast<double>(g.lost_messages));
+      add_gauge(blocked, group_labels(s.name, g.name), static_cast<double>(g.blocked_keys));
       add_gauge(operator_paused, group_labels(s.name, g.name), g.paused_at ? 1.0 : 0.0);
       add_gauge(unseen, group_labels(s.name, g.name), g.seen_recently ? 0.0 : 1.0);
     }
@@ -226,7 +231,7 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
   for (const auto& h : fleet.hosts) live += h.live ? 1 : 0;
   auto hosts = family("sqlstreams_hosts_live");
   add_gauge(hosts, {}, static_cast<double>(live));
-  for (auto* f : {&lag, &exceptions, &leases, &lost, &operator_paused, &unseen, &head, &partitions,
+  for (auto* f : {&lag, &exceptions, &blocked, &leases, &lost, &operator_paused, &unseen, &head, &partitions,
                   &oldest, &hosts}) {
     out.push_back(std::move(*f));
   }

@@ -114,14 +114,15 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
   out +=
       "<h2>Groups</h2>\n<table id=\"groups\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>committed</th><th>lag</th><th>commits/s</th><th>ready</th>"
-      "<th>in flight</th><th>dead letters</th><th>open leases</th><th>expired leases</th>"
+      "<th>in flight</th><th>deferred</th><th>blocked keys</th><th>dead letters</th>"
+      "<th>open leases</th><th>expired leases</th>"
       "<th>lost</th><th>skipped versions</th><th>advancer</th><th>state</th></tr>\n";
   for (const auto& s : status.fleet.streams) {
     for (const auto& g : s.groups) {
       auto rate = status.commit_rate.find(g.id);
       out += fmt::format(
           "<tr data-stream=\"{0}\" data-group=\"{1}\"><td class=\"stream\">{0}</td>"
-          "<td class=\"group\">{1}</td>{2}{3}{4}<td class=\"n rate\">{5}</td>{6}{7}"
+          "<td class=\"group\">{1}</td>{2}{3}{4}<td class=\"n rate\">{5}</td>{6}{7}{16}{17}"
           "<td class=\"n dead{8}\"><a href=\"/groups/{0}/{1}/dead\">{9}</a></td>{10}{11}{12}{13}"
           "<td class=\"advancer\">{14}</td>{15}</tr>\n",
           html_escape(s.name), html_escape(g.name), num_cell("claimed", g.claimed),
@@ -131,7 +132,8 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
           g.dead, num_cell("open-leases", g.open_leases),
           num_cell("expired-leases", g.expired_leases, true),
           num_cell("lost", g.lost_messages, true), num_cell("skipped", g.skipped_versions, true),
-          opt(g.advancer), group_state_cell(status.fleet.now, g));
+          opt(g.advancer), group_state_cell(status.fleet.now, g), num_cell("deferred", g.deferred),
+          num_cell("blocked-keys", g.blocked_keys, true));
     }
   }
   out += "</table>\n";

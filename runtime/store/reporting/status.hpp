@@ -50,6 +50,9 @@ struct GroupStatus {
   int64_t deferred = 0;
   std::string ordering = "none";          // groups.ordering: none | key
   std::string ordering_dead = "release";  // groups.ordering_dead: release | hold
+  // Ordered groups: keys whose later messages wait behind an unresolved row (a failed attempt,
+  // a DELAY, a dead letter under "hold").
+  int64_t blocked_keys = 0;
   int64_t lost_messages = 0;              // dropped by retention before this group committed them
   std::optional<int64_t> lost_through;
   int64_t skipped_versions = 0;  // reported by live hosts, counted since each started
