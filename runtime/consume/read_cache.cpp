@@ -36,7 +36,8 @@ void ReadCache::Member::note_claimed(int64_t claimed) { cache_->note(this, claim
 
 void ReadCache::Member::forget_below(int64_t high) { cache_->forget_below(high); }
 
-ReadCache::ReadCache(int64_t budget_bytes) : budget_(budget_bytes) {}
+ReadCache::ReadCache(int64_t budget_bytes, std::chrono::milliseconds read_wait)
+    : budget_(budget_bytes), read_wait_(read_wait) {}
 
 std::unique_ptr<ReadCache::Member> ReadCache::join() {
   auto member = std::make_unique<Member>(shared_from_this());
@@ -107,7 +108,7 @@ std::vector<std::shared_ptr<const ReadCache::Span>> ReadCache::chain(int64_t low
 bool ReadCache::being_read(const Member* who, int64_t low) const {
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [member, r] : reading_) {
-    if (member != who && r.low <= low && low < r.high && now - r.since < kReadWait) return true;
+    if (member != who && r.low <= low && low < r.high && now - r.since < read_wait_) return true;
   }
   return false;
 }
@@ -119,7 +120,7 @@ void ReadCache::await_read(const Member* who, int64_t low) {
   // Another group is reading these ids right now: wait for its read, not read them too.
   stats_.waits++;
   stats_.waiting++;
-  read_done_.wait_for(lock, kReadWait,
+  read_done_.wait_for(lock, read_wait_,
                       [&] { return !chain(low, low + 1).empty() || !being_read(who, low); });
   stats_.waiting--;
 }

@@ -82,7 +82,8 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
   };
 
   // budget_bytes > 0.
-  explicit ReadCache(int64_t budget_bytes);
+  // `read_wait`: how long a claim waits for another member's read (kReadWait; tests widen it).
+  explicit ReadCache(int64_t budget_bytes, std::chrono::milliseconds read_wait = kReadWait);
   ReadCache(const ReadCache&) = delete;
   ReadCache& operator=(const ReadCache&) = delete;
 
@@ -117,6 +118,7 @@ class ReadCache : public std::enable_shared_from_this<ReadCache> {
   void evict_passed();                                      // requires mu_
 
   const int64_t budget_;
+  const std::chrono::milliseconds read_wait_;
   mutable std::mutex mu_;
   std::map<int64_t, std::shared_ptr<const Span>> spans_;  // by low; never overlapping (mu_)
   std::condition_variable read_done_;                     // a marked read was filled or dropped

@@ -518,21 +518,23 @@ class Recording final : public plugin_host::HandlerInstance {
   std::string name_ = "recording";
 };
 
-// Regression: a claim that waits for another group's read of the same ids (at most
-// ReadCache::kReadWait) used to wait inside its claim transaction, holding its cursor row lock
+// Regression: a claim that waits for another group's read of the same ids (at most the
+// cache's read wait) used to wait inside its claim transaction, holding its cursor row lock
 // and an xid — and an open xid holds back the proof of every other claimer of the cluster
 // (DESIGN §6.2 step 2). It now waits before the transaction begins. Sampled while b waits:
 // whether any backend of this database holds an xid (a sample counts only when b was waiting
 // both before and after it).
 TEST_F(ReadCacheTest, AClaimWaitingForAnotherGroupsReadHoldsNoXid) {
-  auto cache = std::make_shared<ReadCache>(64 << 20);
+  // A 2 s wait (not kReadWait's 100 ms): the sampling query must fit inside it even on a loaded
+  // machine (under a parallel suite it once missed the window in all 20 rounds).
+  auto cache = std::make_shared<ReadCache>(64 << 20, std::chrono::seconds(2));
   auto a = claimer(0, cache);
   auto b = claimer(1, cache);
   int samples = 0;
   for (int round = 0; round < 20 && samples < 3; ++round) {
     produce(10);
     const int64_t at = claimed_of(1);
-    // a is reading (at, at + 10] now (a miss marks it) and never fills: b waits kReadWait.
+    // a is reading (at, at + 10] now (a miss marks it) and never fills: b waits the read wait.
     ASSERT_FALSE(a->member->lookup(at, at + 10).has_value());
     std::optional<store::ClaimedRange> got;  // read only after the join
     std::atomic<bool> returned{false};       // (reading `got` here raced its assignment)
