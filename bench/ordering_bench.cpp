@@ -57,8 +57,8 @@ struct Drain {
   uint64_t deferred = 0;
 };
 
-Drain drain(Db& db, const ss::store::StreamRef& s, const std::string& name, bool ordered,
-            int hosts, Tuning t,
+Drain drain(Db& db, const ss::store::StreamRef& s, const std::string& name, bool ordered, int hosts,
+            Tuning t,
             const std::function<std::unique_ptr<ss::plugin_host::HandlerInstance>()>& handler) {
   t.ordering = ordered ? ss::config::Ordering::kKey : ss::config::Ordering::kNone;
   auto g = db.group(s, name, t.ordering);
@@ -100,8 +100,8 @@ Drain drain(Db& db, const ss::store::StreamRef& s, const std::string& name, bool
     p->stop(Clock::now() + std::chrono::seconds(30));
     out.deferred += p->metrics().get(ss::consume::GroupCounter::kDeferred);
   }
-  fmt::print(stderr, "  ordering {}: cursor {} handled {} ({:.1f} WAL B/msg, {} deferred)\n",
-             name, rate(out.rate), rate(out.handled_rate), out.wal_per_message, out.deferred);
+  fmt::print(stderr, "  ordering {}: cursor {} handled {} ({:.1f} WAL B/msg, {} deferred)\n", name,
+             rate(out.rate), rate(out.handled_rate), out.wal_per_message, out.deferred);
   return out;
 }
 
@@ -127,14 +127,12 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
                                        grouped(static_cast<double>(n)), o.tuning.batch_size);
   const double r1 = o1.rate / u1.rate;
   rows.push_back(Row{"ordering", what + ", 1 host: ordered ÷ unordered (cursor)", rate(o1.rate),
-                     rate(u1.rate) + " unordered", fmt_ratio(r1),
-                     "≥ 0.8: " + verdict(r1 >= 0.8)});
+                     rate(u1.rate) + " unordered", fmt_ratio(r1), "≥ 0.8: " + verdict(r1 >= 0.8)});
   const double r3 = o3.rate / u3.rate;
-  rows.push_back(Row{"ordering",
-                     what + fmt::format(", 3 pipelines (hosts): ordered ÷ unordered ({} deferred)",
-                                        o3.deferred),
-                     rate(o3.rate), rate(u3.rate) + " unordered", fmt_ratio(r3),
-                     "≥ 0.6: " + verdict(r3 >= 0.6)});
+  rows.push_back(Row{
+      "ordering",
+      what + fmt::format(", 3 pipelines (hosts): ordered ÷ unordered ({} deferred)", o3.deferred),
+      rate(o3.rate), rate(u3.rate) + " unordered", fmt_ratio(r3), "≥ 0.6: " + verdict(r3 >= 0.6)});
   // A stream with one group: what its produce wrote plus what the group's drain wrote.
   const double wal_o = produce_wal + o1.wal_per_message;
   const double wal_u = produce_wal + u1.wal_per_message;

@@ -213,8 +213,8 @@ void Committer::run() {
     auto give_up = final_flush ? Steady::time_point(Steady::duration(stop_deadline_ns_.load()))
                                : Steady::time_point::max() - std::chrono::hours(1);
     // Ordered groups: a retry row resolved may let its key's next (deferred) row run now.
-    const bool poke = !final_flush && (has_ready_outcome(batch, retries) ||
-                                       (queue_.ordered() && !retries.empty()));
+    const bool poke = !final_flush &&
+                      (has_ready_outcome(batch, retries) || (queue_.ordered() && !retries.empty()));
     if (!batch.empty()) commit_batch(store, batch, give_up);
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
     if (poke) queue_.poke_retrier();

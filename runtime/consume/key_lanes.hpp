@@ -80,9 +80,9 @@ class KeyLanes {
   void forget_markers(uint64_t gate_epoch);
 
   std::unordered_map<std::string, std::deque<LaneEntry>> lanes_;
-  std::unordered_map<std::string, Marker> markers_;               // by key
-  std::unordered_multimap<std::string, std::string> by_token_;    // token -> keys it closes
-  std::deque<std::pair<uint64_t, std::string>> released_;         // (epoch, key), by epoch
+  std::unordered_map<std::string, Marker> markers_;             // by key
+  std::unordered_multimap<std::string, std::string> by_token_;  // token -> keys it closes
+  std::deque<std::pair<uint64_t, std::string>> released_;       // (epoch, key), by epoch
   uint64_t epoch_ = 0;
   size_t held_ = 0;
 };

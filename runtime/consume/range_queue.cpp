@@ -113,10 +113,9 @@ void RangeQueue::advance_lane(const std::shared_ptr<RangeWork>& range, size_t in
   slot.laned = false;
   const auto& msg = range->range().messages[index];
   // Resolved for the key: a success, a version passed over, dead under "release".
-  const bool goes_on =
-      state == SlotState::kDone &&
-      (!slot.decision ||
-       (slot.decision->status == store::ExceptionStatus::kDead && !dead_holds_key_));
+  const bool goes_on = state == SlotState::kDone &&
+                       (!slot.decision || (slot.decision->status == store::ExceptionStatus::kDead &&
+                                           !dead_holds_key_));
   std::vector<LaneEntry> rest;
   auto next = lanes_.resolve_head(*msg.key, msg.id, range->range().token, goes_on, &rest);
   for (const auto& e : rest) {
@@ -453,8 +452,8 @@ bool RangeQueue::may_continue(const Task& task) const {
   const int64_t left =
       (task.range ? task.range->deadline_ms.load() : task.retry->deadline_ms.load()) -
       steady_ms(options_.steady_clock->now());
-  const bool lost = task.range ? task.range->lost.load() || task.range->revoked.load()
-                                : task.retry->lost.load();
+  const bool lost =
+      task.range ? task.range->lost.load() || task.range->revoked.load() : task.retry->lost.load();
   return !lost && left >= lease_timing(g.lease_ttl, g.handler_timeout).start_needed.count();
 }
 
@@ -467,7 +466,8 @@ bool RangeQueue::may_start(const Task& task) {
   if (task.range) {
     auto& r = *task.range;
     if (r.lost.load() || r.revoked.load() || r.deadline_ms.load() - now_ms < needed) {
-      if (!r.slot(task.index).taken.exchange(true)) settle(task.range, task.index, SlotState::kSkipped);
+      if (!r.slot(task.index).taken.exchange(true))
+        settle(task.range, task.index, SlotState::kSkipped);
       return false;
     }
     const auto& msg = r.range().messages[task.index];
@@ -479,7 +479,8 @@ bool RangeQueue::may_start(const Task& task) {
             "passed over and counted",
             options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
       }
-      if (!r.slot(task.index).taken.exchange(true)) settle(task.range, task.index, SlotState::kDone);
+      if (!r.slot(task.index).taken.exchange(true))
+        settle(task.range, task.index, SlotState::kDone);
       return false;
     }
     r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);

@@ -236,7 +236,7 @@ class RangeQueue {
   bool operator_paused_ SQLSTREAMS_GUARDED_BY(mu_) = false;  // groups.paused_at is set
   // the committer wrote a `ready` row: the retry loop looks again
   bool retry_poke_ SQLSTREAMS_GUARDED_BY(mu_) = false;
-  std::atomic<bool> dropped_{false};  // the group row is gone (dropped by an operator)
+  std::atomic<bool> dropped_{false};           // the group row is gone (dropped by an operator)
   KeyLanes lanes_ SQLSTREAMS_GUARDED_BY(mu_);  // ordered groups
 };
 

@@ -63,8 +63,7 @@ constexpr MetricInfo kOtherMetrics[] = {
     {"sqlstreams_group_lag", "message ids past the group's committed cursor", MetricType::kGauge},
     {"sqlstreams_group_exceptions", "exception rows of the group by status", MetricType::kGauge},
     {"sqlstreams_group_blocked_keys",
-     "ordered groups: keys whose later messages wait behind an unresolved row",
-     MetricType::kGauge},
+     "ordered groups: keys whose later messages wait behind an unresolved row", MetricType::kGauge},
     {"sqlstreams_group_leases", "range leases of the group", MetricType::kGauge},
     {"sqlstreams_group_lost_messages", "messages retention dropped before the group committed them",
      MetricType::kGauge},
@@ -231,8 +230,8 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
   for (const auto& h : fleet.hosts) live += h.live ? 1 : 0;
   auto hosts = family("sqlstreams_hosts_live");
   add_gauge(hosts, {}, static_cast<double>(live));
-  for (auto* f : {&lag, &exceptions, &blocked, &leases, &lost, &operator_paused, &unseen, &head, &partitions,
-                  &oldest, &hosts}) {
+  for (auto* f : {&lag, &exceptions, &blocked, &leases, &lost, &operator_paused, &unseen, &head,
+                  &partitions, &oldest, &hosts}) {
     out.push_back(std::move(*f));
   }
 }

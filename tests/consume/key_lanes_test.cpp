@@ -94,7 +94,8 @@ enum class Fate { kOk, kRetry, kDead, kDeferred, kSkipped };
 struct Sim {
   explicit Sim(uint32_t seed, bool hold) : rng(seed) {
     options.group.ordering = config::Ordering::kKey;
-    options.group.ordering_dead = hold ? config::OrderingDead::kHold : config::OrderingDead::kRelease;
+    options.group.ordering_dead =
+        hold ? config::OrderingDead::kHold : config::OrderingDead::kRelease;
     options.group.lease_ttl = std::chrono::hours(1);
     options.group.handler_timeout = std::chrono::seconds(1);
     options.steady_clock = &clock;
@@ -195,12 +196,12 @@ struct Sim {
         fate[msg.id] = Fate::kOk;
       } else if (roll < 9) {
         fate[msg.id] = Fate::kRetry;
-        slot.decision = store::FailedMessage{msg.id, store::ExceptionStatus::kReady, 1, 0, {}, "r",
-                                             {}, msg.key};
+        slot.decision = store::FailedMessage{
+            msg.id, store::ExceptionStatus::kReady, 1, 0, {}, "r", {}, msg.key};
       } else {
         fate[msg.id] = Fate::kDead;
-        slot.decision = store::FailedMessage{msg.id, store::ExceptionStatus::kDead, 1, 0, {}, "d",
-                                             {}, msg.key};
+        slot.decision =
+            store::FailedMessage{msg.id, store::ExceptionStatus::kDead, 1, 0, {}, "d", {}, msg.key};
       }
       running[msg.id] = false;
       queue->finish_slot(t.range, t.index, SlotState::kDone);
@@ -269,7 +270,8 @@ TEST_P(LaneSchedulerProperty, NoKeyEverStartsPastAnUnresolvedEarlierMessage) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DeadReleasesOrHolds, LaneSchedulerProperty, ::testing::Values(false, true));
+INSTANTIATE_TEST_SUITE_P(DeadReleasesOrHolds, LaneSchedulerProperty,
+                         ::testing::Values(false, true));
 
 TEST(LaneSchedulerTest, ALostRangeRevokesTheLaterRangesHeldHere) {
   Sim sim(7, false);

@@ -161,11 +161,11 @@ TEST_F(OrderedPipelineTest, OneHostRunsEachKeyInIdOrderThroughRetriesAndDelays) 
   auto p = std::make_unique<GroupPipeline>(ordered_options(g, "test:1"),
                                            std::make_unique<OrderRecorder>(log, script));
   p->start();
-  const std::string done = "SELECT (SELECT committed FROM sqlstreams.cursors_" +
-                           std::to_string(stream_.id) + " WHERE group_id = " +
-                           std::to_string(g.id) + ") = 240 AND NOT EXISTS (SELECT 1 FROM " +
-                           "sqlstreams.exceptions_" + std::to_string(stream_.id) +
-                           " WHERE group_id = " + std::to_string(g.id) + ")";
+  const std::string done =
+      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ") = 240 AND NOT EXISTS (SELECT 1 FROM " +
+      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ")";
   EXPECT_TRUE(eventually_sql(done, 60s));
   p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
@@ -190,16 +190,15 @@ TEST_F(OrderedPipelineTest, ThreeHostsKeepEachKeyInOrderAcrossRangesAndHolders) 
   auto log = std::make_shared<CallLog>();
   std::vector<std::unique_ptr<GroupPipeline>> hosts;
   for (int h = 0; h < 3; ++h) {
-    hosts.push_back(std::make_unique<GroupPipeline>(
-        ordered_options(g, "host-" + std::to_string(h)),
-        std::make_unique<OrderRecorder>(log, script)));
+    hosts.push_back(std::make_unique<GroupPipeline>(ordered_options(g, "host-" + std::to_string(h)),
+                                                    std::make_unique<OrderRecorder>(log, script)));
   }
   for (auto& p : hosts) p->start();
-  const std::string done = "SELECT (SELECT committed FROM sqlstreams.cursors_" +
-                           std::to_string(stream_.id) + " WHERE group_id = " +
-                           std::to_string(g.id) + ") = 300 AND NOT EXISTS (SELECT 1 FROM " +
-                           "sqlstreams.exceptions_" + std::to_string(stream_.id) +
-                           " WHERE group_id = " + std::to_string(g.id) + ")";
+  const std::string done =
+      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ") = 300 AND NOT EXISTS (SELECT 1 FROM " +
+      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ")";
   EXPECT_TRUE(eventually_sql(done, 90s));
   for (auto& p : hosts) p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
@@ -233,9 +232,10 @@ TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
                                  " WHERE group_id = " + std::to_string(g.id)));
       EXPECT_TRUE(called(3) && called(5)) << "release: the dead message's successors run";
     } else {
-      EXPECT_TRUE(eventually_sql("SELECT array_agg(message_id || ':' || status ORDER BY "
-                                 "message_id) = '{1:dead,3:deferred,5:deferred}' " +
-                                 rows));
+      EXPECT_TRUE(
+          eventually_sql("SELECT array_agg(message_id || ':' || status ORDER BY "
+                         "message_id) = '{1:dead,3:deferred,5:deferred}' " +
+                         rows));
       EXPECT_TRUE(eventually_sql("SELECT count(*) = 0 " + rows + " AND message_id % 2 = 0"));
       std::this_thread::sleep_for(300ms);  // retry polls come and go: the key stays held
       EXPECT_FALSE(called(3) || called(5)) << "hold: nothing after the dead message runs";

@@ -87,7 +87,8 @@ std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
 
 std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,
                                            const std::vector<std::string>& own_tokens) {
-  if (chaos_plant("ordering-split-gate")) return gate_keys_split(range, own_tokens, [] {});  // test builds
+  if (chaos_plant("ordering-split-gate"))
+    return gate_keys_split(range, own_tokens, [] {});  // test builds
   const auto keys = distinct_keys(range);
   if (keys.empty()) return {};
   return guarded(session_, "gate keys", [&] {

@@ -53,7 +53,7 @@ struct GroupStatus {
   // Ordered groups: keys whose later messages wait behind an unresolved row (a failed attempt,
   // a DELAY, a dead letter under "hold").
   int64_t blocked_keys = 0;
-  int64_t lost_messages = 0;              // dropped by retention before this group committed them
+  int64_t lost_messages = 0;  // dropped by retention before this group committed them
   std::optional<int64_t> lost_through;
   int64_t skipped_versions = 0;  // reported by live hosts, counted since each started
   // How long the group's claims have waited for an open producer of the stream (the fence), as
