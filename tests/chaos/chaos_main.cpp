@@ -1,7 +1,7 @@
 // chaos_run — the long chaos run for development (scripts/chaos.sh): --minutes N --seed S
-// [--hosts H] [--faults a,b,c] [--plant NAME]. Prints the seed, the fault log and a one-line
-// verdict; exit 0 when no invariant was violated, 1 otherwise. The same seed replays the same
-// fault schedule (timing still varies with the machine).
+// [--hosts H] [--faults a,b,c] [--plant NAME] [--unordered] [--no-ordering-config]. Prints the
+// seed, the fault log and a one-line verdict; exit 0 when no invariant was violated, 1 otherwise.
+// The same seed replays the same fault schedule (timing still varies with the machine).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <sstream>
@@ -22,11 +22,18 @@ int main(int argc, char** argv) {
                  "comma-separated subset of: kill,stop,pg-restart,terminate,"
                  "rewind,dead-retry,dead-discard,reload (default: all)");
   app.add_option("--plant", plant, "a planted defect (test builds only)");
+  bool unordered = false, no_ordering_config = false;
+  app.add_flag("--unordered", unordered, "no ordered group g-o and no keyed workload");
+  app.add_flag("--no-ordering-config", no_ordering_config,
+               "g-o without `ordering = \"key\"`: an unordered group judged as ordered (the "
+               "checker must report order/overlap/early)");
   CLI11_PARSE(app, argc, argv);
   o.seed = seed;
   o.duration = std::chrono::seconds(static_cast<int64_t>(minutes * 60));
   o.plant = plant;
   o.log_progress = true;
+  o.ordered = !unordered;
+  o.ordering_config = !no_ordering_config;
   if (!faults.empty()) {
     o.faults.clear();
     std::stringstream ss(faults);
