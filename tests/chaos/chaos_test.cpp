@@ -88,6 +88,7 @@ TEST(ChaosPlantTest, UnorderedDispatchOfAKeyedWorkloadIsCaught) {
   o.faults = {};
   o.ordering_config = false;
   const auto result = run_chaos_session(o);
+  std::printf("%s", result.verdict.report().c_str());
   EXPECT_GT(result.verdict.count("order"), 0) << result.summary();
   EXPECT_GT(result.verdict.count("overlap"), 0) << result.summary();
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
