@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "chaos_plugin.hpp"
+#include "ordered_check.hpp"
 
 namespace sqlstreams::chaos {
 namespace {
@@ -19,25 +20,6 @@ namespace {
 const std::vector<std::string> kInvariants = {
     "lost",     "skipped",      "stuck", "wrong-attempts", "double-commits", "phantoms",
     "backward", "passed-lease", "order", "overlap",        "early",          "log-order"};
-
-constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-constexpr int64_t kAlways = std::numeric_limits<int64_t>::min();
-// The audit trail's `at` is the deciding host's clock in whole milliseconds, converted here from
-// CLOCK_REALTIME to CLOCK_MONOTONIC: a run is judged against it with this much slack.
-constexpr int64_t kAuditSlackNs = 5'000'000;
-
-// A (group, message)'s audit trail as the ordered invariants read it: when it was first decided
-// OK, dead, discarded (CLOCK_MONOTONIC ns; kNever), and whether an operator retried it.
-struct Resolutions {
-  int64_t first_ok = kNever, first_dead = kNever, first_discard = kNever;
-  int32_t dead_attempt = 0;  // the attempt of the first dead row
-  bool operator_retried = false;
-};
-
-struct Rewind {
-  int64_t low = 0, high = 0;  // ids (low, high] are delivered again
-  int64_t at_ns = 0;          // the rewind's transaction (CLOCK_MONOTONIC)
-};
 
 struct DeadRow {
   std::string status;
@@ -58,29 +40,17 @@ struct StreamData {
   std::set<std::pair<std::string, int64_t>> ok, discarded, operator_retried;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
   std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
-  // For the ordered invariants:
-  std::map<int64_t, KeySeq> keys;                                  // id -> key, payload seq
-  std::map<std::pair<std::string, int64_t>, Resolutions> decided;  // (group, id) -> audit
-  std::map<std::string, std::vector<Rewind>> rewinds;              // group -> timed rewinds
+  OrderedStream ordered;                                         // what the per-key invariants read
 };
 
-struct Record {
-  std::string stream, group, outcome, tag;
-  int64_t id = 0;
-  int32_t attempt = 0;
-  int pid = 0;
-  std::string key;  // "" = keyless
-  int64_t seq = -1, start_ns = 0, end_ns = 0;
-};
-
-std::vector<Record> read_records(const std::vector<std::string>& files) {
-  std::vector<Record> out;
+std::vector<CallRecord> read_records(const std::vector<std::string>& files) {
+  std::vector<CallRecord> out;
   for (const auto& f : files) {
     std::ifstream in(f);
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream ls(line);
-      Record r;
+      CallRecord r;
       if (ls >> r.stream >> r.group >> r.id >> r.attempt >> r.outcome >> r.tag >> r.pid >> r.key >>
           r.seq >> r.start_ns >> r.end_ns) {
         if (r.key == "-") r.key.clear();
@@ -108,7 +78,7 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
        tx.exec("SELECT id, name, allow_drop_past_committed FROM sqlstreams.streams")) {
     auto& s = streams[r[1].as<std::string>()];
     s.id = r[0].as<int64_t>();
-    s.allow_drop = r[2].as<bool>();
+    s.allow_drop = s.ordered.allow_drop = r[2].as<bool>();
   }
   for (auto& [name, s] : streams) {
     const std::string n = std::to_string(s.id);
@@ -122,8 +92,9 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
                                  "(payload->>'seq')::bigint FROM sqlstreams.messages_" +
                                  n)) {
       s.messages[r[0].as<int64_t>()] = r[1].as<std::string>();
+      s.ordered.stored.insert(r[0].as<int64_t>());
       if (!r[2].is_null()) {
-        s.keys[r[0].as<int64_t>()] =
+        s.ordered.keys[r[0].as<int64_t>()] =
             KeySeq{r[2].as<std::string>(), r[3].is_null() ? -1 : r[3].as<int64_t>()};
       }
     }
@@ -150,7 +121,7 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
       const int64_t id = r[1].as<int64_t>();
       const int32_t attempt = r[2].as<int32_t>();
       const int64_t at_ns = monotonic(r[7].as<int64_t>());
-      auto& d = s.decided[{g, id}];
+      auto& d = s.ordered.decided[{g, id}];
       if (attempt > 0 && outcome == "ok") d.first_ok = std::min(d.first_ok, at_ns);
       if (outcome == "dead" && at_ns < d.first_dead) {
         d.first_dead = at_ns;
@@ -174,7 +145,7 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
         const auto at = e.find("claimed ");
         const int64_t from = at == std::string::npos ? 0 : std::stoll(e.substr(at + 8));
         s.rewound[g].push_back({id, from});
-        s.rewinds[g].push_back(Rewind{id, from, at_ns});
+        s.ordered.rewinds[g].push_back(Rewind{id, from, at_ns});
       }
     }
   }
@@ -188,11 +159,9 @@ class Tally {
     for (const auto& i : kInvariants) v_.violations[i] = 0;
   }
   void violation(const std::string& what, const std::string& example) {
-    v_.violations[what]++;
-    auto& ex = v_.examples[what];
-    if (ex.size() < 8) ex.push_back(example);
+    v_.violation(what, example);
   }
-  void info(const std::string& what, int64_t n = 1) { v_.info[what] += n; }
+  void info(const std::string& what, int64_t n = 1) { v_.add_info(what, n); }
 
  private:
   Verdict& v_;
@@ -202,246 +171,6 @@ std::string where(const std::string& stream, const std::string& group, int64_t i
   return stream + "/" + group + " id " + std::to_string(id);
 }
 
-// ---- The ordered groups' invariants (order, overlap, early) and the log's key order. ----
-
-// When a host process could not be trusted to hold its leases: SIGSTOPped (until its SIGCONT
-// plus the grace it needs to notice its leases are gone) or SIGKILLed.
-class Disturbed {
- public:
-  Disturbed(const History& h, int64_t stop_grace_ns) {
-    for (const auto& d : h.disturbances) {
-      windows_[d.pid].push_back({d.from_ns, d.kind == "stop" ? d.to_ns + stop_grace_ns : d.to_ns});
-    }
-  }
-  // Whether pid was disturbed at some time in [from, to].
-  bool during(int pid, int64_t from, int64_t to) const {
-    auto it = windows_.find(pid);
-    if (it == windows_.end()) return false;
-    for (const auto& [a, b] : it->second) {
-      if (a <= to && from <= b) return true;
-    }
-    return false;
-  }
-
- private:
-  std::map<int, std::vector<std::pair<int64_t, int64_t>>> windows_;
-};
-
-class OrderedCheck {
- public:
-  OrderedCheck(const CheckInput& in, const History& h, const std::vector<Record>& records, Tally& t)
-      : in_(in), h_(h), records_(records), t_(t), disturbed_(h, in.stop_grace_ns) {
-    for (const auto& r : records) base_ns_ = std::min(base_ns_, r.start_ns);
-  }
-
-  // The key and payload seq of every message known to be committed on `stream`: the table (what
-  // retention left), the producers' history (ids they know), the handler calls (every id run).
-  std::map<int64_t, KeySeq> keys_of(const std::string& stream, const StreamData& s) const {
-    std::map<int64_t, KeySeq> keys = s.keys;
-    for (const auto& [tag, p] : h_.produced) {
-      if (p.stream == stream && p.id != 0 && p.fate == Fate::kCommitted && !p.key.key.empty()) {
-        keys.emplace(p.id, p.key);
-      }
-    }
-    for (const auto& r : records_) {
-      if (r.stream == stream && !r.key.empty()) keys.emplace(r.id, KeySeq{r.key, r.seq});
-    }
-    return keys;
-  }
-
-  // log-order: one producer thread writes a key in sequential transactions, so its committed
-  // seqs increase with the id. Not the dispatcher's invariant: a violation is in the log.
-  void log_order(const std::string& stream, const std::map<int64_t, KeySeq>& keys) {
-    std::map<std::string, std::pair<int64_t, int64_t>> last;  // key -> (id, seq)
-    for (const auto& [id, k] : keys) {                        // ascending ids
-      if (k.seq < 0) continue;
-      auto it = last.find(k.key);
-      if (it != last.end() && k.seq <= it->second.second) {
-        t_.violation("log-order", stream + " key " + k.key + ": id " + std::to_string(id) +
-                                      " has seq " + std::to_string(k.seq) + ", earlier id " +
-                                      std::to_string(it->second.first) + " seq " +
-                                      std::to_string(it->second.second));
-      }
-      last[k.key] = {id, k.seq};
-    }
-  }
-
-  void group(const std::string& stream, const StreamData& s, const std::string& g,
-             const std::map<int64_t, KeySeq>& keys) {
-    const bool hold = in_.ordered.at(stream + "/" + g) == "hold";
-    stream_ = &stream;
-    group_ = &g;
-    // Runs per key, and per message.
-    std::map<std::string, std::vector<const Record*>> runs;
-    std::map<int64_t, std::vector<const Record*>> runs_of;
-    for (const auto& r : records_) {
-      if (r.stream != stream || r.group != g) continue;
-      runs_of[r.id].push_back(&r);
-      if (!r.key.empty()) runs[r.key].push_back(&r);
-    }
-    std::map<std::string, std::vector<int64_t>> ids;  // key -> its ids, ascending
-    for (const auto& [id, k] : keys) ids[k.key].push_back(id);
-    const auto rewinds = s.rewinds.find(g);
-    // A run of a rewound message that started after the rewind belongs to a history the rewind
-    // restarted: not judged (as double-commits excuses rewound spans).
-    const auto rewound_run = [&](const Record& r) {
-      if (rewinds == s.rewinds.end()) return false;
-      for (const auto& w : rewinds->second) {
-        if (r.id > w.low && r.id <= w.high && r.start_ns >= w.at_ns) return true;
-      }
-      return false;
-    };
-    const auto decided = [&](int64_t id) {
-      auto it = s.decided.find({g, id});
-      return it == s.decided.end() ? Resolutions{} : it->second;
-    };
-    const auto dead_at_end = [&](int64_t id) {
-      auto it = s.exceptions.find({g, id});
-      return it != s.exceptions.end() && it->second.status == "dead";
-    };
-
-    for (const auto& [key, key_ids] : ids) {
-      // --- order: first successful completions in id order. Messages ever dead, discarded or
-      // retried by an operator are left out (under "release" a dead message is passed by
-      // design; under "hold" `early` judges the wait for the operator).
-      int64_t max_end = kAlways, max_id = 0;
-      for (int64_t id : key_ids) {
-        const Resolutions d = decided(id);
-        if (d.first_dead != kNever || d.first_discard != kNever || d.operator_retried ||
-            dead_at_end(id)) {
-          continue;
-        }
-        const Record* first = nullptr;
-        for (const Record* r : runs_of[id]) {
-          if (r->outcome == "ok" && (!first || r->end_ns < first->end_ns)) first = r;
-        }
-        if (!first) continue;
-        if (first->end_ns < max_end) {
-          t_.violation("order", at(id) + " key " + key + ": first succeeded at " +
-                                    ms(first->end_ns) + " on " + host(first->pid) +
-                                    ", before earlier id " + std::to_string(max_id) + " (" +
-                                    ms(max_end) + ")");
-        } else {
-          max_end = first->end_ns;
-          max_id = id;
-        }
-      }
-
-      // --- early: a run of j starts only when every earlier message i of the key is resolved
-      // for its host: i's own successful run on that host ended, or i's resolution was decided
-      // (the audit trail's time; another host sees it only once committed, later still). Under
-      // "release" a dead i is resolved when it died; under "hold" only when an operator's retry
-      // made it succeed or a discard removed it.
-      std::vector<int64_t> audit_at(key_ids.size(), kAlways), prefix_max(key_ids.size());
-      std::vector<std::vector<std::pair<int, int64_t>>> local(key_ids.size());  // (pid, end)
-      for (size_t x = 0; x < key_ids.size(); ++x) {
-        const int64_t id = key_ids[x];
-        const Resolutions d = decided(id);
-        const bool seen = !runs_of[id].empty() || s.decided.count({g, id});
-        int64_t a = std::min(d.first_ok, d.first_discard);
-        if (!hold) a = std::min(a, d.first_dead);
-        if (!seen || (a == kNever && s.allow_drop && !s.messages.count(id))) {
-          a = kAlways;  // never delivered, or dropped by retention unresolved: blocks nothing
-        } else if (a != kNever) {
-          a -= kAuditSlackNs;
-        }
-        audit_at[x] = a;
-        prefix_max[x] = x ? std::max(prefix_max[x - 1], a) : a;
-        for (const Record* r : runs_of[id]) {
-          const bool final_failure = !hold && d.first_dead != kNever &&
-                                     r->attempt == d.dead_attempt && r->outcome != "ok" &&
-                                     r->outcome != "hang";
-          if (r->outcome == "ok" || final_failure) local[x].push_back({r->pid, r->end_ns});
-        }
-      }
-      const auto index_of = [&](int64_t id) {
-        return std::lower_bound(key_ids.begin(), key_ids.end(), id) - key_ids.begin();
-      };
-      for (const Record* r : runs[key]) {
-        if (rewound_run(*r)) continue;
-        const auto x = index_of(r->id);
-        if (x == 0 || prefix_max[x - 1] <= r->start_ns) continue;
-        if (disturbed_.during(r->pid, r->start_ns, r->end_ns)) {
-          t_.info("ordered: early runs excused (host stopped/killed)");
-          continue;
-        }
-        for (auto i = x - 1; i >= 0 && prefix_max[i] > r->start_ns; --i) {
-          if (audit_at[i] <= r->start_ns) continue;
-          bool own = false;
-          for (const auto& [pid, end] : local[i])
-            own = own || (pid == r->pid && end <= r->start_ns);
-          if (own) continue;
-          t_.violation("early", at(r->id) + " key " + key + " attempt " +
-                                    std::to_string(r->attempt) + " started at " + ms(r->start_ns) +
-                                    " on " + host(r->pid) + " while id " +
-                                    std::to_string(key_ids[i]) + " was unresolved (" +
-                                    resolution(decided(key_ids[i]), hold) + ")");
-          break;
-        }
-      }
-
-      // --- overlap: no two runs of the key at once, except a timed-out (hung) attempt or a run
-      // on a host stopped or killed while it ran.
-      std::vector<const Record*> sorted;
-      for (const Record* r : runs[key]) {
-        if (!rewound_run(*r)) sorted.push_back(r);
-      }
-      std::sort(sorted.begin(), sorted.end(),
-                [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-      std::vector<const Record*> active;
-      for (const Record* r : sorted) {
-        std::erase_if(active, [&](const Record* a) { return a->end_ns <= r->start_ns; });
-        for (const Record* a : active) {
-          if (excused(*a) || excused(*r)) {
-            t_.info("ordered: overlaps excused (timed out, host stopped/killed)");
-            continue;
-          }
-          t_.violation("overlap", at(r->id) + " key " + key + " attempt " +
-                                      std::to_string(r->attempt) + " ran " + ms(r->start_ns) +
-                                      ".." + ms(r->end_ns) + " on " + host(r->pid) + ", id " +
-                                      std::to_string(a->id) + " attempt " +
-                                      std::to_string(a->attempt) + " ran " + ms(a->start_ns) +
-                                      ".." + ms(a->end_ns) + " on " + host(a->pid));
-        }
-        active.push_back(r);
-      }
-    }
-  }
-
- private:
-  bool excused(const Record& r) const {
-    const bool timed_out =
-        r.outcome == "hang" ||
-        (behaviour_of(in_.seed, r.group, r.id) == Behaviour::kTimeout && r.attempt == 1);
-    return timed_out || disturbed_.during(r.pid, r.start_ns, r.end_ns);
-  }
-  std::string at(int64_t id) const { return where(*stream_, *group_, id); }
-  std::string ms(int64_t ns) const {
-    if (ns == kNever) return "never";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "+%.3f s", static_cast<double>(ns - base_ns_) / 1e9);
-    return buf;
-  }
-  std::string host(int pid) const {
-    auto it = h_.host_of_pid.find(pid);
-    return (it == h_.host_of_pid.end() ? std::string("?") : it->second) + " (pid " +
-           std::to_string(pid) + ")";
-  }
-  std::string resolution(const Resolutions& d, bool hold) const {
-    return "ok " + ms(d.first_ok) + ", dead " + ms(d.first_dead) + ", discarded " +
-           ms(d.first_discard) + (hold ? ", hold" : ", release");
-  }
-
-  const CheckInput& in_;
-  const History& h_;
-  const std::vector<Record>& records_;
-  Tally& t_;
-  Disturbed disturbed_;
-  int64_t base_ns_ = kNever;
-  const std::string* stream_ = nullptr;
-  const std::string* group_ = nullptr;
-};
-
 }  // namespace
 
 bool Verdict::ok() const {
@@ -449,6 +178,12 @@ bool Verdict::ok() const {
     if (n != 0) return false;
   }
   return true;
+}
+
+void Verdict::violation(const std::string& invariant, const std::string& example) {
+  violations[invariant]++;
+  auto& ex = examples[invariant];
+  if (ex.size() < 8) ex.push_back(example);
 }
 
 int64_t Verdict::count(const std::string& invariant) const {
@@ -612,14 +347,14 @@ Verdict check(const CheckInput& in, History& h) {
 
   // Per key: the log's order, and the ordered groups' order / overlap / early.
   if (!in.ordered.empty()) {
-    OrderedCheck ordered(in, h, records, t);
-    for (const auto& [name, s] : db) {
-      const auto keys = ordered.keys_of(name, s);
-      ordered.log_order(name, keys);
-      for (const auto& [g, gid] : s.group_ids) {
-        if (in.ordered.count(name + "/" + g)) ordered.group(name, s, g, keys);
+    std::map<std::string, OrderedStream> streams;
+    for (auto& [name, s] : db) {
+      for (const auto& [key, row] : s.exceptions) {
+        if (row.status == "dead") s.ordered.dead_at_end.insert(key);
       }
+      streams[name] = std::move(s.ordered);
     }
+    check_ordered(OrderedSettings{in.seed, in.ordered, in.stop_grace_ns}, h, streams, records, v);
   }
   if (!in.quiescent) t.info("not quiescent at the end");
   return v;

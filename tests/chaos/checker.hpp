@@ -40,6 +40,8 @@ struct Verdict {
 
   bool ok() const;
   int64_t count(const std::string& invariant) const;
+  void violation(const std::string& invariant, const std::string& example);  // keeps 8 examples
+  void add_info(const std::string& what, int64_t n = 1) { info[what] += n; }
   // "lost=0 skipped=0 stuck=0 wrong-attempts=0 double-commits=0 phantoms=0 backward=0
   //  passed-lease=0 duplicates=N"
   std::string line() const;
