@@ -112,6 +112,13 @@ class OrderedCheck {
       return it == s.decided.end() ? Resolutions{} : it->second;
     };
     const auto dead_at_end = [&](int64_t id) { return s.dead_at_end.count({g, id}) != 0; };
+    // Under "release" a dead letter that an operator retries re-enters after its successors
+    // ran: its calls after it died may run beside them (not judged by overlap).
+    const auto revived = [&](const CallRecord& r) {
+      if (hold) return false;
+      const Resolutions d = decided(r.id);
+      return d.operator_retried && d.first_dead != kNever && r.start_ns > d.first_dead;
+    };
 
     for (const auto& [key, key_ids] : ids) {
       // --- order: first successful completions in id order. Messages ever dead, discarded or
@@ -207,6 +214,10 @@ class OrderedCheck {
         for (const CallRecord* a : active) {
           if (excused(*a) || excused(*r)) {
             v_.add_info("ordered: overlaps excused (timed out, host stopped/killed)");
+            continue;
+          }
+          if (revived(*a) || revived(*r)) {
+            v_.add_info("ordered: overlaps excused (dead letter retried by an operator)");
             continue;
           }
           v_.violation("overlap", at(r->id) + " key " + key + " attempt " +

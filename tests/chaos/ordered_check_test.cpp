@@ -152,6 +152,18 @@ TEST_F(OrderedCheckTest, ADeadMessageReleasesItsKeyOrHoldsItUntilAnOperatorActs)
   EXPECT_EQ(check("hold").count("early"), 1) << check("hold").report();
 }
 
+TEST_F(OrderedCheckTest, AnOperatorsRetryOfADeadLetterMayRunBesideItsSuccessorsUnderRelease) {
+  call(1, kHostA, 0, 10, "terminal");
+  dead_at(1, 10, 1);
+  call(2, kHostA, 10, 500, "ok");
+  ok_at(2, 500);
+  decided(1).operator_retried = true;  // `dead retry` at 100: 1 runs again beside 2
+  call(1, kHostB, 200, 210, "terminal", 1);
+  auto v = check("release");
+  EXPECT_TRUE(v.ok()) << v.report();
+  EXPECT_EQ(v.info["ordered: overlaps excused (dead letter retried by an operator)"], 1);
+}
+
 TEST_F(OrderedCheckTest, ARetryKeepsTheKeyBlockedUntilTheMessageSucceeds) {
   call(1, kHostA, 0, 10, "retry", 1);
   call(2, kHostA, 20, 30, "ok");  // 1 still waits for its retry

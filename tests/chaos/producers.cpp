@@ -43,7 +43,7 @@ KeySeq Producers::Keys::pick(uint64_t r, const std::string& stream) {
   if (!keyed_) return {};
   const uint64_t p = r % 100, n = r / 100;
   if (p < 20) return {};
-  if (p < 60 && hot_ > 0) return next(stream, prefix_ + "-hot-" + std::to_string(n % hot_));
+  if (p < 40 && hot_ > 0) return next(stream, prefix_ + "-hot-" + std::to_string(n % hot_));
   return next(stream, prefix_ + "-cold-" + std::to_string(n % cold_));
 }
 

@@ -12,7 +12,7 @@
 // Keyed (the ordered workload, ChaosOptions::ordered): each thread owns its keys — 2 hot keys
 // ("<thread>-hot-<n>", 8 over the four non-CLI threads) and 1,500 cold ones
 // ("<thread>-cold-<n>"; the CLI thread 500, one key per invocation since --key applies to every
-// line) — and draws about 40% hot, 40% cold, 20% keyless. A keyed payload carries
+// line) — and draws about 20% hot, 60% cold, 20% keyless. A keyed payload carries
 // "k": key and "seq": n, n counting up per (stream, key) in the order the thread produced them.
 // A rolled-back or in-doubt message spends its seq: the committed seqs of a key have gaps but,
 // one thread producing the key in sequential transactions, increase with the id.
