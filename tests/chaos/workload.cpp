@@ -339,8 +339,9 @@ void ChaosRun::Impl::monitor_loop() {
   }
 }
 
-// Quiescent: no range lease, no ready/inflight exception, every group committed = claimed
-// >= the stream's max(id). `state` gets every group's numbers: the caller's measure of progress.
+// Quiescent: no range lease, no exception row but dead letters (ready, inflight, or whatever an
+// ordered group keeps for a held key), every group committed = claimed >= the stream's max(id).
+// `state` gets every group's numbers: the caller's measure of progress.
 bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
   bool quiet = true;
   try {
@@ -353,7 +354,7 @@ bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
           "sqlstreams.messages_" +
           sid + "), (SELECT count(*) FROM sqlstreams.leases_" + sid +
           " l WHERE l.group_id = c.group_id), (SELECT count(*) FROM sqlstreams.exceptions_" + sid +
-          " e WHERE e.group_id = c.group_id AND e.status IN ('ready', 'inflight')) FROM "
+          " e WHERE e.group_id = c.group_id AND e.status <> 'dead') FROM "
           "sqlstreams.cursors_" +
           sid + " c JOIN sqlstreams.groups g ON g.id = c.group_id");
       for (const auto& cr : r) {
