@@ -1,12 +1,19 @@
 // chaos.so — handler `chaos` for the fault-injecting history checker (tests/chaos): every
 // message's behaviour is behaviour_of(seed, group, id) (chaos_plugin.hpp), and every call is
-// recorded as one line "<stream> <group> <id> <attempt> <outcome> <tag> <pid>" appended with a
-// single write(2) to record_file (O_APPEND: lines of concurrent hosts never interleave). Config:
+// recorded when it returns as one line
+//   "<stream> <group> <id> <attempt> <outcome> <tag> <pid> <key> <seq> <start_ns> <end_ns>"
+// appended with a single write(2) to record_file (O_APPEND: lines of concurrent hosts never
+// interleave). key is the message key ("-" for none; whitespace replaced by '_'), seq the
+// payload's per-key sequence number (-1 for none), start/end CLOCK_MONOTONIC in ns (one clock
+// for every process of the machine: the checker compares runs of different hosts). outcome is
+// ok | retry | terminal | delay | hang (a call that slept past handler_timeout: its host gave
+// up on it, whatever it returned). A call whose host died in it leaves no line. Config:
 // seed (required), record_file (required), slow_ms (20), hang_ms (60000), delay_ms (100).
 // Threading: concurrent; the instance is immutable after construction.
 #include "chaos_plugin.hpp"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,59 +67,83 @@ class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
   sqlstreams::Result handle(const std::string_view& payload,
                             const sqlstreams::MessageContext& m) override {
     const Behaviour b = behaviour_of(settings_.seed, m.group, m.id);
-    const std::string tag = tag_of(payload);
+    const Call call{tag_and_seq(payload), now_ns()};
     switch (b) {
       case Behaviour::kOk:
-        return done(m, tag, "ok", sqlstreams::ok());
+        return done(m, call, "ok", sqlstreams::ok());
       case Behaviour::kSlow:
         sleep_ms(settings_.slow_ms);
-        return done(m, tag, "ok", sqlstreams::ok());
+        return done(m, call, "ok", sqlstreams::ok());
       case Behaviour::kFlaky:
-        if (m.attempt == 1) return done(m, tag, "retry", sqlstreams::retry("chaos: flaky"));
-        return done(m, tag, "ok", sqlstreams::ok());
+        if (m.attempt == 1) return done(m, call, "retry", sqlstreams::retry("chaos: flaky"));
+        return done(m, call, "ok", sqlstreams::ok());
       case Behaviour::kFail:
-        return done(m, tag, "retry", sqlstreams::retry("chaos: always fails"));
+        return done(m, call, "retry", sqlstreams::retry("chaos: always fails"));
       case Behaviour::kTerminal:
-        record(m, tag, "terminal");
+        record(m, call, "terminal");
         sqlstreams::terminal("chaos: terminal");
       case Behaviour::kDelayOnce:
-        if (m.attempt == 1) return done(m, tag, "delay", sqlstreams::delay(settings_.delay_ms));
-        return done(m, tag, "ok", sqlstreams::ok());
+        if (m.attempt == 1) return done(m, call, "delay", sqlstreams::delay(settings_.delay_ms));
+        return done(m, call, "ok", sqlstreams::ok());
       case Behaviour::kDelayFail:
-        if (m.attempt <= 2) return done(m, tag, "delay", sqlstreams::delay(settings_.delay_ms));
-        return done(m, tag, "retry", sqlstreams::retry("chaos: fails after delays"));
+        if (m.attempt <= 2) return done(m, call, "delay", sqlstreams::delay(settings_.delay_ms));
+        return done(m, call, "retry", sqlstreams::retry("chaos: fails after delays"));
       case Behaviour::kTimeout:
         if (m.attempt == 1) {
-          record(m, tag, "hang");
           sleep_ms(settings_.hang_ms);
+          return done(m, call, "hang", sqlstreams::ok());
         }
-        return done(m, tag, "ok", sqlstreams::ok());
+        return done(m, call, "ok", sqlstreams::ok());
     }
     return sqlstreams::retry("chaos: unknown behaviour");
   }
 
  private:
-  static std::string tag_of(std::string_view payload) {
+  struct TagSeq {
+    std::string tag = "-";
+    int64_t seq = -1;
+  };
+  struct Call {
+    TagSeq payload;
+    int64_t start_ns = 0;
+  };
+  static TagSeq tag_and_seq(std::string_view payload) {
+    TagSeq out;
     try {
       const auto j = nlohmann::json::parse(payload);
-      if (j.is_object() && j.contains("tag") && j["tag"].is_string()) return j["tag"];
+      if (j.is_object() && j.contains("tag") && j["tag"].is_string()) out.tag = j["tag"];
+      if (j.is_object() && j.contains("seq") && j["seq"].is_number_integer()) out.seq = j["seq"];
     } catch (const std::exception&) {
     }
-    return "-";
+    return out;
+  }
+  static int64_t now_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  }
+  static std::string key_of(const sqlstreams::MessageContext& m) {
+    if (!m.message_key || m.message_key->empty()) return "-";
+    std::string k(*m.message_key);
+    for (char& c : k) {
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = '_';
+    }
+    return k;
   }
   static void sleep_ms(int64_t ms) {
     if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   }
-  sqlstreams::Result done(const sqlstreams::MessageContext& m, const std::string& tag,
+  sqlstreams::Result done(const sqlstreams::MessageContext& m, const Call& call,
                           const char* outcome, sqlstreams::Result r) const {
-    record(m, tag, outcome);
+    record(m, call, outcome);
     return r;
   }
-  void record(const sqlstreams::MessageContext& m, const std::string& tag,
-              const char* outcome) const {
+  void record(const sqlstreams::MessageContext& m, const Call& call, const char* outcome) const {
     const std::string line = std::string(m.stream) + " " + std::string(m.group) + " " +
                              std::to_string(m.id) + " " + std::to_string(m.attempt) + " " +
-                             outcome + " " + tag + " " + std::to_string(::getpid()) + "\n";
+                             outcome + " " + call.payload.tag + " " + std::to_string(::getpid()) +
+                             " " + key_of(m) + " " + std::to_string(call.payload.seq) + " " +
+                             std::to_string(call.start_ns) + " " + std::to_string(now_ns()) + "\n";
     if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
       throw std::runtime_error(std::string("cannot append to record_file: ") +
                                std::strerror(errno));

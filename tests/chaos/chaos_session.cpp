@@ -67,6 +67,11 @@ SessionResult run_chaos_session(ChaosOptions options) {
     result.quiescent = run.run();
     CheckInput in{options.url, options.seed, options.max_retries, result.quiescent,
                   run.record_files()};
+    if (options.ordered) {  // judged as ordered whether or not its config says so
+      for (const auto& s : kStreams)
+        in.ordered[s.name + "/" + kOrderedGroup] = ordering_dead_of(s.name);
+    }
+    in.stop_grace_ns = static_cast<int64_t>(options.lease_ttl_ms.count()) * 1'000'000;
     result.verdict = check(in, run.history());
     if (!result.verdict.ok() || !result.quiescent) {
       dump_control_tables(options.url, options.work_dir + "/db");

@@ -1,19 +1,25 @@
 #include "checker.hpp"
 
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <pqxx/pqxx>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "chaos_plugin.hpp"
+#include "ordered_check.hpp"
 
 namespace sqlstreams::chaos {
 namespace {
 
-const std::vector<std::string> kInvariants = {"lost",           "skipped",        "stuck",
-                                              "wrong-attempts", "double-commits", "phantoms",
-                                              "backward",       "passed-lease"};
+const std::vector<std::string> kInvariants = {
+    "lost",     "skipped",      "stuck", "wrong-attempts", "double-commits", "phantoms",
+    "backward", "passed-lease", "order", "overlap",        "early",          "log-order"};
 
 struct DeadRow {
   std::string status;
@@ -34,24 +40,20 @@ struct StreamData {
   std::set<std::pair<std::string, int64_t>> ok, discarded, operator_retried;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
   std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
+  OrderedStream ordered;                                         // what the per-key invariants read
 };
 
-struct Record {
-  std::string stream, group, outcome, tag;
-  int64_t id = 0;
-  int32_t attempt = 0;
-};
-
-std::vector<Record> read_records(const std::vector<std::string>& files) {
-  std::vector<Record> out;
+std::vector<CallRecord> read_records(const std::vector<std::string>& files) {
+  std::vector<CallRecord> out;
   for (const auto& f : files) {
     std::ifstream in(f);
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream ls(line);
-      Record r;
-      std::string pid;
-      if (ls >> r.stream >> r.group >> r.id >> r.attempt >> r.outcome >> r.tag >> pid) {
+      CallRecord r;
+      if (ls >> r.stream >> r.group >> r.id >> r.attempt >> r.outcome >> r.tag >> r.pid >> r.key >>
+          r.seq >> r.start_ns >> r.end_ns) {
+        if (r.key == "-") r.key.clear();
         out.push_back(r);
       }
     }
@@ -59,15 +61,24 @@ std::vector<Record> read_records(const std::vector<std::string>& files) {
   return out;
 }
 
+int64_t clock_ns(clockid_t id) {
+  timespec ts{};
+  ::clock_gettime(id, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
 std::map<std::string, StreamData> read_database(const std::string& url) {
   std::map<std::string, StreamData> streams;
+  // PostgreSQL's and the hosts' timestamps are CLOCK_REALTIME; the records CLOCK_MONOTONIC.
+  const int64_t realtime_minus_monotonic = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+  const auto monotonic = [&](int64_t unix_us) { return unix_us * 1000 - realtime_minus_monotonic; };
   pqxx::connection c(url);
   pqxx::work tx(c);
   for (const auto& r :
        tx.exec("SELECT id, name, allow_drop_past_committed FROM sqlstreams.streams")) {
     auto& s = streams[r[1].as<std::string>()];
     s.id = r[0].as<int64_t>();
-    s.allow_drop = r[2].as<bool>();
+    s.allow_drop = s.ordered.allow_drop = r[2].as<bool>();
   }
   for (auto& [name, s] : streams) {
     const std::string n = std::to_string(s.id);
@@ -77,10 +88,15 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
       s.group_ids[r[1].as<std::string>()] = r[0].as<int64_t>();
       group_name[r[0].as<int64_t>()] = r[1].as<std::string>();
     }
-    for (const auto& r : tx.exec("SELECT id, coalesce(payload->>'tag', '-') FROM "
-                                 "sqlstreams.messages_" +
+    for (const auto& r : tx.exec("SELECT id, coalesce(payload->>'tag', '-'), message_key, "
+                                 "(payload->>'seq')::bigint FROM sqlstreams.messages_" +
                                  n)) {
       s.messages[r[0].as<int64_t>()] = r[1].as<std::string>();
+      s.ordered.stored.insert(r[0].as<int64_t>());
+      if (!r[2].is_null()) {
+        s.ordered.keys[r[0].as<int64_t>()] =
+            KeySeq{r[2].as<std::string>(), r[3].is_null() ? -1 : r[3].as<int64_t>()};
+      }
     }
     for (const auto& r :
          tx.exec("SELECT group_id, committed, claimed FROM sqlstreams.cursors_" + n)) {
@@ -97,12 +113,22 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
           r[2].as<std::string>(), r[3].as<int32_t>(), r[4].as<int32_t>(), r[5].as<std::string>()};
     }
     for (const auto& r : tx.exec("SELECT group_id, message_id, attempt, outcome, coalesce(error, "
-                                 "''), coalesce(host, ''), to_char(at, 'HH24:MI:SS.MS') FROM "
+                                 "''), coalesce(host, ''), to_char(at, 'HH24:MI:SS.MS'), "
+                                 "(extract(epoch FROM at) * 1000000)::bigint FROM "
                                  "sqlstreams.deliveries_" +
                                  n + " ORDER BY id")) {
       const std::string g = group_name[r[0].as<int64_t>()], outcome = r[3].as<std::string>();
       const int64_t id = r[1].as<int64_t>();
       const int32_t attempt = r[2].as<int32_t>();
+      const int64_t at_ns = monotonic(r[7].as<int64_t>());
+      auto& d = s.ordered.decided[{g, id}];
+      if (attempt > 0 && outcome == "ok") d.first_ok = std::min(d.first_ok, at_ns);
+      if (outcome == "dead" && at_ns < d.first_dead) {
+        d.first_dead = at_ns;
+        d.dead_attempt = attempt;
+      }
+      if (outcome == "operator-discard") d.first_discard = std::min(d.first_discard, at_ns);
+      if (outcome == "operator-retry") d.operator_retried = true;
       // The trail shown with a violation's example: "attempt outcome host time; ...".
       auto& trail = s.audit[{g, id}];
       if (trail.size() < 600) {
@@ -119,6 +145,7 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
         const auto at = e.find("claimed ");
         const int64_t from = at == std::string::npos ? 0 : std::stoll(e.substr(at + 8));
         s.rewound[g].push_back({id, from});
+        s.ordered.rewinds[g].push_back(Rewind{id, from, at_ns});
       }
     }
   }
@@ -132,11 +159,9 @@ class Tally {
     for (const auto& i : kInvariants) v_.violations[i] = 0;
   }
   void violation(const std::string& what, const std::string& example) {
-    v_.violations[what]++;
-    auto& ex = v_.examples[what];
-    if (ex.size() < 8) ex.push_back(example);
+    v_.violation(what, example);
   }
-  void info(const std::string& what, int64_t n = 1) { v_.info[what] += n; }
+  void info(const std::string& what, int64_t n = 1) { v_.add_info(what, n); }
 
  private:
   Verdict& v_;
@@ -153,6 +178,12 @@ bool Verdict::ok() const {
     if (n != 0) return false;
   }
   return true;
+}
+
+void Verdict::violation(const std::string& invariant, const std::string& example) {
+  violations[invariant]++;
+  auto& ex = examples[invariant];
+  if (ex.size() < 8) ex.push_back(example);
 }
 
 int64_t Verdict::count(const std::string& invariant) const {
@@ -312,6 +343,18 @@ Verdict check(const CheckInput& in, History& h) {
       if (n > 0)
         t.violation("stuck", name + "/" + g + ": " + std::to_string(n) + " range leases left");
     }
+  }
+
+  // Per key: the log's order, and the ordered groups' order / overlap / early.
+  if (!in.ordered.empty()) {
+    std::map<std::string, OrderedStream> streams;
+    for (auto& [name, s] : db) {
+      for (const auto& [key, row] : s.exceptions) {
+        if (row.status == "dead") s.ordered.dead_at_end.insert(key);
+      }
+      streams[name] = std::move(s.ordered);
+    }
+    check_ordered(OrderedSettings{in.seed, in.ordered, in.stop_grace_ns}, h, streams, records, v);
   }
   if (!in.quiescent) t.info("not quiescent at the end");
   return v;

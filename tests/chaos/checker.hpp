@@ -10,6 +10,14 @@
 //   double-commits  one (group, message, attempt) committed twice in the audit trail
 //   phantoms        a rolled-back message delivered or stored
 //   backward / passed-lease   what the cursor monitor saw during the run
+// and, per key, for the ordered groups (CheckInput::ordered; see README.md for the exact rules):
+//   order           the first successful completions of a key's messages out of id order
+//   overlap         two runs of one key overlapping in time, not attributable to a timed-out
+//                   attempt or a SIGSTOPped/SIGKILLed host
+//   early           a run of a message started while an earlier message of its key was
+//                   unresolved (under "hold": a dead one not yet retried to success or discarded)
+//   log-order       the log itself: a key's payload seq not increasing with the id (a producer
+//                   or store fault, not the dispatcher's)
 // Informational: duplicates (handler calls repeated after a crash, pause or rewind), dropped
 // (lost by retention under allow_drop_past_committed), fault-dead (a success-behaviour message
 // whose budget faults spent).
@@ -32,6 +40,8 @@ struct Verdict {
 
   bool ok() const;
   int64_t count(const std::string& invariant) const;
+  void violation(const std::string& invariant, const std::string& example);  // keeps 8 examples
+  void add_info(const std::string& what, int64_t n = 1) { info[what] += n; }
   // "lost=0 skipped=0 stuck=0 wrong-attempts=0 double-commits=0 phantoms=0 backward=0
   //  passed-lease=0 duplicates=N"
   std::string line() const;
@@ -44,6 +54,11 @@ struct CheckInput {
   int max_retries = 3;
   bool quiescent = true;
   std::vector<std::string> record_files;
+  // The ordered groups: "stream/group" -> their ordering_dead, "release" or "hold".
+  std::map<std::string, std::string> ordered;
+  // A SIGSTOPped host may run on for this long after its SIGCONT before it learns that its
+  // leases are gone: its runs in that window are attributable, as during the stop.
+  int64_t stop_grace_ns = 3'000'000'000;
 };
 
 Verdict check(const CheckInput& in, History& history);

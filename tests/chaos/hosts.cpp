@@ -29,14 +29,17 @@ void ChaosHost::write_config() {
       << (s.allow_drop_past_committed ? "true" : "false") << "\n";
   }
   for (const auto& s : kStreams) {
-    for (const auto& g : kGroups) {
+    for (const auto& g : groups_of(options_)) {
       t << "\n[[groups]]\nname = \"" << g << "\"\nstream = \"" << s.name << "\"\n"
         << "plugin = \"chaos.so\"\nhandler = \"chaos\"\n"
         << "concurrency = " << (g == "g-b" ? concurrency_b_ : 4) << "\n"
         << "batch_size = 50\nlease_ttl = \"" << options_.lease_ttl << "\"\n"
         << "handler_timeout = \"500ms\"\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\n"
-        << "max_range_reclaims = 3\naudit = \"all\"\n"
-        << "[groups.retry]\nmax_retries = " << options_.max_retries << "\n"
+        << "max_range_reclaims = 3\naudit = \"all\"\n";
+      if (g == kOrderedGroup && options_.ordering_config) {
+        t << "ordering = \"key\"\nordering_dead = \"" << ordering_dead_of(s.name) << "\"\n";
+      }
+      t << "[groups.retry]\nmax_retries = " << options_.max_retries << "\n"
         << "initial_backoff = \"50ms\"\nbase_delay = \"50ms\"\nexponent = 2\n"
         << "max_delay = \"200ms\"\njitter = 0\n"
         << "[groups.config]\nseed = " << static_cast<int64_t>(options_.seed & 0x7fffffffffff)

@@ -1,7 +1,7 @@
 // tests/chaos — one `sqlstreams run` host of the chaos workload: its config (two streams, two
-// groups each on chaos.so, audit "all"), its record file, and the faults a host can suffer
-// (SIGKILL + restart, SIGSTOP/SIGCONT, a SIGHUP reload that changes a group).
-// Threading: owned by the workload's fault thread (and the run thread before/after it).
+// groups each on chaos.so — three with the ordered g-o —, audit "all"), its record file, and the
+// faults a host can suffer (SIGKILL + restart, SIGSTOP/SIGCONT, a SIGHUP reload that changes a
+// group). Threading: owned by the workload's fault thread (and the run thread before/after it).
 #pragma once
 
 #include <sys/types.h>

@@ -16,8 +16,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string payload(const std::string& tag) {
-  return "{\"tag\": \"" + tag + "\", \"pad\": \"" + std::string(40, 'x') + "\"}";
+std::string payload(const std::string& tag, const KeySeq& k = {}) {
+  std::string keyed;
+  if (!k.key.empty()) {
+    keyed = ", \"k\": \"" + k.key + "\", \"seq\": " + std::to_string(k.seq);
+  }
+  return "{\"tag\": \"" + tag + "\"" + keyed + ", \"pad\": \"" + std::string(40, 'x') + "\"}";
 }
 
 const std::string& pick_stream(std::mt19937_64& rng) {
@@ -35,14 +39,32 @@ std::string conninfo(const std::string& url) {
 
 }  // namespace
 
-Producers::Producers(std::string url, uint64_t seed, History& history)
-    : url_(std::move(url)), seed_(seed), history_(history) {}
+KeySeq Producers::Keys::pick(uint64_t r, const std::string& stream) {
+  if (!keyed_) return {};
+  const uint64_t p = r % 100, n = r / 100;
+  if (p < 20) return {};
+  if (p < 40 && hot_ > 0) return next(stream, prefix_ + "-hot-" + std::to_string(n % hot_));
+  return next(stream, prefix_ + "-cold-" + std::to_string(n % cold_));
+}
+
+std::string Producers::Keys::pick_key(uint64_t r) {
+  if (!keyed_ || r % 100 < 30) return "";
+  return prefix_ + "-cold-" + std::to_string((r / 100) % cold_);
+}
+
+KeySeq Producers::Keys::next(const std::string& stream, const std::string& key) {
+  if (key.empty()) return {};
+  return KeySeq{key, next_seq_[stream + "/" + key]++};
+}
+
+Producers::Producers(std::string url, uint64_t seed, History& history, bool keyed)
+    : url_(std::move(url)), seed_(seed), history_(history), keyed_(keyed) {}
 
 Producers::~Producers() { stop(); }
 
 void Producers::start() {
-  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 1); });
-  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 2); });
+  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 1, "sqltx1"); });
+  threads_.emplace_back([this] { sql_tx_loop(seed_ * 31 + 2, "sqltx2"); });
   threads_.emplace_back([this] { batch_loop(seed_ * 31 + 3); });
   threads_.emplace_back([this] { cpp_loop(seed_ * 31 + 4); });
   threads_.emplace_back([this] { cli_loop(seed_ * 31 + 5); });
@@ -61,12 +83,14 @@ std::string Producers::next_tag(const char* path) {
 }
 
 // Multi-statement transactions: 1-4 produce() calls, 20% sleep 50-300 ms inside, 15% roll back.
-void Producers::sql_tx_loop(uint64_t seed) {
+void Producers::sql_tx_loop(uint64_t seed, const char* key_prefix) {
   std::mt19937_64 rng(seed);
+  Keys keys(key_prefix, 2, 1500, keyed_);
   std::unique_ptr<pqxx::connection> c;
   while (!stop_) {
     std::vector<std::string> tags;
     std::vector<int64_t> ids;
+    std::vector<KeySeq> ks;
     const std::string stream = pick_stream(rng);
     bool committing = false;
     try {
@@ -82,8 +106,9 @@ void Producers::sql_tx_loop(uint64_t seed) {
       }
       for (int i = 0; i < n; ++i) {
         tags.push_back(next_tag("sqltx"));
-        ids.push_back(tx.exec_params("SELECT sqlstreams.produce($1, $2::jsonb)", stream,
-                                     payload(tags.back()))[0][0]
+        ks.push_back(keys.pick(rng(), stream));
+        ids.push_back(tx.exec_params("SELECT sqlstreams.produce($1, $2::jsonb, 1, NULLIF($3, ''))",
+                                     stream, payload(tags.back(), ks.back()), ks.back().key)[0][0]
                           .as<int64_t>());
         if (sleep_inside && i == 0) {
           tx.exec("SELECT pg_sleep(" + std::to_string(0.05 + (rng() % 250) / 1000.0) + ")");
@@ -91,16 +116,16 @@ void Producers::sql_tx_loop(uint64_t seed) {
       }
       if (roll_back) {
         tx.abort();
-        history_.produced_tags(tags, ids, stream, Fate::kRolledBack, "sql-tx");
+        history_.produced_tags(tags, ids, stream, Fate::kRolledBack, "sql-tx", ks);
       } else {
         committing = true;
         tx.commit();
-        history_.produced_tags(tags, ids, stream, Fate::kCommitted, "sql-tx");
+        history_.produced_tags(tags, ids, stream, Fate::kCommitted, "sql-tx", ks);
       }
     } catch (const std::exception&) {
       // A failure before COMMIT rolled everything back; one during COMMIT is in doubt.
       history_.produced_tags(tags, ids, stream, committing ? Fate::kInDoubt : Fate::kRolledBack,
-                             "sql-tx");
+                             "sql-tx", ks);
       c.reset();
       std::this_thread::sleep_for(100ms);
     }
@@ -133,37 +158,45 @@ void Producers::unrelated_writer_loop(uint64_t seed) {
 // produce_batch() of 5-40 messages, one transaction each.
 void Producers::batch_loop(uint64_t seed) {
   std::mt19937_64 rng(seed);
+  Keys keys("batch", 2, 1500, keyed_);
   std::unique_ptr<pqxx::connection> c;
   while (!stop_) {
     std::vector<std::string> tags;
+    std::vector<KeySeq> ks;
     const std::string stream = pick_stream(rng);
     bool committing = false;
     try {
       if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
       const int n = 5 + rng() % 36;
-      std::ostringstream arr;
+      std::ostringstream arr, key_arr;
       arr << "{";
+      key_arr << "{";
       for (int i = 0; i < n; ++i) {
         tags.push_back(next_tag("batch"));
-        std::string p = payload(tags.back()), q;
+        ks.push_back(keys.pick(rng(), stream));
+        std::string p = payload(tags.back(), ks.back()), q;
         for (char ch : p) {
           if (ch == '"' || ch == '\\') q += '\\';
           q += ch;
         }
         arr << (i ? "," : "") << '"' << q << '"';
+        // Keys are [a-z0-9-]: no quoting needed inside the array literal.
+        key_arr << (i ? "," : "") << (ks.back().key.empty() ? "NULL" : ks.back().key);
       }
       arr << "}";
+      key_arr << "}";
       pqxx::work tx(*c);
-      auto r = tx.exec_params("SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[]))", stream,
-                              arr.str());
+      auto r = tx.exec_params(
+          "SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[], NULL, $3::text[]))", stream,
+          arr.str(), key_arr.str());
       std::vector<int64_t> ids;
       for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
       committing = true;
       tx.commit();
-      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "batch");
+      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "batch", ks);
     } catch (const std::exception&) {
       history_.produced_tags(tags, {}, stream, committing ? Fate::kInDoubt : Fate::kRolledBack,
-                             "batch");
+                             "batch", ks);
       c.reset();
       std::this_thread::sleep_for(100ms);
     }
@@ -179,6 +212,7 @@ void Producers::cpp_loop(uint64_t seed) {
   so.application_name = "chaos-producer";
   store::Session session(so);
   store::Producer producer(session);
+  Keys keys("cpp", 2, 1500, keyed_);
   while (!stop_) {
     if (healing_held_) {
       std::this_thread::sleep_for(50ms);
@@ -186,18 +220,22 @@ void Producers::cpp_loop(uint64_t seed) {
     }
     std::vector<std::string> tags;
     std::vector<store::NewMessage> batch;
+    std::vector<KeySeq> ks;
     const std::string stream = pick_stream(rng);
     const int n = 5 + rng() % 16;
     for (int i = 0; i < n; ++i) {
       tags.push_back(next_tag("cpp"));
-      batch.push_back(store::NewMessage{payload(tags.back()), 1, std::nullopt});
+      ks.push_back(keys.pick(rng(), stream));
+      batch.push_back(store::NewMessage{
+          payload(tags.back(), ks.back()), 1,
+          ks.back().key.empty() ? std::nullopt : std::optional<std::string>(ks.back().key)});
     }
     try {
       auto ids = producer.produce_batch(stream, batch);
-      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "cpp");
+      history_.produced_tags(tags, ids, stream, Fate::kCommitted, "cpp", ks);
     } catch (const std::exception&) {
       // StoreError does not say whether a lost connection hit the COMMIT: in doubt.
-      history_.produced_tags(tags, {}, stream, Fate::kInDoubt, "cpp");
+      history_.produced_tags(tags, {}, stream, Fate::kInDoubt, "cpp", ks);
       session.reset();
       std::this_thread::sleep_for(100ms);
     }
@@ -208,22 +246,28 @@ void Producers::cpp_loop(uint64_t seed) {
 // `sqlstreams produce STREAM` with 10-30 NDJSON lines on stdin.
 void Producers::cli_loop(uint64_t seed) {
   std::mt19937_64 rng(seed);
+  Keys keys("cli", 0, 500, keyed_);
   while (!stop_) {
     if (healing_held_) {
       std::this_thread::sleep_for(50ms);
       continue;
     }
     std::vector<std::string> tags;
+    std::vector<KeySeq> ks;
     const std::string stream = pick_stream(rng);
+    const std::string key = keys.pick_key(rng());  // --key: every line of the invocation
     std::string text;
     const int n = 10 + rng() % 21;
     for (int i = 0; i < n; ++i) {
       tags.push_back(next_tag("cli"));
-      text += payload(tags.back()) + "\n";
+      ks.push_back(keys.next(stream, key));
+      text += payload(tags.back(), ks.back()) + "\n";
     }
-    auto [code, out] = testing::run_command({SQLSTREAMS_BINARY, "produce", stream},
-                                            {{"SQLSTREAMS_DATABASE_URL", url_}}, text);
-    history_.produced_tags(tags, {}, stream, code == 0 ? Fate::kCommitted : Fate::kInDoubt, "cli");
+    std::vector<std::string> args{SQLSTREAMS_BINARY, "produce", stream};
+    if (!key.empty()) args.insert(args.end(), {"--key", key});
+    auto [code, out] = testing::run_command(args, {{"SQLSTREAMS_DATABASE_URL", url_}}, text);
+    history_.produced_tags(tags, {}, stream, code == 0 ? Fate::kCommitted : Fate::kInDoubt, "cli",
+                           ks);
     pause_for(rng, 200, 500);
   }
 }

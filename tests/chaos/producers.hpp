@@ -9,11 +9,19 @@
 // produce (an xid older than the observations that must be proven past them).
 // Every payload is {"tag": "<path>-<n>", "pad": "..."}; each tag's fate (committed, rolled back,
 // in doubt when the connection died during COMMIT) goes into the History.
+// Keyed (the ordered workload, ChaosOptions::ordered): each thread owns its keys — 2 hot keys
+// ("<thread>-hot-<n>", 8 over the four non-CLI threads) and 1,500 cold ones
+// ("<thread>-cold-<n>"; the CLI thread 500, one key per invocation since --key applies to every
+// line) — and draws about 20% hot, 60% cold, 20% keyless. A keyed payload carries
+// "k": key and "seq": n, n counting up per (stream, key) in the order the thread produced them.
+// A rolled-back or in-doubt message spends its seq: the committed seqs of a key have gaps but,
+// one thread producing the key in sequential transactions, increase with the id.
 // Threading: Producers owns its threads; stop() joins them.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,7 +32,7 @@ namespace sqlstreams::chaos {
 
 class Producers {
  public:
-  Producers(std::string url, uint64_t seed, History& history);
+  Producers(std::string url, uint64_t seed, History& history, bool keyed);
   ~Producers();
   void start();
   void stop();
@@ -36,16 +44,35 @@ class Producers {
   void hold_healing_paths(bool held) { healing_held_ = held; }
 
  private:
-  void sql_tx_loop(uint64_t seed);
+  void sql_tx_loop(uint64_t seed, const char* keys);
   void batch_loop(uint64_t seed);
   void cpp_loop(uint64_t seed);
   void cli_loop(uint64_t seed);
   void unrelated_writer_loop(uint64_t seed);
   std::string next_tag(const char* path);
 
+  // One producer thread's keys and their sequence numbers.
+  class Keys {
+   public:
+    Keys(std::string prefix, int hot, int cold, bool keyed)
+        : prefix_(std::move(prefix)), hot_(hot), cold_(cold), keyed_(keyed) {}
+    // A key for one message (hot, cold or none), with its next seq on `stream`.
+    KeySeq pick(uint64_t r, const std::string& stream);
+    // A cold key (or none) for every message of one CLI invocation.
+    std::string pick_key(uint64_t r);
+    KeySeq next(const std::string& stream, const std::string& key);
+
+   private:
+    std::string prefix_;
+    int hot_, cold_;
+    bool keyed_;
+    std::map<std::string, int64_t> next_seq_;  // "<stream>/<key>" -> the next seq
+  };
+
   std::string url_;
   uint64_t seed_;
   History& history_;
+  bool keyed_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> healing_held_{false};
   std::atomic<int64_t> counter_{0}, attempted_{0}, unrelated_commits_{0};

@@ -25,6 +25,11 @@ std::pair<int, std::string> cli(const std::string& url, std::vector<std::string>
   return testing::run_command(args, {{"SQLSTREAMS_DATABASE_URL", url}});
 }
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 struct ChaosRun::Impl {
@@ -33,14 +38,16 @@ struct ChaosRun::Impl {
   std::vector<std::unique_ptr<ChaosHost>> hosts;
   std::unique_ptr<Producers> producers;
   std::atomic<bool> stop_faults{false}, stop_monitor{false};
-  std::thread fault_thread, monitor_thread;
+  std::thread fault_thread, monitor_thread, operator_thread;
+  const std::vector<std::string> groups;
   Clock::time_point t0 = Clock::now();
   std::mt19937_64 rng;
   // Rewinds begun per "stream/group" (the monitor tolerates a backward cursor across one).
   std::mutex rewinds_mu;
   std::map<std::string, int> rewinds_begun, rewinds_done;
 
-  Impl(ChaosOptions& options, History& history) : o(options), h(history), rng(options.seed) {}
+  Impl(ChaosOptions& options, History& history)
+      : o(options), h(history), groups(groups_of(options)), rng(options.seed) {}
 
   int64_t ms() const {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
@@ -73,23 +80,52 @@ struct ChaosRun::Impl {
 
   ChaosHost& some_host() { return *hosts[rng() % hosts.size()]; }
   const StreamSpec& some_stream() { return kStreams[rng() % kStreams.size()]; }
-  const std::string& some_group() { return kGroups[rng() % kGroups.size()]; }
+  const std::string& some_group() { return groups[rng() % groups.size()]; }
+
+  // Host starts, stops and kills, timed for the ordered invariants (History::disturbances).
+  void start_host(ChaosHost& host) {
+    host.start();
+    std::lock_guard lk(h.mu);
+    h.host_of_pid[host.pid()] = host.name();
+  }
+  void kill_host(ChaosHost& host) {
+    const int pid = host.pid();
+    host.kill();
+    std::lock_guard lk(h.mu);
+    h.disturbances.push_back(Disturbance{pid, host.name(), "kill", steady_ns(), steady_ns()});
+  }
+  // An operator command, timed (History::actions).
+  std::pair<int, std::string> operator_cli(const std::string& kind, const std::string& stream,
+                                           const std::string& group,
+                                           std::vector<std::string> args) {
+    const int64_t begin = steady_ns();
+    auto r = cli(o.url, std::move(args));
+    std::lock_guard lk(h.mu);
+    h.actions.push_back(OperatorAction{kind, stream, group, begin, steady_ns()});
+    return r;
+  }
 
   void fault(const std::string& kind) {
     if (kind == "kill") {
       auto& host = some_host();
-      host.kill();
+      kill_host(host);
       event("kill " + host.name());
       sleep_unless_stopped(std::chrono::milliseconds(300 + rng() % 1200));
-      host.start();
+      start_host(host);
       event("restart " + host.name() + " pid " + std::to_string(host.pid()));
     } else if (kind == "stop") {
       auto& host = some_host();
+      const int64_t stopped_at = steady_ns();
       host.pause();
       event("sigstop " + host.name());
       // Past its lease: its ranges are reclaimed meanwhile; its late outcomes must be refused.
       std::this_thread::sleep_for(o.lease_ttl_ms + 1500ms);
       host.resume();
+      {
+        std::lock_guard lk(h.mu);
+        h.disturbances.push_back(
+            Disturbance{host.pid(), host.name(), "stop", stopped_at, steady_ns()});
+      }
       event("sigcont " + host.name());
     } else if (kind == "pg-restart") {
       if (!o.restart_database) return;
@@ -135,7 +171,8 @@ struct ChaosRun::Impl {
         std::lock_guard lk(rewinds_mu);
         rewinds_begun[s.name + "/" + g]++;
       }
-      auto [code, out] = cli(o.url, {"group", "rewind", s.name, g, "--to-id", std::to_string(to)});
+      auto [code, out] = operator_cli(
+          "rewind", s.name, g, {"group", "rewind", s.name, g, "--to-id", std::to_string(to)});
       {
         std::lock_guard lk(rewinds_mu);
         rewinds_done[s.name + "/" + g]++;
@@ -149,7 +186,7 @@ struct ChaosRun::Impl {
                                     s.name,    g,
                                     "--limit", kind == "dead-retry" ? "20" : "3"};
       if (kind == "dead-discard") args.push_back("--yes");
-      auto [code, out] = cli(o.url, args);
+      auto [code, out] = operator_cli(kind, s.name, g, args);
       event(kind + " " + s.name + " " + g + " exit " + std::to_string(code));
     } else if (kind == "all-down") {
       // Every host down while the producers keep writing: past the partitions made ahead, the
@@ -160,7 +197,7 @@ struct ChaosRun::Impl {
       // partitions as they write (store::Producer, the CLI) are held, as an application that
       // produces through SQL alone: otherwise whether any id ever passes the partitions is a
       // race with their healing (a run once saw none in 30 s).
-      for (auto& host : hosts) host->kill();
+      for (auto& host : hosts) kill_host(*host);
       event("all-down: every host killed");
       const auto down_since = Clock::now();
       if (producers) producers->hold_healing_paths(true);
@@ -172,7 +209,7 @@ struct ChaosRun::Impl {
       }
       if (producers) producers->hold_healing_paths(false);
       event("all-down: " + std::to_string(rows) + " rows in the default partitions");
-      for (auto& host : hosts) host->start();
+      for (auto& host : hosts) start_host(*host);
       event("all-down: every host restarted");
     } else if (kind == "reload") {
       auto& host = some_host();
@@ -197,6 +234,44 @@ struct ChaosRun::Impl {
       if (took > 3s && kind != "stop" && kind != "kill" && kind != "all-down") {
         event(kind + " took " + std::to_string(took.count()) + " ms");
       }
+    }
+  }
+
+  // The operator of the ordered groups whose dead letters hold their key (ordering_dead =
+  // "hold"), every 1-2 s: one round in four it retries up to 20 of their dead letters (they run
+  // again, the key still held), the others it discards every dead letter, releasing the key.
+  // Slower, a hot key whose every eighth message dies would fall ever further behind. With
+  // `drain` (after the producers stopped) it always discards. It calls the functions `dead
+  // retry` / `dead discard` call (store/reporting/operator_actions.cpp), not the CLI: a process
+  // every second loaded the 2-core machine (the faults' operator commands still use the CLI).
+  void release_held_keys(std::mt19937_64& r, bool drain) {
+    for (const auto& s : kStreams) {
+      if (ordering_dead_of(s.name) != "hold") continue;
+      const bool retry = !drain && r() % 4 == 0;
+      const int64_t begin = steady_ns();
+      try {
+        pqxx::connection c(o.url);
+        pqxx::work tx(c);
+        tx.exec_params(std::string("SELECT count(*) FROM sqlstreams.") +
+                           (retry ? "dead_retry" : "dead_discard") +
+                           "((SELECT g.id FROM sqlstreams.groups g JOIN sqlstreams.streams st ON "
+                           "st.id = g.stream_id WHERE st.name = $1 AND g.name = $2), NULL, NULL, "
+                           "NULL, NULL, $3, 'chaos-operator')",
+                       s.name, kOrderedGroup, retry ? 20 : 1000000);
+        tx.commit();
+      } catch (const std::exception&) {
+        continue;  // the database restarts during the run: the next round
+      }
+      std::lock_guard lk(h.mu);
+      h.actions.push_back(OperatorAction{retry ? "dead-retry" : "dead-discard", s.name,
+                                         kOrderedGroup, begin, steady_ns()});
+    }
+  }
+  void operator_loop() {
+    std::mt19937_64 r(o.seed * 7 + 3);
+    while (!stop_faults) {
+      sleep_unless_stopped(std::chrono::milliseconds(1000 + r() % 1000));
+      if (!stop_faults) release_held_keys(r, false);
     }
   }
 
@@ -279,8 +354,9 @@ void ChaosRun::Impl::monitor_loop() {
   }
 }
 
-// Quiescent: no range lease, no ready/inflight exception, every group committed = claimed
-// >= the stream's max(id). `state` gets every group's numbers: the caller's measure of progress.
+// Quiescent: no range lease, no exception row but dead letters (ready, inflight, or whatever an
+// ordered group keeps for a held key), every group committed = claimed >= the stream's max(id).
+// `state` gets every group's numbers: the caller's measure of progress.
 bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
   bool quiet = true;
   try {
@@ -293,7 +369,7 @@ bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
           "sqlstreams.messages_" +
           sid + "), (SELECT count(*) FROM sqlstreams.leases_" + sid +
           " l WHERE l.group_id = c.group_id), (SELECT count(*) FROM sqlstreams.exceptions_" + sid +
-          " e WHERE e.group_id = c.group_id AND e.status IN ('ready', 'inflight')) FROM "
+          " e WHERE e.group_id = c.group_id AND e.status <> 'dead') FROM "
           "sqlstreams.cursors_" +
           sid + " c JOIN sqlstreams.groups g ON g.id = c.group_id");
       for (const auto& cr : r) {
@@ -338,19 +414,25 @@ bool ChaosRun::run() {
   }
   for (int i = 1; i <= options_.hosts; ++i) {
     m.hosts.push_back(std::make_unique<ChaosHost>(options_, i));
-    m.hosts.back()->start();
+    m.start_host(*m.hosts.back());
   }
-  m.event("started " + std::to_string(options_.hosts) + " hosts, seed " +
-          std::to_string(options_.seed) +
-          (options_.plant.empty() ? "" : ", plant " + options_.plant));
-  m.producers = std::make_unique<Producers>(options_.url, options_.seed, history_);
+  m.event(
+      "started " + std::to_string(options_.hosts) + " hosts, seed " +
+      std::to_string(options_.seed) + (options_.plant.empty() ? "" : ", plant " + options_.plant) +
+      (options_.ordered
+           ? (options_.ordering_config ? ", ordered g-o" : ", g-o keyed but configured unordered")
+           : ""));
+  m.producers =
+      std::make_unique<Producers>(options_.url, options_.seed, history_, options_.ordered);
   m.producers->start();
   m.monitor_thread = std::thread([&m] { m.monitor_loop(); });
   m.fault_thread = std::thread([&m] { m.fault_loop(); });
+  if (options_.ordered) m.operator_thread = std::thread([&m] { m.operator_loop(); });
 
   std::this_thread::sleep_for(options_.duration);
   m.stop_faults = true;
   m.fault_thread.join();
+  if (m.operator_thread.joinable()) m.operator_thread.join();
   m.producers->stop();
   m.event("producers stopped after " + std::to_string(m.producers->attempted()) +
           " messages; the unrelated writer committed " +
@@ -359,7 +441,7 @@ bool ChaosRun::run() {
     host->resume();
     if (!host->running()) {
       m.event(host->name() + " was not running at the end (exit): restarted");
-      host->start();
+      m.start_host(*host);
     }
   }
   // Liveness: "stuck" means no progress for quiesce_timeout, not "slower than a fixed budget"
@@ -367,9 +449,15 @@ bool ChaosRun::run() {
   std::string why, last_state;
   auto deadline = Clock::now() + options_.quiesce_timeout;
   bool quiet = false;
+  std::mt19937_64 drain_rng(options_.seed);
+  auto next_release = Clock::now();
   while (Clock::now() < deadline) {
     std::string state;
     if ((quiet = m.quiescent(&why, &state))) break;
+    if (options_.ordered && Clock::now() >= next_release) {
+      m.release_held_keys(drain_rng, true);  // a held key's successors wait for an operator
+      next_release = Clock::now() + 1s;
+    }
     if (state != last_state) {
       last_state = state;
       deadline = Clock::now() + options_.quiesce_timeout;
@@ -393,6 +481,7 @@ ChaosRun::~ChaosRun() {
   impl_->stop_faults = true;
   impl_->stop_monitor = true;
   if (impl_->fault_thread.joinable()) impl_->fault_thread.join();
+  if (impl_->operator_thread.joinable()) impl_->operator_thread.join();
   if (impl_->monitor_thread.joinable()) impl_->monitor_thread.join();
   if (impl_->producers) impl_->producers->stop();
   for (auto& host : impl_->hosts) host->terminate(10000);

@@ -42,10 +42,31 @@ struct ChaosOptions {
   std::string lease_ttl = "3s";
   std::chrono::milliseconds lease_ttl_ms{3000};
   bool log_progress = false;  // one line per fault on stderr
+  // The ordered workload (issue 29): keyed producers, and a third group `g-o` on each stream
+  // that the checker judges with the per-key invariants (order, overlap, early).
+  bool ordered = true;
+  // Write `ordering = "key"` and `ordering_dead` into g-o's config. Off: g-o is an unordered
+  // group given the keyed workload — the checker must then report order/overlap/early (how the
+  // checker is validated without a runtime that orders, and how it stays honest).
+  bool ordering_config = true;
 };
 
 inline const std::vector<StreamSpec> kStreams = {{"chaos.keep", false}, {"chaos.lose", true}};
 inline const std::vector<std::string> kGroups = {"g-a", "g-b"};
+inline const std::string kOrderedGroup = "g-o";
+
+// The groups of every stream: g-a and g-b, and g-o when ordered.
+inline std::vector<std::string> groups_of(const ChaosOptions& o) {
+  std::vector<std::string> g = kGroups;
+  if (o.ordered) g.push_back(kOrderedGroup);
+  return g;
+}
+
+// g-o's `ordering_dead`: chaos.keep holds a dead message's successors until an operator retries
+// or discards it (the workload's operator does, see workload.cpp); chaos.lose releases them.
+inline std::string ordering_dead_of(const std::string& stream) {
+  return stream == "chaos.keep" ? "hold" : "release";
+}
 
 class ChaosRun {
  public:
