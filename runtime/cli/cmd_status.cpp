@@ -44,7 +44,8 @@ nlohmann::json to_json(const store::FleetStatus& f) {
         orphans.push_back({{"holder", l.holder},
                            {"low", l.low},
                            {"high", l.high},
-                           {"expires_in_ms", l.expires_in.count()}});
+                           {"expires_in_ms", l.expires_in.count()},
+                           {"handed_back", l.handed_back}});
       }
       nlohmann::json plugins = nlohmann::json::array();
       for (const auto& p : g.plugins) {
@@ -179,7 +180,9 @@ void print_text(const store::FleetStatus& f) {
                     g.plugins.size() > 1 ? " (hosts run different versions)" : "");
       }
       for (const auto& l : g.orphan_leases) {
-        const std::string when = l.expires_in.count() > 0
+        const std::string when =
+            l.handed_back ? "handed back: the next claim of a running host reclaims it"
+            : l.expires_in.count() > 0
                                      ? "expires in " + format_approx_duration(l.expires_in) +
                                            ", then any host reclaims it"
                                      : "expired " + format_approx_duration(-l.expires_in) +

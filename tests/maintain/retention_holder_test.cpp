@@ -90,7 +90,8 @@ TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
       "(" +
       g + ", gen_random_uuid(), 1, 4, now() + interval '40 s', 'gone-host:99'), (" + g +
       ", gen_random_uuid(), 5, 8, now() + interval '40 s', 'h:1'), (" + g +
-      ", gen_random_uuid(), 9, 10, now() - interval '5 s', 'gone-host:99')");
+      ", gen_random_uuid(), 9, 10, now() - interval '5 s', 'gone-host:99'), (" + g +
+      ", gen_random_uuid(), 11, 12, '-infinity', 'gone-host:99')");
   auto fleet = store::read_status(*session_, now_);
   ASSERT_EQ(fleet.streams.size(), 1u);
   const store::GroupStatus* charge = nullptr;
@@ -98,7 +99,12 @@ TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
     if (gs.id == charge_.id) charge = &gs;
   }
   ASSERT_NE(charge, nullptr);
-  ASSERT_EQ(charge->orphan_leases.size(), 2u) << "the live host's lease (5..8) is not listed";
+  // The handed-back one (11..12, expires_at '-infinity') once failed the whole status query
+  // ("cannot subtract infinite timestamps").
+  ASSERT_EQ(charge->orphan_leases.size(), 3u) << "the live host's lease (5..8) is not listed";
+  EXPECT_EQ(charge->orphan_leases[2].low, 11);
+  EXPECT_TRUE(charge->orphan_leases[2].handed_back);
+  EXPECT_FALSE(charge->orphan_leases[1].handed_back);
   EXPECT_EQ(charge->orphan_leases[0].holder, "gone-host:99");
   EXPECT_EQ(charge->orphan_leases[0].low, 1);
   EXPECT_EQ(charge->orphan_leases[0].high, 4);
@@ -115,6 +121,10 @@ TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
       << text;
   EXPECT_NE(text.find("lease of a stopped host: charge-cards ids 9..10 held by gone-host:99 (no "
                       "live host); expired "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ids 11..12 held by gone-host:99 (no live host); handed back: the next "
+                      "claim of a running host reclaims it"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("ids 5..8"), std::string::npos) << text;

@@ -113,17 +113,20 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
   // Leases whose holder has no live host row (the holder is "<name>:<pid>").
   auto orphans = exec(
       tx, kStatusOrphans,
-      fmt::format("SELECT l.group_id, coalesce(l.holder, ''), l.low, l.high, (extract(epoch FROM "
-                  "l.expires_at - {1}) * 1000)::bigint FROM {2} l WHERE NOT EXISTS (SELECT 1 FROM "
-                  "{0}.hosts h WHERE h.name || ':' || h.pid = l.holder AND h.expires_at > {1}) "
-                  "ORDER BY l.group_id, l.low",
+      // A handed-back lease expires at '-infinity', which an interval cannot be taken from.
+      fmt::format("SELECT l.group_id, coalesce(l.holder, ''), l.low, l.high, CASE WHEN "
+                  "isfinite(l.expires_at) THEN (extract(epoch FROM l.expires_at - {1}) * "
+                  "1000)::bigint ELSE 0 END, NOT isfinite(l.expires_at) FROM {2} l WHERE NOT "
+                  "EXISTS (SELECT 1 FROM {0}.hosts h WHERE h.name || ':' || h.pid = l.holder AND "
+                  "h.expires_at > {1}) ORDER BY l.group_id, l.low",
                   s, kDbNow, t.leases));
   for (const auto& row : orphans) {
     const int64_t group_id = row[0].as<int64_t>();
     for (auto& g : st.groups) {
       if (g.id != group_id || static_cast<int64_t>(g.orphan_leases.size()) >= kMaxOrphans) continue;
       g.orphan_leases.push_back(OrphanLease{row[1].as<std::string>(), row[2].as<int64_t>(),
-                                            row[3].as<int64_t>(), Millis(row[4].as<int64_t>())});
+                                            row[3].as<int64_t>(), Millis(row[4].as<int64_t>()),
+                                            row[5].as<bool>()});
     }
   }
 }

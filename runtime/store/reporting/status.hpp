@@ -26,6 +26,9 @@ struct OrphanLease {
   std::string holder;  // "<host name>:<pid>" as written into the lease ("" if none)
   int64_t low = 0, high = 0;
   Millis expires_in{0};  // by the database's clock; <= 0: expired, reclaimable now
+  // Handed back (expires_at '-infinity': a drain, a revoked range): reclaimable now;
+  // expires_in is 0.
+  bool handed_back = false;
 };
 
 // A plugin version live hosts run a group with (their heartbeat stats; issue 27 §1).
