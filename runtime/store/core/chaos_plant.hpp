@@ -3,7 +3,8 @@
 // preset); a release build has no switch at all. At run time a host plants the one named by
 // SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token, advance-without-guard,
 // ordering-ignore-lanes (consume: an ordered group dispatched as if unordered),
-// ordering-split-gate (GroupStore::gate_keys reads rows and leases in two statements),
+// ordering-split-gate (GroupStore::gate_keys reads rows and leases in two statements, 200 ms
+// apart),
 // ordering-retry-any-row (an ordered group's retry claim takes rows without the key predicate).
 // Threading: the environment is read once; thread-safe.
 #pragma once

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
 #include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
@@ -87,8 +88,10 @@ std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
 
 std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,
                                            const std::vector<std::string>& own_tokens) {
-  if (chaos_plant("ordering-split-gate"))
-    return gate_keys_split(range, own_tokens, [] {});  // test builds
+  if (chaos_plant("ordering-split-gate")) {  // test builds: the split form, its window widened
+    return gate_keys_split(range, own_tokens,
+                           [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  }
   const auto keys = distinct_keys(range);
   if (keys.empty()) return {};
   return guarded(session_, "gate keys", [&] {
