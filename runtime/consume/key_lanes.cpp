@@ -14,17 +14,26 @@ void KeyLanes::forget_markers(uint64_t gate_epoch) {
   }
 }
 
-KeyLanes::Admission KeyLanes::admit(const std::string& key, LaneEntry entry, bool db_free,
-                                    uint64_t gate_epoch) {
+void KeyLanes::close(const std::string& key, const std::string& token) {
+  Marker& m = markers_[key];
+  m.released = 0;  // (re)opened: a newer release epoch is set when the last one goes
+  if (m.pending.insert(token).second) by_token_.emplace(token, key);
+}
+
+KeyLanes::Admission KeyLanes::admit(const std::string& key, LaneEntry entry,
+                                    const std::string& token, bool db_free, uint64_t gate_epoch) {
   forget_markers(gate_epoch);
-  // Closed here: a failed or handed-back head whose range's commit the gate may not have seen.
-  if (markers_.count(key) != 0) return Admission::kDefer;
-  // An open row below, or another holder's earlier lease: the retry path runs it in order.
-  if (!db_free) return Admission::kDefer;
   auto it = lanes_.find(key);
+  // Closed here: a failed or handed-back head, or a deferred message, whose range's commit the
+  // gate may not have seen. An open row below, or another holder's earlier lease: the retry
+  // path runs it in order. A lane here with a later message: never queued behind it (a range
+  // reclaimed below the ones held here).
+  if (markers_.count(key) != 0 || !db_free ||
+      (it != lanes_.end() && it->second.back().id >= entry.id)) {
+    close(key, token);
+    return Admission::kDefer;
+  }
   if (it != lanes_.end()) {
-    // Never behind a later message (a range reclaimed below the ones held here).
-    if (it->second.back().id >= entry.id) return Admission::kDefer;
     it->second.push_back(std::move(entry));
     ++held_;
     return Admission::kQueued;
@@ -61,8 +70,7 @@ std::optional<LaneEntry> KeyLanes::resolve_head(const std::string& key, int64_t 
   held_ -= lane.size();
   for (auto& e : lane) rest->push_back(std::move(e));
   lanes_.erase(it);
-  markers_[key] = Marker{head_token, 0};
-  by_token_.emplace(head_token, key);
+  close(key, head_token);
   return std::nullopt;
 }
 
@@ -71,7 +79,8 @@ uint64_t KeyLanes::range_released(const std::string& token) {
   auto [first, last] = by_token_.equal_range(token);
   for (auto it = first; it != last; ++it) {
     auto m = markers_.find(it->second);
-    if (m != markers_.end() && m->second.token == token && m->second.released == 0) {
+    if (m == markers_.end() || m->second.pending.erase(token) == 0) continue;
+    if (m->second.pending.empty()) {
       m->second.released = epoch_;
       released_.emplace_back(epoch_, it->second);
     }

@@ -23,6 +23,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -46,11 +47,13 @@ class KeyLanes {
     kDefer,   // must not run here now: record it `deferred` (the retry path runs it in order)
   };
 
-  // One message of a newly claimed (or reclaimed) range, in id order within the range.
-  // `db_free`: the database gate found neither an open row of the key below the range nor an
-  // earlier lease of another holder that may hold it. `gate_epoch`: epoch() read before that
-  // gate statement ran.
-  Admission admit(const std::string& key, LaneEntry entry, bool db_free, uint64_t gate_epoch);
+  // One message of a newly claimed (or reclaimed) range leased under `token`, in id order
+  // within the range. `db_free`: the database gate found neither an open row of the key below
+  // the range nor an earlier lease of another holder that may hold it. `gate_epoch`: epoch()
+  // read before that gate statement ran. A deferred message closes its key here until its range
+  // is committed (its `deferred` row is what blocks the key's later messages from then on).
+  Admission admit(const std::string& key, LaneEntry entry, const std::string& token, bool db_free,
+                  uint64_t gate_epoch);
 
   // The head of `key`'s lane (message `id`, in the range leased under `head_token`) was
   // resolved. `lane_goes_on`: it no longer holds the key back (success, dead under "release",
@@ -73,9 +76,12 @@ class KeyLanes {
 
  private:
   struct Marker {
-    std::string token;      // the range whose commit makes the database say "blocked"
-    uint64_t released = 0;  // the epoch of that release; 0 = not yet
+    // The ranges whose commits make the database say "blocked" (a failed or handed-back head,
+    // deferred messages); the key is closed until every one of them is released.
+    std::set<std::string> pending;
+    uint64_t released = 0;  // the epoch of the last release; 0 = some still pending
   };
+  void close(const std::string& key, const std::string& token);
   // Drops markers released no later than `gate_epoch`: the database saw their commits.
   void forget_markers(uint64_t gate_epoch);
 

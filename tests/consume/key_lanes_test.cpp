@@ -38,10 +38,10 @@ LaneEntry entry(int64_t id) { return LaneEntry{nullptr, 0, id}; }
 
 TEST(KeyLanesTest, OneHeadPerKeyTheRestQueueInIdOrder) {
   KeyLanes lanes;
-  EXPECT_EQ(lanes.admit("k", entry(5), true, 0), KeyLanes::Admission::kRun);
-  EXPECT_EQ(lanes.admit("j", entry(6), true, 0), KeyLanes::Admission::kRun);
-  EXPECT_EQ(lanes.admit("k", entry(7), true, 0), KeyLanes::Admission::kQueued);
-  EXPECT_EQ(lanes.admit("k", entry(9), true, 0), KeyLanes::Admission::kQueued);
+  EXPECT_EQ(lanes.admit("k", entry(5), "r", true, 0), KeyLanes::Admission::kRun);
+  EXPECT_EQ(lanes.admit("j", entry(6), "r", true, 0), KeyLanes::Admission::kRun);
+  EXPECT_EQ(lanes.admit("k", entry(7), "r", true, 0), KeyLanes::Admission::kQueued);
+  EXPECT_EQ(lanes.admit("k", entry(9), "r", true, 0), KeyLanes::Admission::kQueued);
   EXPECT_EQ(lanes.held(), 4u);
   std::vector<LaneEntry> rest;
   auto next = lanes.resolve_head("k", 5, "t1", true, &rest);
@@ -57,34 +57,55 @@ TEST(KeyLanesTest, OneHeadPerKeyTheRestQueueInIdOrder) {
 
 TEST(KeyLanesTest, AFailedHeadEndsTheLaneAndClosesTheKeyUntilItsRangeIsSeenCommitted) {
   KeyLanes lanes;
-  lanes.admit("k", entry(5), true, 0);
-  lanes.admit("k", entry(7), true, 0);
-  lanes.admit("k", entry(12), true, 0);
+  lanes.admit("k", entry(5), "r", true, 0);
+  lanes.admit("k", entry(7), "r", true, 0);
+  lanes.admit("k", entry(12), "r", true, 0);
   std::vector<LaneEntry> rest;
   EXPECT_FALSE(lanes.resolve_head("k", 5, "t1", false, &rest));
   ASSERT_EQ(rest.size(), 2u);
   EXPECT_EQ(rest[0].id, 7);
   EXPECT_EQ(rest[1].id, 12);
-  // The failing range is not committed yet: the database cannot know; closed here.
+  // The failing range is not committed yet: the database cannot know; closed here (and the
+  // deferred message closes it until its own range commits).
   const uint64_t before = lanes.epoch();
-  EXPECT_EQ(lanes.admit("k", entry(20), true, before), KeyLanes::Admission::kDefer);
+  EXPECT_EQ(lanes.admit("k", entry(20), "r2", true, before), KeyLanes::Admission::kDefer);
   const uint64_t released = lanes.range_released("t1");
   EXPECT_GT(released, before);
   // A gate read before that release may have missed its rows: still closed.
-  EXPECT_EQ(lanes.admit("k", entry(21), true, before), KeyLanes::Admission::kDefer);
-  // A gate read after it saw them: the database's verdict decides.
-  EXPECT_EQ(lanes.admit("k", entry(22), false, released), KeyLanes::Admission::kDefer);
+  EXPECT_EQ(lanes.admit("k", entry(21), "r3", true, before), KeyLanes::Admission::kDefer);
+  lanes.range_released("r2");
+  const uint64_t all = lanes.range_released("r3");
+  // A gate read after every release saw the rows: the database's verdict decides.
+  EXPECT_EQ(lanes.admit("k", entry(22), "r4", false, all), KeyLanes::Admission::kDefer);
+  const uint64_t last = lanes.range_released("r4");
+  EXPECT_EQ(lanes.admit("k", entry(23), "r5", true, last), KeyLanes::Admission::kRun);
   EXPECT_EQ(lanes.closed_keys(), 0u);
-  EXPECT_EQ(lanes.admit("k", entry(23), true, released), KeyLanes::Admission::kRun);
+}
+
+// Found by the chaos checker: a message deferred at admission (another host's earlier lease held
+// its key) left nothing behind here, so this host's next range ran the key's next message while
+// the deferred row was not yet committed — and the gate excludes this host's own leases.
+TEST(KeyLanesTest, ADeferredMessageClosesItsKeyUntilItsRangeIsReleased) {
+  KeyLanes lanes;
+  EXPECT_EQ(lanes.admit("k", entry(35), "r1", false, 0), KeyLanes::Admission::kDefer);
+  EXPECT_EQ(lanes.admit("k", entry(354), "r2", true, 0), KeyLanes::Admission::kDefer)
+      << "r1's deferred row is not committed: the database cannot know yet";
+  lanes.range_released("r1");
+  EXPECT_EQ(lanes.admit("k", entry(360), "r3", true, lanes.epoch()), KeyLanes::Admission::kDefer)
+      << "r2 deferred k too and is not released (nor r3 now)";
+  lanes.range_released("r2");
+  const uint64_t after = lanes.range_released("r3");
+  EXPECT_EQ(lanes.admit("k", entry(400), "r4", true, after), KeyLanes::Admission::kRun)
+      << "both committed before this gate: the database's answer decides";
 }
 
 TEST(KeyLanesTest, TheDatabaseGateDefersEvenBesideAnOwnLane) {
   KeyLanes lanes;
-  lanes.admit("k", entry(5), true, 0);
+  lanes.admit("k", entry(5), "r", true, 0);
   // Another holder's earlier lease may hold k between this host's ranges.
-  EXPECT_EQ(lanes.admit("k", entry(25), false, 0), KeyLanes::Admission::kDefer);
+  EXPECT_EQ(lanes.admit("k", entry(25), "r", false, 0), KeyLanes::Admission::kDefer);
   // Never queued behind a later message (a range reclaimed below those held here).
-  EXPECT_EQ(lanes.admit("k", entry(3), true, 0), KeyLanes::Admission::kDefer);
+  EXPECT_EQ(lanes.admit("k", entry(3), "r", true, 0), KeyLanes::Admission::kDefer);
 }
 
 // --- The range queue's lanes under random schedules.
@@ -142,11 +163,16 @@ struct Sim {
     auto snap = queue->gate_snapshot();
     RangeQueue::OrderedGate gate;
     gate.epoch = snap.epoch;
+    std::set<std::string> answered;
     for (const auto& m : range.messages) {
-      if (!m.key) continue;
+      if (!m.key || !answered.insert(*m.key).second) continue;
       auto rows = open_rows.find(*m.key);
       if (rows != open_rows.end() && !rows->second.empty() && *rows->second.begin() <= range.low) {
         gate.keys.push_back(store::KeyGate{*m.key, *rows->second.begin(), false});
+      } else if (rng() % 8 == 0) {
+        // Another host's earlier range may hold the key (its lease's key set): this host
+        // defers the key's messages to the retry path, and their rows block what follows.
+        gate.keys.push_back(store::KeyGate{*m.key, std::nullopt, true});
       }
     }
     // Commits may land between the gate statement and the enqueue.
