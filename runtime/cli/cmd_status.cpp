@@ -181,12 +181,11 @@ void print_text(const store::FleetStatus& f) {
       }
       for (const auto& l : g.orphan_leases) {
         const std::string when =
-            l.handed_back ? "handed back: the next claim of a running host reclaims it"
-            : l.expires_in.count() > 0
-                                     ? "expires in " + format_approx_duration(l.expires_in) +
-                                           ", then any host reclaims it"
-                                     : "expired " + format_approx_duration(-l.expires_in) +
-                                           " ago: the next claim of a running host reclaims it";
+            l.handed_back              ? "handed back: the next claim of a running host reclaims it"
+            : l.expires_in.count() > 0 ? "expires in " + format_approx_duration(l.expires_in) +
+                                             ", then any host reclaims it"
+                                       : "expired " + format_approx_duration(-l.expires_in) +
+                                             " ago: the next claim of a running host reclaims it";
         std::printf("  lease of a stopped host: %s ids %lld..%lld held by %s (no live host); %s\n",
                     g.name.c_str(), static_cast<long long>(l.low), static_cast<long long>(l.high),
                     l.holder.empty() ? "nobody" : escape_for_text(l.holder).c_str(), when.c_str());

@@ -64,8 +64,8 @@ void RangeQueue::enqueue(store::ClaimedRange range, const OrderedGate* gate) {
       continue;
     }
     const bool db_free = !gate_failed && closed.count(*msg.key) == 0;
-    switch (lanes_.admit(*msg.key, LaneEntry{work, i, msg.id}, work->range().token, db_free,
-                         epoch)) {
+    switch (
+        lanes_.admit(*msg.key, LaneEntry{work, i, msg.id}, work->range().token, db_free, epoch)) {
       case KeyLanes::Admission::kRun:
         work->slot(i).laned = true;
         tasks_.push_back(Task{work, i, nullptr});
