@@ -125,14 +125,21 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
   const Drain o3 = drain(db, s, "ordered-3", true, 3, o.tuning, noop);
   const std::string what = fmt::format("{} × 100 B, every message its own key; batch_size {}",
                                        grouped(static_cast<double>(n)), o.tuning.batch_size);
-  const double r1 = o1.rate / u1.rate;
-  rows.push_back(Row{"ordering", what + ", 1 host: ordered ÷ unordered (cursor)", rate(o1.rate),
-                     rate(u1.rate) + " unordered", fmt_ratio(r1), "≥ 0.8: " + verdict(r1 >= 0.8)});
-  const double r3 = o3.rate / u3.rate;
-  rows.push_back(Row{
-      "ordering",
-      what + fmt::format(", 3 pipelines (hosts): ordered ÷ unordered ({} deferred)", o3.deferred),
-      rate(o3.rate), rate(u3.rate) + " unordered", fmt_ratio(r3), "≥ 0.6: " + verdict(r3 >= 0.6)});
+  // Judged on the handled time (every message handled and its range committed): the cursor's
+  // time is rounded up to the advancer's one-second cadence, which hides the difference.
+  const double r1 = o1.handled_rate / u1.handled_rate;
+  rows.push_back(Row{"ordering",
+                     what + fmt::format(", 1 host: ordered ÷ unordered, handled (cursor {} vs {})",
+                                        rate(o1.rate), rate(u1.rate)),
+                     rate(o1.handled_rate), rate(u1.handled_rate) + " unordered", fmt_ratio(r1),
+                     "≥ 0.8: " + verdict(r1 >= 0.8)});
+  const double r3 = o3.handled_rate / u3.handled_rate;
+  rows.push_back(Row{"ordering",
+                     what + fmt::format(", 3 pipelines (hosts): ordered ÷ unordered, handled "
+                                        "(cursor {} vs {}; {} deferred)",
+                                        rate(o3.rate), rate(u3.rate), o3.deferred),
+                     rate(o3.handled_rate), rate(u3.handled_rate) + " unordered", fmt_ratio(r3),
+                     "≥ 0.6: " + verdict(r3 >= 0.6)});
   // A stream with one group: what its produce wrote plus what the group's drain wrote.
   const double wal_o = produce_wal + o1.wal_per_message;
   const double wal_u = produce_wal + u1.wal_per_message;
