@@ -195,7 +195,9 @@ class RawInsert {
 };
 
 // Produces `count` messages of `bytes` through Producer::produce_batch (500 per batch).
-void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes);
+// `keys` > 0: message i gets the key "k<i mod keys>" (phase ordering); 0: keyless.
+void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes,
+             int64_t keys = 0);
 
 std::vector<Row> run_produce(Db& db, const Options& o);
 std::vector<Row> run_drain(Db& db, const Options& o);

@@ -35,21 +35,6 @@ class SleepHandler final : public ss::plugin_host::HandlerInstance {
   std::string name_ = "bench-sleep";
 };
 
-void prefill_keyed(const Db& db, const std::string& stream, int64_t count, int64_t keys) {
-  ss::store::Session session(
-      ss::store::SessionOptions{db.url(), "sqlstreams", ss::Millis{5000}, "bench-prefill"});
-  ss::store::Producer producer(session);
-  std::vector<ss::store::NewMessage> batch;
-  for (int64_t done = 0; done < count; done += static_cast<int64_t>(batch.size())) {
-    batch.clear();
-    for (int64_t i = done; i < std::min<int64_t>(count, done + 500); ++i) {
-      batch.push_back(ss::store::NewMessage{make_payload(100, static_cast<uint64_t>(i)), 1,
-                                            fmt::format("k{}", i % keys)});
-    }
-    producer.produce_batch(stream, batch);
-  }
-}
-
 struct Drain {
   double rate = 0;          // messages / seconds until `committed` reached the head
   double handled_rate = 0;  // messages / seconds until every one was handled and committed
@@ -116,7 +101,7 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
 
   auto s = db.stream("ordering");
   const int64_t lsn0 = db.wal_lsn();
-  prefill_keyed(db, s.name, n, n);
+  prefill(db, s.name, n, 100, n);
   const double produce_wal = static_cast<double>(db.wal_lsn() - lsn0) / static_cast<double>(n);
   db.exec(fmt::format("VACUUM ANALYZE sqlstreams.messages_{}", s.id));
   const Drain u1 = drain(db, s, "unordered-1", false, 1, o.tuning, noop);
@@ -154,7 +139,7 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
   // 16 keys, 10 ms handler, 16 workers.
   auto s16 = db.stream("ordering16");
   const int64_t n16 = 16 * 400;  // ideally 4 s
-  prefill_keyed(db, s16.name, n16, 16);
+  prefill(db, s16.name, n16, 100, 16);
   Tuning t16 = o.tuning;
   t16.concurrency = 16;
   t16.batch_size = 500;

@@ -174,7 +174,7 @@ std::string Db::setting(const std::string& name) {
   return tx.exec_params1("SELECT current_setting($1)", name)[0].as<std::string>();
 }
 
-void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes) {
+void prefill(const Db& db, const std::string& stream, int64_t count, size_t bytes, int64_t keys) {
   ss::store::Session session(
       ss::store::SessionOptions{db.url(), "sqlstreams", ss::Millis{5000}, "bench-prefill"});
   ss::store::Producer producer(session);
@@ -182,7 +182,9 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
   for (int64_t done = 0; done < count; done += static_cast<int64_t>(batch.size())) {
     batch.clear();
     for (int64_t i = done; i < std::min<int64_t>(count, done + 500); ++i) {
-      batch.push_back(ss::store::NewMessage{make_payload(bytes, i), 1, std::nullopt});
+      batch.push_back(ss::store::NewMessage{
+          make_payload(bytes, i), 1,
+          keys > 0 ? std::optional<std::string>(fmt::format("k{}", i % keys)) : std::nullopt});
     }
     producer.produce_batch(stream, batch);
   }
