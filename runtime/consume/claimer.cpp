@@ -75,10 +75,7 @@ RangeQueue::OrderedGate Claimer::gate_for(store::GroupStore& store,
   RangeQueue::OrderedGate gate;
   const auto snapshot = queue_.gate_snapshot();
   gate.epoch = snapshot.epoch;
-  const bool keyed = std::any_of(range.messages.begin(), range.messages.end(),
-                                 [](const store::StoredMessage& m) { return m.key.has_value(); });
-  if (!keyed) return gate;  // nothing to order: no statement
-  try {
+  try {  // (a range without keys sends no statement: GroupStore::gate_keys)
     gate.keys = store.gate_keys(range, snapshot.own_tokens);
   } catch (const store::StoreError& e) {
     metrics_.add(GroupCounter::kStoreErrors);

@@ -262,8 +262,12 @@ bool RangeQueue::any_committable() const {
 }
 
 size_t RangeQueue::revoke_above(int64_t low) {
-  size_t n = 0;
   MutexLock lock(mu_);
+  return revoke_above_locked(low);
+}
+
+size_t RangeQueue::revoke_above_locked(int64_t low) {
+  size_t n = 0;
   for (const auto& [token, r] : active_) {
     if (r->range().low > low && !r->revoked.exchange(true)) ++n;
   }
@@ -322,13 +326,7 @@ void RangeQueue::apply_renewal(const LeaseTokens& renewed, int64_t deadline_ms,
       if (!lowest_lost || low < *lowest_lost) lowest_lost = low;
     }
   }
-  if (ordered_ && lowest_lost) {
-    size_t n = 0;
-    for (const auto& [token, r] : active_) {
-      if (r->range().low > *lowest_lost && !r->revoked.exchange(true)) ++n;
-    }
-    if (n > 0) metrics_.add(GroupCounter::kRangesRevoked, n);
-  }
+  if (ordered_ && lowest_lost) revoke_above_locked(*lowest_lost);
   for (const auto& token : lost_retries) {
     if (auto it = active_retries_.find(token); it != active_retries_.end()) {
       it->second->lost.store(true);

@@ -195,6 +195,7 @@ class RangeQueue {
   // A message of an ordered group that must not run here now becomes a `deferred` row.
   void defer(const std::shared_ptr<RangeWork>& range, size_t index) SQLSTREAMS_REQUIRES(mu_);
   bool committable(const RangeWork& r) const SQLSTREAMS_REQUIRES(mu_);
+  size_t revoke_above_locked(int64_t low) SQLSTREAMS_REQUIRES(mu_);
   bool any_committable() const SQLSTREAMS_REQUIRES(mu_);
   // cv.wait_until(until, pred) with `until` on the injected steady clock: a manual clock's
   // waiter wakes every ManualSteadyClock::kRecheck of real time and waits again until the
