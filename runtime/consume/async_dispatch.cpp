@@ -93,7 +93,11 @@ void WorkerPool::on_async_done(uint64_t flight, const plugin_host::Outcome& outc
   }
   const auto took = options_.steady_clock->now() - started;
   metrics_.handler_seconds.observe(took);
-  complete(task, outcome);
+  if (took >= options_.group.handler_timeout) {
+    complete_late(task, options_.group.handler_timeout, "its asynchronous completion");
+  } else {
+    complete(task, outcome);
+  }
 }
 
 // A message not completed by handler_timeout is a failed attempt, as for a synchronous handler;

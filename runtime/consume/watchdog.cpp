@@ -15,11 +15,7 @@ namespace sqlstreams::consume {
 void WorkerPool::check_timeouts() {
   if (async_) check_async_timeouts();
   std::vector<Task> timed_out;
-  // One timeout owner: a handler that ends stuck messages itself (isolation) is only backed up
-  // here, past the longest it can take; otherwise this is handler_timeout.
-  const auto enforced = handler_->enforced_timeout();
-  const std::chrono::milliseconds limit =
-      enforced ? *enforced + std::chrono::milliseconds(1000) : options_.group.handler_timeout;
+  const std::chrono::milliseconds limit = timeout_limit();
   {
     MutexLock lock(queue_.mu());
     if (queue_.stopping_workers()) return;
@@ -66,6 +62,31 @@ void WorkerPool::check_timeouts() {
                                         {},
                                         "handler timed out after " + format_duration(limit)});
   }
+}
+
+std::chrono::milliseconds WorkerPool::timeout_limit() const {
+  // One timeout owner: a handler that ends stuck messages itself (isolation) is only backed up
+  // here, past the longest it can take; otherwise this is handler_timeout.
+  const auto enforced = handler_->enforced_timeout();
+  return enforced ? *enforced + std::chrono::milliseconds(1000) : options_.group.handler_timeout;
+}
+
+void WorkerPool::complete_late(const Task& task, std::chrono::milliseconds limit,
+                               const char* what) {
+  metrics_.add(GroupCounter::kHandlerTimeouts);
+  const int64_t id =
+      task.range ? task.range->range().messages[task.index].id : task.retry->claim.message_id;
+  if (auto n = warn_limiter_.admit("handler-timeout")) {
+    spdlog::warn(
+        "handler-timeout stream={} group={} message_id={} timeout={}: {} came after the limit "
+        "(before the watchdog looked); attempt failed, its outcome dropped{}",
+        options_.ref.stream, options_.ref.name, id, format_duration(limit), what,
+        ops::suppressed_suffix(*n));
+  }
+  complete(task, plugin_host::Outcome{plugin_host::OutcomeKind::kRetry,
+                                      {},
+                                      "handler timed out after " + format_duration(limit) + " (" +
+                                          what + " came late)"});
 }
 
 // Hung handlers cannot be killed, only counted: at max_hung_handlers the group stops claiming

@@ -72,9 +72,14 @@ class WorkerPool::WorkerSink final : public plugin_host::BatchSink {
       me_->finishing = true;
     }
     const auto now = pool_->options_.steady_clock->now();
-    pool_->metrics_.handler_seconds.observe(now - me_->started);
-    pool_->observe_handler_time(now - me_->started);
-    pool_->complete(batch_[index], outcome);
+    const auto took = now - me_->started;
+    pool_->metrics_.handler_seconds.observe(took);
+    pool_->observe_handler_time(took);
+    if (const auto limit = pool_->timeout_limit(); took >= limit) {
+      pool_->complete_late(batch_[index], limit, "its return");
+    } else {
+      pool_->complete(batch_[index], outcome);
+    }
     if (index + 1 >= batch_.size()) return true;
     MutexLock lock(pool_->queue_.mu());
     if (!pool_->queue_.may_continue(batch_[index + 1])) return false;  // stays `finishing`

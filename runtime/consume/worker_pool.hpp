@@ -12,7 +12,8 @@
 //   watchdog check_timeouts() (run by the committer's thread): a handler still running at
 //           handler_timeout is a failed attempt, its thread is written off and replaced, the
 //           rest of its batch handed back; at max_hung_handlers written-off threads still
-//           running the group pauses (worker_pool's watchdog.cpp).
+//           running the group pauses (worker_pool's watchdog.cpp). A call that returns past
+//           the limit before the watchdog came round failed all the same (complete_late).
 // Threading: the workers' bookkeeping is guarded by the range queue's lock (RangeQueue::mu():
 // it changes atomically with the queue). A worker and the watchdog hand a running batch over
 // under the worker's own mutex (WorkerState::mu); a written-off worker touches nothing of the
@@ -114,6 +115,15 @@ class WorkerPool {
   static plugin_host::MessageView view_of(const Task& task, const WorkerState& worker);
   // Records an outcome; only the first resolver of a task wins.
   void complete(const Task& task, const plugin_host::Outcome& outcome);
+  // watchdog.cpp: how long a synchronous call may take (handler_timeout, or a little past the
+  // limit a handler enforces itself: isolation).
+  std::chrono::milliseconds timeout_limit() const;
+  // An outcome that came `took` >= the limit after its call began is a failed attempt, as if the
+  // watchdog had written the call off in time: it runs on the committer's thread, which a commit
+  // retrying through a database outage holds for seconds, and what a late call did must not
+  // depend on when that thread came round (a late success would let the next message of its key
+  // start while the chaos checker, and the contract, count the message as timed out).
+  void complete_late(const Task& task, std::chrono::milliseconds limit, const char* what);
   double random01();
   void update_pause() SQLSTREAMS_REQUIRES(queue_.mu());  // pauses or resumes on hung_handlers()
   // async_dispatch.cpp

@@ -284,6 +284,62 @@ TEST_F(GroupPipelineTest, RenewsAndTimesOutOnTheInjectedSteadyClock) {
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
 }
 
+// A handler whose call of message 1 takes (on the pipeline's clock) past handler_timeout and
+// then returns success, before the watchdog has looked: the next calls return at once.
+class LateHandler final : public plugin_host::HandlerInstance {
+ public:
+  LateHandler(ManualSteadyClock& clock, std::chrono::milliseconds took, std::shared_ptr<Recorder> r)
+      : clock_(clock), took_(took), r_(std::move(r)) {}
+  plugin_host::Outcome handle(const plugin_host::MessageView& m) noexcept override {
+    int call;
+    {
+      std::lock_guard l(r_->mu);
+      call = ++r_->calls[m.id];
+    }
+    if (m.id == 1 && call == 1) clock_.advance(took_);
+    return {};
+  }
+  bool concurrent() const override { return true; }
+  const std::string& plugin_name() const override { return name_; }
+
+ private:
+  ManualSteadyClock& clock_;
+  std::chrono::milliseconds took_;
+  std::shared_ptr<Recorder> r_;
+  std::string name_ = "late";
+};
+
+// handler_timeout is a contract on the call, not on when the watchdog comes round (it runs on
+// the committer's thread, which a commit retrying through a database outage holds for seconds):
+// a call that returns success past the limit failed its attempt. Before, the success counted,
+// so in an ordered group the key's next message started while the checker (and the contract)
+// held this one unresolved: the chaos run caught it across a PostgreSQL restart.
+TEST_F(GroupPipelineTest, ACallReturningPastHandlerTimeoutFailedItsAttempt) {
+  produce(2);
+  ManualSteadyClock clock;
+  auto rec = std::make_shared<Recorder>();
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.concurrency = 1;
+  o.group.lease_ttl = 10s;
+  o.group.handler_timeout = 2s;
+  o.group.retry.max_retries = 0;  // the failed attempt stays visible: dead
+  o.steady_clock = &clock;
+  // The clock jumps inside the call, so the watchdog (rechecking every few ms of real time)
+  // sees the call over before it sees the time: only the return itself can judge it.
+  auto p = std::make_unique<GroupPipeline>(
+      o, std::make_unique<LateHandler>(clock, o.group.handler_timeout + 1ms, rec));
+  p->start();
+  ASSERT_TRUE(
+      eventually_sql("SELECT status = 'dead' AND attempts = 1 AND last_error LIKE '%timed out "
+                     "after 2s (its return came late)%' FROM sqlstreams.exceptions_1 WHERE "
+                     "message_id = 1"))
+      << "the late success was taken";
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 1u);
+  EXPECT_EQ(p->hung_handlers(), 0) << "the call returned: no thread written off";
+  EXPECT_EQ(p->live_workers(), 1);
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
+}
+
 // The claimer's idle backoff reads the injected steady clock: caught up, it sleeps poll_interval,
 // then twice as long each idle round (up to max_poll_interval), and a message produced meanwhile
 // is claimed when the pipeline's clock reaches the end of that sleep, not before.
