@@ -27,6 +27,7 @@ TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
   const auto result = run_chaos_session(o);
   std::printf("chaos seed %llu: %s\n", static_cast<unsigned long long>(o.seed),
               result.verdict.line().c_str());
+  for (const auto& e : result.events) std::printf("  %s\n", e.c_str());  // where the time went
   EXPECT_TRUE(result.quiescent) << result.summary();
   EXPECT_TRUE(result.verdict.ok()) << result.summary();
   EXPECT_GT(result.verdict.info.at("committed"), 1000) << result.summary();

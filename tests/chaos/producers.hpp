@@ -9,8 +9,8 @@
 // produce (an xid older than the observations that must be proven past them).
 // Every payload is {"tag": "<path>-<n>", "pad": "..."}; each tag's fate (committed, rolled back,
 // in doubt when the connection died during COMMIT) goes into the History.
-// Keyed (the ordered workload, ChaosOptions::ordered): each thread owns its keys — 2 hot keys
-// ("<thread>-hot-<n>", 8 over the four non-CLI threads) and 1,500 cold ones
+// Keyed (the ordered workload, ChaosOptions::ordered): each thread owns its keys — 4 hot keys
+// ("<thread>-hot-<n>", 16 over the four non-CLI threads) and 1,500 cold ones
 // ("<thread>-cold-<n>"; the CLI thread 500, one key per invocation since --key applies to every
 // line) — and draws about 20% hot, 60% cold, 20% keyless. A keyed payload carries
 // "k": key and "seq": n, n counting up per (stream, key) in the order the thread produced them.
