@@ -75,6 +75,7 @@ struct Options {
   int64_t async_io_backlog = 300'000;          // phase async_io backlog (100 ms handler)
   int64_t http_backlog = 100'000;              // phase http backlog (each of its drains)
   int64_t ordering_backlog = 100'000;          // phase ordering: distinct-key backlog
+  double ordering_hot_seconds = 300;           // phase ordering: each hot-key window
   int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
   // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, http,
   // peers

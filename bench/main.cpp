@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
                  "phase http messages per drain (default 100,000; --quick 20,000)");
   app.add_option("--ordering-backlog", o.ordering_backlog,
                  "phase ordering distinct-key backlog (default 100,000; --quick 50,000)");
+  app.add_option("--ordering-hot-seconds", o.ordering_hot_seconds,
+                 "phase ordering: each hot-key window in seconds (default 300; --quick 15)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option("--phases", o.phases,
                  "subset: "
@@ -106,6 +108,7 @@ int main(int argc, char** argv) {
     if (!app.count("--async-io-backlog")) o.async_io_backlog = 100'000;
     if (!app.count("--http-backlog")) o.http_backlog = 20'000;
     if (!app.count("--ordering-backlog")) o.ordering_backlog = 50'000;
+    if (!app.count("--ordering-hot-seconds")) o.ordering_hot_seconds = 15;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);

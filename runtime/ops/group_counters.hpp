@@ -96,7 +96,7 @@ inline constexpr std::array<GroupCounterRow, kGroupCounters> kGroupCounterTable{
     {GroupCounter::kRetryLeaseLost, "sqlstreams_retry_lease_lost_total",
      "retry outcomes discarded: row lease lost", MetricType::kCounter},
     {GroupCounter::kHandlerTimeouts, "sqlstreams_handler_timeouts_total",
-     "handler calls still running at handler_timeout", MetricType::kCounter},
+     "handler calls still running at handler_timeout, or returning past it", MetricType::kCounter},
     {GroupCounter::kWorkersAbandoned, "sqlstreams_workers_abandoned_total",
      "worker threads written off after a timeout", MetricType::kCounter},
     {GroupCounter::kStoreErrors, "sqlstreams_store_errors_total",

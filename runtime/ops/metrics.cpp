@@ -32,7 +32,8 @@ constexpr MetricInfo kOtherMetrics[] = {
      MetricType::kGauge},
     // Each group this host runs, besides its counters.
     {"sqlstreams_handler_duration_seconds",
-     "time handler calls took (calls that hit handler_timeout are not included)",
+     "time handler calls took (calls written off at handler_timeout are not included; one that "
+     "returned past it is)",
      MetricType::kHistogram},
     {"sqlstreams_group_workers", "worker threads serving the group's pool", MetricType::kGauge},
     {"sqlstreams_group_concurrency", "configured worker threads", MetricType::kGauge},
