@@ -23,6 +23,7 @@ constexpr int64_t kMaxPartitionSize = 1'000'000'000;
 constexpr size_t kMaxPath = 4096;  // PATH_MAX
 constexpr size_t kMaxName = 255;
 constexpr int64_t kMaxReadCacheBytes = int64_t{64} << 30;  // 64 GiB per stream
+constexpr int64_t kMaxGroupBytes = int64_t{64} << 30;      // batch_bytes, queue_bytes
 
 // Spellings in enum order (set_enum relies on it).
 constexpr std::array<std::string_view, 2> kMigrateModes{"auto", "check"};
@@ -269,6 +270,20 @@ const Table<GroupConfig>& group_table() {
            .constraint = int_range(1, 1024),
            .doc = "claimed ranges buffered ahead of the workers",
            .apply = set(&G::queue_ranges)},
+          {.name = "batch_bytes",
+           .type = Type::kInt,
+           .def = int64_t{64} << 20,
+           .constraint = int_range(1, kMaxGroupBytes),
+           .doc = "payload bytes per claimed range (it ends before the message that would pass "
+                  "them; a larger message is claimed alone)",
+           .apply = set(&G::batch_bytes)},
+          {.name = "queue_bytes",
+           .type = Type::kInt,
+           .def = int64_t{256} << 20,
+           .constraint = int_range(1, kMaxGroupBytes),
+           .doc = "payload bytes of the claimed ranges held until committed; claiming waits "
+                  "above it (one message always fits)",
+           .apply = set(&G::queue_bytes)},
           {.name = "poll_interval",
            .type = Type::kDuration,
            .def = Millis{100},

@@ -149,6 +149,10 @@ void Claimer::run() {
     fence_held_logged = false;
     metrics_.fence_waiting_since_ns.store(0);
   };
+  // Ids per claim: batch_size, halved toward what the byte budget let in after a cut range, so
+  // that the read statement does not convert many payloads past the cut; doubled back after a
+  // range the budget did not cut (small messages never leave batch_size).
+  int32_t batch = g.batch_size;
   ClaimTiming timing;  // this cycle's, for options_.on_claim
   timing.cycle_began = clock.now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
@@ -169,7 +173,7 @@ void Claimer::run() {
       const auto waited_from = clock.now();
       // Backpressure: at most range_limit_ claimed ranges in flight. Wakes for the operator's
       // pause/drop check at least every poll_interval.
-      if (!queue_.await_claim_room(next_state_check, range_limit_)) break;
+      if (!queue_.await_claim_room(next_state_check, range_limit_, g.queue_bytes)) break;
       timing.backpressure += clock.now() - waited_from;
     }
     if (clock.now() >= next_state_check) {
@@ -230,8 +234,25 @@ void Claimer::run() {
         continue;
       }
       timing.claim_began = clock.now();
-      auto res = store.claim(obs, g.batch_size, g.lease_ttl, cache.get());
+      // The byte budgets (batch_bytes, queue_bytes): only this thread adds held bytes, so the
+      // claimed range keeps the group within queue_bytes; a first message always fits.
+      const int64_t held = queue_.held_bytes();
+      store::ClaimBudget budget;
+      budget.bytes = std::min(g.batch_bytes, g.queue_bytes - held);
+      budget.first_always = held == 0;
+      auto res = store.claim(obs, batch, g.lease_ttl, cache.get(), budget);
+      if (res.budget_full) {  // the next message does not fit beside what is held: wait
+        fence_clear();
+        timing = ClaimTiming{};
+        timing.cycle_began = clock.now();
+        if (!queue_.await_bytes_below(held, next_state_check)) break;
+        continue;
+      }
       if (res.range) {
+        const int64_t span = res.range->high - res.range->low;
+        batch = res.budget_cut
+                    ? static_cast<int32_t>(std::clamp<int64_t>(2 * span, 1, g.batch_size))
+                    : static_cast<int32_t>(std::min<int64_t>(int64_t{2} * batch, g.batch_size));
         fence_clear();
         idle = g.poll_interval;
         proof_wait = std::chrono::milliseconds(1);

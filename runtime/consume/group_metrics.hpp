@@ -65,6 +65,9 @@ class GroupMetrics {
   // steady_clock nanoseconds since the claimer began waiting for the fence's proof (an open
   // producer of the stream holds it); 0 while claims are not held back.
   std::atomic<int64_t> fence_waiting_since_ns{0};
+  // The payload bytes of the claimed ranges this host holds for the group, not yet committed
+  // (RangeQueue; bounded by queue_bytes, one message always fits).
+  std::atomic<int64_t> queued_bytes{0};
   DurationHistogram handler_seconds;
 
   // How long the committer has been failing to commit (zero when it is not).

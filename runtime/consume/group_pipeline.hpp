@@ -1,6 +1,7 @@
 // consume/group_pipeline — everything that runs one consumer group on this host (DESIGN §6–7):
 //   claimer thread   reclaims expired range leases first, then observe → prove → claim (the
-//                    fence); at most `queue_ranges` ranges are in flight (backpressure);
+//                    fence); at most `queue_ranges` ranges and `queue_bytes` of their payloads
+//                    are in flight (backpressure), each range cut at its byte budget;
 //   retrier thread   claims due exception rows in batches sized to the free retry capacity
 //                    (max(2 × concurrency, min(batch_size, 1000)) rows in flight), at once
 //                    again while a backlog is due, else every poll_interval;

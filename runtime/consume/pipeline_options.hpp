@@ -29,7 +29,7 @@ struct ClaimTiming {
   std::optional<std::chrono::steady_clock::time_point> idle_began;
   std::chrono::steady_clock::time_point claim_began;   // the claim call (its await_read included)
   std::chrono::steady_clock::time_point claim_ended;   // committed, before the hand-off to workers
-  std::chrono::steady_clock::duration backpressure{};  // waiting for a free queue_ranges slot
+  std::chrono::steady_clock::duration backpressure{};  // waiting for room (queue_ranges, _bytes)
   std::chrono::steady_clock::duration proof_sleep{};   // sleeping for an unproven observation
   int unproven = 0;                                    // unproven observations and empty claims
   bool from_cache = false;

@@ -37,6 +37,8 @@ void RangeQueue::enqueue(store::ClaimedRange range, const OrderedGate* gate) {
   auto work = std::make_shared<RangeWork>(std::move(range));
   MutexLock lock(mu_);
   active_[work->range().token] = work;
+  held_bytes_ += work->payload_bytes();
+  metrics_.queued_bytes.store(held_bytes_);
   if (work->size() == 0) {  // a gap-only range: nothing to run
     finished_.push_back(work);
     commit_cv_.notify_one();
@@ -170,13 +172,26 @@ void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t ind
   }
 }
 
-bool RangeQueue::await_claim_room(SteadyTime until, size_t limit) {
+bool RangeQueue::await_claim_room(SteadyTime until, size_t limit, int64_t byte_limit) {
   MutexLock lock(mu_);
-  // Backpressure: at most `limit` claimed ranges in flight. Wakes for the operator's
-  // pause/drop check at least every poll_interval.
+  // Backpressure: at most `limit` claimed ranges in flight, and fewer than `byte_limit` bytes
+  // of their payloads. Wakes for the operator's pause/drop check at least every poll_interval.
   wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) {
-    return stop_claiming_ || (!claiming_paused() && active_.size() < limit);
+    return stop_claiming_ ||
+           (!claiming_paused() && active_.size() < limit && held_bytes_ < byte_limit);
   });
+  return !stop_claiming_;
+}
+
+int64_t RangeQueue::held_bytes() const {
+  MutexLock lock(mu_);
+  return held_bytes_;
+}
+
+bool RangeQueue::await_bytes_below(int64_t bytes, SteadyTime until) {
+  MutexLock lock(mu_);
+  wait_until(claim_cv_, lock, until,
+             [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_ || held_bytes_ < bytes; });
   return !stop_claiming_;
 }
 
@@ -284,9 +299,10 @@ void RangeQueue::poke_retrier() {
 void RangeQueue::release_ranges(const std::vector<std::shared_ptr<RangeWork>>& ranges) {
   MutexLock lock(mu_);
   for (const auto& r : ranges) {
-    active_.erase(r->range().token);
+    if (active_.erase(r->range().token) > 0) held_bytes_ -= r->payload_bytes();
     if (ordered_) lanes_.range_released(r->range().token);
   }
+  metrics_.queued_bytes.store(held_bytes_);
   claim_cv_.notify_all();
   // Ordered: a later finished range may have been waiting for these.
   if (ordered_ && !finished_.empty()) commit_cv_.notify_one();

@@ -74,9 +74,17 @@ class RangeQueue {
   // Resolves slot `index`; the last resolution hands the range to the committer.
   void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state);
 
-  // The claimer's wait for room: until fewer than `limit` ranges are claimed and claiming is
-  // not paused, or `until` (the next state check). False once claiming stops.
-  bool await_claim_room(SteadyTime until, size_t limit);
+  // The claimer's wait for room: until fewer than `limit` ranges are claimed, the claimed
+  // ranges' payload bytes are below `byte_limit` (queue_bytes), and claiming is not paused, or
+  // `until` (the next state check). False once claiming stops.
+  bool await_claim_room(SteadyTime until, size_t limit, int64_t byte_limit);
+  // The payload bytes of the claimed ranges not yet committed (gauge
+  // sqlstreams_group_queued_bytes). Only the claimer adds to it, so a value it reads can only
+  // have shrunk by the time its claim is enqueued.
+  int64_t held_bytes() const;
+  // The claimer's wait after a claim that let nothing in (store::ClaimResult::budget_full):
+  // until held bytes drop below `bytes`, or `until`. False once claiming stops.
+  bool await_bytes_below(int64_t bytes, SteadyTime until);
   // Sleeps `d` (on the injected steady clock) unless claiming stops first.
   void sleep_idle(std::chrono::milliseconds d);
 
@@ -226,6 +234,8 @@ class RangeQueue {
   std::deque<Task> tasks_ SQLSTREAMS_GUARDED_BY(mu_);
   // by lease token
   std::map<std::string, std::shared_ptr<RangeWork>> active_ SQLSTREAMS_GUARDED_BY(mu_);
+  // the payload bytes of active_ (RangeWork::payload_bytes), mirrored in metrics_.queued_bytes
+  int64_t held_bytes_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   // by row lease token
   std::map<std::string, std::shared_ptr<RetryWork>> active_retries_ SQLSTREAMS_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<RangeWork>> finished_ SQLSTREAMS_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@ RangeWork::RangeWork(store::ClaimedRange range)
       slots_(std::make_unique<Slot[]>(range_.messages.size())),
       unresolved_(range_.messages.size()) {
   deadline_ms.store(steady_ms(range_.deadline));
+  for (const auto& m : range_.messages) payload_bytes_ += static_cast<int64_t>(m.payload.size());
 }
 
 bool RangeWork::resolve(size_t i, SlotState final_state) {

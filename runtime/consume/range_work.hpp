@@ -38,6 +38,8 @@ class RangeWork {
   store::ClaimedRange& range() { return range_; }
   const store::ClaimedRange& range() const { return range_; }
   size_t size() const { return range_.messages.size(); }
+  // The payload bytes of its messages as claimed (what queue_bytes counts; fixed at the claim).
+  int64_t payload_bytes() const { return payload_bytes_; }
   Slot& slot(size_t i) { return slots_[i]; }
 
   // Marks slot i resolved (kDone or kSkipped); returns true for the last resolution.
@@ -58,6 +60,7 @@ class RangeWork {
 
  private:
   store::ClaimedRange range_;
+  int64_t payload_bytes_ = 0;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<size_t> unresolved_;
 };

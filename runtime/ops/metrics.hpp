@@ -11,6 +11,7 @@
 //     sqlstreams_workers_abandoned_total, sqlstreams_store_errors_total, ...
 //     sqlstreams_handler_duration_seconds           histogram of handler calls
 //     sqlstreams_group_workers / _concurrency / _ranges_in_flight   worker pool usage
+//     sqlstreams_group_queued_bytes        payload bytes of the claimed ranges held (queue_bytes)
 //     sqlstreams_commit_rejected_total   rows the database refused (SQLSTATE 22/23): dead
 //     sqlstreams_commits_in_doubt_total  in-doubt commits found applied (pg_xact_status)
 //     sqlstreams_commit_stalled_seconds  how long the group's committer has been failing
@@ -67,6 +68,7 @@ struct GroupSample {
   int64_t concurrency = 0;
   int64_t live_workers = 0;
   int64_t ranges_in_flight = 0;
+  int64_t queued_bytes = 0;           // payload bytes of those ranges (bounded by queue_bytes)
   double commit_stalled_seconds = 0;  // how long the committer has been failing; 0 = healthy
   double fence_wait_seconds = 0;      // how long claims have waited for the fence; 0 = not
   int64_t hung_handlers = 0;          // written-off handler threads still running

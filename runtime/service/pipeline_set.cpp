@@ -148,6 +148,7 @@ ops::GroupSample PipelineSet::sample_of(const std::string& key, const Entry& e) 
   s.concurrency = e.group.concurrency;
   s.live_workers = e.pipeline->live_workers();
   s.ranges_in_flight = static_cast<int64_t>(e.pipeline->ranges_in_flight());
+  s.queued_bytes = e.pipeline->metrics().queued_bytes.load();
   s.commit_stalled_seconds =
       std::chrono::duration<double>(e.pipeline->metrics().commit_stalled_for()).count();
   s.fence_wait_seconds =

@@ -93,6 +93,8 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(g.concurrency, dg.concurrency);
   EXPECT_EQ(g.batch_size, dg.batch_size);
   EXPECT_EQ(g.queue_ranges, dg.queue_ranges);
+  EXPECT_EQ(g.batch_bytes, int64_t{64} << 20);
+  EXPECT_EQ(g.queue_bytes, int64_t{256} << 20);
   EXPECT_EQ(g.poll_interval, dg.poll_interval);
   EXPECT_EQ(g.max_poll_interval, dg.max_poll_interval);
   EXPECT_EQ(g.lease_ttl, dg.lease_ttl);
@@ -167,6 +169,8 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(g.concurrency, 16);
   EXPECT_EQ(g.batch_size, 100'000);
   EXPECT_EQ(g.queue_ranges, 1);
+  EXPECT_EQ(g.batch_bytes, 3 * 1'048'576);
+  EXPECT_EQ(g.queue_bytes, int64_t{64} << 30);
   EXPECT_EQ(g.poll_interval, milliseconds(50));
   EXPECT_EQ(g.max_poll_interval, milliseconds(50));
   EXPECT_EQ(g.lease_ttl, milliseconds(120'000));

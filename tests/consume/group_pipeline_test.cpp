@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -214,6 +215,59 @@ TEST_F(GroupPipelineTest, ReportsEveryClaimedRangeWithItsTimes) {
     at = t.high;
   }
   EXPECT_EQ(at, 450);
+}
+
+// Byte budgets (issue 27 §2.2): with payloads of ~1 MB, each range holds what fits in
+// batch_bytes (not batch_size messages), the group never holds more than queue_bytes of claimed
+// payloads (the gauge sqlstreams_group_queued_bytes, sampled throughout), and the claimer waits
+// for commits to free bytes; every message is still delivered once, in ranges that chain.
+TEST_F(GroupPipelineTest, HoldsAtMostQueueBytesOfClaimedPayloads) {
+  const std::string big = R"({"order_id":"o","pad":")" + std::string(1'000'000, 'x') + R"("})";
+  produce_same(40, big);
+  // What the host holds per message: the payload as the database prints it.
+  const auto size =
+      db_.scalar<int64_t>("SELECT octet_length(payload::text) FROM sqlstreams.messages_1 LIMIT 1");
+  std::mutex mu;
+  std::vector<ClaimTiming> seen;
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.concurrency = 1;
+  o.group.batch_size = 100;
+  o.group.queue_ranges = 8;
+  o.group.batch_bytes = 3'000'000;  // 2 messages per range
+  o.group.queue_bytes = 6'000'000;  // at most 5 held
+  o.on_claim = [&](const ClaimTiming& t) {
+    std::lock_guard l(mu);
+    seen.push_back(t);
+  };
+  auto rec = std::make_shared<Recorder>();
+  rec->sleep = 100ms;  // slower than a claim of 2 MB (~100 ms under ASan): the queue fills
+  GroupPipeline p(o, std::make_unique<RecordingHandler>(rec));
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> peak{0};
+  std::thread sampler([&] {
+    while (!done.load()) {
+      peak.store(std::max(peak.load(), p.metrics().queued_bytes.load()));
+      std::this_thread::sleep_for(200us);
+    }
+  });
+  p.start();
+  const bool resolved = wait_resolved(40, 60s);
+  done.store(true);
+  sampler.join();
+  p.stop(std::chrono::steady_clock::now() + 5s);
+  ASSERT_TRUE(resolved);
+  EXPECT_LE(peak.load(), 6'000'000);
+  EXPECT_GE(peak.load(), 4 * size) << "the queue filled up to its budget";
+  EXPECT_EQ(p.metrics().queued_bytes.load(), 0) << "every committed range freed its bytes";
+  EXPECT_EQ(rec->calls.size(), 40u);
+  std::lock_guard l(mu);
+  int64_t at = 0;
+  for (const auto& t : seen) {
+    EXPECT_EQ(t.low, at) << "ranges chain: no id skipped, none claimed twice";
+    EXPECT_LE(t.high - t.low, 2) << "batch_bytes cut the range";
+    at = t.high;
+  }
+  EXPECT_EQ(at, 40);
 }
 
 TEST_F(GroupPipelineTest, DrainHandsBackUnstartedWorkAndTheNextHostFinishesIt) {

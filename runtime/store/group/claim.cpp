@@ -94,7 +94,7 @@ std::vector<FenceHolder> GroupStore::fence_holders() {
 }
 
 ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis lease_ttl,
-                              RangeCache* cache) {
+                              RangeCache* cache, ClaimBudget budget) {
   // Outside the transaction: a wait for another group's read of these ids holds nothing.
   if (cache && obs.head > obs.claimed) cache->await_read(obs.claimed);
   return guarded(session_, "claim", [&] {
@@ -132,19 +132,78 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     const std::optional<int64_t>& new_pending_head = plan.pending_head;
     const std::optional<std::string>& new_pending_xid = plan.pending_xid;
     int64_t new_claimed = plan.claimed;
-    // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step 4):
-    // take that prefix from it and read only the rest.
-    std::optional<CachedSpan> hit;
-    if (cache && new_claimed > claimed) {
-      hit = cache->lookup(claimed, new_claimed);
-      // Never past what the fence allows, whatever the cache answers.
-      if (hit && (hit->high <= claimed || hit->high > new_claimed)) hit.reset();
-      // Nor rows that retention has removed since they were read.
-      if (hit && !still_stored(tx, conn, count_range_, *cache, claimed, *hit)) hit.reset();
-    }
-
     ClaimResult result;
     result.proven = proven;
+    // The range's messages are read (or taken from the cache) before the cursor moves and the
+    // lease is written: the byte budget may end the range before plan.claimed, and the cursor
+    // and the lease must end exactly where the read stopped (no id skipped, none read twice).
+    ClaimedRange range;
+    range.low = claimed;
+    range.cached_high = claimed;
+    if (new_claimed > claimed) {
+      int64_t bytes = 0;  // payload bytes taken so far
+      // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step
+      // 4): take that prefix from it and read only the rest.
+      std::optional<CachedSpan> hit;
+      if (cache) {
+        hit = cache->lookup(claimed, new_claimed);
+        // Never past what the fence allows, whatever the cache answers.
+        if (hit && (hit->high <= claimed || hit->high > new_claimed)) hit.reset();
+        // Nor rows that retention has removed since they were read.
+        if (hit && !still_stored(tx, conn, count_range_, *cache, claimed, *hit)) hit.reset();
+      }
+      if (hit) {
+        // The cached prefix under the budget: a cut inside it ends the range at its last
+        // message that fits (nothing is read then).
+        size_t fit = 0;
+        for (; fit < hit->messages.size(); ++fit) {
+          const auto size = static_cast<int64_t>(hit->messages[fit].payload.size());
+          if (bytes + size > budget.bytes && !(fit == 0 && budget.first_always)) break;
+          bytes += size;
+        }
+        if (fit < hit->messages.size()) {
+          hit->high = fit == 0 ? claimed : hit->messages[fit - 1].id;
+          hit->messages.resize(fit);
+          new_claimed = hit->high;
+          result.budget_cut = true;
+        }
+        if (hit->high > claimed) {
+          range.messages = std::move(hit->messages);
+          range.from_cache = true;
+          range.cached_high = hit->high;
+        }
+      }
+      if (!result.budget_cut && range.cached_high < new_claimed) {
+        // A later statement than the proof: its snapshot is no older than the proof. The
+        // statement stops at the budget (the rows past it are not sent).
+        const bool first_always = budget.first_always && range.messages.empty();
+        auto rows = exec_prepared(tx, conn, read_budget_, range.cached_high, new_claimed,
+                                  budget.bytes - bytes, first_always);
+        std::vector<StoredMessage> read;
+        read.reserve(rows.size());
+        for (const auto& row : rows) read.push_back(message_from_row(row));
+        if (rows.empty() ? !first_always : !rows.back()[5].is_null()) {
+          // Cut: the range ends at the last message sent (a later message of the range exists),
+          // or, when nothing fit (or nothing is there: unknown without a first message), where
+          // the cached prefix ended. The next claim starts right there.
+          new_claimed = read.empty() ? range.cached_high : read.back().id;
+          result.budget_cut = true;
+        }
+        // new_claimed <= proven and every message of (cached_high, new_claimed] was read: the
+        // read is final and may serve the other groups.
+        if (cache && !unproven && new_claimed > range.cached_high) {
+          cache->fill(range.cached_high, new_claimed, read);
+        }
+        if (range.messages.empty()) {
+          range.messages = std::move(read);
+        } else {
+          range.messages.insert(range.messages.end(), std::make_move_iterator(read.begin()),
+                                std::make_move_iterator(read.end()));
+        }
+      }
+      result.budget_full = new_claimed == claimed;
+    }
+
     if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
         new_pending_xid != pending_xid) {
       exec_prepared(
@@ -155,37 +214,15 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       result.wrote = true;
     }
     if (new_claimed > claimed) {
-      // An ordered group's lease carries the range's key hashes, so it is written after the
-      // read (same transaction: the lease and the cursor still commit together).
-      const bool keyed = ordering_ != OrderingMode::kNone;
-      ClaimedRange range;
-      if (!keyed) {
+      range.high = new_claimed;
+      range.deadline = deadline;
+      if (ordering_ == OrderingMode::kNone) {
         auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
                                    ms_param(lease_ttl), holder_);
         range.token = lease.at(0)[0].as<std::string>();
-      }
-      range.low = claimed;
-      range.high = new_claimed;
-      range.deadline = deadline;
-      range.cached_high = claimed;
-      if (hit) {
-        range.messages = std::move(hit->messages);
-        range.from_cache = true;
-        range.cached_high = hit->high;
-      }
-      if (range.cached_high < new_claimed) {
-        // A later statement than the proof: its snapshot is no older than the proof.
-        auto read = read_range(tx, conn, read_range_, range.cached_high, new_claimed);
-        // new_claimed <= proven: the read is final and may serve the other groups.
-        if (cache && !unproven) cache->fill(range.cached_high, new_claimed, read);
-        if (range.messages.empty()) {
-          range.messages = std::move(read);
-        } else {
-          range.messages.insert(range.messages.end(), std::make_move_iterator(read.begin()),
-                                std::make_move_iterator(read.end()));
-        }
-      }
-      if (keyed) {
+      } else {
+        // An ordered group's lease carries the range's key hashes (same transaction: the lease
+        // and the cursor still commit together).
         std::set<std::string> keys;
         for (const auto& m : range.messages) {
           if (m.key) keys.insert(*m.key);

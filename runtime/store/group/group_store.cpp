@@ -23,6 +23,7 @@ constexpr StatementName kLeaseInsert{"lease_insert"};
 constexpr StatementName kLeaseInsertKeys{"lease_insert_keys"};
 constexpr StatementName kGateKeys{"gate_keys"};
 constexpr StatementName kReadRange{"read_range"};
+constexpr StatementName kReadBudget{"read_budget"};
 constexpr StatementName kCountRange{"count_range"};
 constexpr StatementName kReclaim{"reclaim"};
 constexpr StatementName kCommitComplete{"commit_complete"};
@@ -90,6 +91,22 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   read_range_ =
       statement(kReadRange, fmt::format("SELECT {} FROM {} WHERE id > $1 AND id <= $2 ORDER BY id",
                                         message_columns(), tables_.messages));
+  // A claim's read under its byte budget (ClaimBudget): the range's messages in id order with
+  // the running sum of their payload bytes; only those whose sum fits come back ($3 bytes; $4:
+  // the first message comes back whatever its size), each with the id of the next message of
+  // the range (lead: on the last row sent, non-NULL means the budget cut the range there).
+  // The inner subquery converts each payload to text once; the window copies rows into a
+  // tuplestore it trims as it goes (no temp file for a range of 1 MiB payloads).
+  read_budget_ = statement(
+      kReadBudget,
+      fmt::format("SELECT s.id, s.created_ms, s.schema_version, s.message_key, s.payload, "
+                  "s.next_id FROM (SELECT r.*, sum(octet_length(r.payload)) OVER w AS run, "
+                  "lead(r.id) OVER w AS next_id FROM (SELECT id, {} AS created_ms, "
+                  "schema_version, message_key, payload::text AS payload FROM {} WHERE id > $1 "
+                  "AND id <= $2 ORDER BY id OFFSET 0) r WINDOW w AS (ORDER BY r.id ROWS "
+                  "UNBOUNDED PRECEDING)) s WHERE s.run <= $3 OR (s.run = "
+                  "octet_length(s.payload) AND $4) ORDER BY s.id",
+                  to_epoch_ms("created_at"), tables_.messages));
   count_range_ = statement(
       kCountRange,
       fmt::format("SELECT count(*) FROM {} WHERE id > $1 AND id <= $2", tables_.messages));

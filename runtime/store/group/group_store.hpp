@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,10 +62,25 @@ struct ClaimedRange {
   int64_t cached_high = 0;
 };
 
+// A claim's byte budget (issue 27 §2.2): how many payload bytes (octet_length(payload::text),
+// the text the host holds) one claimed range may carry. A range that would exceed it ends right
+// after the last message that fits, so the next claim starts at the first one that did not: no
+// id is skipped. With `first_always`, a first message larger than `bytes` is still claimed,
+// alone (a group is never stuck behind one large message); without it (the group already holds
+// bytes) such a claim takes nothing and says so (ClaimResult::budget_full).
+struct ClaimBudget {
+  int64_t bytes = std::numeric_limits<int64_t>::max();
+  bool first_always = true;
+};
+
 struct ClaimResult {
   std::optional<ClaimedRange> range;  // empty claim: nullopt (the pending slot is still saved)
   int64_t proven = 0;                 // highest proven head after this claim
   bool wrote = false;                 // the cursor row changed
+  // The byte budget ended the range before what the fence and the batch allowed (the range is
+  // shorter), or (range nullopt) let nothing in: wait until held bytes are freed.
+  bool budget_cut = false;
+  bool budget_full = false;
 };
 
 struct ReclaimResult {
@@ -209,8 +225,11 @@ class GroupStore {
   // the claim takes just that prefix (never more than the fence allows) and its messages
   // instead of reading them; otherwise it reads the range and offers the read to the cache.
   // The cursor update and the lease are written the same way in both cases.
+  // `budget` (ClaimBudget): the range ends after the last message whose payload bytes fit —
+  // decided by the read statement itself (a running sum; the rows past the cut are never sent),
+  // or by cutting a cached prefix — and the cursor and the lease end exactly there.
   [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl,
-                                  RangeCache* cache = nullptr);
+                                  RangeCache* cache = nullptr, ClaimBudget budget = {});
 
   // Takes the oldest lease of the group expired by the database's clock: rotates its token,
   // bumps `reclaims` (not for a handed-back lease) and extends it. A lease reaching
@@ -311,10 +330,11 @@ class GroupStore {
   // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
   // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
   // lease_insert_keys_ is lease_insert_ with the range's key hashes (ordered groups); gate_ is
-  // gate_keys()'s statement.
+  // gate_keys()'s statement. read_budget_ is a claim's read (the byte budget's running sum);
+  // read_range_ re-reads a reclaimed lease's whole range.
   Statement observe_, claim_lock_, claim_update_, lease_insert_, lease_insert_keys_, read_range_,
-      count_range_, reclaim_, commit_complete_, commit_partial_, renew_, advance_read_,
-      advance_apply_, gate_;
+      read_budget_, count_range_, reclaim_, commit_complete_, commit_partial_, renew_,
+      advance_read_, advance_apply_, gate_;
   OrderingMode ordering_ = OrderingMode::kNone;
   std::optional<InDoubtCommit> in_doubt_;
 };

@@ -1,0 +1,201 @@
+// The claim's byte budget (issue 27 §2.2, store::ClaimBudget): a claim over large payloads ends
+// right after the last message that fits — the cursor and the lease end exactly there, so the
+// next claim starts at the next id (no id skipped, none claimed twice), across gaps and across
+// a prefix served by a RangeCache — and a single message larger than the budget is claimed
+// alone (or not at all when the group already holds bytes: budget_full).
+#include <map>
+
+#include "store_fixture.hpp"
+
+namespace sqlstreams::testing {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+// A RangeCache that keeps every fill and answers a lookup with the stored messages above `low`
+// up to the end of the span that covers id low + 1 (as the real cache: a final prefix).
+class SpanCache final : public store::RangeCache {
+ public:
+  void await_read(int64_t) override {}
+  std::optional<store::CachedSpan> lookup(int64_t low, int64_t high) override {
+    ++lookups;
+    for (const auto& [span_low, span] : spans) {
+      if (span_low > low || span.high <= low) continue;
+      store::CachedSpan out;
+      out.high = std::min(span.high, high);
+      for (const auto& m : span.messages) {
+        if (m.id > low && m.id <= out.high) out.messages.push_back(m);
+      }
+      return out;
+    }
+    return std::nullopt;
+  }
+  void fill(int64_t low, int64_t high, const std::vector<store::StoredMessage>& messages) override {
+    fills.emplace_back(low, high);
+    spans[low] = store::CachedSpan{high, messages};
+  }
+  void note_claimed(int64_t) override {}
+  void forget_below(int64_t) override {}
+
+  std::map<int64_t, store::CachedSpan> spans;
+  std::vector<std::pair<int64_t, int64_t>> fills;
+  int lookups = 0;
+};
+
+class ClaimBudgetTest : public StoreTest {
+ protected:
+  // One message whose payload text (what octet_length(payload::text) counts, and what the host
+  // holds) is exactly `bytes` long: {"p": "xxx..."} is 9 bytes besides the x's.
+  int64_t produce_bytes(int64_t bytes) {
+    return db_.scalar<int64_t>(
+        "SELECT sqlstreams.produce('payments.requested', jsonb_build_object('p', repeat('x', " +
+        std::to_string(bytes - 9) + ")))");
+  }
+  // A producer that rolls back: its id stays a permanent gap.
+  void produce_gap() {
+    pqxx::connection c(db_.url());
+    pqxx::work tx(c);
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"gap\":true}')");
+    tx.abort();
+  }
+  store::ClaimResult claim(store::GroupStore& gs, store::ClaimBudget budget,
+                           store::RangeCache* cache = nullptr, int32_t batch = 500) {
+    for (int i = 0; i < 3; ++i) {
+      auto obs = gs.observe();
+      if (!obs.worth_claiming()) continue;
+      auto r = gs.claim(obs, batch, std::chrono::seconds(30), cache, budget);
+      if (r.range || r.budget_full) return r;
+    }
+    ADD_FAILURE() << "nothing claimed";
+    return {};
+  }
+  static std::vector<int64_t> ids(const store::ClaimedRange& r) {
+    std::vector<int64_t> out;
+    for (const auto& m : r.messages) out.push_back(m.id);
+    return out;
+  }
+  int64_t claimed(const store::GroupRef& g) {
+    return db_.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
+                               std::to_string(g.id));
+  }
+  // The group's leases as "low-high" in order.
+  std::string leases(const store::GroupRef& g) {
+    std::string out;
+    for (const auto& row : db_.sql("SELECT low, high FROM sqlstreams.leases_1 WHERE group_id = " +
+                                   std::to_string(g.id) + " ORDER BY low")) {
+      out += (out.empty() ? "" : " ") + row[0].as<std::string>() + "-" + row[1].as<std::string>();
+    }
+    return out;
+  }
+  static int64_t bytes_of(const store::ClaimedRange& r) {
+    int64_t n = 0;
+    for (const auto& m : r.messages) n += static_cast<int64_t>(m.payload.size());
+    return n;
+  }
+};
+
+TEST_F(ClaimBudgetTest, AClaimEndsAtTheBudgetAndTheNextStartsAtTheNextId) {
+  // ids 1..3, a gap (4), 5..8: eight ids, seven messages of exactly 1 MiB each.
+  for (int i = 0; i < 3; ++i) produce_bytes(kMiB);
+  produce_gap();
+  for (int i = 0; i < 4; ++i) produce_bytes(kMiB);
+  auto gs = group_store(*session_, charge_.id);
+  const store::ClaimBudget budget{.bytes = 3 * kMiB};
+
+  auto first = claim(gs, budget);
+  ASSERT_TRUE(first.range);
+  EXPECT_EQ(ids(*first.range), (std::vector<int64_t>{1, 2, 3}));  // 3, not batch_size
+  EXPECT_EQ(first.range->low, 0);
+  EXPECT_EQ(first.range->high, 3);  // right after the last message it includes
+  EXPECT_TRUE(first.budget_cut);
+  EXPECT_EQ(bytes_of(*first.range), 3 * kMiB);
+  EXPECT_EQ(claimed(charge_), 3);
+
+  auto second = claim(gs, budget);
+  ASSERT_TRUE(second.range);
+  EXPECT_EQ(second.range->low, 3);  // no skip, no overlap; the gap is covered
+  EXPECT_EQ(ids(*second.range), (std::vector<int64_t>{5, 6, 7}));
+  EXPECT_EQ(second.range->high, 7);
+
+  auto third = claim(gs, budget);
+  ASSERT_TRUE(third.range);
+  EXPECT_EQ(third.range->low, 7);
+  EXPECT_EQ(ids(*third.range), (std::vector<int64_t>{8}));
+  EXPECT_EQ(third.range->high, 8);  // everything the fence allowed: not cut
+  EXPECT_FALSE(third.budget_cut);
+  EXPECT_EQ(leases(charge_), "0-3 3-7 7-8");  // each lease covers exactly what was read
+  EXPECT_EQ(claimed(charge_), 8);
+}
+
+TEST_F(ClaimBudgetTest, AMessageLargerThanTheBudgetIsClaimedAlone) {
+  db_.sql("UPDATE sqlstreams.streams SET max_payload_bytes = 8388608 WHERE id = 1");
+  produce_bytes(kMiB);      // 1
+  produce_bytes(5 * kMiB);  // 2
+  produce_bytes(kMiB);      // 3
+  auto gs = group_store(*session_, charge_.id);
+  const store::ClaimBudget budget{.bytes = 3 * kMiB};
+
+  auto first = claim(gs, budget);
+  ASSERT_TRUE(first.range);
+  EXPECT_EQ(ids(*first.range), (std::vector<int64_t>{1}));
+  EXPECT_EQ(first.range->high, 1);
+
+  // While the group holds bytes, a message that does not fit beside them waits: nothing is
+  // claimed and the cursor stays.
+  auto held = claim(gs, store::ClaimBudget{.bytes = 2 * kMiB, .first_always = false});
+  EXPECT_FALSE(held.range);
+  EXPECT_TRUE(held.budget_full);
+  EXPECT_EQ(claimed(charge_), 1);
+
+  auto big = claim(gs, budget);
+  ASSERT_TRUE(big.range);
+  EXPECT_EQ(ids(*big.range), (std::vector<int64_t>{2}));  // alone, though over the budget
+  EXPECT_EQ(big.range->low, 1);
+  EXPECT_EQ(big.range->high, 2);
+  EXPECT_EQ(bytes_of(*big.range), 5 * kMiB);
+
+  auto rest = claim(gs, budget);
+  ASSERT_TRUE(rest.range);
+  EXPECT_EQ(rest.range->low, 2);
+  EXPECT_EQ(ids(*rest.range), (std::vector<int64_t>{3}));
+  EXPECT_EQ(leases(charge_), "0-1 1-2 2-3");
+}
+
+TEST_F(ClaimBudgetTest, ACachedPrefixIsCutTooAndOnlyTheReadPartIsOffered) {
+  for (int i = 0; i < 6; ++i) produce_bytes(kMiB);
+  SpanCache cache;
+  // charge-cards reads all six (no budget to speak of) and fills the cache with (0, 6].
+  auto charge = group_store(*session_, charge_.id);
+  auto all = claim(charge, store::ClaimBudget{}, &cache);
+  ASSERT_TRUE(all.range);
+  EXPECT_EQ(all.range->high, 6);
+  ASSERT_EQ(cache.fills, (std::vector<std::pair<int64_t, int64_t>>{{0, 6}}));
+
+  // audit-payments under 2 MiB: the cached prefix is cut after two messages, nothing is read.
+  auto s2 = session();
+  auto audit = group_store(*s2, audit_.id);
+  const store::ClaimBudget budget{.bytes = 2 * kMiB};
+  for (int64_t low : {0, 2, 4}) {
+    auto r = claim(audit, budget, &cache);
+    ASSERT_TRUE(r.range);
+    EXPECT_TRUE(r.range->from_cache);
+    EXPECT_EQ(r.range->low, low);
+    EXPECT_EQ(ids(*r.range), (std::vector<int64_t>{low + 1, low + 2}));
+    EXPECT_EQ(r.range->high, low + 2);
+  }
+  EXPECT_EQ(cache.fills.size(), 1u);  // nothing read, nothing filled
+  EXPECT_EQ(leases(audit_), "0-2 2-4 4-6");
+
+  // A cut read fills exactly what it read: (6, 7] of 7, 8.
+  produce_bytes(kMiB);
+  produce_bytes(kMiB);
+  SpanCache fresh;
+  auto r = claim(audit, store::ClaimBudget{.bytes = kMiB}, &fresh);
+  ASSERT_TRUE(r.range);
+  EXPECT_EQ(r.range->low, 6);
+  EXPECT_EQ(r.range->high, 7);
+  EXPECT_EQ(fresh.fills, (std::vector<std::pair<int64_t, int64_t>>{{6, 7}}));
+}
+
+}  // namespace
+}  // namespace sqlstreams::testing
