@@ -42,7 +42,7 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   spec.status_interval = "100ms";
   spec.groups = {GroupSpec{.plugin = "payments_faults.so",
-                           .concurrency = 2,
+                           .concurrency = 4,
                            .batch_size = 200,
                            .config = "sleep_ms = 5\n",
                            .extra = "batch_bytes = 4_194_304\nqueue_bytes = 16_777_216\n"}};
@@ -75,15 +75,16 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
         }
         return committed(db.url(), "charge-cards") == 300;
       },
-      120s);
+      300s);  // ASan: parsing a 1 MiB payload takes the handler ~0.1 s
   ASSERT_TRUE(drained) << tail(host.log());
   EXPECT_GT(samples, 10);
   EXPECT_LE(peak, 16 * kMiB) << "the group held more than queue_bytes";
   EXPECT_GT(peak, 4 * kMiB) << "the queue filled (the handler is slower than the claims)";
   const int64_t grown_kb = proc_status_kb(host.pid(), "VmHWM") - baseline_kb;
   // Held 16 MiB, a claim's read of 4 MiB (its result and its messages), the handlers' parsed
-  // copies: well under the 300 MiB an unbounded claim takes in.
-  EXPECT_LT(grown_kb, 160 * 1024) << "peak RSS grew by " << grown_kb << " kB";
+  // copies, allocator slack (ASan: ~126 MB seen; without the budgets 636 MB): well under the
+  // 300 MiB an unbounded claim takes in.
+  EXPECT_LT(grown_kb, 256 * 1024) << "peak RSS grew by " << grown_kb << " kB";
   std::cout << "queued_bytes peak " << peak << " B over " << samples << " samples; VmHWM grew "
             << grown_kb << " kB\n";
   EXPECT_EQ(host.stop(20s), std::optional<int>(0)) << tail(host.log());
