@@ -65,6 +65,9 @@ enum class Ordering { kNone, kKey };
 // What a dead message does to the later messages of its key in an ordered group: release them
 // (the default), or hold them until an operator retries or discards it.
 enum class OrderingDead { kRelease, kHold };
+// A message of a schema version the group does not accept: kept (an exception row `parked`, with
+// its payload, delivered once the group accepts the version) or passed over for good.
+enum class UnacceptedVersions { kKeep, kSkip };
 
 struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
@@ -143,6 +146,7 @@ struct GroupConfig {
   // sets it to the version the handler declares at load (plugin_host::group_schema_versions).
   std::vector<int32_t> schema_versions{1};
   bool schema_versions_given = false;
+  UnacceptedVersions unaccepted_versions = UnacceptedVersions::kKeep;
   AuditMode audit = AuditMode::kFailures;
   Isolation isolation = Isolation::kInProcess;
   // Fixed when the group is created (the database keeps them; a host whose config differs

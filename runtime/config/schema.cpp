@@ -33,6 +33,7 @@ constexpr std::array<std::string_view, 3> kAuditModes{"off", "failures", "all"};
 constexpr std::array<std::string_view, 2> kIsolations{"inprocess", "process"};
 constexpr std::array<std::string_view, 2> kOrderings{"none", "key"};
 constexpr std::array<std::string_view, 2> kOrderingDeads{"release", "hold"};
+constexpr std::array<std::string_view, 2> kUnacceptedVersions{"keep", "skip"};
 
 Value str(const char* s) { return std::string(s); }
 
@@ -338,6 +339,13 @@ const Table<GroupConfig>& group_table() {
                  assign(g.schema_versions, v);
                  g.schema_versions_given = true;
                }},
+          {.name = "unaccepted_versions",
+           .type = Type::kString,
+           .def = str("keep"),
+           .constraint = one_of(kUnacceptedVersions),
+           .doc = "a message of a version not in schema_versions: kept until the group accepts "
+                  "it, or skipped for good",
+           .apply = set_enum(&G::unaccepted_versions, kUnacceptedVersions)},
           {.name = "audit",
            .type = Type::kString,
            .def = str("failures"),

@@ -92,6 +92,13 @@ class GroupMetrics {
     std::lock_guard lock(versions_mu_);
     return skipped_by_version_[version]++ == 0;
   }
+  // Messages kept (parked) because the group does not accept their schema version yet. True the
+  // first time a version is seen.
+  bool count_kept_version(int32_t version) {
+    add(GroupCounter::kKeptVersion);
+    std::lock_guard lock(versions_mu_);
+    return kept_by_version_[version]++ == 0;
+  }
   std::map<int32_t, uint64_t> skipped_by_version() const {
     std::lock_guard lock(versions_mu_);
     return skipped_by_version_;
@@ -101,6 +108,7 @@ class GroupMetrics {
   std::array<std::atomic<uint64_t>, ops::kGroupCounters> counts_{};
   mutable std::mutex versions_mu_;
   std::map<int32_t, uint64_t> skipped_by_version_;
+  std::map<int32_t, uint64_t> kept_by_version_;
 };
 
 }  // namespace sqlstreams::consume

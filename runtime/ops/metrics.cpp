@@ -208,8 +208,11 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
     }
     for (const auto& g : s.groups) {
       add_gauge(lag, group_labels(s.name, g.name), static_cast<double>(g.lag));
-      const std::pair<const char*, int64_t> by_status[] = {
-          {"ready", g.ready}, {"inflight", g.inflight}, {"deferred", g.deferred}, {"dead", g.dead}};
+      const std::pair<const char*, int64_t> by_status[] = {{"ready", g.ready},
+                                                           {"inflight", g.inflight},
+                                                           {"deferred", g.deferred},
+                                                           {"parked", g.parked},
+                                                           {"dead", g.dead}};
       for (const auto& [status, n] : by_status) {
         Labels l = group_labels(s.name, g.name);
         l.push_back({"status", status});

@@ -75,7 +75,11 @@ struct ReclaimResult {
 
 // kDeferred (ordered groups only): a message that waited behind an unresolved earlier message
 // of its key and was not run: attempts 0, due at once; its later run is its first attempt.
-enum class ExceptionStatus { kReady, kDead, kDeferred };
+// kParked: a message of a schema version its group does not accept (config
+// `unaccepted_versions = "keep"`), kept with its payload and never due until a host whose group
+// accepts the version releases it (release_parked). Like kDead it does not hold the cursor
+// back; unlike kDead it always blocks its key in an ordered group.
+enum class ExceptionStatus { kReady, kDead, kDeferred, kParked };
 
 // What gate_keys() found for one key of a range: the key may not run now. blocked_from: the
 // lowest unresolved exception row of the key at or below the range's low (run after it: defer);
@@ -268,6 +272,12 @@ class GroupStore {
   // `deferred` rows are not counted (whether one may run depends on other rows and leases, not
   // on time): an ordered group's retry loop finds them at its next poll.
   std::optional<Millis> next_retry_due();
+
+  // Parked rows of `versions` (every parked row when nullopt: the group skips unaccepted
+  // versions) become `ready`, due now: the retry loop runs them (or passes them over) like any
+  // retry. One index probe (parked rows sit at can_run_after = 'infinity' in exceptions_N_due).
+  // Returns how many rows moved.
+  int64_t release_parked(const std::optional<std::vector<int32_t>>& versions);
 
   // Writes retry results in one transaction; per result true when the token still matched.
   // `isolate` as for commit_ranges: a refused row is recorded dead under its token. Throws

@@ -17,6 +17,12 @@ constexpr StatementName kInsertAudit{"insert_audit"};
 constexpr StatementName kInsertExceptions{"insert_exceptions"};
 constexpr StatementName kUpdateFailures{"update_failures"};
 
+// A row's can_run_after: a parked row is never due (it waits at the due index's end for
+// release_parked), any other one `u.after` ms after the database's now.
+std::string run_after_sql() {
+  return "CASE WHEN u.st = 'parked' THEN 'infinity'::timestamptz ELSE " + db_in("u.after") + " END";
+}
+
 // FailedMessages as the array parameters the statements unnest (libpqxx 6.4 binds no
 // containers: core/sql_array.hpp).
 struct FailureArrays {
@@ -27,6 +33,7 @@ struct FailureArrays {
     ids.push_back(f.message_id);
     status.push_back(f.status == ExceptionStatus::kDead       ? "dead"
                      : f.status == ExceptionStatus::kDeferred ? "deferred"
+                     : f.status == ExceptionStatus::kParked   ? "parked"
                                                               : "ready");
     lane_key.push_back(f.lane_key);
     attempts.push_back(f.attempts);
@@ -101,7 +108,7 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                    "$8::text[], $9::text[]) AS u(id, st, att, del, after, err, p, lk) "
                    "LEFT JOIN {1} m ON m.id = u.id "
                    "ON CONFLICT (group_id, message_id) DO NOTHING",
-                   table, messages, db_in("u.after")),
+                   table, messages, run_after_sql()),
        group_id, int_array(a.ids), text_array(a.status), int_array(a.attempts), int_array(a.delays),
        int_array(a.after), text_array(a.error), text_array(a.payload), text_array(a.lane_key));
 }
@@ -160,7 +167,7 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                        "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                        "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                        "RETURNING u.tok::text",
-                       table, messages, db_in("u.after")),
+                       table, messages, run_after_sql()),
            group_id, int_array(a.ids), text_array(tok), text_array(a.status), int_array(a.attempts),
            int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload),
            text_array(a.lane_key));

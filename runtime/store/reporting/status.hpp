@@ -51,6 +51,8 @@ struct GroupStatus {
   int64_t dead = 0;
   // Ordered groups (V009): rows that wait behind an unresolved earlier message of their key.
   int64_t deferred = 0;
+  // Messages of a schema version the group does not accept, kept (V010: status parked).
+  int64_t parked = 0;
   std::string ordering = "none";          // groups.ordering: none | key
   std::string ordering_dead = "release";  // groups.ordering_dead: release | hold
   // Ordered groups: keys whose later messages wait behind an unresolved row (a failed attempt,
