@@ -1,4 +1,4 @@
--- V002: retention accounting and the maintenance fleet (DESIGN §9).
+-- V002: retention accounting and the maintenance fleet (docs/design.md#retention-and-partitions).
 -- @schema@ is replaced by the configured schema as a quoted identifier.
 
 -- What retention took from a group that had not committed it (allow_drop_past_committed):

@@ -1,10 +1,12 @@
--- V003: schema for the guarantees at the edges (issue 9, DESIGN §6.5, §7, §8, §9).
+-- V003: schema for the guarantees at the edges (issue 9): docs/design.md#the-committed-cursor-and-the-advancer,
+-- docs/design.md#retries-exception-rows-and-dead-letters, docs/design.md#payload-schema-versions,
+-- docs/design.md#no-ddl-in-a-producers-transaction.
 -- @schema@ is replaced by the configured schema as a quoted identifier.
 --   * cursors_N.generation: bumped by every operator rewind; the cursor advancer applies its
---     target only when the generation it read is unchanged (DESIGN §6.5).
+--     target only when the generation it read is unchanged (docs/design.md#the-committed-cursor-and-the-advancer).
 --   * exceptions_N.schema_version / message_key / message_created_at: a dead letter keeps the
---     message's metadata with its payload, so a retry after retention runs it as produced (§8).
---   * produce() / produce_batch(): no DDL in the caller's transaction (§9). A producer that
+--     message's metadata with its payload, so a retry after retention runs it as produced (docs/design.md#payload-schema-versions).
+--   * produce() / produce_batch(): no DDL in the caller's transaction (docs/design.md#no-ddl-in-a-producers-transaction). A producer that
 --     finds no partition for its id gets one clear error (SQLSTATE 55000) instead.
 
 -- The family template, for streams declared from now on.
@@ -102,7 +104,7 @@ $do$;
 
 -- Raises the one error a producer sees when the fleet has not created a partition for its id
 -- (no host has run for a long time). Never creates one: DDL inside the caller's transaction
--- would hold ACCESS EXCLUSIVE on the stream until the caller commits (DESIGN §9).
+-- would hold ACCESS EXCLUSIVE on the stream until the caller commits (docs/design.md#no-ddl-in-a-producers-transaction).
 CREATE FUNCTION @schema@.check_partition(p_stream @schema@.streams, p_id bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN

@@ -1,4 +1,4 @@
--- V006: the log stops for nothing outside it (issue 26). @schema@ is the configured schema, quoted.
+-- V006: the log stops for nothing outside it (runtime/store/group/README.md#why-the-proof-is-sound). @schema@ is the configured schema, quoted.
 --   * fence_proven(xid, sequence): the claim fence's proof waits only for the transactions that
 --     drew an id of that stream's sequence, not for every transaction of the database (the
 --     argument is in runtime/store/group/README.md, "The fence").

@@ -1,4 +1,4 @@
--- V007: a producer never fails because no host ran (issue 26, store/fleet/README.md).
+-- V007: a producer never fails because no host ran (runtime/store/fleet/README.md#the-default-partition-v007).
 --
 -- Each stream's log gets a DEFAULT partition, messages_<id>_default. An id past the partitions
 -- made ahead (no janitor, declare or migrate has run for a long time) lands there and its

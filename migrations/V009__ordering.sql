@@ -1,4 +1,4 @@
--- V009: per-key ordering (issue 29, runtime/store/group/README.md "Per-key ordering").
+-- V009: per-key ordering (runtime/store/group/README.md#per-key-ordering).
 -- @schema@ is the configured schema, quoted.
 --   * groups.ordering ('none' | 'key') and groups.ordering_dead ('release' | 'hold'): recorded
 --     when a group is created (store/schema/catalog.cpp); fixed from then on — a host whose

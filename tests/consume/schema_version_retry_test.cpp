@@ -1,7 +1,7 @@
-// Schema versions on the retry path (DESIGN §8): quarantined rows and due retries of a version
-// the group does not accept are passed over and counted per version, and their exception row
-// is deleted; accepted versions still run. Real payments_faults.so (record_file), real pipeline,
-// real PostgreSQL.
+// Schema versions on the retry path (docs/design.md#payload-schema-versions): quarantined rows and
+// due retries of a version the group does not accept are passed over and counted per version, and
+// their exception row is deleted; accepted versions still run. Real payments_faults.so
+// (record_file), real pipeline, real PostgreSQL.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -2,8 +2,8 @@
 // declares versions 1 and 2 (sqlstreams::Versions<PaymentV1, Payment>) and a real host runs it.
 // A v1 and a v2 message are both handled (the v1 one upcast); a payload that does not decode
 // into its version's type is dead at once naming that type; a message at version 3, which the
-// handler does not declare, is passed over by the host (DESIGN §8: counted and logged
-// `version-skipped`, never handled, never dead-lettered).
+// handler does not declare, is passed over by the host (docs/design.md#payload-schema-versions:
+// counted and logged `version-skipped`, never handled, never dead-lettered).
 #include <gtest/gtest.h>
 
 #include "e2e_support.hpp"
