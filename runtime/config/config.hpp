@@ -1,4 +1,4 @@
-// config — the typed, validated configuration of one host (DESIGN §11).
+// config — the typed, validated configuration of one host (docs/design.md#configuration).
 // Owns: the TOML schema (declared once in schema.cpp), parsing with toml++, closed-world
 // validation that reports every problem at once as `file:line:col: path.key: problem (got X)`,
 // and resolution of the database URL (SQLSTREAMS_DATABASE_URL or database.url_file).
@@ -57,10 +57,11 @@ enum class MigrateMode { kAuto, kCheck };
 enum class LogFormat { kAuto, kText, kJson };
 enum class GroupStart { kBeginning, kHead };
 enum class AuditMode { kOff, kFailures, kAll };
-// Where a group's handler runs: in the host process, or in supervised child processes (issue 13).
+// Where a group's handler runs: in the host process, or in supervised child processes
+// (runtime/isolation/README.md).
 enum class Isolation { kInProcess, kProcess };
-// Per-key ordering (issue 29): none = unordered (the default); key = one message of a
-// message_key at a time, in id order, across every host of the group.
+// Per-key ordering (docs/design.md#per-key-ordering): none = unordered (the default); key = one
+// message of a message_key at a time, in id order, across every host of the group.
 enum class Ordering { kNone, kKey };
 // What a dead message does to the later messages of its key in an ordered group: release them
 // (the default), or hold them until an operator retries or discards it.

@@ -85,8 +85,9 @@ class GroupMetrics {
     return d.count() > 0 ? d : std::chrono::steady_clock::duration{};
   }
 
-  // Messages passed over because the group does not declare their schema version (DESIGN §8).
-  // Returns true the first time a version is seen (so the caller logs it once).
+  // Messages passed over because the group does not declare their schema version
+  // (docs/design.md#payload-schema-versions). Returns true the first time a version is seen (so the
+  // caller logs it once).
   bool count_skipped_version(int32_t version) {
     add(GroupCounter::kSkippedVersion);
     std::lock_guard lock(versions_mu_);

@@ -1,10 +1,11 @@
-// Retrier: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
-// batches sized to the free retry capacity, and feeds them to the shared worker pool.
-// While a backlog is due it claims again as soon as half the capacity is free. Otherwise it
-// asks the database when the next row becomes claimable and sleeps until then (at most
-// max_poll_interval); the committer pokes it whenever it writes a `ready` row, so a due time is
-// honoured within poll_interval without an idle host polling ten times a second per group.
-// Rows whose host died while running them run alone, one by one (see Retrier::run).
+// Retrier: the retry loop — claims due exception rows
+// (docs/design.md#retries-exception-rows-and-dead-letters) on its own cadence, in batches sized to
+// the free retry capacity, and feeds them to the shared worker pool. While a backlog is due it
+// claims again as soon as half the capacity is free. Otherwise it asks the database when the next
+// row becomes claimable and sleeps until then (at most max_poll_interval); the committer pokes it
+// whenever it writes a `ready` row, so a due time is honoured within poll_interval without an idle
+// host polling ten times a second per group. Rows whose host died while running them run alone, one
+// by one (see Retrier::run).
 #include "consume/retrier.hpp"
 
 #include <spdlog/spdlog.h>

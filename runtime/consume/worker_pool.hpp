@@ -1,4 +1,4 @@
-// consume/worker_pool — the threads that run a group's handler (DESIGN §6–7).
+// consume/worker_pool — the threads that run a group's handler (runtime/consume/README.md).
 // Owns: `concurrency` worker threads (replacements included), their bookkeeping, the outcome
 // recording (outcome policy, audit, metrics), the handler-timeout watchdog and its write-off
 // hand-over, the hung-handler pause, and for an async handler (ABI 1.2 handle_async,

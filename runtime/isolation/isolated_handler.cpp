@@ -225,7 +225,8 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     }
     if (died_while_idle(slot)) {
       // Gone between batches (the OOM killer, a plugin's own thread): the batch never ran, so
-      // it is not charged an attempt (issue 27 §4); it comes back when the child may be up.
+      // it is not charged an attempt (runtime/isolation/README.md#the-supervisor); it comes back
+      // when the child may be up.
       (void)crashed(slot, nullptr, false, "it died between messages; no message was charged");
       const auto wait =
           std::chrono::ceil<std::chrono::milliseconds>(restart_at(slot) - Clock::now());

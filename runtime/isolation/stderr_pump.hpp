@@ -1,6 +1,6 @@
-// isolation/stderr_pump — one handler child's stderr (issue 27 §4). The child's fd 2 is the write
-// end of a pipe; the pump owns the read end and a thread of its own that reads it and logs every
-// line through the host's logger as one escaped event:
+// isolation/stderr_pump — one handler child's stderr (runtime/isolation/README.md#stderr). The
+// child's fd 2 is the write end of a pipe; the pump owns the read end and a thread of its own that
+// reads it and logs every line through the host's logger as one escaped event:
 //   child-stderr stream=s group=g child_pid=7 bytes=12 cut_bytes=0 line="the line, log_quoted"
 // The line is cut to max_line_bytes (cut_bytes = what was cut off), invalid UTF-8 becomes
 // U+FFFD (common/utf8 sanitize_utf8) and it is written as log_quoted(), so whatever a plugin

@@ -86,7 +86,7 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   o.group = g.name;
   o.config_json = g.plugin_config_json;
   // The children map this image (the staged one during a reload), never the file: what they
-  // run changes only with a reload (issue 27 §1).
+  // run changes only with a reload (runtime/plugin_host/README.md#upgrades-staging).
   const plugin_host::SealedImage image = registry_->image(g.plugin);
   o.image_fd = image.fd;
   o.image_sha256 = image.sha256;

@@ -1,4 +1,5 @@
-// The failure path (DESIGN §7) with the real payments_faults.so through a real pipeline and a real
+// The failure path (docs/design.md#retries-exception-rows-and-dead-letters) with the real
+// payments_faults.so through a real pipeline and a real
 // PostgreSQL: retries with backoff, terminal errors, delays, exceptions, undecodable payloads,
 // timeouts, group independence. Short policy durations keep it fast; no long sleeps.
 #include <gtest/gtest.h>

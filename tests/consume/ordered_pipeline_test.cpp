@@ -1,7 +1,7 @@
-// Ordered groups (`ordering = "key"`, issue 29) against a real PostgreSQL with an in-process
-// handler that records every call: one pipeline, then three pipelines of one group under
-// distinct holders (hosts) with small ranges so that keys cross ranges and holders, with
-// failures (RETRY once, DELAY once) and slow calls. Per key: the first successful completions
+// Ordered groups (`ordering = "key"`, docs/design.md#per-key-ordering) against a real PostgreSQL
+// with an in-process handler that records every call: one pipeline, then three pipelines of one
+// group under distinct holders (hosts) with small ranges so that keys cross ranges and holders,
+// with failures (RETRY once, DELAY once) and slow calls. Per key: the first successful completions
 // are in id order, no two calls of a key overlap, no call starts before every earlier message
 // of its key succeeded; every message ends succeeded. Then `ordering_dead`: "release" runs a
 // dead message's successors, "hold" keeps them `deferred` until the dead letter is discarded.

@@ -1,6 +1,8 @@
-// Schema versions on the retry path (DESIGN §8), under unaccepted_versions = "skip": quarantined
-// rows and due retries of a version the group does not accept are passed over and counted per
-// version, and their exception row is deleted; accepted versions still run. Real payments_faults.so
+// Schema versions on the retry path (docs/design.md#payload-schema-versions). Under
+// unaccepted_versions = "skip", quarantined rows and due retries of a version the group does not
+// accept are passed over and counted per version, and their exception row is deleted; under
+// "keep" (the default) they are kept as parked rows until a pipeline accepts their version;
+// accepted versions still run. Real payments_faults.so
 // (record_file), real pipeline, real PostgreSQL.
 #include <gtest/gtest.h>
 

@@ -1,8 +1,9 @@
-// Several hosts on one database (DESIGN §2 step 6, §6.4, §14): three `sqlstreams run`
-// processes share two groups; one is SIGKILLed mid-run. Its range leases expire and are
-// reclaimed by the others. Afterwards: nothing is lost (every id handled in every group),
-// both cursors reach the head, no lease is left, and the only ids handled twice lie inside
-// ranges the killed host held when it died (or ranges a survivor logged as lost).
+// Several hosts on one database (docs/design.md#the-flow-of-one-message,
+// docs/design.md#range-leases-and-token-guarded-transitions, docs/design.md#testing): three
+// `sqlstreams run` processes share two groups; one is SIGKILLed mid-run. Its range leases expire
+// and are reclaimed by the others. Afterwards: nothing is lost (every id handled in every group),
+// both cursors reach the head, no lease is left, and the only ids handled twice lie inside ranges
+// the killed host held when it died (or ranges a survivor logged as lost).
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,4 +1,4 @@
-// Per-key ordering's store layer (issue 29, runtime/store/group/README.md "Per-key ordering"):
+// Per-key ordering's store layer (runtime/store/group/README.md#per-key-ordering):
 // the key hashes on a lease, the one-statement key gate, the ordered retry claim, lane keys on
 // rows (failures, deferrals, quarantine, operator retries), hold vs release, and declaring a
 // group's ordering. Sessions of two or three "hosts" are stepped by hand on a real PostgreSQL.

@@ -132,8 +132,8 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     const std::optional<int64_t>& new_pending_head = plan.pending_head;
     const std::optional<std::string>& new_pending_xid = plan.pending_xid;
     int64_t new_claimed = plan.claimed;
-    // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step 4):
-    // take that prefix from it and read only the rest.
+    // Another group's read of a prefix of (claimed, new_claimed] is final
+    // (docs/design.md#sharing-a-range-read): take that prefix from it and read only the rest.
     std::optional<CachedSpan> hit;
     if (cache && new_claimed > claimed) {
       hit = cache->lookup(claimed, new_claimed);

@@ -1,11 +1,13 @@
-// store/group/group_store — the per-group data plane: observe → prove → claim (the fence, DESIGN
-// §6.2), reclaim and quarantine of expired range leases (§6.4), token-guarded range commits
-// (§6.3) that can isolate a row the database refuses (§7 "Poison-proof commits"), lease
-// renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
-// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
-// Every lease write is guarded by its token: "0 rows" means another host owns it now.
-// Every expiry and due time is set and compared on the database's clock (store/core/sql_time.hpp):
-// callers pass durations, never instants; a host's own deadlines are steady (SteadyTime).
+// store/group/group_store — the per-group data plane: observe → prove → claim (the fence,
+// docs/design.md#the-claim-fence), reclaim and quarantine of expired range leases
+// (docs/design.md#range-leases-and-token-guarded-transitions), token-guarded range commits
+// (docs/design.md#range-leases-and-token-guarded-transitions) that can isolate a row the database
+// refuses (docs/design.md#poison-proof-commits), lease renewal, and the cursor advancer's two
+// statements (docs/design.md#the-committed-cursor-and-the-advancer). A range is handed back by a
+// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once). Every lease
+// write is guarded by its token: "0 rows" means another host owns it now. Every expiry and due time
+// is set and compared on the database's clock (store/core/sql_time.hpp): callers pass durations,
+// never instants; a host's own deadlines are steady (SteadyTime).
 // Threading: one GroupStore per thread; it uses that thread's Session.
 #pragma once
 
@@ -209,10 +211,10 @@ class GroupStore {
   // none is pending or it is proven by now). Rare path: for the fence-held log line.
   std::vector<FenceHolder> fence_holders();
   // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
-  // With a `cache` (DESIGN §6.2 step 4): when it covers a prefix of the range the fence allows,
-  // the claim takes just that prefix (never more than the fence allows) and its messages
-  // instead of reading them; otherwise it reads the range and offers the read to the cache.
-  // The cursor update and the lease are written the same way in both cases.
+  // With a `cache` (docs/design.md#sharing-a-range-read): when it covers a prefix of the range the
+  // fence allows, the claim takes just that prefix (never more than the fence allows) and its
+  // messages instead of reading them; otherwise it reads the range and offers the read to the
+  // cache. The cursor update and the lease are written the same way in both cases.
   [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl,
                                   RangeCache* cache = nullptr);
 

@@ -1,5 +1,6 @@
-// The rows an outcome writes (DESIGN §7): exception rows and audit rows, plainly (one statement
-// each) and isolated (store/group/isolate.hpp: each refused row recorded dead instead).
+// The rows an outcome writes (docs/design.md#retries-exception-rows-and-dead-letters): exception
+// rows and audit rows, plainly (one statement each) and isolated (store/group/isolate.hpp: each
+// refused row recorded dead instead).
 #include "store/group/outcome_rows.hpp"
 
 #include <fmt/format.h>
@@ -89,7 +90,8 @@ void insert_audit_isolated(pqxx::dbtransaction& tx, const std::string& table, in
   }
 }
 
-// `messages`: the stream's log, from which a row copies the message's metadata (DESIGN §8).
+// `messages`: the stream's log, from which a row copies the message's metadata
+// (docs/design.md#payload-schema-versions).
 void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                        const std::string& messages, int64_t group_id,
                        const std::vector<FailedMessage>& rows) {
@@ -113,7 +115,8 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
        int_array(a.after), text_array(a.error), text_array(a.payload), text_array(a.lane_key));
 }
 
-// The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
+// The exception rows of one range, each refused row replaced by a dead one
+// (docs/design.md#poison-proof-commits).
 void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& table,
                                 const std::string& messages, int64_t group_id,
                                 const std::vector<FailedMessage>& rows,
@@ -140,7 +143,8 @@ void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& tabl
 }
 
 // Writes failed attempts under their row lease tokens; adds the tokens that matched.
-// A row that becomes dead copies the message's metadata from `messages` (DESIGN §8).
+// A row that becomes dead copies the message's metadata from `messages`
+// (docs/design.md#payload-schema-versions).
 void update_failures(pqxx::transaction_base& tx, const std::string& table,
                      const std::string& messages, int64_t group_id,
                      const std::vector<TokenFailure>& rows, std::set<std::string>& ours) {
@@ -174,7 +178,8 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
   for (const auto& row : r) ours.insert(row[0].as<std::string>());
 }
 
-// As update_failures, each refused row written again as dead with the rejection (DESIGN §7).
+// As update_failures, each refused row written again as dead with the rejection
+// (docs/design.md#poison-proof-commits).
 void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
                               const std::string& messages, int64_t group_id,
                               const std::vector<TokenFailure>& rows, std::set<std::string>& ours,

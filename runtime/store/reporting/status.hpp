@@ -1,10 +1,11 @@
-// store/reporting/status — the figures behind `sqlstreams status` (DESIGN §9, §12), read in one
-// read-only transaction: per stream its head, partitions, oldest retained message and
-// retention and which group's cursor holds retention back; per group its cursor, lag, leases,
-// exceptions by status, what retention took from it, the skipped-version count its live hosts
-// report, whether it is paused and when a running host last saw it; the hosts and which maintenance
-// worker each holds. Liveness (leases, hosts, workers) is judged on the database's clock;
-// `now` (injected) is the time ages are shown against.
+// store/reporting/status — the figures behind `sqlstreams status`
+// (docs/design.md#retention-and-partitions, docs/design.md#the-host), read in one read-only
+// transaction: per stream its head, partitions, oldest retained message and retention and which
+// group's cursor holds retention back; per group its cursor, lag, leases, exceptions by status,
+// what retention took from it, the skipped-version count its live hosts report, whether it is
+// paused and when a running host last saw it; the hosts and which maintenance worker each holds.
+// Liveness (leases, hosts, workers) is judged on the database's clock; `now` (injected) is the time
+// ages are shown against.
 // Threading: a free function on the caller's Session.
 #pragma once
 
