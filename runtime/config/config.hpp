@@ -150,6 +150,11 @@ struct GroupConfig {
   UnacceptedVersions unaccepted_versions = UnacceptedVersions::kKeep;
   AuditMode audit = AuditMode::kFailures;
   Isolation isolation = Isolation::kInProcess;
+  // isolation = "process": what each child's stderr may put in the host's log, per second
+  // (a burst of 5 seconds' worth); lines over it are dropped, logged as a count and counted in
+  // sqlstreams_group_child_stderr_dropped_lines_total. Only with isolation = "process".
+  int64_t child_stderr_lines_per_second = 200;
+  int64_t child_stderr_bytes_per_second = 64 * 1024;
   // Fixed when the group is created (the database keeps them; a host whose config differs
   // refuses the group). ordering_dead may only be written when ordering = "key".
   Ordering ordering = Ordering::kNone;

@@ -89,6 +89,8 @@ class GroupPipeline {
   size_t peak_in_flight() const;
   // Async completions dropped: late (after handler_timeout), after stop, or repeated.
   uint64_t completions_dropped() const;
+  // Isolated groups: lines of the children's stderr over their budget (not logged).
+  uint64_t stderr_lines_dropped() const;
 
  private:
   const PipelineOptions options_;

@@ -63,6 +63,7 @@ class WorkerPool {
   size_t peak_in_flight() const { return peak_in_flight_.load(); }
   // Async completions dropped: late (after handler_timeout), after stop, or repeated.
   uint64_t completions_dropped() const;
+  uint64_t stderr_lines_dropped() const { return handler_->stderr_lines_dropped(); }
 
  private:
   struct WorkerState {

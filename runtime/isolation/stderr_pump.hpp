@@ -17,8 +17,10 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -32,6 +34,9 @@ struct StderrBudget {
   size_t lines_per_second = 200;        // logged lines per second, per child
   size_t burst_bytes = 256 * 1024;      // what a quiet child may log at once
   size_t burst_lines = 1000;
+  // Lines over the budget, summed over every child of a handler (the group's metric
+  // sqlstreams_group_child_stderr_dropped_lines_total); null: not counted beyond the log.
+  std::shared_ptr<std::atomic<uint64_t>> dropped_lines_total;
 };
 
 // Bytes a stopping pump still reads from the pipe (a process the plugin forked out of the

@@ -57,6 +57,9 @@ constexpr MetricInfo kOtherMetrics[] = {
     {"sqlstreams_group_completions_dropped_total",
      "asynchronous completions dropped: late (after handler_timeout), after a stop, or repeated",
      MetricType::kCounter},
+    {"sqlstreams_group_child_stderr_dropped_lines_total",
+     "isolated handler children's stderr lines not logged: over the group's child_stderr budget",
+     MetricType::kCounter},
     {"sqlstreams_group_plugin_info",
      "1 per group: the plugin its handler runs (manifest name and version, SHA-256 of the image)",
      MetricType::kGauge},
@@ -178,6 +181,11 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     add_counter(dropped, group_labels(g.stream, g.group), g.completions_dropped);
   }
   out.push_back(std::move(dropped));
+  auto stderr_dropped = family("sqlstreams_group_child_stderr_dropped_lines_total");
+  for (const auto& g : groups) {
+    add_counter(stderr_dropped, group_labels(g.stream, g.group), g.stderr_lines_dropped);
+  }
+  out.push_back(std::move(stderr_dropped));
   auto plugin = family("sqlstreams_group_plugin_info");
   for (const auto& g : groups) {
     Labels l = group_labels(g.stream, g.group);
@@ -279,6 +287,7 @@ void GroupSample::add_counts(const GroupSample& from) {
   accumulate(counters, from.counters);
   handler_seconds.add(from.handler_seconds);
   completions_dropped += from.completions_dropped;
+  stderr_lines_dropped += from.stderr_lines_dropped;
 }
 
 const std::vector<MetricInfo>& metric_catalog() {
