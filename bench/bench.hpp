@@ -1,5 +1,5 @@
 // bench — shared pieces of `sqlstreams_bench`, the one-run comparison of the SQLStreams
-// runtime against raw PostgreSQL on the same database (DESIGN §15):
+// runtime against raw PostgreSQL on the same database (docs/design.md#performance-model):
 //   1. produce rate: Producer::produce_batch (500/batch) vs a raw multi-row INSERT;
 //   2. backlog drain: GroupPipeline + in-process no-op handler vs a raw SKIP LOCKED queue;
 //      then (2b, same run) a backlog of due exception rows retried by a second group;

@@ -1,9 +1,10 @@
 // `sqlstreams config check FILE`: parse and validate, load every plugin, call each handler's
 // validate() with its [groups.config] and check its schema_versions against the version the
 // handler declares (each plugin is loaded first in a throwaway child: a constructor that crashes
-// is refused, issue 27 §1); parse (never print, never connect to) the database URL it would use;
-// start nothing, write nothing. Every group's problem is reported at once (cli/group_plugins). Exit
-// 0, 2 (config, including a [groups.config] a handler rejects) or 3 (plugin).
+// is refused, runtime/plugin_host/README.md#loading-step-by-step); parse (never print, never
+// connect to) the database URL it would use; start nothing, write nothing. Every group's problem is
+// reported at once (cli/group_plugins). Exit 0, 2 (config, including a [groups.config] a handler
+// rejects) or 3 (plugin).
 #include <fmt/format.h>
 
 #include <cstdlib>

@@ -1,5 +1,6 @@
 // `sqlstreams dead list|show|retry|discard STREAM GROUP` and `sqlstreams group rewind`: the
-// operator's tools for what did not succeed (DESIGN §7). Every action is audited. (`group
+// operator's tools for what did not succeed
+// (docs/design.md#retries-exception-rows-and-dead-letters). Every action is audited. (`group
 // pause|resume|drop` live in cmd_group.cpp.)
 #include <fmt/format.h>
 #include <pwd.h>

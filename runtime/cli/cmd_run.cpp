@@ -49,7 +49,8 @@ int run(const RunFlags& f) {
   // Every group's plugin, config and versions, all reported at once, before the database. The
   // Host then runs its groups from this registry: each plugin is loaded once.
   auto registry = std::make_shared<plugin_host::PluginRegistry>(plugin_dir);
-  // Each new image (now and at every SIGHUP) loads first in a throwaway child (issue 27 §1).
+  // Each new image (now and at every SIGHUP) loads first in a throwaway child
+  // (runtime/plugin_host/README.md#loading-step-by-step).
   registry->set_load_probe(plugin_host::LoadProbe{"/proc/self/exe"});
   check_group_plugins(*registry, config);
   auto session_options = f.db.resolve(config);

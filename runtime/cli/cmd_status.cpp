@@ -67,6 +67,7 @@ nlohmann::json to_json(const store::FleetStatus& f) {
             {{"ready", g.ready},
              {"inflight", g.inflight},
              {"deferred", g.deferred},
+             {"parked", g.parked},
              {"dead", g.dead}}},
            {"dead", g.dead},
            {"lost_messages", g.lost_messages},
@@ -171,6 +172,12 @@ void print_text(const store::FleetStatus& f) {
             "  ordering: %s by key, dead %s its key; %lld key(s) blocked, %lld deferred row(s)\n",
             g.name.c_str(), g.ordering_dead == "hold" ? "holds" : "releases",
             static_cast<long long>(g.blocked_keys), static_cast<long long>(g.deferred));
+      }
+      if (g.parked > 0) {  // kept until the group accepts their schema version
+        std::printf(
+            "  kept: %s keeps %lld message(s) of schema versions it does not accept; they run "
+            "once it accepts them (unaccepted_versions = \"skip\" passes them over)\n",
+            g.name.c_str(), static_cast<long long>(g.parked));
       }
       for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
         std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),

@@ -1,6 +1,6 @@
 // cli — the `sqlstreams` executable's subcommands. Each register_* adds one subcommand to the
 // CLI11 app and, when parsed, stores the action to run in `action` (main runs it inside the one
-// control-plane try/catch that maps errors to exit codes, DESIGN §13).
+// control-plane try/catch that maps errors to exit codes, docs/design.md#errors-and-trust).
 // Threading: main thread only (run starts the pipelines).
 #pragma once
 

@@ -1,5 +1,5 @@
 // check_group_plugins: load → validate → schema versions for each group, collecting every
-// problem with its location (DESIGN §11: all at once, file:line:col).
+// problem with its location (docs/design.md#configuration: all at once, file:line:col).
 #include "cli/group_plugins.hpp"
 
 #include <fmt/format.h>

@@ -66,10 +66,10 @@ class ManualClock final : public Clock {
   SysTime now_;
 };
 
-// This host's steady time, injected (DESIGN §14: timeout tests advance a manual clock instead of
-// sleeping). A component that waits on a condition variable for a SteadyTime deadline converts
-// it with to_real(); a deadline measured on the real steady clock elsewhere (the store takes a
-// lease's deadline before its statement) comes in through from_real().
+// This host's steady time, injected (docs/design.md#testing: timeout tests advance a manual clock
+// instead of sleeping). A component that waits on a condition variable for a SteadyTime deadline
+// converts it with to_real(); a deadline measured on the real steady clock elsewhere (the store
+// takes a lease's deadline before its statement) comes in through from_real().
 class SteadyClock {
  public:
   virtual ~SteadyClock() = default;

@@ -1,5 +1,5 @@
-// common/errors — the control-plane error zone (DESIGN §13): typed exceptions that main()
-// maps to exit codes. Data-plane code never throws these across a worker iteration.
+// common/errors — the control-plane error zone (docs/design.md#errors-and-trust): typed exceptions
+// that main() maps to exit codes. Data-plane code never throws these across a worker iteration.
 // Threading: value types.
 #pragma once
 

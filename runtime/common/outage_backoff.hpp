@@ -1,11 +1,11 @@
 // common/outage_backoff — the one "the database went away" state machine of the runtime's loops
-// (claimer, retrier, committer, maintenance runner; DESIGN §12 "Lost database": log once, back
-// off, reconnect). Pure: it neither sleeps nor logs. A loop asks it, on each failed attempt,
-// how long to wait and whether this failure is the first of an outage (then the loop logs its
-// `…-unavailable` / `…-failed` line), and tells it of each success, which ends the outage (the
-// loop then logs its `…-reconnected` / `…-recovered` line, once) and resets the delay.
-// The first delay of an outage is `initial`; each later one doubles, at most `cap` (initial ==
-// cap: a constant delay).
+// (claimer, retrier, committer, maintenance runner;
+// docs/design.md#signals-reload-and-a-lost-database: log once, back off, reconnect). Pure: it
+// neither sleeps nor logs. A loop asks it, on each failed attempt, how long to wait and whether
+// this failure is the first of an outage (then the loop logs its `…-unavailable` / `…-failed`
+// line), and tells it of each success, which ends the outage (the loop then logs its
+// `…-reconnected` / `…-recovered` line, once) and resets the delay. The first delay of an outage is
+// `initial`; each later one doubles, at most `cap` (initial == cap: a constant delay).
 // Threading: none (one loop owns one instance).
 #pragma once
 
@@ -17,7 +17,7 @@ namespace sqlstreams {
 class OutageBackoff {
  public:
   // The longest wait of the consume loops between attempts while the database is away
-  // (DESIGN §12: back off to 5 s).
+  // (docs/design.md#signals-reload-and-a-lost-database: back off to 5 s).
   static constexpr std::chrono::milliseconds kMaxDelay{5000};
 
   struct Step {

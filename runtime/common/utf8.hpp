@@ -1,8 +1,8 @@
 // common/utf8 — the one text sanitizer for everything that crosses into the host from outside
-// (plugin error text, log text) and for any text the committer writes to PostgreSQL (DESIGN §7
-// "Poison-proof commits", STYLE L6). The result is always valid UTF-8 that PostgreSQL accepts
-// in a `text` column: invalid or truncated sequences, overlong forms, surrogates, code points
-// above U+10FFFF and NUL bytes each become U+FFFD; a cut happens at a code point boundary.
+// (plugin error text, log text) and for any text the committer writes to PostgreSQL
+// (docs/design.md#poison-proof-commits, STYLE L6). The result is always valid UTF-8 that PostgreSQL
+// accepts in a `text` column: invalid or truncated sequences, overlong forms, surrogates, code
+// points above U+10FFFF and NUL bytes each become U+FFFD; a cut happens at a code point boundary.
 // escape_for_text() is the one escaper for human-readable output (text logs, CLI tables): it
 // makes foreign text (plugin errors, keys, payload snippets) unable to forge a line or drive a
 // terminal.

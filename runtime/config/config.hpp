@@ -1,4 +1,4 @@
-// config — the typed, validated configuration of one host (DESIGN §11).
+// config — the typed, validated configuration of one host (docs/design.md#configuration).
 // Owns: the TOML schema (declared once in schema.cpp), parsing with toml++, closed-world
 // validation that reports every problem at once as `file:line:col: path.key: problem (got X)`,
 // and resolution of the database URL (SQLSTREAMS_DATABASE_URL or database.url_file).
@@ -57,14 +57,18 @@ enum class MigrateMode { kAuto, kCheck };
 enum class LogFormat { kAuto, kText, kJson };
 enum class GroupStart { kBeginning, kHead };
 enum class AuditMode { kOff, kFailures, kAll };
-// Where a group's handler runs: in the host process, or in supervised child processes (issue 13).
+// Where a group's handler runs: in the host process, or in supervised child processes
+// (runtime/isolation/README.md).
 enum class Isolation { kInProcess, kProcess };
-// Per-key ordering (issue 29): none = unordered (the default); key = one message of a
-// message_key at a time, in id order, across every host of the group.
+// Per-key ordering (docs/design.md#per-key-ordering): none = unordered (the default); key = one
+// message of a message_key at a time, in id order, across every host of the group.
 enum class Ordering { kNone, kKey };
 // What a dead message does to the later messages of its key in an ordered group: release them
 // (the default), or hold them until an operator retries or discards it.
 enum class OrderingDead { kRelease, kHold };
+// A message of a schema version the group does not accept: kept (an exception row `parked`, with
+// its payload, delivered once the group accepts the version) or passed over for good.
+enum class UnacceptedVersions { kKeep, kSkip };
 
 struct DatabaseConfig {
   std::optional<std::string> url_file;  // resolved relative to the config file's folder
@@ -148,8 +152,14 @@ struct GroupConfig {
   // sets it to the version the handler declares at load (plugin_host::group_schema_versions).
   std::vector<int32_t> schema_versions{1};
   bool schema_versions_given = false;
+  UnacceptedVersions unaccepted_versions = UnacceptedVersions::kKeep;
   AuditMode audit = AuditMode::kFailures;
   Isolation isolation = Isolation::kInProcess;
+  // isolation = "process": what each child's stderr may put in the host's log, per second
+  // (a burst of 5 seconds' worth); lines over it are dropped, logged as a count and counted in
+  // sqlstreams_group_child_stderr_dropped_lines_total. Only with isolation = "process".
+  int64_t child_stderr_lines_per_second = 200;
+  int64_t child_stderr_bytes_per_second = 64 * 1024;
   // Fixed when the group is created (the database keeps them; a host whose config differs
   // refuses the group). ordering_dead may only be written when ordering = "key".
   Ordering ordering = Ordering::kNone;

@@ -79,6 +79,23 @@ void check_groups(const Config& config, const toml::table& root, Problems& probl
                      render_node(*item->get("ordering_dead")));
       }
     }
+    // The child stderr budget means something only for isolated groups (the same rule).
+    if (group.isolation != Isolation::kProcess) {
+      const toml::array* items = root["groups"].as_array();
+      const toml::table* item = items && i < items->size() ? items->get(i)->as_table() : nullptr;
+      const toml::node* isolation = item ? item->get("isolation") : nullptr;
+      const bool isolation_valid =
+          !isolation ||
+          (isolation->is_string() && isolation->value_or(std::string()) == "inprocess");
+      for (const char* key : {"child_stderr_lines_per_second", "child_stderr_bytes_per_second"}) {
+        if (item && isolation_valid && item->contains(key)) {
+          problems.add(key_position(root, "groups", i, key), path + "." + key,
+                       "applies only to an isolated group; set isolation = \"process\" or "
+                       "remove it",
+                       render_node(*item->get(key)));
+        }
+      }
+    }
     if (group.name.empty() || group.stream.empty()) continue;  // already reported
     auto [first, inserted] = seen.emplace(std::pair(group.stream, group.name), &group);
     if (inserted) continue;

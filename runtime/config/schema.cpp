@@ -34,6 +34,7 @@ constexpr std::array<std::string_view, 3> kAuditModes{"off", "failures", "all"};
 constexpr std::array<std::string_view, 2> kIsolations{"inprocess", "process"};
 constexpr std::array<std::string_view, 2> kOrderings{"none", "key"};
 constexpr std::array<std::string_view, 2> kOrderingDeads{"release", "hold"};
+constexpr std::array<std::string_view, 2> kUnacceptedVersions{"keep", "skip"};
 
 Value str(const char* s) { return std::string(s); }
 
@@ -353,6 +354,13 @@ const Table<GroupConfig>& group_table() {
                  assign(g.schema_versions, v);
                  g.schema_versions_given = true;
                }},
+          {.name = "unaccepted_versions",
+           .type = Type::kString,
+           .def = str("keep"),
+           .constraint = one_of(kUnacceptedVersions),
+           .doc = "a message of a version not in schema_versions: kept until the group accepts "
+                  "it, or skipped for good",
+           .apply = set_enum(&G::unaccepted_versions, kUnacceptedVersions)},
           {.name = "audit",
            .type = Type::kString,
            .def = str("failures"),
@@ -365,6 +373,19 @@ const Table<GroupConfig>& group_table() {
            .constraint = one_of(kIsolations),
            .doc = "where the handler runs: in the host, or in supervised child processes",
            .apply = set_enum(&G::isolation, kIsolations)},
+          {.name = "child_stderr_lines_per_second",
+           .type = Type::kInt,
+           .def = int64_t{200},
+           .constraint = int_range(1, 100'000),
+           .doc = "isolation = \"process\": stderr lines per second each child may log (the rest "
+                  "are counted)",
+           .apply = set(&G::child_stderr_lines_per_second)},
+          {.name = "child_stderr_bytes_per_second",
+           .type = Type::kInt,
+           .def = int64_t{64} << 10,
+           .constraint = int_range(1024, int64_t{64} << 20),
+           .doc = "isolation = \"process\": stderr bytes per second each child may log",
+           .apply = set(&G::child_stderr_bytes_per_second)},
           {.name = "ordering",
            .type = Type::kString,
            .def = str("none"),

@@ -105,7 +105,8 @@ void Claimer::run() {
   store::Session session(options_.session);
   store::GroupStore store(session, options_.ref.stream_id, options_.ref.id, options_.holder);
   store.set_ordering(ordering_mode(g));
-  // The stream's fan-out read cache on this host (DESIGN §6.2 step 4), when there is one.
+  // The stream's fan-out read cache on this host (docs/design.md#sharing-a-range-read), when there
+  // is one.
   auto cache = options_.read_cache ? options_.read_cache->join() : nullptr;
   auto idle = g.poll_interval;
   // While a pending observation waits for its proof, only transactions already in flight hold

@@ -1,4 +1,4 @@
-// consume/claimer — the claimer of one group's pipeline (DESIGN §6).
+// consume/claimer — the claimer of one group's pipeline (docs/design.md#the-claim-fence).
 // Owns: the claim thread (`ss-claim`) and its own store session. It reclaims expired range
 // leases first, then observe → prove → claim (the fence), and puts each claimed range into the
 // range queue; at most range_limit() ranges are claimed at once (backpressure). Every

@@ -1,4 +1,6 @@
-// consume/committer — the committer of one group's pipeline (DESIGN §6.3, §7).
+// consume/committer — the committer of one group's pipeline
+// (docs/design.md#range-leases-and-token-guarded-transitions,
+// docs/design.md#retries-exception-rows-and-dead-letters).
 // Owns: the commit thread (`ss-commit`) and its own store session. It takes finished ranges and
 // retry results from the range queue and commits them in batches, in token-guarded
 // transactions (a range or row whose lease was lost is reported, not committed); a commit the
@@ -57,7 +59,7 @@ class Committer {
   GroupMetrics& metrics_;
   std::function<void()> watchdog_;
   // stop()'s deadline (steady_clock ticks); max until stop() runs. Commits read it on every
-  // retry so a drain is never held up by the database (DESIGN §7).
+  // retry so a drain is never held up by the database (docs/design.md#poison-proof-commits).
   std::atomic<int64_t> stop_deadline_ns_{
       std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
   ops::LogLimiter warn_limiter_;  // repeated identical warnings: one line + a suppressed count

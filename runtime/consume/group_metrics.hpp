@@ -88,12 +88,20 @@ class GroupMetrics {
     return d.count() > 0 ? d : std::chrono::steady_clock::duration{};
   }
 
-  // Messages passed over because the group does not declare their schema version (DESIGN §8).
-  // Returns true the first time a version is seen (so the caller logs it once).
+  // Messages passed over because the group does not declare their schema version
+  // (docs/design.md#payload-schema-versions). Returns true the first time a version is seen (so the
+  // caller logs it once).
   bool count_skipped_version(int32_t version) {
     add(GroupCounter::kSkippedVersion);
     std::lock_guard lock(versions_mu_);
     return skipped_by_version_[version]++ == 0;
+  }
+  // Messages kept (parked) because the group does not accept their schema version yet. True the
+  // first time a version is seen.
+  bool count_kept_version(int32_t version) {
+    add(GroupCounter::kKeptVersion);
+    std::lock_guard lock(versions_mu_);
+    return kept_by_version_[version]++ == 0;
   }
   std::map<int32_t, uint64_t> skipped_by_version() const {
     std::lock_guard lock(versions_mu_);
@@ -104,6 +112,7 @@ class GroupMetrics {
   std::array<std::atomic<uint64_t>, ops::kGroupCounters> counts_{};
   mutable std::mutex versions_mu_;
   std::map<int32_t, uint64_t> skipped_by_version_;
+  std::map<int32_t, uint64_t> kept_by_version_;
 };
 
 }  // namespace sqlstreams::consume

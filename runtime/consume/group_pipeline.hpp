@@ -1,4 +1,5 @@
-// consume/group_pipeline — everything that runs one consumer group on this host (DESIGN §6–7):
+// consume/group_pipeline — everything that runs one consumer group on this host
+// (runtime/consume/README.md):
 //   claimer thread   reclaims expired range leases first, then observe → prove → claim (the
 //                    fence); at most `queue_ranges` ranges and `queue_bytes` of their payloads
 //                    are in flight (backpressure), each range cut at its byte budget;
@@ -39,11 +40,11 @@
 // deadline, commit finished prefixes and hand the rest back (reclaimable, not counted a crash).
 // No commit retries past the deadline, even while the database is down (then the leases expire
 // and the work is claimed again: at-least-once).
-// Poison-proof commits (DESIGN §7): a commit the database refuses deterministically (SQLSTATE
-// 22/23) is never retried as is; it is redone isolating each range and row, the refused rows
-// recorded dead with "commit rejected: …". An in-doubt commit is resolved with pg_xact_status.
-// The parts (runtime/consume/README.md): RangeQueue (the shared work and group state, one
-// lock), Claimer, Retrier, WorkerPool (workers, async dispatch, watchdog, write-off) and
+// Poison-proof commits (docs/design.md#poison-proof-commits): a commit the database refuses
+// deterministically (SQLSTATE 22/23) is never retried as is; it is redone isolating each range and
+// row, the refused rows recorded dead with "commit rejected: …". An in-doubt commit is resolved
+// with pg_xact_status. The parts (runtime/consume/README.md): RangeQueue (the shared work and group
+// state, one lock), Claimer, Retrier, WorkerPool (workers, async dispatch, watchdog, write-off) and
 // Committer, each owning its thread(s); GroupPipeline composes them, starts, stops and drains.
 // Threading: start()/stop() from one control thread; everything else is internal.
 #pragma once
@@ -89,6 +90,8 @@ class GroupPipeline {
   size_t peak_in_flight() const;
   // Async completions dropped: late (after handler_timeout), after stop, or repeated.
   uint64_t completions_dropped() const;
+  // Isolated groups: lines of the children's stderr over their budget (not logged).
+  uint64_t stderr_lines_dropped() const;
 
  private:
   const PipelineOptions options_;

@@ -1,13 +1,14 @@
-// consume/key_lanes — per-key ordering on this host (`ordering = "key"`, issue 29): the messages
-// of one key that this host holds, across all of its claimed ranges, form a lane and run one at
-// a time in id order. Only a lane's head is handed to the workers; when it resolves (success,
-// dead under `ordering_dead = "release"`, a schema version the group passes over) the next entry
-// becomes the head. When it does not (a failed attempt, a DELAY, a timeout, dead under "hold", or
-// a hand-back), the lane ends: the caller defers or hands back the rest, and a marker keeps the
-// key closed on this host until the head's range has been committed — after that the database
-// (an open exception row of the key, or the handed-back lease) says the key is blocked. The
-// cross-host part (another host's earlier lease, open rows) is the database gate
-// (store/group/README.md "Per-key ordering"); the caller passes its verdict to admit().
+// consume/key_lanes — per-key ordering on this host (`ordering = "key"`,
+// runtime/consume/README.md#per-key-ordering-ordering--key): the messages of one key that this host
+// holds, across all of its claimed ranges, form a lane and run one at a time in id order. Only a
+// lane's head is handed to the workers; when it resolves (success, dead under `ordering_dead =
+// "release"`, a schema version the group passes over) the next entry becomes the head. When it does
+// not (a failed attempt, a DELAY, a timeout, dead under "hold", or a hand-back), the lane ends: the
+// caller defers or hands back the rest, and a marker keeps the key closed on this host until the
+// head's range has been committed — after that the database (an open exception row of the key, or
+// the handed-back lease) says the key is blocked. The cross-host part (another host's earlier
+// lease, open rows) is the database gate (store/group/README.md "Per-key ordering"); the caller
+// passes its verdict to admit().
 //
 // Why a gate epoch: the claimer reads the epoch, then runs the gate statement, then admits. A
 // range released (committed) after the epoch was read may have written the row that blocks a

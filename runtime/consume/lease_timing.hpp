@@ -1,9 +1,9 @@
-// consume/lease_timing — how a group's range and row leases are kept (DESIGN §6.3): a worker
-// starts a message only while its lease has `start_needed` left (a whole handler run plus a
-// margin), and the committer renews every `renew_every`. Chosen together so that a lease
-// renewed on time never drops below `start_needed` before its next renewal, for every valid
-// config (lease_ttl > handler_timeout): no valid config hands work back without a failure.
-// Pure; threading: none.
+// consume/lease_timing — how a group's range and row leases are kept
+// (docs/design.md#range-leases-and-token-guarded-transitions): a worker starts a message only while
+// its lease has `start_needed` left (a whole handler run plus a margin), and the committer renews
+// every `renew_every`. Chosen together so that a lease renewed on time never drops below
+// `start_needed` before its next renewal, for every valid config (lease_ttl > handler_timeout): no
+// valid config hands work back without a failure. Pure; threading: none.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,8 @@
-// consume/outcome_policy — what the runtime records for a handler outcome (DESIGN §7).
-// The plugin only classifies (OK / RETRY / DELAY / TERMINAL); this decides: nothing for OK,
-// a `ready` exception with backoff for RETRY, a `ready` exception that does not spend the
-// budget for DELAY, `dead` for TERMINAL or a spent budget (attempts - delays > max_retries).
+// consume/outcome_policy — what the runtime records for a handler outcome
+// (docs/design.md#retries-exception-rows-and-dead-letters). The plugin only classifies (OK / RETRY
+// / DELAY / TERMINAL); this decides: nothing for OK, a `ready` exception with backoff for RETRY, a
+// `ready` exception that does not spend the budget for DELAY, `dead` for TERMINAL or a spent budget
+// (attempts - delays > max_retries).
 // Threading: pure.
 #pragma once
 

@@ -16,7 +16,8 @@ RangeQueue::RangeQueue(const PipelineOptions& options, GroupMetrics& metrics)
       metrics_(metrics),
       ordered_(options.group.ordering == config::Ordering::kKey),
       dead_holds_key_(options.group.ordering_dead == config::OrderingDead::kHold),
-      plant_ignore_lanes_(store::chaos_plant("ordering-ignore-lanes")) {
+      plant_ignore_lanes_(store::chaos_plant("ordering-ignore-lanes")),
+      keep_unaccepted_(options_.group.unaccepted_versions == config::UnacceptedVersions::kKeep) {
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
 }
@@ -487,15 +488,17 @@ bool RangeQueue::may_start(const Task& task) {
     }
     const auto& msg = r.range().messages[task.index];
     if (!accepted_versions_.count(msg.schema_version)) {
-      if (metrics_.count_skipped_version(msg.schema_version)) {  // passed over, never silent
-        spdlog::warn(
-            "version-skipped stream={} group={} schema_version={} message_id={}: the "
-            "group declares schema_versions it does not include; such messages are "
-            "passed over and counted",
-            options_.ref.stream, options_.ref.name, msg.schema_version, msg.id);
-      }
-      if (!r.slot(task.index).taken.exchange(true))
+      if (!r.slot(task.index).taken.exchange(true)) {
+        if (keep_unaccepted_) {
+          // Kept: a parked row with its payload (an ordered group's key stays blocked behind it).
+          Slot& slot = r.slot(task.index);
+          slot.decision = parked_row(msg.id, 0, 0, msg.schema_version, msg.payload,
+                                     ordered_ ? msg.key : std::nullopt);
+        } else {
+          note_skipped_version(msg.schema_version, msg.id);
+        }
         settle(task.range, task.index, SlotState::kDone);
+      }
       return false;
     }
     r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);
@@ -514,26 +517,59 @@ bool RangeQueue::may_start(const Task& task) {
     }
     return false;
   }
-  // Retries and quarantined rows pass over versions the group does not accept, like ranges
-  // do: counted, and the exception row is deleted as an outcome (nothing left to run). 0 is a
-  // dead letter kept before its version was recorded (V003): unknown, so it runs.
+  // Retries and quarantined rows of versions the group does not accept are kept (the row
+  // becomes parked, keeping its attempts) or passed over (the row is deleted as an outcome),
+  // like ranges. 0 is a dead letter kept before its version was recorded (V003): unknown, so it
+  // runs.
   const int32_t version = w.claim.message->schema_version;
   if (version != 0 && !accepted_versions_.count(version)) {
-    if (metrics_.count_skipped_version(version)) {
-      spdlog::warn(
-          "version-skipped stream={} group={} schema_version={} message_id={}: a retry "
-          "of a version the group does not accept is passed over (its exception row "
-          "is deleted) and counted",
-          options_.ref.stream, options_.ref.name, version, w.claim.message_id);
-    }
     if (!w.taken.exchange(true)) {
+      std::optional<store::FailedMessage> decision;  // nullopt: passed over, the row deleted
+      if (keep_unaccepted_) {
+        decision = parked_row(w.claim.message_id, w.claim.attempts, w.claim.delays, version,
+                              w.claim.message->payload, w.claim.lane_key);
+      } else {
+        note_skipped_version(version, w.claim.message_id);
+      }
       retry_results_.push_back(
-          store::RetryResult{w.claim.message_id, w.claim.token, {}, false, {}});
+          store::RetryResult{w.claim.message_id, w.claim.token, std::move(decision), false, {}});
       commit_cv_.notify_one();
     }
     return false;
   }
   return true;
+}
+
+void RangeQueue::note_skipped_version(int32_t version, int64_t message_id) {
+  if (metrics_.count_skipped_version(version)) {  // passed over, never silent
+    spdlog::warn(
+        "version-skipped stream={} group={} schema_version={} message_id={}: the group does "
+        "not accept this version (schema_versions) and says unaccepted_versions = \"skip\": "
+        "such messages are passed over for good and counted",
+        options_.ref.stream, options_.ref.name, version, message_id);
+  }
+}
+
+store::FailedMessage RangeQueue::parked_row(int64_t message_id, int32_t attempts, int32_t delays,
+                                            int32_t version, const std::string& payload,
+                                            const std::optional<std::string>& lane_key) {
+  if (metrics_.count_kept_version(version)) {  // once per version; `status` counts the rows
+    spdlog::warn(
+        "version-kept stream={} group={} schema_version={} message_id={}: the group does not "
+        "accept this version (schema_versions); such messages are kept with their payload and "
+        "run once the group accepts the version (after a reload or an upgrade)",
+        options_.ref.stream, options_.ref.name, version, message_id);
+  }
+  store::FailedMessage f;
+  f.message_id = message_id;
+  f.status = store::ExceptionStatus::kParked;
+  f.attempts = attempts;
+  f.delays = delays;
+  f.error = "schema_version " + std::to_string(version) +
+            " is not accepted by the group (schema_versions): kept until it is";
+  f.payload = payload;
+  f.lane_key = lane_key;
+  return f;
 }
 
 void RangeQueue::hand_back(const Task& t) {

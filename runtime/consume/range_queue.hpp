@@ -202,6 +202,13 @@ class RangeQueue {
       SQLSTREAMS_REQUIRES(mu_);
   // A message of an ordered group that must not run here now becomes a `deferred` row.
   void defer(const std::shared_ptr<RangeWork>& range, size_t index) SQLSTREAMS_REQUIRES(mu_);
+  // A message of a schema version the group does not accept: the row that keeps it (parked),
+  // or, under unaccepted_versions = "skip", a note that it was passed over (logged once per
+  // version, counted).
+  store::FailedMessage parked_row(int64_t message_id, int32_t attempts, int32_t delays,
+                                  int32_t version, const std::string& payload,
+                                  const std::optional<std::string>& lane_key);
+  void note_skipped_version(int32_t version, int64_t message_id);
   bool committable(const RangeWork& r) const SQLSTREAMS_REQUIRES(mu_);
   size_t revoke_above_locked(int64_t low) SQLSTREAMS_REQUIRES(mu_);
   bool any_committable() const SQLSTREAMS_REQUIRES(mu_);
@@ -226,6 +233,7 @@ class RangeQueue {
   const bool dead_holds_key_;  // ordering_dead = "hold"
   // A planted defect (tests/chaos): an ordered group dispatched as if unordered.
   const bool plant_ignore_lanes_;
+  const bool keep_unaccepted_;  // unaccepted_versions = "keep": such messages are parked
 
   mutable Mutex mu_;
   std::condition_variable work_cv_;    // workers: tasks available / stopping

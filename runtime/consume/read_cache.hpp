@@ -1,5 +1,5 @@
-// consume/read_cache — the fan-out read cache (issue 14, DESIGN §6.2 step 4): per stream and per
-// host, the range reads of its groups' claims, kept so that the other groups of the stream on
+// consume/read_cache — the fan-out read cache (docs/design.md#sharing-a-range-read): per stream and
+// per host, the range reads of its groups' claims, kept so that the other groups of the stream on
 // this host claim the same spans without reading (and decoding) them again.
 // Owns: spans (low, high] of final ids with their messages (immutable once stored, shared by
 // the lookups that copy out of them, never overlapping), a byte budget, and the last `claimed`

@@ -1,10 +1,11 @@
-// Retrier: the retry loop — claims due exception rows (DESIGN §7) on its own cadence, in
-// batches sized to the free retry capacity, and feeds them to the shared worker pool.
-// While a backlog is due it claims again as soon as half the capacity is free. Otherwise it
-// asks the database when the next row becomes claimable and sleeps until then (at most
-// max_poll_interval); the committer pokes it whenever it writes a `ready` row, so a due time is
-// honoured within poll_interval without an idle host polling ten times a second per group.
-// Rows whose host died while running them run alone, one by one (see Retrier::run).
+// Retrier: the retry loop — claims due exception rows
+// (docs/design.md#retries-exception-rows-and-dead-letters) on its own cadence, in batches sized to
+// the free retry capacity, and feeds them to the shared worker pool. While a backlog is due it
+// claims again as soon as half the capacity is free. Otherwise it asks the database when the next
+// row becomes claimable and sleeps until then (at most max_poll_interval); the committer pokes it
+// whenever it writes a `ready` row, so a due time is honoured within poll_interval without an idle
+// host polling ten times a second per group. Rows whose host died while running them run alone, one
+// by one (see Retrier::run).
 #include "consume/retrier.hpp"
 
 #include <spdlog/spdlog.h>
@@ -19,6 +20,10 @@ namespace sqlstreams::consume {
 
 namespace {
 constexpr size_t kMaxRetryCapacity = 1000;
+// How often parked rows (messages of versions the group did not accept when they came) are
+// looked at again: at start (a reload or an upgrade that accepts a version starts the group's
+// pipeline), then this often, for rows another host of an older config parked meanwhile.
+constexpr std::chrono::seconds kReleaseParkedEvery{30};
 }  // namespace
 
 Retrier::Retrier(const PipelineOptions& options, RangeQueue& queue, GroupMetrics& metrics,
@@ -58,6 +63,11 @@ void Retrier::run() {
   // most a lease_ttl after its host died), and again right after each suspect.
   auto next_suspect_check = clock.now();
   bool isolating = false;
+  auto next_release = clock.now();
+  // Parked rows this group may run: its versions, or every one when it skips the others (they
+  // are then passed over as retries).
+  std::optional<std::vector<int32_t>> releasable;
+  if (g.unaccepted_versions == config::UnacceptedVersions::kKeep) releasable = g.schema_versions;
   for (;;) {
     // Until next_poll or a poke, then until there is room (in a backlog: half the capacity).
     auto turn =
@@ -66,6 +76,15 @@ void Retrier::run() {
     const size_t room = turn->room;
     const bool suspects = turn->suspects;
     try {
+      if (clock.now() >= next_release) {
+        next_release = clock.now() + kReleaseParkedEvery;
+        if (const int64_t n = store.release_parked(releasable); n > 0) {
+          spdlog::info(
+              "version-released stream={} group={} rows={}: kept messages of versions "
+              "the group accepts now are due",
+              options_.ref.stream, options_.ref.name, n);
+        }
+      }
       using Pick = store::GroupStore::RetryPick;
       auto due =
           store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),

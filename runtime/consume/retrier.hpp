@@ -1,4 +1,5 @@
-// consume/retrier — the retrier of one group's pipeline (DESIGN §7).
+// consume/retrier — the retrier of one group's pipeline
+// (docs/design.md#retries-exception-rows-and-dead-letters).
 // Owns: the retry thread (`ss-retry`) and its own store session. It claims due exception rows
 // in batches sized to the free retry capacity (max(2 × runners, min(batch_size, 1000)) rows in
 // flight; runners: concurrency, or max_in_flight for an async handler) and puts them into the

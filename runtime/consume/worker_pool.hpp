@@ -1,4 +1,4 @@
-// consume/worker_pool — the threads that run a group's handler (DESIGN §6–7).
+// consume/worker_pool — the threads that run a group's handler (runtime/consume/README.md).
 // Owns: `concurrency` worker threads (replacements included), their bookkeeping, the outcome
 // recording (outcome policy, audit, metrics), the handler-timeout watchdog and its write-off
 // hand-over, the hung-handler pause, and for an async handler (ABI 1.2 handle_async,
@@ -63,6 +63,7 @@ class WorkerPool {
   size_t peak_in_flight() const { return peak_in_flight_.load(); }
   // Async completions dropped: late (after handler_timeout), after stop, or repeated.
   uint64_t completions_dropped() const;
+  uint64_t stderr_lines_dropped() const { return handler_->stderr_lines_dropped(); }
 
  private:
   struct WorkerState {

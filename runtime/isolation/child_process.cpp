@@ -111,7 +111,7 @@ SpawnedChild spawn_child(const std::string& executable, const std::string& label
   }
   // The host blocks its stop and reload signals in every thread (ops/signals): the child starts
   // with none blocked and their default actions, and in a process group of its own, so reap()
-  // can end whatever a plugin forked in it (issue 27 §4).
+  // can end whatever a plugin forked in it (runtime/isolation/README.md#the-supervisor).
   SpawnAttributes sa;
   sigset_t none, defaults;
   sigemptyset(&none);

@@ -31,7 +31,8 @@ struct SpawnedChild {
 // the host (to its stderr, which is the pipe behind stderr_read).
 // `executable` is the sqlstreams binary (normally /proc/self/exe: the very version running).
 // `image_fd` >= 0: the host's sealed plugin image, inherited by the child at fd 4 (kChildImageFd,
-// `--image-fd 4`) so that it maps the host's image and never the file on disk (issue 27 §1).
+// `--image-fd 4`) so that it maps the host's image and never the file on disk
+// (runtime/isolation/README.md#the-supervisor).
 inline constexpr int kChildImageFd = 4;
 SpawnedChild spawn_child(const std::string& executable, const std::string& label,
                          const std::string& log_level, const std::string& log_format,

@@ -1,10 +1,10 @@
-// isolation/frame — the wire format between the host and a handler child process (issue 13).
-// A frame is a 4-byte little-endian body length, then the body: a 1-byte type and its fields
-// (integers little-endian, strings as a 4-byte length and the bytes). The channel is a
-// SOCK_STREAM socketpair: length-prefixed frames keep message boundaries at any payload size
-// (a SOCK_SEQPACKET datagram is capped by the socket buffer). Decoding never trusts the peer:
-// a truncated body, an unknown type, a length past the end or past kMaxFrameBytes is a
-// FrameError, never a crash.
+// isolation/frame — the wire format between the host and a handler child process
+// (runtime/isolation/README.md#frames). A frame is a 4-byte little-endian body length, then the
+// body: a 1-byte type and its fields (integers little-endian, strings as a 4-byte length and the
+// bytes). The channel is a SOCK_STREAM socketpair: length-prefixed frames keep message boundaries
+// at any payload size (a SOCK_SEQPACKET datagram is capped by the socket buffer). Decoding never
+// trusts the peer: a truncated body, an unknown type, a length past the end or past kMaxFrameBytes
+// is a FrameError, never a crash.
 // Threading: pure functions; a Channel is used by one thread at a time (its owner).
 #pragma once
 

@@ -37,7 +37,8 @@ int run_handler_child(int fd, pid_t parent, int image_fd) {
     if (init == nullptr) return protocol_error("the first frame is not an init frame");
     try {
       registry = std::make_unique<plugin_host::PluginRegistry>(init->plugin_dir);
-      // The host's sealed image, never the file on disk (issue 27 §1).
+      // The host's sealed image, never the file on disk
+      // (runtime/isolation/README.md#the-supervisor).
       if (!init->image_sha256.empty()) {
         if (image_fd < 0) {
           throw plugin_host::PluginLoadError(

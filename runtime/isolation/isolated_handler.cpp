@@ -82,10 +82,16 @@ struct Slot {
   Clock::time_point restart_at{};
 };
 
+// Options whose stderr budget sums every child's dropped lines in one counter.
+IsolationOptions counting_drops(IsolationOptions o) {
+  o.stderr_budget.dropped_lines_total = std::make_shared<std::atomic<uint64_t>>(0);
+  return o;
+}
+
 class IsolatedHandler final : public plugin_host::HandlerInstance {
  public:
   explicit IsolatedHandler(IsolationOptions o)
-      : o_(std::move(o)), slots_(static_cast<size_t>(std::max(o_.children, 1))) {}
+      : o_(counting_drops(std::move(o))), slots_(static_cast<size_t>(std::max(o_.children, 1))) {}
 
   ~IsolatedHandler() override {
     for (auto& s : slots_) {
@@ -115,6 +121,9 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   size_t max_batch() const override { return kMaxBatch; }
+  uint64_t stderr_lines_dropped() const override {
+    return o_.stderr_budget.dropped_lines_total->load();
+  }
   // A message waits for a free child (acquire: at most handler_timeout + 2 grace) and then runs
   // until its answer or the kill (handler_timeout + grace).
   std::optional<std::chrono::milliseconds> enforced_timeout() const override {
@@ -225,7 +234,8 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     }
     if (died_while_idle(slot)) {
       // Gone between batches (the OOM killer, a plugin's own thread): the batch never ran, so
-      // it is not charged an attempt (issue 27 §4); it comes back when the child may be up.
+      // it is not charged an attempt (runtime/isolation/README.md#the-supervisor); it comes back
+      // when the child may be up.
       (void)crashed(slot, nullptr, false, "it died between messages; no message was charged");
       const auto wait =
           std::chrono::ceil<std::chrono::milliseconds>(restart_at(slot) - Clock::now());

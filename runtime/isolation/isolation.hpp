@@ -1,6 +1,6 @@
-// isolation — `isolation = "process"` groups (issue 13): the group's handler runs in supervised
-// child processes, so a plugin that segfaults, aborts, calls exit() or hangs costs one failed
-// attempt of the message it was running, never the host or another group.
+// isolation — `isolation = "process"` groups (runtime/isolation/README.md): the group's handler
+// runs in supervised child processes, so a plugin that segfaults, aborts, calls exit() or hangs
+// costs one failed attempt of the message it was running, never the host or another group.
 //
 //   [[groups]]
 //   name = "charge-cards"   plugin = "payments.so"   handler = "charge"
@@ -13,13 +13,13 @@
 // handler is never called concurrently). The price: `concurrency` processes and handler
 // instances per group (as if the group ran on that many hosts).
 // A child is `/proc/self/exe __handler-child` (cli/main.cpp → run_handler_child): it maps the
-// host's sealed image of the plugin (issue 27 §1: the memfd PluginRegistry::image gives,
-// inherited at fd 4; the init frame carries its SHA-256, which the child checks, refusing a
-// mismatch), never the file on disk, so a file replaced or broken without a reload changes
-// nothing a restarted child runs: only a reload, which creates new children from the newly
-// committed image, does. It validates and creates the instance with the group's config, answers
-// Ready (or Failed: the host rethrows the PluginLoadError, exit 3 at start-up), then serves frames
-// (frame.hpp) until the channel closes. It dies with the host (PR_SET_PDEATHSIG) and on EOF.
+// host's sealed image of the plugin (runtime/plugin_host/README.md#loading-step-by-step: the memfd
+// PluginRegistry::image gives, inherited at fd 4; the init frame carries its SHA-256, which the
+// child checks, refusing a mismatch), never the file on disk, so a file replaced or broken without
+// a reload changes nothing a restarted child runs: only a reload, which creates new children from
+// the newly committed image, does. It validates and creates the instance with the group's config,
+// answers Ready (or Failed: the host rethrows the PluginLoadError, exit 3 at start-up), then serves
+// frames (frame.hpp) until the channel closes. It dies with the host (PR_SET_PDEATHSIG) and on EOF.
 // Batches (max_batch() = 64): handle_batch() writes every request of a batch at once and reads
 // the replies as they come (poll, non-blocking both ways); the child runs them in order and
 // replies to each as soon as it ran, so the round trip is paid per batch. handle() is a batch

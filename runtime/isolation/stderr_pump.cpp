@@ -108,6 +108,7 @@ void StderrPump::end_line() {
   } else {
     ++dropped_lines_;
     dropped_bytes_ += line_bytes_;
+    if (budget_.dropped_lines_total) budget_.dropped_lines_total->fetch_add(1);
   }
   line_.clear();
   line_bytes_ = 0;

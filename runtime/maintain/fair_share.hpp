@@ -1,8 +1,8 @@
 // maintain/fair_share — which free worker keys one host reaches for in an acquire round
-// (DESIGN §9): up to its fair share, ceil(workers / live hosts), minus what it already holds;
-// and every key seen free for a whole lease TTL regardless of the share (hosts may run
-// different configs, so a key only this host lists must not wait for a share that never
-// comes). MaintenanceRunner::acquire_free applies it; tests check it as a table.
+// (runtime/maintain/README.md#fleet-leases): up to its fair share, ceil(workers / live hosts),
+// minus what it already holds; and every key seen free for a whole lease TTL regardless of the
+// share (hosts may run different configs, so a key only this host lists must not wait for a share
+// that never comes). MaintenanceRunner::acquire_free applies it; tests check it as a table.
 // Threading: pure.
 #pragma once
 

@@ -1,8 +1,9 @@
 // maintain/fleet — the maintenance workers a host's configuration asks for: a janitor per
 // declared stream (its period, host.janitor_period; its audit_retention) and a cursor
-// advancer per group (about once a second, DESIGN §6.5). Every host lists the workers of its
-// own config; the leases decide which host runs each. The janitors count their passes in the
-// caller's JanitorCounters, which must outlive the workers made from the specs.
+// advancer per group (about once a second, docs/design.md#the-committed-cursor-and-the-advancer).
+// Every host lists the workers of its own config; the leases decide which host runs each. The
+// janitors count their passes in the caller's JanitorCounters, which must outlive the workers made
+// from the specs.
 // Threading: pure.
 #pragma once
 

@@ -1,4 +1,5 @@
-// maintain/runner — runs this host's share of the maintenance fleet (DESIGN §9).
+// maintain/runner — runs this host's share of the maintenance fleet
+// (runtime/maintain/README.md#fleet-leases).
 //   lease thread  registers the host and heartbeats its `hosts` row (every ttl/3; the same
 //                 statement refreshes groups.last_seen_at of the groups it runs); takes free
 //                 worker leases (every ttl/4 but at least once a second, jittered): up to its fair

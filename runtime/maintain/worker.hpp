@@ -1,12 +1,14 @@
-// maintain/worker — maintenance workers (DESIGN §9): singleton background jobs that exactly one
-// live host runs at a time, under a lease row in `workers` (store/worker_leases).
+// maintain/worker — maintenance workers (runtime/maintain/README.md#fleet-leases): singleton
+// background jobs that exactly one live host runs at a time, under a lease row in `workers`
+// (store/worker_leases).
 //   JanitorWorker   one per stream ("janitor", "stream:<id>"): store::StreamJanitor's pass,
 //                   logging `partition-created`, `partition-dropped`, `cursor-raised`, and
 //                   `retention-held` (the group whose cursor keeps the oldest partition: its
 //                   position, when a running host last saw it) whenever that group changes
 //   AdvancerWorker  one per group ("advancer", "group:<id>"): the cursor advancer, reusing
 //                   store::GroupStore::advance_cursor() (read the target in one statement,
-//                   apply it with GREATEST in a second; DESIGN §6.5)
+//                   apply it under the generation it read in a second;
+//                   docs/design.md#the-committed-cursor-and-the-advancer)
 // run_once(now) runs one pass without a lease (tests, tools). A janitor counts its passes in
 // the JanitorCounters its owner passes in. The runner calls run(now, fence):
 // the janitor's destructive transactions re-check the lease inside themselves and throw

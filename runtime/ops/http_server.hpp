@@ -1,7 +1,7 @@
-// ops/http_server — the host's small HTTP server (DESIGN §12): /healthz, /readyz, /metrics and
-// the status page are served through civetweb (Debian's libcivetweb, the server prometheus-cpp
-// bundles), never hand-written sockets. One handler function sees every GET/HEAD request and
-// answers with a status, a content type and a body; routing lives with the caller.
+// ops/http_server — the host's small HTTP server (docs/design.md#the-host): /healthz, /readyz,
+// /metrics and the status page are served through civetweb (Debian's libcivetweb, the server
+// prometheus-cpp bundles), never hand-written sockets. One handler function sees every GET/HEAD
+// request and answers with a status, a content type and a body; routing lives with the caller.
 // Listens on host.http_listen ("127.0.0.1:9187" by default: loopback only). Connections are
 // closed after each response (no keep-alive). Slow clients cannot starve health checks
 // (HttpLimits): a connection whose request has not fully arrived within request_timeout is

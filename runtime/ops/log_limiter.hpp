@@ -1,4 +1,4 @@
-// ops/log_limiter — rate-limits repeated identical warnings (DESIGN §12 logs). The first
+// ops/log_limiter — rate-limits repeated identical warnings (docs/design.md#the-host). The first
 // occurrence of a key is logged at once; later ones within `window` are only counted; the first
 // one after the window is logged again with the number suppressed in between
 // (`... suppressed=N`). Keys are what makes two warnings "identical" — e.g. the event name plus

@@ -61,6 +61,9 @@ constexpr MetricInfo kOtherMetrics[] = {
     {"sqlstreams_group_completions_dropped_total",
      "asynchronous completions dropped: late (after handler_timeout), after a stop, or repeated",
      MetricType::kCounter},
+    {"sqlstreams_group_child_stderr_dropped_lines_total",
+     "isolated handler children's stderr lines not logged: over the group's child_stderr budget",
+     MetricType::kCounter},
     {"sqlstreams_group_plugin_info",
      "1 per group: the plugin its handler runs (manifest name and version, SHA-256 of the image)",
      MetricType::kGauge},
@@ -184,6 +187,11 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     add_counter(dropped, group_labels(g.stream, g.group), g.completions_dropped);
   }
   out.push_back(std::move(dropped));
+  auto stderr_dropped = family("sqlstreams_group_child_stderr_dropped_lines_total");
+  for (const auto& g : groups) {
+    add_counter(stderr_dropped, group_labels(g.stream, g.group), g.stderr_lines_dropped);
+  }
+  out.push_back(std::move(stderr_dropped));
   auto plugin = family("sqlstreams_group_plugin_info");
   for (const auto& g : groups) {
     Labels l = group_labels(g.stream, g.group);
@@ -214,8 +222,11 @@ void add_fleet_families(const store::FleetStatus& fleet, std::vector<MetricFamil
     }
     for (const auto& g : s.groups) {
       add_gauge(lag, group_labels(s.name, g.name), static_cast<double>(g.lag));
-      const std::pair<const char*, int64_t> by_status[] = {
-          {"ready", g.ready}, {"inflight", g.inflight}, {"deferred", g.deferred}, {"dead", g.dead}};
+      const std::pair<const char*, int64_t> by_status[] = {{"ready", g.ready},
+                                                           {"inflight", g.inflight},
+                                                           {"deferred", g.deferred},
+                                                           {"parked", g.parked},
+                                                           {"dead", g.dead}};
       for (const auto& [status, n] : by_status) {
         Labels l = group_labels(s.name, g.name);
         l.push_back({"status", status});
@@ -282,6 +293,7 @@ void GroupSample::add_counts(const GroupSample& from) {
   accumulate(counters, from.counters);
   handler_seconds.add(from.handler_seconds);
   completions_dropped += from.completions_dropped;
+  stderr_lines_dropped += from.stderr_lines_dropped;
 }
 
 const std::vector<MetricInfo>& metric_catalog() {

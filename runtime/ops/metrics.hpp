@@ -74,10 +74,11 @@ struct GroupSample {
   int64_t hung_handlers = 0;          // written-off handler threads still running
   bool paused = false;                // hung_handlers reached max_hung_handlers
   // Asynchronous handlers (ABI 1.2; all 0 for a synchronous one):
-  int64_t in_flight = 0;             // messages accepted and not completed
-  int64_t peak_in_flight = 0;        // the most at once since the pipeline started
-  uint64_t completions_dropped = 0;  // late (after handler_timeout), after stop, or repeated
-  PluginVersion plugin;              // the image its handler runs
+  int64_t in_flight = 0;              // messages accepted and not completed
+  int64_t peak_in_flight = 0;         // the most at once since the pipeline started
+  uint64_t completions_dropped = 0;   // late (after handler_timeout), after stop, or repeated
+  uint64_t stderr_lines_dropped = 0;  // isolated groups: child stderr lines over the budget
+  PluginVersion plugin;               // the image its handler runs
   uint64_t& operator[](GroupCounter c) { return counters[index_of(c)]; }
   uint64_t operator[](GroupCounter c) const { return counters[index_of(c)]; }
   // Adds the counts of a replaced pipeline (counters, histogram, dropped completions), so that

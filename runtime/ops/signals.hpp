@@ -1,6 +1,6 @@
-// ops/signals — signal handling for the host (DESIGN §12). SIGTERM/SIGINT/SIGHUP are blocked
-// in every thread (call block_signals() before starting any) and received synchronously by
-// the control thread with wait_for_signal().
+// ops/signals — signal handling for the host (docs/design.md#signals-reload-and-a-lost-database).
+// SIGTERM/SIGINT/SIGHUP are blocked in every thread (call block_signals() before starting any) and
+// received synchronously by the control thread with wait_for_signal().
 // Threading: block_signals() once in main before threads exist; wait_for_signal() from main.
 #pragma once
 

@@ -1,10 +1,10 @@
-// The ELF check of a private image (issue 27 §1): before anything dlopens a plugin image, its
-// ELF64 header and program headers are read from the sealed copy itself and checked against
-// the copy's size and the host's class, byte order and machine. dlopen trusts the headers: a
-// truncated file (a copy still in progress, a damaged download) whose PT_LOAD segments point
-// past the end of the image was mapped, and the first touch of a page beyond the end killed the
-// host with SIGBUS (at `run`, at SIGHUP and in `config check`). Only the headers are read (pread
-// from the memfd); nothing of the plugin runs.
+// The ELF check of a private image (runtime/plugin_host/README.md#loading-step-by-step): before
+// anything dlopens a plugin image, its ELF64 header and program headers are read from the sealed
+// copy itself and checked against the copy's size and the host's class, byte order and machine.
+// dlopen trusts the headers: a truncated file (a copy still in progress, a damaged download) whose
+// PT_LOAD segments point past the end of the image was mapped, and the first touch of a page beyond
+// the end killed the host with SIGBUS (at `run`, at SIGHUP and in `config check`). Only the headers
+// are read (pread from the memfd); nothing of the plugin runs.
 #include <elf.h>
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,10 +1,11 @@
-// plugin_host/load_probe — a plugin's load-time code runs first in a throwaway child (issue 27
-// §1). dlopen runs a plugin's constructors and static initialisers: one that crashes, aborts,
-// calls exit() or hangs would end the process that loads it. `sqlstreams plugin check` loads the
-// file in a forked child; a host (`run`, SIGHUP, `config check`) loads each new image in a
-// spawned child first (PluginRegistry::set_load_probe: `EXE __plugin-probe` maps the very sealed
-// image the host will map, inherited as fd 3, and answers on fd 4) and maps it itself only when
-// the child answered that it loaded. Both read and judge their child's answer here.
+// plugin_host/load_probe — a plugin's load-time code runs first in a throwaway child
+// (runtime/plugin_host/README.md#loading-step-by-step). dlopen runs a plugin's constructors and
+// static initialisers: one that crashes, aborts, calls exit() or hangs would end the process that
+// loads it. `sqlstreams plugin check` loads the file in a forked child; a host (`run`, SIGHUP,
+// `config check`) loads each new image in a spawned child first (PluginRegistry::set_load_probe:
+// `EXE __plugin-probe` maps the very sealed image the host will map, inherited as fd 3, and answers
+// on fd 4) and maps it itself only when the child answered that it loaded. Both read and judge
+// their child's answer here.
 // The answer: one JSON document, the manifest ({"name", "version", ...}) or a refusal
 // {"refused": {"path", "symbol", "expected", "found", "hint"}}, read up to 1 MiB. A child that
 // ends any other way (a signal, an exit() from the plugin, no document) is a plugin that crashed

@@ -1,6 +1,7 @@
-// Where a plugin file may come from and whether it may be loaded at all (DESIGN §13):
-// inside plugin_dir, a regular file, trusted (plugin_trust.cpp: owner and modes of the file and
-// of every directory up to `/`), an ELF object that dlopen accepts with RTLD_NOW.
+// Where a plugin file may come from and whether it may be loaded at all
+// (runtime/plugin_host/README.md#loading-step-by-step): inside plugin_dir, a regular file, trusted
+// (plugin_trust.cpp: owner and modes of the file and of every directory up to `/`), an ELF object
+// that dlopen accepts with RTLD_NOW.
 #include <dlfcn.h>
 #include <fmt/format.h>
 

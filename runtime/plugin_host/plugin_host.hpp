@@ -4,16 +4,17 @@
 // Private images (plugin_image.cpp): the host maps a sealed in-memory copy of each checked file,
 // never the file itself, so replacing or rewriting the file (cp, mv, install) cannot change the
 // code that runs; PluginRegistry::refresh loads a changed file beside the running version.
-// Before any dlopen (issue 27 §1): the image's ELF header and program headers are checked against
-// its size and the host's class, byte order and machine (elf_image.cpp: a truncated file was
-// mapped past its end and killed the host with SIGBUS), and, with a LoadProbe set, the image is
-// loaded first by a throwaway child (load_probe.hpp): a constructor that crashes, aborts, exits or
-// hangs is refused there instead of ending the process that would map it.
-// Trust before code runs (plugin_trust.cpp): nothing of a plugin is dlopened unless its real
-// path lies inside the real plugin_dir and the file and every directory up to `/` are owned by
-// root or the host's euid and not writable by group/others (sticky directories above plugin_dir
-// excepted); the checked real path is what gets loaded. Every handle() call is recorded in the
-// calling thread's in-flight record (in_flight.hpp) for the crash handler (ops/crash_handler).
+// Before any dlopen (runtime/plugin_host/README.md#loading-step-by-step): the image's ELF header
+// and program headers are checked against its size and the host's class, byte order and machine
+// (elf_image.cpp: a truncated file was mapped past its end and killed the host with SIGBUS), and,
+// with a LoadProbe set, the image is loaded first by a throwaway child (load_probe.hpp): a
+// constructor that crashes, aborts, exits or hangs is refused there instead of ending the process
+// that would map it. Trust before code runs (plugin_trust.cpp): nothing of a plugin is dlopened
+// unless its real path lies inside the real plugin_dir and the file and every directory up to `/`
+// are owned by root or the host's euid and not writable by group/others (sticky directories above
+// plugin_dir excepted); the checked real path is what gets loaded. Every handle() call is recorded
+// in the calling thread's in-flight record (in_flight.hpp) for the crash handler
+// (ops/crash_handler).
 // Owns: PluginRegistry (the loaded libraries), HandlerInstance (a created handler).
 // Threading: PluginRegistry is used from the control plane only (start-up, reload).
 // HandlerInstance::handle() may be called from many worker threads at once: when the plugin's
@@ -46,7 +47,8 @@ enum class OutcomeKind { kOk, kRetry, kDelay, kTerminal };
 // far inside PostgreSQL's timestamp range whatever the plugin returns.
 inline constexpr std::chrono::milliseconds kMaxDelay{30LL * 24 * 3600 * 1000};
 
-// What a handler decided for one message. The runtime owns the policy (DESIGN §7).
+// What a handler decided for one message. The runtime owns the policy
+// (docs/design.md#retries-exception-rows-and-dead-letters).
 struct Outcome {
   OutcomeKind kind = OutcomeKind::kOk;
   std::chrono::milliseconds delay{0};  // kDelay only
@@ -130,7 +132,8 @@ class HandlerInstance {
   // A handler that ends a stuck message itself (an isolated handler kills its child at
   // handler_timeout + 1 s, isolation.hpp) returns the longest one message can take in it, from
   // the moment the pipeline hands it over; the pipeline's watchdog then only backs that up, so a
-  // timeout has one owner (issue 27 §4). nullopt (the default): the watchdog owns it.
+  // timeout has one owner (runtime/isolation/README.md#the-supervisor). nullopt (the default): the
+  // watchdog owns it.
   virtual std::optional<std::chrono::milliseconds> enforced_timeout() const { return std::nullopt; }
   // Runs messages in order, passing each outcome to `sink` as it is known (before the next
   // message starts, for the default), and returns how many got an outcome: the messages from
@@ -142,6 +145,9 @@ class HandlerInstance {
   // Asynchronous completion (ABI 1.2 handle_async): true when the handler completes messages
   // later from its own threads; the pipeline then calls start_async() instead of handle().
   virtual bool asynchronous() const { return false; }
+  // Lines of the handler's own output the host did not log: an isolated group's children past
+  // their stderr budget (groups[].child_stderr_*), summed since the handler was created.
+  virtual uint64_t stderr_lines_dropped() const { return 0; }
   // Hands `message` to the handler and returns at once with the completion token; `done`
   // receives the outcome (see AsyncDone). The views of `message` must stay valid while
   // `keep_alive` lives: the instance keeps it until the plugin completes the message or the
@@ -160,7 +166,8 @@ class HandlerInstance {
 struct HandlerInfo {
   std::string name;
   int32_t schema_version = 0;  // the descriptor's single version (the newest, with a list)
-  std::vector<int32_t> schema_versions;  // every payload version it understands (DESIGN §8)
+  std::vector<int32_t> schema_versions;  // every payload version it understands
+                                         // (docs/design.md#payload-schema-versions)
   bool concurrent = false;               // handle() may run concurrently on one instance
   bool asynchronous = false;             // ABI 1.2: handle_async() (completes later)
 };
@@ -183,17 +190,19 @@ struct PluginUpgrade {
 };
 
 // A registry's sealed image of one plugin file, for a handler process to map instead of the file
-// (isolation, issue 27 §1): `fd` is the memfd (open for the life of the process; a child inherits
-// a duplicate), `sha256` what the child must find in it, `info` the manifest it carries.
+// (runtime/isolation/README.md#the-supervisor): `fd` is the memfd (open for the life of the
+// process; a child inherits a duplicate), `sha256` what the child must find in it, `info` the
+// manifest it carries.
 struct SealedImage {
   int fd = -1;
   std::string sha256;
   PluginInfo info;
 };
 
-// The throwaway child that loads each new image before a registry maps it (issue 27 §1,
-// plugin_host/load_probe.hpp): `executable __plugin-probe` (cli/main.cpp) maps the same sealed
-// image and answers; a refusal, crash, exit or hang there is the image's PluginLoadError.
+// The throwaway child that loads each new image before a registry maps it
+// (runtime/plugin_host/README.md#loading-step-by-step, plugin_host/load_probe.hpp): `executable
+// __plugin-probe` (cli/main.cpp) maps the same sealed image and answers; a refusal, crash, exit or
+// hang there is the image's PluginLoadError.
 struct LoadProbe {
   std::string executable;  // the sqlstreams binary: /proc/self/exe in `run` and `config check`
   std::chrono::seconds timeout{60};
@@ -225,9 +234,10 @@ class PluginRegistry {
   // process that is itself a throwaway child: `plugin check`, a handler child).
   void set_load_probe(std::optional<LoadProbe> probe);
 
-  // SIGHUP, in two steps so that a rejected reload changes nothing (issue 13, issue 27 §1).
-  // stage(): when `file` is loaded and its bytes on disk differ from the version load() returns
-  // (SHA-256), loads the new bytes beside it (checks, private copy, probe, manifest) as the
+  // SIGHUP, in two steps so that a rejected reload changes nothing
+  // (runtime/plugin_host/README.md#upgrades-staging). stage(): when `file` is loaded and its bytes
+  // on disk differ from the version load() returns (SHA-256), loads the new bytes beside it
+  // (checks, private copy, probe, manifest) as the
   // STAGED version: load/validate/create use it until commit_staged() or discard_staged(), so a
   // reload prepares its groups on it, while the current version stays what commit replaces.
   // Returns the would-be upgrade (from: the current version), or nullopt when the file is
@@ -285,10 +295,10 @@ size_t async_pending_messages();
 bool complete_async(uint64_t token, OutcomeKind kind, std::chrono::milliseconds delay,
                     const std::string& error);
 
-// The payload versions a group runs (DESIGN §8). `requested` nullopt (the config omits
-// schema_versions) = every version the handler declares. Throws PluginLoadError (exit 3) naming
-// the plugin file, handler, group and the versions when the group asks for a version the
-// handler does not declare, or the handler declares none (< 1).
+// The payload versions a group runs (docs/design.md#payload-schema-versions). `requested` nullopt
+// (the config omits schema_versions) = every version the handler declares. Throws PluginLoadError
+// (exit 3) naming the plugin file, handler, group and the versions when the group asks for a
+// version the handler does not declare, or the handler declares none (< 1).
 std::vector<int32_t> group_schema_versions(PluginRegistry& registry, const std::string& file,
                                            const std::string& handler, const std::string& group,
                                            const std::optional<std::vector<int32_t>>& requested);

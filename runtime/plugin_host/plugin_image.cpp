@@ -1,14 +1,14 @@
-// A plugin's private image (issue 13, "safe upgrades"): the host never maps the file on disk.
-// `cp new.so plugin.so` rewrites the very inode a dlopen would have mapped, so the running code
-// changed under the host (SIGBUS/SIGSEGV). Instead the checked file is read once into a sealed
-// memfd (no write, grow, shrink or further sealing possible) and dlopen maps that copy through
-// /proc/<pid>/fd/<n>. Whatever happens to the file afterwards (cp, mv, install, rm) cannot
-// touch the running code; a SIGHUP compares the file's SHA-256 with the image's to see whether
-// it changed (PluginRegistry::refresh). A handler process maps the host's image itself, inherited
-// as a file descriptor (adopt_sealed_image: the seals and the SHA-256 are checked), never the file.
-// The memfd stays open for the life of the process: glibc knows a loaded library by the path it
-// was opened with, so a closed and reused descriptor number would make a later dlopen of the
-// same path return the old library.
+// A plugin's private image (runtime/plugin_host/README.md#loading-step-by-step): the host never
+// maps the file on disk. `cp new.so plugin.so` rewrites the very inode a dlopen would have mapped,
+// so the running code changed under the host (SIGBUS/SIGSEGV). Instead the checked file is read
+// once into a sealed memfd (no write, grow, shrink or further sealing possible) and dlopen maps
+// that copy through /proc/<pid>/fd/<n>. Whatever happens to the file afterwards (cp, mv, install,
+// rm) cannot touch the running code; a SIGHUP compares the file's SHA-256 with the image's to see
+// whether it changed (PluginRegistry::refresh). A handler process maps the host's image itself,
+// inherited as a file descriptor (adopt_sealed_image: the seals and the SHA-256 are checked), never
+// the file. The memfd stays open for the life of the process: glibc knows a loaded library by the
+// path it was opened with, so a closed and reused descriptor number would make a later dlopen of
+// the same path return the old library.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>

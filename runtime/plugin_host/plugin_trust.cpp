@@ -1,6 +1,6 @@
-// Trust before code runs (DESIGN §13, issue 11): whoever can write a plugin, or rename any
-// directory on the way to it, runs code inside the host. Before dlopen (which runs the
-// plugin's constructors) the host checks, on the *resolved* path:
+// Trust before code runs (runtime/plugin_host/README.md#loading-step-by-step): whoever can write a
+// plugin, or rename any directory on the way to it, runs code inside the host. Before dlopen (which
+// runs the plugin's constructors) the host checks, on the *resolved* path:
 //   - the real path of the file lies inside the real path of plugin_dir (a symlink inside
 //     plugin_dir may point to another file inside it, never out of it);
 //   - the file is owned by root or by the host's effective user and is not writable by group

@@ -1,6 +1,6 @@
 // group_schema_versions: a group's payload versions against what its handler declares
-// (DESIGN §8): defaulted to every version the handler declares, refused at load when the group
-// asks for one it does not declare.
+// (docs/design.md#payload-schema-versions): defaulted to every version the handler declares,
+// refused at load when the group asks for one it does not declare.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

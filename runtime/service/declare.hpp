@@ -1,8 +1,8 @@
 // service/declare — what a host (and `sqlstreams declare`) does to the database before any group
-// runs (DESIGN §12): declares the config's streams and groups idempotently (declaration never
-// moves a cursor; a group at the head runs the fence, store/schema), and, for `run`, migrates
-// first (or refuses under database.migrate = "check") and checks Rule 2 (CACHE 1) after.
-// The CLI only parses flags and calls these; errors are ControlPlaneError (exit 4) or
+// runs (docs/design.md#the-host): declares the config's streams and groups idempotently
+// (declaration never moves a cursor; a group at the head runs the fence, store/schema), and, for
+// `run`, migrates first (or refuses under database.migrate = "check") and checks Rule 2 (CACHE 1)
+// after. The CLI only parses flags and calls these; errors are ControlPlaneError (exit 4) or
 // store::StoreError.
 // Threading: the caller's thread, with the caller's Session.
 #pragma once

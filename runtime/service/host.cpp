@@ -86,12 +86,16 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   o.group = g.name;
   o.config_json = g.plugin_config_json;
   // The children map this image (the staged one during a reload), never the file: what they
-  // run changes only with a reload (issue 27 §1).
+  // run changes only with a reload (runtime/plugin_host/README.md#upgrades-staging).
   const plugin_host::SealedImage image = registry_->image(g.plugin);
   o.image_fd = image.fd;
   o.image_sha256 = image.sha256;
   o.children = g.concurrency;
   o.handler_timeout = g.handler_timeout;
+  o.stderr_budget.lines_per_second = static_cast<size_t>(g.child_stderr_lines_per_second);
+  o.stderr_budget.bytes_per_second = static_cast<size_t>(g.child_stderr_bytes_per_second);
+  o.stderr_budget.burst_lines = 5 * o.stderr_budget.lines_per_second;  // 5 seconds' worth
+  o.stderr_budget.burst_bytes = 5 * o.stderr_budget.bytes_per_second;
   {
     MutexLock lock(mu_);
     o.log_level = config_.host.log_level;

@@ -1,5 +1,5 @@
-// service/host — the running `sqlstreams run` process (DESIGN §12). No process-wide state: it
-// owns, for its life:
+// service/host — the running `sqlstreams run` process (docs/design.md#the-host). No process-wide
+// state: it owns, for its life:
 //   registry     the plugin_host::PluginRegistry its groups' plugins load through (the one `run`
 //                checked them with, or its own for plugin_dir) and its janitors' counters
 //   pipelines    service::PipelineSet: one consume::GroupPipeline per configured group, keyed
@@ -75,7 +75,8 @@ void log_group_plugin(const config::GroupConfig& group, const ops::PluginVersion
 
 // Sets each group's schema_versions from its handler's declared version when the config
 // omits it; throws plugin_host::PluginLoadError (exit 3) when a group asks for a version its
-// handler does not declare (DESIGN §8). Run at start-up, on reload and by `config check`.
+// handler does not declare (docs/design.md#payload-schema-versions). Run at start-up, on reload and
+// by `config check`.
 void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::GroupConfig& group);
 
 enum class HostState { kStarting, kRunning, kReloading, kDraining, kStopped };

@@ -1,4 +1,4 @@
-// Host::start_http — the routes of the host's HTTP server (DESIGN §12):
+// Host::start_http — the routes of the host's HTTP server (docs/design.md#the-host):
 //   GET /healthz                         200 while the process runs (liveness)
 //   GET /readyz                          200 when pipelines run, the database answered
 //                                        recently and no group's committer has been failing

@@ -1,16 +1,17 @@
-// Host::reload — SIGHUP (DESIGN §12). Everything that can fail (reading and validating the
-// file, loading plugins and creating handler instances, declaring new streams and groups,
-// looking up the maintenance workers) happens before anything stops; then new groups start,
-// removed and retuned groups drain in parallel, retuned groups restart, and the maintenance
-// runner restarts when its workers changed. Unchanged groups are never touched.
-// Plugin upgrades (issue 13): a plugin file whose bytes changed since it was loaded is loaded
-// beside the running version first, as a staged version (PluginRegistry::stage: ELF check, a
-// throwaway child's load, manifest); the groups whose handler runs the old image are then
-// retuned — drained and restarted on the new version. A reload is transactional (issue 27 §1):
-// only once everything was prepared does the registry switch (commit_staged) and the log line
-// plugin-upgraded name both versions, their SHA-256 prefixes and the groups; a reload rejected
-// at any step (a refused new file, a group's config, schema versions, the database) discards
-// what it staged, and the running versions stay what later loads and reloads see.
+// Host::reload — SIGHUP (docs/design.md#signals-reload-and-a-lost-database). Everything that can
+// fail (reading and validating the file, loading plugins and creating handler instances, declaring
+// new streams and groups, looking up the maintenance workers) happens before anything stops; then
+// new groups start, removed and retuned groups drain in parallel, retuned groups restart, and the
+// maintenance runner restarts when its workers changed. Unchanged groups are never touched.
+// Plugin upgrades (runtime/plugin_host/README.md#upgrades-staging): a plugin file whose bytes
+// changed since it was loaded is loaded beside the running version first, as a staged version
+// (PluginRegistry::stage: ELF check, a throwaway child's load, manifest); the groups whose handler
+// runs the old image are then retuned — drained and restarted on the new version. A reload is
+// transactional (runtime/plugin_host/README.md#upgrades-staging): only once everything was prepared
+// does the registry switch (commit_staged) and the log line plugin-upgraded name both versions,
+// their SHA-256 prefixes and the groups; a reload rejected at any step (a refused new file, a
+// group's config, schema versions, the database) discards what it staged, and the running versions
+// stay what later loads and reloads see.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 

@@ -18,6 +18,7 @@ ops::GroupSample counts_of(const consume::GroupPipeline& p) {
   s.counters = p.metrics().snapshot();
   s.handler_seconds = p.metrics().handler_seconds.snapshot();
   s.completions_dropped = p.completions_dropped();
+  s.stderr_lines_dropped = p.stderr_lines_dropped();
   return s;
 }
 

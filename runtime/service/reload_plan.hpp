@@ -1,5 +1,6 @@
-// service/reload_plan — what a SIGHUP reload changes (DESIGN §12): a pure comparison of the
-// running config with the newly read one.
+// service/reload_plan — what a SIGHUP reload changes
+// (docs/design.md#signals-reload-and-a-lost-database): a pure comparison of the running config with
+// the newly read one.
 //   added / removed / retuned / unchanged   groups, by "stream/group". A group is retuned when
 //       any of its settings (concurrency, batch_size, retry policy, plugin config, ...) or its
 //       stream's `notify` changed: the host drains its pipeline and starts a new one. Unchanged

@@ -1,5 +1,6 @@
-// service/run_host — the control loop of `sqlstreams run` (DESIGN §12): starts the Host, tells
-// systemd READY=1, then waits for signals while pinging the systemd watchdog:
+// service/run_host — the control loop of `sqlstreams run`
+// (docs/design.md#signals-reload-and-a-lost-database): starts the Host, tells systemd READY=1, then
+// waits for signals while pinging the systemd watchdog:
 //   SIGHUP           RELOADING=1, Host::reload(), READY=1 (also when the reload was rejected:
 //                    the old config keeps running)
 //   SIGTERM/SIGINT   STOPPING=1, drain within host.shutdown_timeout, exit 0; a second signal

@@ -1,5 +1,5 @@
-// store/errors — how the data plane sees database failures (DESIGN §13, STYLE R17).
-// Every store call translates libpqxx exceptions into StoreError with a Kind the caller acts
+// store/errors — how the data plane sees database failures (docs/design.md#errors-and-trust, STYLE
+// R17). Every store call translates libpqxx exceptions into StoreError with a Kind the caller acts
 // on: kConnection / kTransient → back off and retry the operation; kInDoubt → never blindly
 // retry (tokens make the outcome safe either way); kRejected → the input was refused (bad
 // payload, unknown stream): report it; kOther → log, count, back off.
@@ -7,7 +7,7 @@
 // ONE place (store/core/sqlstate.cpp); nobody outside store/core compares SQLSTATE text.
 // deterministic() — the database refused this very input and will refuse it again (SQLSTATE
 // class 22 data exception, 23 integrity constraint violation). No loop may retry such an error
-// with the same input (DESIGN §7 "Poison-proof commits").
+// with the same input (docs/design.md#poison-proof-commits).
 // Threading: value type.
 #pragma once
 

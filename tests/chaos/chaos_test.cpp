@@ -51,20 +51,26 @@ TEST(ChaosPlantTest, ClaimWithoutProofIsReportedAsSkipped) {
   o.faults = {};
   o.plant = "claim-without-proof";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("skipped"), 0) << result.summary();
 }
 
 // Applying a range commit without the token check lets a host paused past its lease commit
-// outcomes that the reclaiming host committed too.
+// outcomes that the reclaiming host committed too. (Before 2026-12-05 the plant was in the store's
+// commit alone: a resumed host's renewal first marks the range lost and the committer skips it, so
+// the planted check was reached only between a renewal and a commit, and a quiet run of this test
+// once found no double commit. The plant now also commits a range marked lost: ~100 double
+// commits per SIGSTOP past the lease.)
 TEST(ChaosPlantTest, CommitWithoutTokenIsReportedAsDoubleCommit) {
   ChaosOptions o;
   o.seed = 11;
-  o.duration = 25s;
+  o.duration = 15s;
   o.faults = {"stop"};
   o.fault_every_min = 500ms;
   o.fault_every_max = 1000ms;
   o.plant = "commit-without-token";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("double-commits"), 0) << result.summary();
 }
 
@@ -76,6 +82,7 @@ TEST(ChaosPlantTest, AdvanceWithoutGuardIsReportedAsPassedLease) {
   o.faults = {};
   o.plant = "advance-without-guard";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("passed-lease"), 0) << result.summary();
 }
 
@@ -111,19 +118,23 @@ TEST(ChaosPlantTest, OrderingIgnoreLanesIsReportedAsEarlyAndOverlap) {
   o.faults = {};
   o.plant = "ordering-ignore-lanes";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
   EXPECT_GT(result.verdict.count("overlap"), 0) << result.summary();
 }
 
 // The store's cross-host gate check split into two statements: between them another host's
-// range of the key can open, and a successor runs beside (or before) its predecessor.
+// range of the key can open, and a successor runs beside (or before) its predecessor. The
+// interleaving is rare: 25-s runs on a quiet machine (2026-12-05) showed early = 8, 4, 5 and
+// once 0 (the plant missed), so the run is 45 s long.
 TEST(ChaosPlantTest, OrderingSplitGateIsReportedAsEarly) {
   ChaosOptions o;
   o.seed = 23;
-  o.duration = 25s;
+  o.duration = 45s;
   o.faults = {};
   o.plant = "ordering-split-gate";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("early") + result.verdict.count("overlap"), 0) << result.summary();
 }
 
@@ -136,6 +147,7 @@ TEST(ChaosPlantTest, OrderingRetryAnyRowIsReportedAsEarly) {
   o.faults = {};
   o.plant = "ordering-retry-any-row";
   const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
 }
 #endif

@@ -109,6 +109,12 @@ TEST(ValidConfig, SchemaDefaultsMatchStructDefaults) {
   EXPECT_EQ(g.ordering, dg.ordering);
   EXPECT_EQ(g.ordering_dead, OrderingDead::kRelease);
   EXPECT_EQ(g.ordering_dead, dg.ordering_dead);
+  EXPECT_EQ(g.unaccepted_versions, UnacceptedVersions::kKeep);
+  EXPECT_EQ(g.unaccepted_versions, dg.unaccepted_versions);
+  EXPECT_EQ(g.child_stderr_lines_per_second, 200);
+  EXPECT_EQ(g.child_stderr_lines_per_second, dg.child_stderr_lines_per_second);
+  EXPECT_EQ(g.child_stderr_bytes_per_second, 65536);
+  EXPECT_EQ(g.child_stderr_bytes_per_second, dg.child_stderr_bytes_per_second);
   EXPECT_EQ(g.retry.max_retries, dg.retry.max_retries);
   EXPECT_EQ(g.retry.initial_backoff, dg.retry.initial_backoff);
   EXPECT_EQ(g.retry.base_delay, dg.retry.base_delay);
@@ -183,6 +189,10 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(g.audit, AuditMode::kAll);
   EXPECT_EQ(g.ordering, Ordering::kKey);
   EXPECT_EQ(g.ordering_dead, OrderingDead::kHold);
+  EXPECT_EQ(g.unaccepted_versions, UnacceptedVersions::kSkip);
+  EXPECT_EQ(g.isolation, Isolation::kProcess);
+  EXPECT_EQ(g.child_stderr_lines_per_second, 50);
+  EXPECT_EQ(g.child_stderr_bytes_per_second, 4096);
   EXPECT_EQ(g.retry.max_retries, 0);
   EXPECT_EQ(g.retry.initial_backoff, milliseconds(0));
   EXPECT_EQ(g.retry.base_delay, milliseconds(250));
@@ -295,7 +305,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 26 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 29 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

@@ -1,4 +1,5 @@
-// The failure path (DESIGN §7) with the real payments_faults.so through a real pipeline and a real
+// The failure path (docs/design.md#retries-exception-rows-and-dead-letters) with the real
+// payments_faults.so through a real pipeline and a real
 // PostgreSQL: retries with backoff, terminal errors, delays, exceptions, undecodable payloads,
 // timeouts, group independence. Short policy durations keep it fast; no long sleeps.
 #include <gtest/gtest.h>
@@ -185,13 +186,15 @@ TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
             0);
 }
 
-TEST_F(FailurePathTest, OtherSchemaVersionsArePassedOverAndCountedPerVersion) {
+TEST_F(FailurePathTest, UnderSkipOtherSchemaVersionsArePassedOverAndCountedPerVersion) {
   produce_messages({{order(1)},
                     {R"({"order":{"id":"order-2"}})", 2},
                     {order(3)},
                     {R"({"order":{"id":"order-4"}})", 2},
                     {R"({"v3":true})", 3}});
-  auto p = plugin_pipeline(group("charge-cards", "charge-cards", cfg("")), charge_);
+  auto g = group("charge-cards", "charge-cards", cfg(""));
+  g.unaccepted_versions = config::UnacceptedVersions::kSkip;  // "keep" is the default (V010)
+  auto p = plugin_pipeline(g, charge_);
   p->start();
   ASSERT_TRUE(
       eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "

@@ -1,8 +1,9 @@
-// Per-key ordering on one host (issue 29): KeyLanes' table tests, then a property test of the
-// range queue's lane scheduling driven on an injected clock with a simulated database gate —
-// random ranges of keyed messages, random outcomes in random completion order, commits and
-// releases interleaved with the claimer's gate; per key, no message ever starts while an earlier
-// one is unresolved or running, and finished ranges are handed to the committer lowest first.
+// Per-key ordering on one host (runtime/consume/README.md#per-key-ordering-ordering--key):
+// KeyLanes' table tests, then a property test of the range queue's lane scheduling driven on an
+// injected clock with a simulated database gate — random ranges of keyed messages, random outcomes
+// in random completion order, commits and releases interleaved with the claimer's gate; per key, no
+// message ever starts while an earlier one is unresolved or running, and finished ranges are handed
+// to the committer lowest first.
 #include "consume/key_lanes.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// Ordered groups (`ordering = "key"`, issue 29) against a real PostgreSQL with an in-process
-// handler that records every call: one pipeline, then three pipelines of one group under
-// distinct holders (hosts) with small ranges so that keys cross ranges and holders, with
-// failures (RETRY once, DELAY once) and slow calls. Per key: the first successful completions
+// Ordered groups (`ordering = "key"`, docs/design.md#per-key-ordering) against a real PostgreSQL
+// with an in-process handler that records every call: one pipeline, then three pipelines of one
+// group under distinct holders (hosts) with small ranges so that keys cross ranges and holders,
+// with failures (RETRY once, DELAY once) and slow calls. Per key: the first successful completions
 // are in id order, no two calls of a key overlap, no call starts before every earlier message
 // of its key succeeded; every message ends succeeded. Then `ordering_dead`: "release" runs a
 // dead message's successors, "hold" keeps them `deferred` until the dead letter is discarded.
@@ -250,6 +250,90 @@ TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
     p->stop(Steady::now() + 10s);
     expect_key_order(*log, {1}, false);  // under hold, 3 ran only after the discard
   }
+}
+
+// A message of a schema version the group does not accept (issue 27 §5.2) is kept, not skipped:
+// a `parked` row with its payload and the reason, which lets the cursor pass but keeps an ordered
+// group's key blocked. Once the group accepts the version (a new pipeline: a reload or an
+// upgrade), the kept message runs, and its key's later messages after it, in order, even when
+// retention has removed the message from the log meanwhile. (Before: passed over for good.)
+TEST_F(OrderedPipelineTest, AnUnacceptedVersionIsKeptBlocksItsKeyAndRunsOnceAccepted) {
+  // acct-a: 1 (v1), 2 (v2), 3 (v1); acct-b: 4 (v1); keyless: 5 (v2).
+  produce_messages({{R"({"n":1})", 1, "acct-a"},
+                    {R"({"n":2})", 2, "acct-a"},
+                    {R"({"n":3})", 1, "acct-a"},
+                    {R"({"n":4})", 1, "acct-b"},
+                    {R"({"n":5})", 2, std::nullopt}});
+  auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
+  const std::string n = std::to_string(stream_.id);
+  const std::string rows =
+      "FROM sqlstreams.exceptions_" + n + " WHERE group_id = " + std::to_string(g.id);
+  auto log = std::make_shared<CallLog>();
+  auto script = std::make_shared<Script>();
+  auto called = [&](int64_t id) {
+    std::lock_guard l(log->mu);
+    return std::any_of(log->calls.begin(), log->calls.end(),
+                       [&](const Call& c) { return c.id == id; });
+  };
+  {
+    auto o = ordered_options(g, "test:1");
+    o.group.schema_versions = {1};
+    GroupPipeline p(o, std::make_unique<OrderRecorder>(log, script));
+    p.start();
+    EXPECT_TRUE(
+        eventually_sql("SELECT array_agg(message_id || ':' || status ORDER BY "
+                       "message_id) = '{2:parked,3:deferred,5:parked}' " +
+                       rows));
+    EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM sqlstreams.cursors_" + n +
+                               " WHERE group_id = " + std::to_string(g.id)))
+        << "the parked row (2) does not hold the cursor back, the deferred one (3) does";
+    EXPECT_TRUE(
+        sql_true("SELECT bool_and(payload IS NOT NULL AND can_run_after = 'infinity' "
+                 "AND last_error LIKE 'schema_version 2 is not accepted%') " +
+                 rows + " AND status = 'parked'"));
+    std::this_thread::sleep_for(300ms);  // retry polls come and go: the key stays blocked
+    EXPECT_TRUE(called(1) && called(4));
+    EXPECT_FALSE(called(2) || called(3) || called(5));
+    EXPECT_EQ(p.metrics().get(GroupCounter::kKeptVersion), 2u);
+    EXPECT_EQ(p.metrics().get(GroupCounter::kSkippedVersion), 0u);
+    p.stop(Steady::now() + 10s);
+  }
+  // Retention removes the log's rows meanwhile: the kept payload is what runs.
+  db_.sql("DELETE FROM sqlstreams.messages_" + n + " WHERE id IN (2, 5)");
+  {
+    auto o = ordered_options(g, "test:2");
+    o.group.schema_versions = {1, 2};
+    GroupPipeline p(o, std::make_unique<OrderRecorder>(log, script));
+    p.start();
+    EXPECT_TRUE(eventually_sql("SELECT count(*) = 0 " + rows));
+    p.stop(Steady::now() + 10s);
+  }
+  EXPECT_TRUE(called(2) && called(3) && called(5));
+  expect_key_order(*log, {}, false);  // 2 before 3
+  std::lock_guard l(log->mu);
+  EXPECT_EQ(log->calls.size(), 5u) << "each message ran once";
+}
+
+// The same under unaccepted_versions = "skip": passed over for good, counted, nothing kept.
+TEST_F(OrderedPipelineTest, UnderSkipAnUnacceptedVersionIsPassedOverAndReleasesItsKey) {
+  produce_messages({{R"({"n":1})", 2, "acct-a"}, {R"({"n":2})", 1, "acct-a"}});
+  auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
+  auto log = std::make_shared<CallLog>();
+  auto o = ordered_options(g, "test:1");
+  o.group.schema_versions = {1};
+  o.group.unaccepted_versions = config::UnacceptedVersions::kSkip;
+  GroupPipeline p(o, std::make_unique<OrderRecorder>(log, std::make_shared<Script>()));
+  p.start();
+  EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM sqlstreams.cursors_" +
+                             std::to_string(stream_.id) +
+                             " WHERE group_id = " + std::to_string(g.id)));
+  p.stop(Steady::now() + 10s);
+  EXPECT_TRUE(
+      sql_true("SELECT count(*) = 0 FROM sqlstreams.exceptions_" + std::to_string(stream_.id)));
+  EXPECT_EQ(p.metrics().get(GroupCounter::kSkippedVersion), 1u);
+  std::lock_guard l(log->mu);
+  ASSERT_EQ(log->calls.size(), 1u);
+  EXPECT_EQ(log->calls[0].id, 2);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Poison-proof commits (DESIGN §7, issue 9 item 1) through a real pipeline and a real
+// Poison-proof commits (docs/design.md#poison-proof-commits, issue 9 item 1) through a real
+// pipeline and a real
 // PostgreSQL: an outcome the database refuses deterministically is isolated to its message,
 // which ends dead with "commit rejected: …"; its innocent neighbours commit normally; nothing
 // retries the refusal forever; stop() honours its deadline.

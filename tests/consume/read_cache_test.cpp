@@ -1,6 +1,6 @@
-// The fan-out read cache against a real PostgreSQL (DESIGN §6.2 step 4): claims through
-// store::GroupStore with a consume::ReadCache shared by several groups of one stream, each group
-// on its own connection, every served range compared field by field with a fresh read of the
+// The fan-out read cache against a real PostgreSQL (docs/design.md#sharing-a-range-read): claims
+// through store::GroupStore with a consume::ReadCache shared by several groups of one stream, each
+// group on its own connection, every served range compared field by field with a fresh read of the
 // same span on yet another connection. Then two real GroupPipelines in one process.
 #include "consume/read_cache.hpp"
 
@@ -521,9 +521,9 @@ class Recording final : public plugin_host::HandlerInstance {
 // Regression: a claim that waits for another group's read of the same ids (at most the
 // cache's read wait) used to wait inside its claim transaction, holding its cursor row lock
 // and an xid — and an open xid holds back the proof of every other claimer of the cluster
-// (DESIGN §6.2 step 2). It now waits before the transaction begins. Sampled while b waits:
-// whether any backend of this database holds an xid (a sample counts only when b was waiting
-// both before and after it).
+// (runtime/store/group/README.md#the-fence). It now waits before the transaction begins. Sampled
+// while b waits: whether any backend of this database holds an xid (a sample counts only when b was
+// waiting both before and after it).
 TEST_F(ReadCacheTest, AClaimWaitingForAnotherGroupsReadHoldsNoXid) {
   // A 2 s wait (not kReadWait's 100 ms): the sampling query must fit inside it even on a loaded
   // machine (under a parallel suite it once missed the window in all 20 rounds).

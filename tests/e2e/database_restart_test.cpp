@@ -1,8 +1,9 @@
-// A lost database (DESIGN §12, §13): PostgreSQL is crash-restarted (pg_ctl -m immediate) under
-// two busy hosts. Each host logs the outage once per loop (not a flood), reconnects by itself
-// and goes on; in-flight outcomes are retried or left to lease expiry, so every message is
-// still handled at least once in every group. Runs on its own PostgreSQL cluster so the
-// shared test cluster is not disturbed.
+// A lost database (docs/design.md#signals-reload-and-a-lost-database,
+// docs/design.md#errors-and-trust): PostgreSQL is crash-restarted (pg_ctl -m immediate) under two
+// busy hosts. Each host logs the outage once per loop (not a flood), reconnects by itself and goes
+// on; in-flight outcomes are retried or left to lease expiry, so every message is still handled at
+// least once in every group. Runs on its own PostgreSQL cluster so the shared test cluster is not
+// disturbed.
 #include <gtest/gtest.h>
 
 #include <map>

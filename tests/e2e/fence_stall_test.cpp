@@ -1,8 +1,8 @@
-// A stall is never silent, and the log stops for nothing outside it (issue 26): a real host,
-// an application's long writer (its own table, its transaction open) that holds nothing back,
-// and an open producer of the stream that does — logged once as fence-held naming its backend
-// pid and state after groups[].fence_warn_after, shown by `sqlstreams status`, and as
-// fence-released when it ends.
+// A stall is never silent, and the log stops for nothing outside it
+// (runtime/store/group/README.md#the-fence): a real host, an application's long writer (its own
+// table, its transaction open) that holds nothing back, and an open producer of the stream that
+// does — logged once as fence-held naming its backend pid and state after
+// groups[].fence_warn_after, shown by `sqlstreams status`, and as fence-released when it ends.
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>

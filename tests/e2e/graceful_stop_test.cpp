@@ -1,7 +1,8 @@
-// SIGTERM (DESIGN §12, §6.4): stop claiming, finish in-flight handlers, commit resolved
-// prefixes, hand the rest back (immediately reclaimable), exit 0 within shutdown_timeout.
-// A second signal during the drain exits at once; a handler that outlives shutdown_timeout
-// does not keep the host alive.
+// SIGTERM (docs/design.md#signals-reload-and-a-lost-database,
+// docs/design.md#range-leases-and-token-guarded-transitions): stop claiming, finish in-flight
+// handlers, commit resolved prefixes, hand the rest back (immediately reclaimable), exit 0 within
+// shutdown_timeout. A second signal during the drain exits at once; a handler that outlives
+// shutdown_timeout does not keep the host alive.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -2,8 +2,9 @@
 // declares versions 1 and 2 (sqlstreams::Versions<PaymentV1, Payment>) and a real host runs it.
 // A v1 and a v2 message are both handled (the v1 one upcast); a payload that does not decode
 // into its version's type is dead at once naming that type; a message at version 3, which the
-// handler does not declare, is passed over by the host (DESIGN §8: counted and logged
-// `version-skipped`, never handled, never dead-lettered).
+// handler does not declare, is kept by the host (docs/design.md#payload-schema-versions,
+// `unaccepted_versions = "keep"`, the default: a `parked` row with its payload, logged
+// `version-kept`, never handled, never dead-lettered, not holding the cursor back).
 #include <gtest/gtest.h>
 
 #include "e2e_support.hpp"
@@ -16,7 +17,7 @@ void produce(const std::string& url, const std::string& payload, int version) {
                  std::to_string(version) + ")");
 }
 
-TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsPassedOver) {
+TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsKept) {
   testing::TestDatabase db;
   ScratchDir dir;
   HostOptions o;
@@ -42,7 +43,7 @@ TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsPassedOver) {
   EXPECT_EQ(charge.count(1), 1u) << "the v1 message was handled (upcast to v2)";
   EXPECT_EQ(charge.count(2), 1u) << "the v2 message was handled";
   EXPECT_EQ(charge.count(3), 0u) << "does not decode: never reaches handle()";
-  EXPECT_EQ(charge.count(4), 0u) << "version 3 is not declared: passed over";
+  EXPECT_EQ(charge.count(4), 0u) << "version 3 is not declared: kept, not handled";
   EXPECT_EQ(charge.count(5), 1u);
 
   const std::string exceptions = "sqlstreams.exceptions_" + std::to_string(stream_id(db.url()));
@@ -53,11 +54,19 @@ TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsPassedOver) {
   EXPECT_EQ(scalar<std::string>(db.url(), "SELECT status || ' ' || last_error FROM " + exceptions +
                                               " WHERE message_id = 5"),
             "dead order v2-cancelled was cancelled");
-  EXPECT_EQ(scalar<int64_t>(
-                db.url(), "SELECT count(*) FROM " + exceptions + " WHERE message_id IN (1, 2, 4)"),
+  EXPECT_EQ(scalar<int64_t>(db.url(),
+                            "SELECT count(*) FROM " + exceptions + " WHERE message_id IN (1, 2)"),
             0)
-      << "handled messages and a passed-over one leave no exception row";
-  EXPECT_NE(host.log().find("schema_version=3 message_id=4"), std::string::npos)
+      << "handled messages leave no exception row";
+  EXPECT_EQ(scalar<std::string>(db.url(),
+                                "SELECT status || ' ' || last_error || ' ' || "
+                                "(payload ->> 'order_id') FROM " +
+                                    exceptions + " WHERE message_id = 4"),
+            "parked schema_version 3 is not accepted by the group (schema_versions): kept until "
+            "it is v3");
+  EXPECT_NE(host.log().find("version-kept stream=payments.requested group=charge-cards "
+                            "schema_version=3 message_id=4"),
+            std::string::npos)
       << tail(host.log());
   EXPECT_EQ(host.stop(15s), std::optional<int>(0)) << tail(host.log());
 }

@@ -1,9 +1,9 @@
-// `isolation = "process"` (issue 13) with a real host: group "isolated" runs crash_fixture in
-// handler child processes and its handler segfaults / aborts / calls exit(0) on order-3, while
-// group "steady" runs the same plugin in-process on the same stream. The host never exits; the
-// crashing message ends dead after max_retries with the crash as its error; its neighbours in
-// the isolated group and every message of the steady group succeed; SIGTERM still exits 0 and
-// leaves no handler child behind.
+// `isolation = "process"` (runtime/isolation/README.md) with a real host: group "isolated" runs
+// crash_fixture in handler child processes and its handler segfaults / aborts / calls exit(0) on
+// order-3, while group "steady" runs the same plugin in-process on the same stream. The host never
+// exits; the crashing message ends dead after max_retries with the crash as its error; its
+// neighbours in the isolated group and every message of the steady group succeed; SIGTERM still
+// exits 0 and leaves no handler child behind.
 // Like plugin_fault_test, the host runs with ASan's fault handlers off (inherited by the
 // children), so a faulting child ends BY its signal.
 #include <dirent.h>

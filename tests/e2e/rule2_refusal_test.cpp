@@ -1,6 +1,6 @@
-// Rule 2 (DESIGN §6.1): a stream whose id sequence is not CACHE 1 would hand out ids out of
-// time order and let the fence skip messages, so `sqlstreams run` refuses to start (exit 4)
-// and names the stream.
+// Rule 2 (docs/design.md#rule-2-the-id-sequence-is-cache-1): a stream whose id sequence is not
+// CACHE 1 would hand out ids out of time order and let the fence skip messages, so `sqlstreams run`
+// refuses to start (exit 4) and names the stream.
 #include <gtest/gtest.h>
 
 #include <fstream>

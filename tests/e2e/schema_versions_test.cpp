@@ -1,6 +1,7 @@
-// A group that asks for a schema version its handler does not declare (DESIGN §8) is refused
-// before anything runs: `config check` and `sqlstreams run` exit 3 naming the config file's
-// group, the handler, the plugin and what to change.
+// A group that asks for a schema version its handler does not declare
+// (docs/design.md#payload-schema-versions) is refused before anything runs: `config check` and
+// `sqlstreams run` exit 3 naming the config file's group, the handler, the plugin and what to
+// change.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -546,6 +546,12 @@ TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
   const auto start = Clock::now();
   auto h = make_isolated_handler(o);
   EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").kind, OutcomeKind::kOk);
+  // The handler sums its children's drops as they happen (the group's metric reads it).
+  const auto counted_by = Clock::now() + 10s;
+  while (h->stderr_lines_dropped() == 0 && Clock::now() < counted_by) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const uint64_t counted = h->stderr_lines_dropped();
   h.reset();
   const auto took = std::chrono::duration<double>(Clock::now() - start).count();
   const auto lines = log.stop();
@@ -562,6 +568,8 @@ TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
   EXPECT_LE(static_cast<double>(logged), 50 + 20 * took + 1);
   EXPECT_EQ(logged + dropped, 20'000u);
   EXPECT_EQ(dropped_bytes, dropped * 99);
+  EXPECT_GT(counted, 0u);
+  EXPECT_LE(counted, dropped);
 }
 
 // The crash handler's report in the child (written raw to its fd 2, async-signal-safe) reaches

@@ -1,7 +1,8 @@
-// A producer never fails because no host ran (issue 26, V007): ids past the partitions made
-// ahead land in the log's default partition, readers see them as any id, and the janitor
-// re-homes them one range per transaction — also while producers keep writing, and never for
-// an id whose partition retention dropped.
+// A producer never fails because no host ran
+// (runtime/store/fleet/README.md#the-default-partition-v007): ids past the partitions made ahead
+// land in the log's default partition, readers see them as any id, and the janitor re-homes them
+// one range per transaction — also while producers keep writing, and never for an id whose
+// partition retention dropped.
 #include <atomic>
 #include <future>
 #include <thread>

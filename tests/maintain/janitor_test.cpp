@@ -1,6 +1,6 @@
-// The janitor against a real PostgreSQL (DESIGN §9): the documented retention example,
-// allow_drop_past_committed, dead letters outliving their partition, the row sweep, the audit
-// trim, the lease fence, and the counters a janitor reports to its owner.
+// The janitor against a real PostgreSQL (docs/design.md#retention-and-partitions): the documented
+// retention example, allow_drop_past_committed, dead letters outliving their partition, the row
+// sweep, the audit trim, the lease fence, and the counters a janitor reports to its owner.
 #include <thread>
 
 #include "maintain/worker.hpp"
@@ -33,8 +33,9 @@ class JanitorTest : public MaintainTest {
   store::JanitorSettings settings_;
 };
 
-// DESIGN §9, exactly: retention 30 days, messages 1–4 are 31 days old, charge-cards committed
-// through 4, audit-payments through 2 ⇒ 1–2 go, 3–4 stay until the audit group reaches 4.
+// docs/design.md#retention-and-partitions, exactly: retention 30 days, messages 1–4 are 31 days
+// old, charge-cards committed through 4, audit-payments through 2 ⇒ 1–2 go, 3–4 stay until the
+// audit group reaches 4.
 TEST_F(JanitorTest, DocumentedRetentionExample) {
   ASSERT_EQ(produce(4), 4);
   age(1, 4, 31);

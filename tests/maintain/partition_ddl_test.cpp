@@ -1,5 +1,6 @@
-// No DDL in a producer's transaction (DESIGN §9), and no xid while the janitor waits for the
-// stream's lock (§6.2), as deterministic interleavings on separate connections:
+// No DDL in a producer's transaction (docs/design.md#no-ddl-in-a-producers-transaction), and no xid
+// while the janitor waits for the stream's lock (docs/design.md#the-claim-fence), as deterministic
+// interleavings on separate connections:
 //   * an SQL producer past the last partition commits into the default partition (V007);
 //     declare and the janitor create ahead again, re-homing it;
 //   * a producer holding its transaction open across partition boundaries blocks no one;

@@ -88,8 +88,9 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   ASSERT_TRUE(wait_until([&] { return holder_of("advancer") == b_holder; }, 5s));
 
   // The survivor consumes and advances `committed`; status shows one live host holding both.
-  // SQL producers never create partitions (DESIGN §9): 15 ids fit in what declare created
-  // (1 .. 20); the survivor's janitor then keeps partitions ahead of the head for the rest.
+  // SQL producers never create partitions (docs/design.md#no-ddl-in-a-producers-transaction): 15
+  // ids fit in what declare created (1 .. 20); the survivor's janitor then keeps partitions ahead
+  // of the head for the rest.
   auto produce_sql = [&](int first, int last) {
     db_.sql(
         "SELECT sqlstreams.produce_batch('payments.requested', array_agg(jsonb_build_object("

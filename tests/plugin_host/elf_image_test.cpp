@@ -1,7 +1,8 @@
-// The ELF check of a plugin's private image (issue 27 §1): a truncated or malformed `.so` whose
-// ELF magic is intact (a copy still in progress, a damaged download) is refused with a located
-// error before any dlopen. dlopen would map PT_LOAD segments that point past the end of the
-// sealed image and the first touch of those pages killed the host with SIGBUS.
+// The ELF check of a plugin's private image (runtime/plugin_host/README.md#loading-step-by-step): a
+// truncated or malformed `.so` whose ELF magic is intact (a copy still in progress, a damaged
+// download) is refused with a located error before any dlopen. dlopen would map PT_LOAD segments
+// that point past the end of the sealed image and the first touch of those pages killed the host
+// with SIGBUS.
 #include <elf.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,8 +1,9 @@
-// Private plugin images and PluginRegistry::refresh (issue 13, safe upgrades): the host maps a
-// sealed in-memory copy of each plugin, so rewriting the file in place (`cp`), renaming another
-// file over it (`mv`, `install`) or removing it never touches running code; refresh() loads a
-// changed file beside the running version and reports which version replaced which; stage()
-// does so without switching until commit_staged() (discard_staged() keeps the running version).
+// Private plugin images and PluginRegistry::refresh
+// (runtime/plugin_host/README.md#upgrades-staging): the host maps a sealed in-memory copy of each
+// plugin, so rewriting the file in place (`cp`), renaming another file over it (`mv`, `install`) or
+// removing it never touches running code; refresh() loads a changed file beside the running version
+// and reports which version replaced which; stage() does so without switching until commit_staged()
+// (discard_staged() keeps the running version).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,7 +109,8 @@ TEST_F(PrivateImageTest, RefreshLoadsTheNewVersionBesideTheOld) {
   EXPECT_FALSE(registry.refresh("probe.so").has_value());  // now current
 }
 
-// A reload stages, then commits or discards (issue 27 §1: a rejected reload changes nothing).
+// A reload stages, then commits or discards (runtime/plugin_host/README.md#upgrades-staging: a
+// rejected reload changes nothing).
 TEST_F(PrivateImageTest, AStagedVersionSwitchesOnlyWhenCommitted) {
   PluginRegistry registry(dir_);
   registry.load("probe.so");

@@ -1,5 +1,6 @@
 // PluginRegistry behaviour beyond refusals: loading once, manifest info, file permissions
-// (DESIGN §13: no plugin writable by group/others), and absolute paths.
+// (runtime/plugin_host/README.md#loading-step-by-step: no plugin writable by group/others), and
+// absolute paths.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

@@ -1,7 +1,7 @@
-// group_schema_versions (DESIGN §8): a group's schema_versions default to the version its
-// handler declares and may not ask for another one (refused at load, exit 3 in the host).
-// c_ok.so declares c-echo at version 1 and c-second at version 2 (C manifest); noop.so's noop
-// declares kSchemaVersion = 1 (C++ layer).
+// group_schema_versions (docs/design.md#payload-schema-versions): a group's schema_versions default
+// to the version its handler declares and may not ask for another one (refused at load, exit 3 in
+// the host). c_ok.so declares c-echo at version 1 and c-second at version 2 (C manifest); noop.so's
+// noop declares kSchemaVersion = 1 (C++ layer).
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"

@@ -1,9 +1,9 @@
-// Trust before code runs (issue 11): a plugin loads only when its real path lies inside the real
-// plugin_dir and the file and every directory up to `/` are owned by root or the host's user
-// and not writable by group or others (sticky directories above plugin_dir excepted). Each
-// refusal happens before dlopen: the fixture's constructor, which appends to a marker file,
-// must never have run. Real files, real modes, real owners (chown needs root: skipped
-// otherwise, with a message).
+// Trust before code runs (runtime/plugin_host/README.md#loading-step-by-step): a plugin loads only
+// when its real path lies inside the real plugin_dir and the file and every directory up to `/` are
+// owned by root or the host's user and not writable by group or others (sticky directories above
+// plugin_dir excepted). Each refusal happens before dlopen: the fixture's constructor, which
+// appends to a marker file, must never have run. Real files, real modes, real owners (chown needs
+// root: skipped otherwise, with a message).
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// The install tree and the .deb (DESIGN §12, README "Run as a service"): `cmake --install`
+// The install tree and the .deb (README.md#run-as-a-service): `cmake --install`
 // into a DESTDIR lays out the binary, plugins, SDK headers and CMake package, migrations, the
 // example config under /etc/sqlstreams and the systemd unit; a plugin built out of tree from a
 // temp folder with find_package(SQLStreamsPluginSDK) against that tree loads in the installed

@@ -1,8 +1,9 @@
-// SIGHUP reloads of a real host while messages flow (DESIGN §12): a valid file adds, removes
-// and retunes groups — the unchanged group's in-flight work is untouched (each message handled
-// exactly once, its pipeline never stopped) and a retuned group drains and restarts without
-// losing or repeating work; its counters carry over. An invalid file, or a group whose handler
-// does not exist, is rejected with every problem logged, and the running config keeps working.
+// SIGHUP reloads of a real host while messages flow
+// (docs/design.md#signals-reload-and-a-lost-database): a valid file adds, removes and retunes
+// groups — the unchanged group's in-flight work is untouched (each message handled exactly once,
+// its pipeline never stopped) and a retuned group drains and restarts without losing or repeating
+// work; its counters carry over. An invalid file, or a group whose handler does not exist, is
+// rejected with every problem logged, and the running config keeps working.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,6 +1,7 @@
-// The cursor advancer against an operator rewind (DESIGN §6.5), as a deterministic
-// interleaving on separate connections: advancer statement 1, rewind, a fresh claim, advancer
-// statement 2. The write must apply only under the cursor generation it read.
+// The cursor advancer against an operator rewind
+// (docs/design.md#the-committed-cursor-and-the-advancer), as a deterministic interleaving on
+// separate connections: advancer statement 1, rewind, a fresh claim, advancer statement 2. The
+// write must apply only under the cursor generation it read.
 #include "store/reporting/operator_actions.hpp"
 #include "store_fixture.hpp"
 

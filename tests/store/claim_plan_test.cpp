@@ -1,5 +1,5 @@
-// store/group/claim_plan: the claim fence (DESIGN §6.2) as a table. Each row is a cursor row
-// as the claim locked it, an observation, a batch, and what the claim must decide. The
+// store/group/claim_plan: the claim fence (docs/design.md#the-claim-fence) as a table. Each row is
+// a cursor row as the claim locked it, an observation, a batch, and what the claim must decide. The
 // integration side (real producer transactions interleaved on separate connections) is
 // fence_test.cpp; this table pins the arithmetic those tests exercise.
 #include "store/group/claim_plan.hpp"

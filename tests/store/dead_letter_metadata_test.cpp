@@ -1,6 +1,7 @@
-// Dead letters keep the message's schema_version, key and created_at with the payload (DESIGN
-// §8): copied on every path that writes an exception row (range commit, retry commit,
-// quarantine), and used when a dead letter is retried after retention dropped the message.
+// Dead letters keep the message's schema_version, key and created_at with the payload
+// (docs/design.md#payload-schema-versions): copied on every path that writes an exception row
+// (range commit, retry commit, quarantine), and used when a dead letter is retried after retention
+// dropped the message.
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

@@ -1,5 +1,6 @@
 // Declaration: idempotent, never moves a cursor, partition_size immutable, start at head
-// behind the fence (DESIGN §6.6, deterministic interleavings), Rule 2 check names the stream.
+// behind the fence (docs/design.md#declaring-a-group-at-the-head, deterministic interleavings),
+// Rule 2 check names the stream.
 #include <atomic>
 #include <future>
 #include <thread>

@@ -1,7 +1,7 @@
-// The claim fence (DESIGN §6.2), deterministically: no claim ever passes an id whose producer
-// may still commit; empty claims persist their pending observation; a caught-up poll takes no
-// xid and writes nothing; the pending slot keeps the oldest observation so delivery progresses
-// while producers overlap without pause.
+// The claim fence (docs/design.md#the-claim-fence), deterministically: no claim ever passes an id
+// whose producer may still commit; empty claims persist their pending observation; a caught-up poll
+// takes no xid and writes nothing; the pending slot keeps the oldest observation so delivery
+// progresses while producers overlap without pause.
 #include <future>
 #include <thread>
 

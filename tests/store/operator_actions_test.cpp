@@ -1,6 +1,7 @@
-// Operator actions (DESIGN §7): `dead retry` re-checks `status = 'dead'` on the row it changes
-// (a deterministic interleaving on two connections), the error filter is a literal substring,
-// and filters that used to mean "everything" (negative ids, empty text) are refused.
+// Operator actions (docs/design.md#retries-exception-rows-and-dead-letters): `dead retry` re-checks
+// `status = 'dead'` on the row it changes (a deterministic interleaving on two connections), the
+// error filter is a literal substring, and filters that used to mean "everything" (negative ids,
+// empty text) are refused.
 #include "store/reporting/operator_actions.hpp"
 
 #include <future>

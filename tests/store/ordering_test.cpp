@@ -1,4 +1,4 @@
-// Per-key ordering's store layer (issue 29, runtime/store/group/README.md "Per-key ordering"):
+// Per-key ordering's store layer (runtime/store/group/README.md#per-key-ordering):
 // the key hashes on a lease, the one-statement key gate, the ordered retry claim, lane keys on
 // rows (failures, deferrals, quarantine, operator retries), hold vs release, and declaring a
 // group's ordering. Sessions of two or three "hosts" are stepped by hand on a real PostgreSQL.
@@ -520,7 +520,8 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
       "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
       "text)");
   const auto& all = store::embedded_migrations();
-  ASSERT_EQ(all.back().version, 9);
+  ASSERT_GE(all.size(), 9u);
+  ASSERT_EQ(all[8].version, 9);
   for (const auto& m : all) {
     if (m.version < 9) apply(m);
   }
@@ -533,7 +534,7 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
                       "can_run_after) VALUES (1, 3, 'deferred', now())"),
                std::exception)
       << "before V009 there is no deferred status";
-  apply(all.back());
+  apply(all[8]);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
   db.sql(
@@ -583,6 +584,60 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
                                    "information_schema.columns WHERE table_name = 'groups' AND "
                                    "column_name = 'ordering_dead') b"),
             "'none'::text/'release'::text");
+}
+
+// V010 (issue 27 §5.2) on a database whose family V009 made, with rows: its status check takes
+// `parked` like the new template's, and the old rows stay.
+TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
+  TestDatabase db(TestDatabase::Schema::kEmpty);
+  auto apply = [&](const store::EmbeddedMigration& m) {
+    std::string sql = m.sql;
+    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
+      sql.replace(at, 8, "\"sqlstreams\"");
+    }
+    db.sql(sql);
+  };
+  db.sql("CREATE SCHEMA sqlstreams");
+  db.sql(
+      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
+      "text)");
+  const auto& all = store::embedded_migrations();
+  ASSERT_GE(all.size(), 10u);
+  ASSERT_EQ(all[9].version, 10);
+  for (const auto& m : all) {
+    if (m.version < 10) apply(m);
+  }
+  db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
+  db.sql("SELECT sqlstreams.create_stream_family(1)");
+  db.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) "
+      "VALUES (1, 1, 'deferred', now()), (1, 2, 'dead', now())");
+  const std::string parked =
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) VALUES "
+      "(1, 3, 'parked', 'infinity')";
+  EXPECT_THROW(db.sql(parked), std::exception) << "before V010 there is no parked status";
+  apply(all[9]);
+  db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
+  db.sql("SELECT sqlstreams.create_stream_family(2)");
+  db.sql(parked);
+  auto check = [&](int n) {
+    return db.scalar<std::string>(
+        "SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = "
+        "'sqlstreams.exceptions_" +
+        std::to_string(n) + "'::regclass AND contype = 'c'");
+  };
+  EXPECT_EQ(check(1),
+            "exceptions_1_status_check CHECK ((status = ANY (ARRAY['ready'::text, "
+            "'inflight'::text, 'deferred'::text, 'parked'::text, 'dead'::text])))");
+  EXPECT_EQ(check(2),
+            "exceptions_2_status_check CHECK ((status = ANY (ARRAY['ready'::text, "
+            "'inflight'::text, 'deferred'::text, 'parked'::text, 'dead'::text])))");
+  EXPECT_EQ(db.scalar<std::string>("SELECT string_agg(status, ' ' ORDER BY message_id) FROM "
+                                   "sqlstreams.exceptions_1"),
+            "deferred dead parked");
+  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_2 (group_id, message_id, status, "
+                      "can_run_after) VALUES (1, 1, 'kept', now())"),
+               std::exception);
 }
 
 }  // namespace

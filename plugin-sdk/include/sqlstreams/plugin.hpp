@@ -254,8 +254,8 @@ struct Versions {
 // Payload is decoded with nlohmann/json (from_json); `std::string_view` skips decoding and
 // `nlohmann::json` hands over the parsed document. A payload that does not decode is TERMINAL.
 // With Payloads, a message at a version the list does not hold is TERMINAL too (the host passes
-// such messages over before they reach the handler; DESIGN §8). A single-version handler gets
-// every message the host hands it.
+// such messages over before they reach the handler; docs/design.md#payload-schema-versions). A
+// single-version handler gets every message the host hands it.
 template <class Payload>
 class TypedHandler {
  public:

@@ -1,7 +1,9 @@
 // store/core/chaos_plant — planted defects for the chaos checker's self-test (tests/chaos): each is
 // a known bug the checker must report. Compiled only with SQLSTREAMS_CHAOS_PLANTS (the asan test
 // preset); a release build has no switch at all. At run time a host plants the one named by
-// SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token, advance-without-guard,
+// SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token (the range commit applies
+// outcomes of a lease it no longer holds, and consume's committer commits a range its renewal
+// found lost), advance-without-guard,
 // ordering-ignore-lanes (consume: an ordered group dispatched as if unordered),
 // ordering-split-gate (GroupStore::gate_keys reads rows and leases in two statements, 200 ms
 // apart),

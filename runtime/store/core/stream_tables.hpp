@@ -1,7 +1,8 @@
 // store/core/stream_tables — INTERNAL to store/: the qualified names of one stream's table
-// family (DESIGN §5.2: messages_N and its partitions, its id sequence, cursors_N, leases_N,
-// exceptions_N, deliveries_N) and its NOTIFY channel, built in this one place from the quoted
-// schema and the stream id. Names are never spliced from data: only the numeric id.
+// family (docs/design.md#the-log-and-its-id-sequence: messages_N and its partitions, its id
+// sequence, cursors_N, leases_N, exceptions_N, deliveries_N) and its NOTIFY channel, built in this
+// one place from the quoted schema and the stream id. Names are never spliced from data: only the
+// numeric id.
 // Threading: a value.
 #pragma once
 

@@ -1,4 +1,5 @@
-// store/fleet/janitor — one stream's retention and upkeep, as SQL (DESIGN §9). Steps of a pass:
+// store/fleet/janitor — one stream's retention and upkeep, as SQL
+// (docs/design.md#retention-and-partitions). Steps of a pass:
 //   create ahead  partitions exist for max(partitions_ahead × partition_size, produce rate ×
 //                 janitor_period × kRateSafetyFactor) ids past the last id drawn (the rate is
 //                 observed between passes; at most kMaxPartitionsAhead partitions); a missing
@@ -27,7 +28,8 @@
 // (create ahead, drop) decide with reads, then take the stream's table locks with NOWAIT,
 // retried while busy for up to lock_timeout (store/fleet/maintenance_pq.hpp retry_busy_lock), and
 // only then lock the lease row and write: they never queue for the lock holding a transaction
-// id, so they never hold back a claimer's proof (DESIGN §6.2) nor the stream's readers.
+// id, so they never hold back a claimer's proof (docs/design.md#the-claim-fence) nor the stream's
+// readers.
 // Threading: one StreamJanitor per thread; it uses that thread's Session.
 #pragma once
 

@@ -24,7 +24,7 @@ constexpr StatementName kTrimAudit{"trim_audit"};
 
 }  // namespace
 
-// Why moving a cursor up to `floor` is safe, fence included (DESIGN §6.2):
+// Why moving a cursor up to `floor` is safe, fence included (docs/design.md#the-claim-fence):
 //  - floor is the last id below the oldest remaining partition, capped at the last id drawn.
 //    Partitions are only ever dropped when all their ids were drawn, and ensure_partitions()
 //    and the heal step only create partitions for ids not drawn yet, so no id <= floor can

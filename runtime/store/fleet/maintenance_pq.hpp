@@ -32,8 +32,8 @@ void check_fence(pqxx::transaction_base& tx, const Session& session, const Worke
 
 // PostgreSQL gives a transaction an xid as soon as it REQUESTS an ACCESS EXCLUSIVE table lock
 // (to WAL-log it for standbys, wal_level >= replica), before it waits in the queue. Queued
-// DDL would hold back every claimer's proof (DESIGN §6.2) — and every reader queued behind
-// it — for as long as it waits. So a DDL step never queues: `attempt` runs one whole
+// DDL would hold back every claimer's proof (docs/design.md#the-claim-fence) — and every reader
+// queued behind it — for as long as it waits. So a DDL step never queues: `attempt` runs one whole
 // transaction that takes its table locks with NOWAIT; while they are busy (55P03) that
 // transaction is gone at once (its xid with it) and `attempt` runs again after a short pause,
 // holding nothing, until `budget` is spent; then the 55P03 StoreError propagates (the step

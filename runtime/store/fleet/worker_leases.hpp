@@ -1,9 +1,9 @@
-// store/fleet/worker_leases — the maintenance fleet's rows (DESIGN §9): leases in `workers` that
-// make each maintenance job (a stream's janitor, a group's cursor advancer) a singleton across
-// hosts, and each host's heartbeat row in `hosts`.
-// A lease is one row per (kind, owner) with a random token and an expiry. A host takes a row
-// whose lease expired (or that it already holds), renews it by token before it expires, and
-// releases it on a graceful stop. Destructive maintenance transactions re-check the lease
+// store/fleet/worker_leases — the maintenance fleet's rows
+// (runtime/maintain/README.md#fleet-leases): leases in `workers` that make each maintenance job (a
+// stream's janitor, a group's cursor advancer) a singleton across hosts, and each host's heartbeat
+// row in `hosts`. A lease is one row per (kind, owner) with a random token and an expiry. A host
+// takes a row whose lease expired (or that it already holds), renews it by token before it expires,
+// and releases it on a graceful stop. Destructive maintenance transactions re-check the lease
 // inside themselves (WorkerFence): a host whose lease moved on cannot write anything.
 // Every expiry is set and compared on the database's clock (store/core/sql_time.hpp): callers pass
 // a TTL, never an instant, so hosts with skewed wall clocks agree on who holds what. A holder

@@ -1,4 +1,5 @@
-// The cursor advancer of GroupStore (DESIGN §6.5): moves `committed` past resolved ranges.
+// The cursor advancer of GroupStore (docs/design.md#the-committed-cursor-and-the-advancer): moves
+// `committed` past resolved ranges.
 // Two statements: one UPDATE with the subqueries inside could combine a newer cursor row with
 // older lease rows and skip a range; the write applies only under the generation it read.
 #include <fmt/format.h>

@@ -142,8 +142,8 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     range.cached_high = claimed;
     if (new_claimed > claimed) {
       int64_t bytes = 0;  // payload bytes taken so far
-      // Another group's read of a prefix of (claimed, new_claimed] is final (DESIGN §6.2 step
-      // 4): take that prefix from it and read only the rest.
+      // Another group's read of a prefix of (claimed, new_claimed] is final
+      // (docs/design.md#sharing-a-range-read): take that prefix from it and read only the rest.
       std::optional<CachedSpan> hit;
       if (cache) {
         hit = cache->lookup(claimed, new_claimed);

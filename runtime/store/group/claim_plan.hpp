@@ -1,5 +1,5 @@
-// store/group/claim_plan — the fence arithmetic of a claim (DESIGN §6.2), as a pure function
-// that GroupStore::claim() applies inside its transaction and tests check as a table.
+// store/group/claim_plan — the fence arithmetic of a claim (docs/design.md#the-claim-fence), as a
+// pure function that GroupStore::claim() applies inside its transaction and tests check as a table.
 // Inputs: the group's cursor row as locked by the claim (claimed, settled head, the pending
 // slot and whether the database now proves it), this host's observation (head, the xid it
 // took, proven or not) and the batch size. Output: the proven head, the new claimed

@@ -149,8 +149,9 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   advance_read_ = statement(
       kAdvanceRead,
       fmt::format("SELECT c.committed, LEAST((SELECT min(low) FROM {} WHERE group_id = $1), "
-                  "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status <> "
-                  "'dead'), c.claimed), c.generation, c.claimed FROM {} c WHERE c.group_id = $1",
+                  "(SELECT min(message_id) - 1 FROM {} WHERE group_id = $1 AND status NOT IN "
+                  "('dead', 'parked')), c.claimed), c.generation, c.claimed FROM {} c WHERE "
+                  "c.group_id = $1",
                   tables_.leases, tables_.exceptions, tables_.cursors));
   advance_apply_ =
       statement(kAdvanceApply, fmt::format("UPDATE {} SET committed = $2 WHERE group_id = $1 AND "

@@ -1,11 +1,13 @@
-// store/group/group_store — the per-group data plane: observe → prove → claim (the fence, DESIGN
-// §6.2), reclaim and quarantine of expired range leases (§6.4), token-guarded range commits
-// (§6.3) that can isolate a row the database refuses (§7 "Poison-proof commits"), lease
-// renewal, and the cursor advancer's two statements (§6.5). A range is handed back by a
-// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once).
-// Every lease write is guarded by its token: "0 rows" means another host owns it now.
-// Every expiry and due time is set and compared on the database's clock (store/core/sql_time.hpp):
-// callers pass durations, never instants; a host's own deadlines are steady (SteadyTime).
+// store/group/group_store — the per-group data plane: observe → prove → claim (the fence,
+// docs/design.md#the-claim-fence), reclaim and quarantine of expired range leases
+// (docs/design.md#range-leases-and-token-guarded-transitions), token-guarded range commits
+// (docs/design.md#range-leases-and-token-guarded-transitions) that can isolate a row the database
+// refuses (docs/design.md#poison-proof-commits), lease renewal, and the cursor advancer's two
+// statements (docs/design.md#the-committed-cursor-and-the-advancer). A range is handed back by a
+// partial commit (resolved_upto = what is done; the rest becomes reclaimable at once). Every lease
+// write is guarded by its token: "0 rows" means another host owns it now. Every expiry and due time
+// is set and compared on the database's clock (store/core/sql_time.hpp): callers pass durations,
+// never instants; a host's own deadlines are steady (SteadyTime).
 // Threading: one GroupStore per thread; it uses that thread's Session.
 #pragma once
 
@@ -91,7 +93,11 @@ struct ReclaimResult {
 
 // kDeferred (ordered groups only): a message that waited behind an unresolved earlier message
 // of its key and was not run: attempts 0, due at once; its later run is its first attempt.
-enum class ExceptionStatus { kReady, kDead, kDeferred };
+// kParked: a message of a schema version its group does not accept (config
+// `unaccepted_versions = "keep"`), kept with its payload and never due until a host whose group
+// accepts the version releases it (release_parked). Like kDead it does not hold the cursor
+// back; unlike kDead it always blocks its key in an ordered group.
+enum class ExceptionStatus { kReady, kDead, kDeferred, kParked };
 
 // What gate_keys() found for one key of a range: the key may not run now. blocked_from: the
 // lowest unresolved exception row of the key at or below the range's low (run after it: defer);
@@ -221,13 +227,13 @@ class GroupStore {
   // none is pending or it is proven by now). Rare path: for the fence-held log line.
   std::vector<FenceHolder> fence_holders();
   // A lease expires at database now + lease_ttl (every expiry is on the database's clock).
-  // With a `cache` (DESIGN §6.2 step 4): when it covers a prefix of the range the fence allows,
-  // the claim takes just that prefix (never more than the fence allows) and its messages
-  // instead of reading them; otherwise it reads the range and offers the read to the cache.
-  // The cursor update and the lease are written the same way in both cases.
+  // With a `cache` (docs/design.md#sharing-a-range-read): when it covers a prefix of the range the
+  // fence allows, the claim takes just that prefix (never more than the fence allows) and its
+  // messages instead of reading them; otherwise it reads the range and offers the read to the
+  // cache. The cursor update and the lease are written the same way in both cases.
   // `budget` (ClaimBudget): the range ends after the last message whose payload bytes fit —
-  // decided by the read statement itself (a running sum; the rows past the cut are never sent),
-  // or by cutting a cached prefix — and the cursor and the lease end exactly there.
+  // decided by the read statement itself (the rows past the cut are never sent), or by cutting
+  // a cached prefix — and the cursor and the lease end exactly there.
   [[nodiscard]] ClaimResult claim(const Observation& obs, int32_t batch, Millis lease_ttl,
                                   RangeCache* cache = nullptr, ClaimBudget budget = {});
 
@@ -287,6 +293,12 @@ class GroupStore {
   // `deferred` rows are not counted (whether one may run depends on other rows and leases, not
   // on time): an ordered group's retry loop finds them at its next poll.
   std::optional<Millis> next_retry_due();
+
+  // Parked rows of `versions` (every parked row when nullopt: the group skips unaccepted
+  // versions) become `ready`, due now: the retry loop runs them (or passes them over) like any
+  // retry. One index probe (parked rows sit at can_run_after = 'infinity' in exceptions_N_due).
+  // Returns how many rows moved.
+  int64_t release_parked(const std::optional<std::vector<int32_t>>& versions);
 
   // Writes retry results in one transaction; per result true when the token still matched.
   // `isolate` as for commit_ranges: a refused row is recorded dead under its token. Throws

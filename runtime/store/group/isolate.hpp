@@ -1,6 +1,7 @@
-// store/group/isolate — INTERNAL to store/: savepoint isolation for poison-proof commits (DESIGN
-// §7). A batch write that the database refuses deterministically (SQLSTATE class 22/23) is retried
-// piecewise under savepoints so one refused row cannot fail the rows around it.
+// store/group/isolate — INTERNAL to store/: savepoint isolation for poison-proof commits
+// (docs/design.md#poison-proof-commits). A batch write that the database refuses deterministically
+// (SQLSTATE class 22/23) is retried piecewise under savepoints so one refused row cannot fail the
+// rows around it.
 // Threading: used inside one transaction of one thread.
 #pragma once
 

@@ -1,5 +1,6 @@
-// The rows an outcome writes (DESIGN §7): exception rows and audit rows, plainly (one statement
-// each) and isolated (store/group/isolate.hpp: each refused row recorded dead instead).
+// The rows an outcome writes (docs/design.md#retries-exception-rows-and-dead-letters): exception
+// rows and audit rows, plainly (one statement each) and isolated (store/group/isolate.hpp: each
+// refused row recorded dead instead).
 #include "store/group/outcome_rows.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +18,12 @@ constexpr StatementName kInsertAudit{"insert_audit"};
 constexpr StatementName kInsertExceptions{"insert_exceptions"};
 constexpr StatementName kUpdateFailures{"update_failures"};
 
+// A row's can_run_after: a parked row is never due (it waits at the due index's end for
+// release_parked), any other one `u.after` ms after the database's now.
+std::string run_after_sql() {
+  return "CASE WHEN u.st = 'parked' THEN 'infinity'::timestamptz ELSE " + db_in("u.after") + " END";
+}
+
 // FailedMessages as the array parameters the statements unnest (libpqxx 6.4 binds no
 // containers: core/sql_array.hpp).
 struct FailureArrays {
@@ -27,6 +34,7 @@ struct FailureArrays {
     ids.push_back(f.message_id);
     status.push_back(f.status == ExceptionStatus::kDead       ? "dead"
                      : f.status == ExceptionStatus::kDeferred ? "deferred"
+                     : f.status == ExceptionStatus::kParked   ? "parked"
                                                               : "ready");
     lane_key.push_back(f.lane_key);
     attempts.push_back(f.attempts);
@@ -82,7 +90,8 @@ void insert_audit_isolated(pqxx::dbtransaction& tx, const std::string& table, in
   }
 }
 
-// `messages`: the stream's log, from which a row copies the message's metadata (DESIGN §8).
+// `messages`: the stream's log, from which a row copies the message's metadata
+// (docs/design.md#payload-schema-versions).
 void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                        const std::string& messages, int64_t group_id,
                        const std::vector<FailedMessage>& rows) {
@@ -101,12 +110,13 @@ void insert_exceptions(pqxx::transaction_base& tx, const std::string& table,
                    "$8::text[], $9::text[]) AS u(id, st, att, del, after, err, p, lk) "
                    "LEFT JOIN {1} m ON m.id = u.id "
                    "ON CONFLICT (group_id, message_id) DO NOTHING",
-                   table, messages, db_in("u.after")),
+                   table, messages, run_after_sql()),
        group_id, int_array(a.ids), text_array(a.status), int_array(a.attempts), int_array(a.delays),
        int_array(a.after), text_array(a.error), text_array(a.payload), text_array(a.lane_key));
 }
 
-// The exception rows of one range, each refused row replaced by a dead one (DESIGN §7).
+// The exception rows of one range, each refused row replaced by a dead one
+// (docs/design.md#poison-proof-commits).
 void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& table,
                                 const std::string& messages, int64_t group_id,
                                 const std::vector<FailedMessage>& rows,
@@ -133,7 +143,8 @@ void insert_exceptions_isolated(pqxx::dbtransaction& tx, const std::string& tabl
 }
 
 // Writes failed attempts under their row lease tokens; adds the tokens that matched.
-// A row that becomes dead copies the message's metadata from `messages` (DESIGN §8).
+// A row that becomes dead copies the message's metadata from `messages`
+// (docs/design.md#payload-schema-versions).
 void update_failures(pqxx::transaction_base& tx, const std::string& table,
                      const std::string& messages, int64_t group_id,
                      const std::vector<TokenFailure>& rows, std::set<std::string>& ours) {
@@ -160,14 +171,15 @@ void update_failures(pqxx::transaction_base& tx, const std::string& table,
                        "LEFT JOIN {1} m ON m.id = u.id AND u.p IS NOT NULL "
                        "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
                        "RETURNING u.tok::text",
-                       table, messages, db_in("u.after")),
+                       table, messages, run_after_sql()),
            group_id, int_array(a.ids), text_array(tok), text_array(a.status), int_array(a.attempts),
            int_array(a.delays), int_array(a.after), text_array(a.error), text_array(a.payload),
            text_array(a.lane_key));
   for (const auto& row : r) ours.insert(row[0].as<std::string>());
 }
 
-// As update_failures, each refused row written again as dead with the rejection (DESIGN §7).
+// As update_failures, each refused row written again as dead with the rejection
+// (docs/design.md#poison-proof-commits).
 void update_failures_isolated(pqxx::dbtransaction& tx, const std::string& table,
                               const std::string& messages, int64_t group_id,
                               const std::vector<TokenFailure>& rows, std::set<std::string>& ours,

@@ -1,9 +1,10 @@
-// store/group/outcome_rows — INTERNAL to store/group: the rows an outcome writes (DESIGN §7):
-// exception rows of a committed range (insert_exceptions), a retry attempt's result under its
-// row lease token (update_failures) and audit rows (insert_audit), each plainly (one statement
-// for all rows) and isolated (each row under its own savepoint, store/group/isolate.hpp: a row
-// the database refuses deterministically is recorded dead instead, reported in `rejected`).
-// A dead row copies the message's metadata from the stream's log `messages` (DESIGN §8).
+// store/group/outcome_rows — INTERNAL to store/group: the rows an outcome writes
+// (docs/design.md#retries-exception-rows-and-dead-letters): exception rows of a committed range
+// (insert_exceptions), a retry attempt's result under its row lease token (update_failures) and
+// audit rows (insert_audit), each plainly (one statement for all rows) and isolated (each row under
+// its own savepoint, store/group/isolate.hpp: a row the database refuses deterministically is
+// recorded dead instead, reported in `rejected`). A dead row copies the message's metadata from the
+// stream's log `messages` (docs/design.md#payload-schema-versions).
 // Threading: inside one transaction of one thread.
 #pragma once
 

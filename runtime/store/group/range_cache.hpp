@@ -1,5 +1,5 @@
 // store/group/range_cache — what GroupStore::claim() asks before it reads a range, and tells
-// after it read one (DESIGN §6.2 step 4, "Sharing a range read"). Messages with ids in a span
+// after it read one (docs/design.md#sharing-a-range-read). Messages with ids in a span
 // (low, high] that a claim read with high <= its proven head, by a statement whose snapshot is
 // no older than the proof, are final: no later commit can add an id in that span. Such a read
 // is exactly what any other group of the stream would read for any sub-span, so a cache of
@@ -32,16 +32,17 @@ class RangeCache {
  public:
   virtual ~RangeCache() = default;
   // Called before the claim's transaction begins, so that no row lock and no xid is held while
-  // it waits (an open xid would hold back every other claimer's proof, DESIGN §6.2 step 2):
-  // when id low + 1 is not stored but another claim is reading it right now, wait (bounded) for
-  // that read, so that the lookup inside the transaction finds it instead of reading it again.
+  // it waits (an open xid would hold back every other claimer's proof,
+  // runtime/store/group/README.md#the-fence): when id low + 1 is not stored but another claim is
+  // reading it right now, wait (bounded) for that read, so that the lookup inside the transaction
+  // finds it instead of reading it again.
   virtual void await_read(int64_t low) = 0;
   // The longest known-final prefix (low, h] of (low, high], low < h <= high, with its messages;
   // nullopt when id low + 1 is not covered. Never a span wider than one that was filled. Never
   // waits (it runs inside the claim's transaction).
   virtual std::optional<CachedSpan> lookup(int64_t low, int64_t high) = 0;
-  // A range read of (low, high] that obeyed DESIGN §6.2 step 4 (high <= a proven head, read by
-  // a later statement than the proof). Never called with anything else.
+  // A range read of (low, high] that obeyed docs/design.md#sharing-a-range-read (high <= a proven
+  // head, read by a later statement than the proof). Never called with anything else.
   virtual void fill(int64_t low, int64_t high, const std::vector<StoredMessage>& messages) = 0;
   // The group's `claimed` cursor as this claim left it (an eviction hint: what it has passed).
   virtual void note_claimed(int64_t claimed) = 0;

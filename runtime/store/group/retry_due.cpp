@@ -1,7 +1,9 @@
-// GroupStore::next_retry_due — when the retry loop has something to do next (read-only).
+// GroupStore::next_retry_due — when the retry loop has something to do next (read-only) — and
+// release_parked, which makes kept messages of a version the group now accepts due.
 #include <fmt/format.h>
 
 #include "store/core/pq.hpp"
+#include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/group/group_store.hpp"
 
@@ -9,6 +11,7 @@ namespace sqlstreams::store {
 namespace {
 
 constexpr StatementName kNextRetryDue{"next_retry_due"};  // store/core/statement.hpp
+constexpr StatementName kReleaseParked{"release_parked"};
 
 }  // namespace
 
@@ -28,6 +31,25 @@ std::optional<Millis> GroupStore::next_retry_due() {
         group_id_);
     if (row[0].is_null()) return std::nullopt;
     return Millis(row[0].as<int64_t>());
+  });
+}
+
+int64_t GroupStore::release_parked(const std::optional<std::vector<int32_t>>& versions) {
+  std::optional<std::string> accepted;  // NULL: every parked row
+  if (versions) accepted = int_array(std::vector<int64_t>(versions->begin(), versions->end()));
+  return guarded(session_, "release parked rows", [&] {
+    pqxx::nontransaction tx(connection_of(session_));
+    // Guarded by status = 'parked' on the locked row (a parked row has no lease token): two
+    // hosts releasing at once move each row once.
+    auto row = exec1(
+        tx, kReleaseParked,
+        fmt::format("WITH r AS (UPDATE {0} SET status = 'ready', can_run_after = {1}, "
+                    "updated_at = now() WHERE group_id = $1 AND can_run_after = 'infinity' AND "
+                    "status = 'parked' AND ($2::integer[] IS NULL OR schema_version = "
+                    "ANY($2::integer[])) RETURNING 1) SELECT count(*) FROM r",
+                    tables_.exceptions, kDbNow),
+        group_id_, nullable(accepted));
+    return row[0].as<int64_t>();
   });
 }
 

@@ -150,9 +150,9 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
       if (!no_partition || attempt == 3) throw;
     }
     // The failed transaction is rolled back; heal in one of its own (never DDL inside a
-    // producing transaction, DESIGN §9). The failed batch consumed its ids: create past every
-    // id drawn so far plus this batch, so the retry (with fresh ids) lands even when other
-    // producers keep drawing meanwhile.
+    // producing transaction, docs/design.md#no-ddl-in-a-producers-transaction). The failed batch
+    // consumed its ids: create past every id drawn so far plus this batch, so the retry (with fresh
+    // ids) lands even when other producers keep drawing meanwhile.
     const int64_t drawn = guarded(session_, "heal partitions", [&] {
       pqxx::nontransaction tx(connection_of(session_));
       return exec(tx, kLastValue,

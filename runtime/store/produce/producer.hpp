@@ -1,4 +1,4 @@
-// store/produce/producer — the C++ producer API (DESIGN §6.1).
+// store/produce/producer — the C++ producer API (docs/design.md#rule-1-an-xid-before-an-id).
 // Owns: single and batch produce on one Session. A batch is ONE multi-row INSERT
 // (`INSERT … SELECT nextval(…), … FROM unnest($1::jsonb[])`) preceded by
 // `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. Both are
@@ -8,8 +8,8 @@
 // by item and reported as "payload N of the batch: …". A missing partition (SQLSTATE 23514 or
 // 55000) is healed in a SEPARATE transaction after the failed one rolled back (ensure_partitions
 // past every id drawn so far) and the batch retried (at most twice). No DDL ever runs inside the
-// producing transaction (DESIGN §9); near the end of the partitions the producer also creates
-// ahead, after its commit.
+// producing transaction (docs/design.md#no-ddl-in-a-producers-transaction); near the end of the
+// partitions the producer also creates ahead, after its commit.
 // Limits (V004): a message_key is at most kMaxMessageKeyBytes bytes of UTF-8 without NUL (checked
 // here before sending, and by the SQL); a payload's size is measured as the SQL functions
 // measure it, octet_length(payload::jsonb::text), inside the INSERT (stored_sizes() lets a

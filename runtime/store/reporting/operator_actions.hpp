@@ -1,7 +1,8 @@
-// store/reporting/operator_actions — what operators do to a group by hand (DESIGN §7): list,
-// inspect, retry (fresh budget) and discard dead letters, and rewind a group to re-deliver history.
-// Every action writes an audit row (deliveries_N, outcome "operator-…", host = the actor).
-// Dead letters keep their payload, so `retry` works after retention dropped the message.
+// store/reporting/operator_actions — what operators do to a group by hand
+// (docs/design.md#retries-exception-rows-and-dead-letters): list, inspect, retry (fresh budget) and
+// discard dead letters, and rewind a group to re-deliver history. Every action writes an audit row
+// (deliveries_N, outcome "operator-…", host = the actor). Dead letters keep their payload, so
+// `retry` works after retention dropped the message.
 // Threading: uses the caller's Session.
 #pragma once
 

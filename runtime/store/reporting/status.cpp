@@ -58,7 +58,9 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
           "'deferred'), g.ordering, g.ordering_dead, "
           "(SELECT count(DISTINCT e.lane_key) FROM {7} e WHERE e.group_id = g.id AND e.lane_key "
-          "IS NOT NULL AND (e.status <> 'dead' OR g.ordering_dead = 'hold')) "
+          "IS NOT NULL AND (e.status <> 'dead' OR g.ordering_dead = 'hold')), "
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.can_run_after = "
+          "'infinity' AND e.status = 'parked') "
           "FROM {0}.groups g JOIN {8} c ON c.group_id = g.id WHERE g.stream_id = $1 "
           "ORDER BY g.name",
           s, n, kDbNow, to_epoch_ms("g.paused_at"), to_epoch_ms("g.last_seen_at"),
@@ -89,6 +91,7 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.ordering = row[19].as<std::string>();
     g.ordering_dead = row[20].as<std::string>();
     g.blocked_keys = row[21].as<int64_t>();
+    g.parked = row[22].as<int64_t>();
     st.groups.push_back(std::move(g));
   }
   // The plugin each live host reports running the group with (its heartbeat's stats: the

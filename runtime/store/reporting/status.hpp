@@ -1,10 +1,11 @@
-// store/reporting/status — the figures behind `sqlstreams status` (DESIGN §9, §12), read in one
-// read-only transaction: per stream its head, partitions, oldest retained message and
-// retention and which group's cursor holds retention back; per group its cursor, lag, leases,
-// exceptions by status, what retention took from it, the skipped-version count its live hosts
-// report, whether it is paused and when a running host last saw it; the hosts and which maintenance
-// worker each holds. Liveness (leases, hosts, workers) is judged on the database's clock;
-// `now` (injected) is the time ages are shown against.
+// store/reporting/status — the figures behind `sqlstreams status`
+// (docs/design.md#retention-and-partitions, docs/design.md#the-host), read in one read-only
+// transaction: per stream its head, partitions, oldest retained message and retention and which
+// group's cursor holds retention back; per group its cursor, lag, leases, exceptions by status,
+// what retention took from it, the skipped-version count its live hosts report, whether it is
+// paused and when a running host last saw it; the hosts and which maintenance worker each holds.
+// Liveness (leases, hosts, workers) is judged on the database's clock; `now` (injected) is the time
+// ages are shown against.
 // Threading: a free function on the caller's Session.
 #pragma once
 
@@ -51,6 +52,8 @@ struct GroupStatus {
   int64_t dead = 0;
   // Ordered groups (V009): rows that wait behind an unresolved earlier message of their key.
   int64_t deferred = 0;
+  // Messages of a schema version the group does not accept, kept (V010: status parked).
+  int64_t parked = 0;
   std::string ordering = "none";          // groups.ordering: none | key
   std::string ordering_dead = "release";  // groups.ordering_dead: release | hold
   // Ordered groups: keys whose later messages wait behind an unresolved row (a failed attempt,

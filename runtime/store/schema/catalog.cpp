@@ -85,10 +85,11 @@ std::string fence_holder(pqxx::transaction_base& tx, const std::string& schema_s
   return out;
 }
 
-// DESIGN §6.6: observe (head, xid) alone, then wait until the pair is proven, i.e. every
-// transaction that could own an id <= head (Rules 1 and 2) has committed or aborted. Every
-// id drawn afterwards is > head, so a group starting at head misses nothing that becomes
-// visible after the declaration returns. Runs with no transaction open (takes no lasting xid).
+// docs/design.md#declaring-a-group-at-the-head: observe (head, xid) alone, then wait until the pair
+// is proven, i.e. every transaction that could own an id <= head (Rules 1 and 2) has committed or
+// aborted. Every id drawn afterwards is > head, so a group starting at head misses nothing that
+// becomes visible after the declaration returns. Runs with no transaction open (takes no lasting
+// xid).
 int64_t proven_head(Session& session, const StreamRef& stream, const std::string& group,
                     Millis timeout) {
   pqxx::nontransaction tx(connection_of(session));
@@ -220,8 +221,9 @@ DeclaredGroup declare_group(Session& session, const StreamRef& stream, const std
       }
     }
     if (start == StartAt::kHead) {
-      // The fence (DESIGN §6.6), BEFORE the declaration transaction opens: an open xid-owning
-      // transaction here would hold back every claimer's proof while we wait.
+      // The fence (docs/design.md#declaring-a-group-at-the-head), BEFORE the declaration
+      // transaction opens: an open xid-owning transaction here would hold back every claimer's
+      // proof while we wait.
       out.start_position = proven_head(session, stream, name, proof_timeout);
     }
     pqxx::work tx(connection_of(session));

@@ -1,8 +1,10 @@
-// store/schema/catalog — streams and groups as the database knows them (DESIGN §5).
+// store/schema/catalog — streams and groups as the database knows them
+// (docs/design.md#the-log-and-its-id-sequence).
 // Owns: idempotent declaration (the per-stream family is created on first declaration;
 // re-declaring never moves a cursor; partition_size is immutable), lookups, and the Rule 2
 // start-up check (every stream's id sequence has CACHE 1). A group declared at the head
-// starts behind the fence (DESIGN §6.6): declaration waits for earlier producers to end.
+// starts behind the fence (docs/design.md#declaring-a-group-at-the-head): declaration waits for
+// earlier producers to end.
 // Threading: uses the caller's Session.
 #pragma once
 
@@ -70,7 +72,8 @@ struct DeclaredGroup {
 // transaction). Throws StoreError kRejected when partition_size differs.
 DeclaredStream declare_stream(Session& session, const StreamSpec& spec);
 
-// How long declaring a group at the head waits for the fence's proof (DESIGN §6.6).
+// How long declaring a group at the head waits for the fence's proof
+// (docs/design.md#declaring-a-group-at-the-head).
 inline constexpr Millis kDeclareProofTimeout{30'000};
 
 // Creates the group and its cursor row, at the beginning or at the current head, recording its
@@ -101,8 +104,9 @@ inline constexpr int32_t kDeclarePartitionsAhead = 2;
 inline constexpr Millis kPartitionLockTimeout{10'000};
 
 // Creates partitions so that ids up to `upto_id` have one. Returns the new exclusive bound.
-// Its own transaction; never call it inside a producing transaction (DESIGN §9). Takes the
-// stream's advisory lock, then the parent table (waiting up to kPartitionLockTimeout).
+// Its own transaction; never call it inside a producing transaction
+// (docs/design.md#no-ddl-in-a-producers-transaction). Takes the stream's advisory lock, then the
+// parent table (waiting up to kPartitionLockTimeout).
 int64_t ensure_partitions(Session& session, int64_t stream_id, int64_t upto_id);
 
 // ensure_partitions() up to `partitions_ahead` × partition_size ids past the last id drawn.
