@@ -197,5 +197,34 @@ TEST_F(ClaimBudgetTest, ACachedPrefixIsCutTooAndOnlyTheReadPartIsOffered) {
   EXPECT_EQ(fresh.fills, (std::vector<std::pair<int64_t, int64_t>>{{6, 7}}));
 }
 
+// The claim first looks at the payloads' stored sizes and reads the range whole only when they
+// cannot reach the budget. jsonb prints control characters as \u00XX: 300 of them are ~310
+// bytes stored but 1,809 bytes of text, and the budget counts the text (what the host holds).
+TEST_F(ClaimBudgetTest, PayloadsWhoseTextIsLongerThanTheirStoredFormAreCountedAtTheirText) {
+  for (int i = 0; i < 10; ++i) {
+    db_.sql(
+        "SELECT sqlstreams.produce('payments.requested', jsonb_build_object('p', "
+        "repeat(chr(1), 300)))");
+  }
+  const auto text = db_.scalar<int64_t>(
+      "SELECT octet_length(payload::text) FROM sqlstreams.messages_1 WHERE id = 1");
+  const auto stored =
+      db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM sqlstreams.messages_1 WHERE id = 1");
+  ASSERT_EQ(text, 1809);
+  ASSERT_LT(stored * 5, text);
+  auto gs = group_store(*session_, charge_.id);
+  // 10 stored forms fit in 5 texts' worth; 10 texts do not: the claim ends after 5.
+  auto r = claim(gs, store::ClaimBudget{.bytes = 5 * text});
+  ASSERT_TRUE(r.range);
+  EXPECT_EQ(ids(*r.range), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_TRUE(r.budget_cut);
+  EXPECT_EQ(bytes_of(*r.range), 5 * text);
+  // Far below the budget (10 texts, 80 stored forms): the rest, whole, uncut.
+  auto rest = claim(gs, store::ClaimBudget{.bytes = 80 * stored});
+  ASSERT_TRUE(rest.range);
+  EXPECT_EQ(ids(*rest.range), (std::vector<int64_t>{6, 7, 8, 9, 10}));
+  EXPECT_FALSE(rest.budget_cut);
+}
+
 }  // namespace
 }  // namespace sqlstreams::testing

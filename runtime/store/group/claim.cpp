@@ -177,8 +177,14 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
         // A later statement than the proof: its snapshot is no older than the proof. The
         // statement stops at the budget (the rows past it are not sent).
         const bool first_always = budget.first_always && range.messages.empty();
-        auto rows = exec_prepared(tx, conn, read_budget_, range.cached_high, new_claimed,
-                                  budget.bytes - bytes, first_always);
+        // Most ranges are far below the budget: read_checked_ sends them whole after a cheap
+        // look at the stored sizes, and sends nothing when the range might reach the budget.
+        const int64_t left = budget.bytes - bytes;
+        auto rows = exec_prepared(tx, conn, read_checked_, range.cached_high, new_claimed, left);
+        if (rows.empty()) {
+          rows = exec_prepared(tx, conn, read_budget_, range.cached_high, new_claimed, left,
+                               first_always);
+        }
         std::vector<StoredMessage> read;
         read.reserve(rows.size());
         for (const auto& row : rows) read.push_back(message_from_row(row));

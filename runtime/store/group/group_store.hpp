@@ -342,11 +342,12 @@ class GroupStore {
   // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
   // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
   // lease_insert_keys_ is lease_insert_ with the range's key hashes (ordered groups); gate_ is
-  // gate_keys()'s statement. read_budget_ is a claim's read (the byte budget's running sum);
+  // gate_keys()'s statement. read_checked_ is a claim's read when the range is far below
+  // its byte budget, read_budget_ the read that cuts it (the budget's running sum);
   // read_range_ re-reads a reclaimed lease's whole range.
   Statement observe_, claim_lock_, claim_update_, lease_insert_, lease_insert_keys_, read_range_,
-      read_budget_, count_range_, reclaim_, commit_complete_, commit_partial_, renew_,
-      advance_read_, advance_apply_, gate_;
+      read_budget_, read_checked_, count_range_, reclaim_, commit_complete_, commit_partial_,
+      renew_, advance_read_, advance_apply_, gate_;
   OrderingMode ordering_ = OrderingMode::kNone;
   std::optional<InDoubtCommit> in_doubt_;
 };
