@@ -28,6 +28,7 @@ struct DeadFlags {
   std::optional<std::string> older_than;
   int limit = 1000;
   bool json = false, yes = false;
+  bool kept = false;  // the rows kept for a schema version the group does not accept
   std::optional<std::string> to_time;
 };
 
@@ -74,6 +75,7 @@ store::DeadFilter filter_of(const DeadFlags& f) {
     filter.older_than = *d;
   }
   filter.limit = f.limit;
+  filter.kept = f.kept;
   return filter;
 }
 
@@ -95,11 +97,12 @@ Target open_group(const DeadFlags& f) {
   return t;
 }
 
-nlohmann::json to_json(const store::DeadLetter& d) {
+// A kept row has no death: its time is "kept_at" and its reason stays under "last_error".
+nlohmann::json to_json(const store::DeadLetter& d, bool kept) {
   nlohmann::json j{{"message_id", d.message_id},
                    {"attempts", d.attempts},
                    {"last_error", d.last_error},
-                   {"died_at", iso(d.died_at_unix_ms)},
+                   {kept ? "kept_at" : "died_at", iso(d.died_at_unix_ms)},
                    {"message_retained", d.message_retained}};
   j["payload"] = d.payload ? nlohmann::json::parse(*d.payload, nullptr, false) : nullptr;
   return j;
@@ -111,30 +114,37 @@ int list(const DeadFlags& f) {
   auto dead = store::list_dead(*t.session, t.group, filter);
   if (f.json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& d : dead) arr.push_back(to_json(d));
+    for (const auto& d : dead) arr.push_back(to_json(d, f.kept));
     std::printf("%s\n", arr.dump(2).c_str());
     return 0;
   }
-  std::printf("%-12s %-8s %-20s %s\n", "MESSAGE_ID", "ATTEMPTS", "DIED_AT", "LAST_ERROR");
+  std::printf("%-12s %-8s %-20s %s\n", "MESSAGE_ID", "ATTEMPTS", f.kept ? "KEPT_AT" : "DIED_AT",
+              f.kept ? "REASON" : "LAST_ERROR");
   for (const auto& d : dead) {
     std::printf("%-12lld %-8d %-20s %s\n", static_cast<long long>(d.message_id), d.attempts,
                 iso(d.died_at_unix_ms).c_str(), escape_for_text(d.last_error).c_str());
   }
-  std::printf("%zu dead letter(s) in %s/%s\n", dead.size(), f.stream.c_str(), f.group.c_str());
+  std::printf("%zu %s in %s/%s\n", dead.size(),
+              f.kept ? "kept message(s) (a schema version the group does not accept yet)"
+                     : "dead letter(s)",
+              f.stream.c_str(), f.group.c_str());
   return 0;
 }
 
 int show(const DeadFlags& f) {
   const int64_t id = id_arg("id", f.id);
   auto t = open_group(f);
-  auto d = store::find_dead(*t.session, t.group, id);
+  auto d = store::find_dead(*t.session, t.group, id, f.kept);
   if (!d) {
     throw ControlPlaneError(ExitCode::kData,
-                            fmt::format("message {} is not dead in {}/{}", id, f.stream, f.group));
+                            fmt::format("message {} is not {} in {}/{}", id,
+                                        f.kept ? "kept" : "dead", f.stream, f.group),
+                            f.kept ? "list them with: sqlstreams dead list --kept"
+                                   : "list them with: sqlstreams dead list");
   }
   auto history = store::delivery_history(*t.session, t.group, id);
   if (f.json) {
-    auto j = to_json(*d);
+    auto j = to_json(*d, f.kept);
     j["history"] = nlohmann::json::array();
     for (const auto& h : history) {
       j["history"].push_back({{"attempt", h.attempt},
@@ -146,10 +156,10 @@ int show(const DeadFlags& f) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("message %lld in %s/%s: dead after %d attempt(s) at %s\n",
-              static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(), d->attempts,
-              iso(d->died_at_unix_ms).c_str());
-  std::printf("last error: %s\n", escape_for_text(d->last_error).c_str());
+  std::printf("message %lld in %s/%s: %s after %d attempt(s) at %s\n",
+              static_cast<long long>(d->message_id), f.stream.c_str(), f.group.c_str(),
+              f.kept ? "kept" : "dead", d->attempts, iso(d->died_at_unix_ms).c_str());
+  std::printf("%s: %s\n", f.kept ? "reason" : "last error", escape_for_text(d->last_error).c_str());
   std::printf("payload%s: %s\n", d->message_retained ? "" : " (kept copy; the log dropped it)",
               d->payload ? escape_for_text(*d->payload).c_str() : "(none)");
   std::printf("history:\n");
@@ -270,12 +280,15 @@ void register_dead(CLI::App& app, Action& action) {
   auto* l = leaf(dead, "list", "List dead letters of a group", lf);
   add_filters(l, *lf);
   l->add_flag("--json", lf->json, "JSON output");
+  l->add_flag("--kept", lf->kept,
+              "the messages kept for a schema version the group does not accept yet, instead");
   l->callback([&action, lf] { action = [lf] { return list(*lf); }; });
 
   auto sf = std::make_shared<DeadFlags>();
   auto* s = leaf(dead, "show", "Payload, attempts and error history of one dead letter", sf);
   s->add_option("id", sf->id, "message id")->required();
   s->add_flag("--json", sf->json, "JSON output");
+  s->add_flag("--kept", sf->kept, "a message kept for a schema version not accepted yet");
   s->callback([&action, sf] { action = [sf] { return show(*sf); }; });
 
   auto rf = std::make_shared<DeadFlags>();

@@ -176,8 +176,9 @@ void print_text(const store::FleetStatus& f) {
       if (g.parked > 0) {  // kept until the group accepts their schema version
         std::printf(
             "  kept: %s keeps %lld message(s) of schema versions it does not accept; they run "
-            "once it accepts them (unaccepted_versions = \"skip\" passes them over)\n",
-            g.name.c_str(), static_cast<long long>(g.parked));
+            "once it accepts them (unaccepted_versions = \"skip\" passes them over; list: "
+            "sqlstreams dead list %s %s --kept)\n",
+            g.name.c_str(), static_cast<long long>(g.parked), s.name.c_str(), g.name.c_str());
       }
       for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
         std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),

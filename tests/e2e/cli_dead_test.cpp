@@ -1,9 +1,11 @@
 // The operator CLI on dead letters, through the real binary: a negative id is refused with
 // exit 64 (it used to mean "no filter": `dead discard S G --id -2 --yes` discarded every dead
-// letter), `--error` is a literal substring, an empty `--error` is refused.
+// letter), `--error` is a literal substring, an empty `--error` is refused; `--kept` lists and
+// shows the messages kept for a schema version the group does not accept, and nothing else.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "e2e_support.hpp"
 
@@ -75,6 +77,52 @@ TEST_F(CliDead, AnExactIdDiscardsOnlyThatDeadLetter) {
   EXPECT_EQ(
       scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + exceptions_ + " WHERE message_id = 2"),
       0);
+}
+
+// A kept row (status `parked`: README "Versions a group does not accept (yet)") is not a dead
+// letter: `dead list` leaves it out, `dead list --kept` and `dead show --kept` show it with its
+// reason and payload, and retry/discard do not take it.
+TEST_F(CliDead, KeptMessagesAreListedAndShownApartFromDeadLetters) {
+  query(db_.url(), "INSERT INTO " + exceptions_ +
+                       " (group_id, message_id, status, attempts, can_run_after, last_error, "
+                       "payload, schema_version) SELECT g.id, 9, 'parked', 0, 'infinity', "
+                       "'schema version 2 is not accepted by this group (accepts 1)', "
+                       "'{\"order_id\":\"o-9\"}', 2 FROM sqlstreams.groups g WHERE g.name = "
+                       "'charge-cards'");
+  auto [code, out] = cli({"dead", "list", kStream, kCharge}, db_.url());
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("4 dead letter(s)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("schema version 2"), std::string::npos) << "a kept row listed as dead:\n"
+                                                             << out;
+
+  auto [code2, out2] = cli({"dead", "list", kStream, kCharge, "--kept"}, db_.url());
+  EXPECT_EQ(code2, 0) << out2;
+  EXPECT_NE(out2.find("KEPT_AT"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("schema version 2 is not accepted"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("1 kept message(s)"), std::string::npos) << out2;
+
+  auto [code3, out3] = cli({"dead", "list", kStream, kCharge, "--kept", "--json"}, db_.url());
+  EXPECT_EQ(code3, 0) << out3;
+  auto rows = nlohmann::json::parse(out3.substr(out3.find('[')));
+  ASSERT_EQ(rows.size(), 1u) << out3;
+  EXPECT_EQ(rows[0]["message_id"], 9);
+  EXPECT_TRUE(rows[0].contains("kept_at")) << out3;
+  EXPECT_EQ(rows[0]["payload"]["order_id"], "o-9");
+
+  auto [code4, out4] = cli({"dead", "show", kStream, kCharge, "9", "--kept"}, db_.url());
+  EXPECT_EQ(code4, 0) << out4;
+  EXPECT_NE(out4.find("kept after 0 attempt(s)"), std::string::npos) << out4;
+  EXPECT_NE(out4.find("o-9"), std::string::npos) << out4;
+  auto [code5, out5] = cli({"dead", "show", kStream, kCharge, "9"}, db_.url());
+  EXPECT_NE(code5, 0) << out5;
+  EXPECT_NE(out5.find("message 9 is not dead"), std::string::npos) << out5;
+
+  // Retry and discard have no --kept (a usage error), and touch neither kind of row.
+  expect_usage_error({"dead", "discard", kStream, kCharge, "--kept", "--yes"}, "--kept");
+  expect_usage_error({"dead", "retry", kStream, kCharge, "--kept"}, "--kept");
+  EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + exceptions_ +
+                                           " WHERE status = 'parked' AND message_id = 9"),
+            1);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ namespace {
 // Statement names (store/core/statement.hpp).
 constexpr StatementName kListDead{"list_dead"};
 constexpr StatementName kFindDead{"find_dead"};
+constexpr StatementName kListKept{"list_kept"};
+constexpr StatementName kFindKept{"find_kept"};
 constexpr StatementName kDeliveryHistory{"delivery_history"};
 constexpr StatementName kRetryDead{"retry_dead"};
 constexpr StatementName kDiscardDead{"discard_dead"};
@@ -37,16 +39,25 @@ void check_filter(const DeadFilter& f) {
   if (f.limit < 1) bad(fmt::format("dead letter filter: limit must be >= 1 (got {})", f.limit));
 }
 
+// Kept rows are only listed and shown: each runs once the group accepts its version.
+void refuse_kept(const DeadFilter& f) {
+  if (f.kept) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     "kept messages are not dead letters: each runs once the group accepts its "
+                     "schema version (or is passed over under unaccepted_versions = \"skip\")");
+  }
+}
+
 // The WHERE clause for a filter; parameters $1 group, $2 error, $3 from, $4 to, $5
 // older_than(ms, against the database's clock); the statement's LIMIT is $6. The error text is
 // a literal, case-insensitive substring (strpos, not LIKE: `_`, `%` and `\` match only
 // themselves).
-std::string filter_sql() {
+std::string filter_sql(bool kept = false) {
   return fmt::format(
-      "group_id = $1 AND status = 'dead' AND ($2::text IS NULL OR strpos(lower(last_error), "
+      "group_id = $1 AND status = '{}' AND ($2::text IS NULL OR strpos(lower(last_error), "
       "lower($2::text)) > 0) AND ($3::bigint IS NULL OR message_id >= $3) AND ($4::bigint IS "
       "NULL OR message_id <= $4) AND ($5::bigint IS NULL OR updated_at <= {})",
-      db_ago("$5"));
+      kept ? "parked" : "dead", db_ago("$5"));
 }
 
 std::optional<std::string> opt_num(const std::optional<int64_t>& v) {
@@ -104,9 +115,9 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
   return guarded(session, "list dead letters", [&] {
     check_filter(f);
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = exec_filtered(tx, kListDead,
+    auto rows = exec_filtered(tx, f.kept ? kListKept : kListDead,
                               fmt::format("{} WHERE {} ORDER BY e.message_id LIMIT $6",
-                                          dead_select(session, group, preview), filter_sql()),
+                                          dead_select(session, group, preview), filter_sql(f.kept)),
                               group, f);
     std::vector<DeadLetter> out;
     for (const auto& row : rows) out.push_back(dead_from_row(row));
@@ -114,13 +125,14 @@ std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const
   });
 }
 
-std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id) {
+std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id,
+                                    bool kept) {
   return guarded(session, "show dead letter", [&]() -> std::optional<DeadLetter> {
     pqxx::read_transaction tx(connection_of(session));
-    auto rows = exec(tx, kFindDead,
+    auto rows = exec(tx, kept ? kFindKept : kFindDead,
                      fmt::format("{} WHERE e.group_id = $1 AND e.message_id = $2 AND "
-                                 "e.status = 'dead'",
-                                 dead_select(session, group)),
+                                 "e.status = '{}'",
+                                 dead_select(session, group), kept ? "parked" : "dead"),
                      group.id, message_id);
     if (rows.empty()) return std::nullopt;
     return dead_from_row(rows[0]);
@@ -158,6 +170,7 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
                                 const std::string& actor) {
   return guarded(session, "retry dead letters", [&] {
     check_filter(f);
+    refuse_kept(f);
     pqxx::work tx(connection_of(session));
     auto rows = exec(tx, kRetryDead,
                      fmt::format("SELECT * FROM {}.dead_retry($1, $2, $3, $4, $5, $6, $7)",
@@ -173,6 +186,7 @@ std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const
                                   const std::string& actor) {
   return guarded(session, "discard dead letters", [&] {
     check_filter(f);
+    refuse_kept(f);
     pqxx::work tx(connection_of(session));
     auto rows = exec(tx, kDiscardDead,
                      fmt::format("SELECT * FROM {}.dead_discard($1, $2, $3, $4, $5, $6, $7)",

@@ -25,6 +25,10 @@ struct DeadFilter {
   std::optional<int64_t> to_id;               // inclusive
   std::optional<Millis> older_than;           // died at least this long ago (database clock)
   int32_t limit = 1000;
+  // list_dead: the rows kept for a schema version the group does not accept (status `parked`,
+  // README "Versions a group does not accept (yet)") instead of dead letters. Read-only: a kept
+  // row runs once the group accepts its version, and retry/discard take dead letters only.
+  bool kept = false;
 };
 
 struct DeadLetter {
@@ -59,7 +63,8 @@ struct DeliveryRecord {
 
 std::vector<DeadLetter> list_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
                                   const Preview& preview = {});
-std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id);
+std::optional<DeadLetter> find_dead(Session& session, const GroupRef& group, int64_t message_id,
+                                    bool kept = false);
 // Oldest first; with preview.history_rows, only that many of the newest.
 std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& group,
                                              int64_t message_id, const Preview& preview = {});
