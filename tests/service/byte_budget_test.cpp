@@ -1,14 +1,17 @@
 // A group's byte budgets (issue 27 §2.2) on a real `sqlstreams run`: 300 payments of ~1 MiB
-// each, a slow handler, batch_bytes 4 MiB and queue_bytes 16 MiB. Before the budgets a claim
-// took batch_size messages whatever their size, and the group held every claimed range (300 ×
-// 1 MiB measured as 634 MB RSS in release). Now: the gauge sqlstreams_group_queued_bytes, read
-// throughout, never passes queue_bytes, and the host's peak RSS (VmHWM) grows by far less than
-// the 300 MiB the stream holds. Every message is still handled.
+// each, batch_bytes 4 MiB and queue_bytes 16 MiB, a handler held shut by a gate file until the
+// queue has filled. Before the budgets a claim took batch_size messages whatever their size,
+// and the group held every claimed range (300 × 1 MiB measured as 634 MB RSS in release). Now:
+// the gauge sqlstreams_group_queued_bytes, read throughout, never passes queue_bytes, and the
+// host's peak RSS (VmHWM) grows by far less than the 300 MiB the stream holds. Every message is
+// still handled. (The gate makes "the queue filled" certain: a handler merely slower than the
+// claims was not, on a loaded CI machine — the claims there were slower than the handler.)
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "service_support.hpp"
 #include "test_database.hpp"
@@ -38,14 +41,18 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
   testing::TestDatabase db;
   ScratchDir dir;
   const int port = free_tcp_port();
+  const std::string gate = dir.path() + "/gate";  // created once the queue has filled
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
   spec.status_interval = "100ms";
   spec.groups = {GroupSpec{.plugin = "payments_faults.so",
                            .concurrency = 4,
                            .batch_size = 200,
-                           .config = "sleep_ms = 5\n",
-                           .extra = "batch_bytes = 4_194_304\nqueue_bytes = 16_777_216\n"}};
+                           .config = "wait_for_file = \"" + gate + "\"\n",
+                           .extra = "batch_bytes = 4_194_304\nqueue_bytes = 16_777_216\n"
+                                    "queue_ranges = 64\n",
+                           .handler_timeout = "10m",  // the gate may stay shut for minutes
+                           .lease_ttl = "20m"}};
   // A small ASan quarantine (ignored by other builds): freed payloads must not count as held.
   const char* asan = std::getenv("ASAN_OPTIONS");
   std::string asan_options = std::string(asan ? asan : "") + ":quarantine_size_mb=8";
@@ -65,14 +72,32 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
       R"(sqlstreams_group_queued_bytes{stream="payments.requested",group="charge-cards"})";
   int64_t peak = 0;
   int samples = 0;
+  const auto sample = [&] {
+    const HttpResult page = http_get(port, "/metrics");
+    const int64_t held = gauge(page.body, series);
+    if (held >= 0) {
+      peak = std::max(peak, held);
+      ++samples;
+    }
+    return held;
+  };
+  // Gate shut: the claimer fills the queue up to queue_bytes (queue_ranges is set high, so the
+  // bytes are the binding limit).
+  ASSERT_TRUE(wait_until([&] { return sample() > 12 * kMiB; }, 300s))
+      << "the queue never filled: peak " << peak << " B\n"
+      << tail(host.log());
+  // ... and stops there: nothing more is claimed while the handlers hold the gate.
+  const auto plateau_end = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < plateau_end) {
+    sample();
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(committed(db.url(), "charge-cards"), 0);
+  EXPECT_LE(peak, 16 * kMiB) << "the group held more than queue_bytes with every handler blocked";
+  std::ofstream(gate).put('\n');
   const bool drained = wait_until(
       [&] {
-        const HttpResult page = http_get(port, "/metrics");
-        const int64_t held = gauge(page.body, series);
-        if (held >= 0) {
-          peak = std::max(peak, held);
-          ++samples;
-        }
+        sample();
         return committed(db.url(), "charge-cards") == 300;
       },
       300s);  // ASan: parsing a 1 MiB payload takes the handler ~0.1 s

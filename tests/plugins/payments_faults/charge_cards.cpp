@@ -48,6 +48,11 @@ ChargeCardsConfig ChargeCardsConfig::parse(const nlohmann::json& config) {
   c.delay_ms = non_negative(r, "delay_ms", c.delay_ms);
   c.hang_ms = non_negative(r, "hang_ms", c.hang_ms);
   c.sleep_ms = non_negative(r, "sleep_ms", c.sleep_ms);
+  c.wait_for_file = r.get<std::string>("wait_for_file", "");
+  if (r.has("wait_for_file") && c.wait_for_file.empty()) {
+    throw sqlstreams::ConfigError::at("wait_for_file",
+                                      "config key 'wait_for_file': must not be empty");
+  }
   c.record_file = r.get<std::string>("record_file", "");
   if (r.has("record_file") && c.record_file.empty()) {
     throw sqlstreams::ConfigError::at("record_file", "config key 'record_file': must not be empty");
@@ -64,6 +69,7 @@ ChargeCards::ChargeCards(const nlohmann::json& config, const sqlstreams::Host& h
 
 sqlstreams::Result ChargeCards::handle(const Payment& payment,
                                        const sqlstreams::MessageContext& message) {
+  if (!config_.wait_for_file.empty()) wait_for_file(config_.wait_for_file);
   sleep_ms(config_.sleep_ms);
   if (config_.hang_orders.count(payment.order_id) != 0) sleep_ms(config_.hang_ms);
   if (payment.cancelled) {

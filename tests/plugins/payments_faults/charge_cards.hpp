@@ -6,6 +6,7 @@
 //   flaky_attempts     N      RETRY while attempt <= N, then OK
 //   delay_orders       [ids]  DELAY(delay_ms);  delay_ms default 1000
 //   hang_orders        [ids]  sleep hang_ms (default 1 h) first, for timeout tests
+//   wait_for_file      path   each call first waits until this path exists (a gate)
 //   sleep_ms           N      per-message simulated work
 //   throw_orders       [ids]  throw std::runtime_error (→ RETRY)
 //   record_file        path   one line "<group> <id> <attempt> <outcome>" per call
@@ -32,6 +33,7 @@ struct ChargeCardsConfig {
   int64_t delay_ms = 1000;
   int64_t hang_ms = 3'600'000;
   int64_t sleep_ms = 0;
+  std::string wait_for_file;
   std::string record_file;
 
   // Throws sqlstreams::ConfigError with a message for the operator.

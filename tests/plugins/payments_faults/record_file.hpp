@@ -27,4 +27,7 @@ class RecordFile {
 
 void sleep_ms(int64_t ms);
 
+// Returns once `path` exists (polls every 10 ms): a gate a test opens by creating the file.
+void wait_for_file(const std::string& path);
+
 }  // namespace payments_faults
