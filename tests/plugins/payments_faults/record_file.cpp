@@ -39,7 +39,8 @@ void sleep_ms(int64_t ms) {
 }
 
 void wait_for_file(const std::string& path) {
-  while (::access(path.c_str(), F_OK) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (::access(path.c_str(), F_OK) != 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 }  // namespace payments_faults
