@@ -175,7 +175,9 @@ class Db {
 // workloads with raw rounds, so its ratio compares measurements seconds apart).
 class RuntimeInsert {
  public:
-  RuntimeInsert(const Db& db, const std::string& stream, size_t bytes);
+  // idempotency_keys: every message carries a fresh idempotency key (V011), none repeats.
+  RuntimeInsert(const Db& db, const std::string& stream, size_t bytes,
+                bool idempotency_keys = false);
   int64_t run_for(double seconds);  // rows produced; at least one batch
 
  private:
@@ -183,6 +185,8 @@ class RuntimeInsert {
   ss::store::Producer producer_;
   std::string stream_;
   std::vector<ss::store::NewMessage> batch_;
+  bool idempotency_keys_ = false;
+  int64_t batches_ = 0;
 };
 
 class RawInsert {
@@ -201,6 +205,8 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
              int64_t keys = 0);
 
 std::vector<Row> run_produce(Db& db, const Options& o);
+// Part of the produce phase: keyed (idempotent) produce against produce without keys.
+Row run_idempotent_produce(Db& db, const Options& o);
 std::vector<Row> run_drain(Db& db, const Options& o);
 // Phase 2b, called by run_drain on its stream after the range drain.
 std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::StreamRef& s,

@@ -7,6 +7,11 @@
 // A line longer than twice the stream's max_payload_bytes (plus kLineSlack) is refused while it
 // is read and never buffered: its stored form could fit only if most of it were whitespace or
 // duplicate keys. An empty JSON argument is refused (it does not mean "read stdin").
+// --idempotency-key K makes the run safe to repeat (V011, docs/design.md#idempotent-produce):
+// the argument's message gets the key K, line N of stdin the key "K:N" (so the same input gives
+// the same keys); a second run within the stream's idempotency_window writes nothing again (the
+// argument form prints the first run's id). An in-doubt answer then says so: retry with the same
+// keys is safe.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -30,6 +35,8 @@ struct ProduceFlags {
   int batch_size = 500;
   int schema_version = 1;
   std::string key;
+  std::string idempotency_key;
+  bool idempotency_key_given = false;
 };
 
 class BadInput : public ControlPlaneError {
@@ -140,6 +147,15 @@ int produce(const ProduceFlags& f) {
   if (f.json_given && f.json.empty()) {
     throw BadInput("argument: the JSON argument is empty (omit it to read NDJSON from stdin)");
   }
+  const bool keyed = f.idempotency_key_given;
+  if (keyed) {
+    // The longest key a run can make is K:<line number>; the shortest is K itself.
+    try {
+      store::Producer::check_idempotency_key(f.idempotency_key, "--idempotency-key");
+    } catch (const store::StoreError& e) {
+      throw BadInput(e.what());
+    }
+  }
   store::Session session(f.db.resolve(config));
   auto stream = store::find_stream(session, f.stream);
   if (!stream) {
@@ -147,6 +163,7 @@ int produce(const ProduceFlags& f) {
                             "declare it first: sqlstreams declare --config FILE");
   }
   std::vector<Line> lines;
+  std::vector<int64_t> line_numbers;  // of stdin, for the idempotency keys "K:N"
   std::vector<std::string> too_long;  // located errors of lines refused while reading
   size_t too_long_count = 0;
   if (f.json_given) {
@@ -167,6 +184,7 @@ int produce(const ProduceFlags& f) {
       }
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       lines.push_back({fmt::format("stdin:{}", line_no), std::move(text)});
+      line_numbers.push_back(line_no);
     }
     if (std::ferror(stdin)) throw BadInput("stdin: read error; nothing was produced");
   }
@@ -182,10 +200,45 @@ int produce(const ProduceFlags& f) {
   check_all(lines, producer, *stream, static_cast<size_t>(f.batch_size));
   std::vector<store::NewMessage> messages;
   messages.reserve(lines.size());
-  for (auto& l : lines) messages.push_back({std::move(l.text), f.schema_version, key});
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::optional<std::string> idempotency_key;
+    if (keyed) {
+      idempotency_key = f.json_given ? f.idempotency_key
+                                     : fmt::format("{}:{}", f.idempotency_key, line_numbers[i]);
+      try {
+        store::Producer::check_idempotency_key(idempotency_key, lines[i].where);
+      } catch (const store::StoreError& e) {
+        throw BadInput(std::string(e.what()) + "; nothing was produced");
+      }
+    }
+    messages.push_back({std::move(lines[i].text), f.schema_version, key, idempotency_key});
+  }
   lines.clear();
+  auto report_failure = [keyed](const store::StoreError& e) {
+    if (e.kind() == store::StoreError::Kind::kInDoubt) {
+      if (keyed) {
+        std::fprintf(stderr,
+                     "the connection was lost while the batch committed: it may or may not have "
+                     "been produced (all or nothing); it carried idempotency keys, so retry with "
+                     "the same keys: safe (run the same command on the same input, with the same "
+                     "--idempotency-key, within the stream's idempotency_window)\n");
+      } else {
+        std::fprintf(stderr,
+                     "the connection was lost while the batch committed: it may or may not have "
+                     "been produced (all or nothing); look before sending it again (or produce "
+                     "with --idempotency-key: then retrying is safe)\n");
+      }
+    } else {
+      std::fprintf(stderr, "nothing was produced (one transaction)\n");
+    }
+  };
   if (f.json_given) {
-    std::printf("%lld\n", static_cast<long long>(producer.produce(f.stream, messages.at(0))));
+    try {
+      std::printf("%lld\n", static_cast<long long>(producer.produce(f.stream, messages.at(0))));
+    } catch (const store::StoreError& e) {
+      report_failure(e);
+      throw;
+    }
     return 0;
   }
   const bool tty = isatty(STDERR_FILENO);
@@ -205,13 +258,7 @@ int produce(const ProduceFlags& f) {
     producer.produce_batch(f.stream, messages, options);
   } catch (const store::StoreError& e) {
     if (tty) std::fprintf(stderr, "\n");
-    if (e.kind() == store::StoreError::Kind::kInDoubt) {
-      std::fprintf(stderr,
-                   "the connection was lost while the batch committed: it may or may not have "
-                   "been produced (all or nothing); look before sending it again\n");
-    } else {
-      std::fprintf(stderr, "nothing was produced (one transaction)\n");
-    }
+    report_failure(e);
     throw;
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -235,8 +282,14 @@ void register_produce(CLI::App& app, Action& action) {
   cmd->add_option("--schema-version", f->schema_version, "payload schema version")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--key", f->key, "message key for every message (at most 1024 bytes)");
-  cmd->callback([&action, f, json] {
+  auto* idem = cmd->add_option(
+      "--idempotency-key", f->idempotency_key,
+      "make the run safe to repeat: the argument's message gets this key, stdin line N the key "
+      "KEY:N; a repeat within the stream's idempotency_window writes nothing (at most 255 "
+      "bytes per key)");
+  cmd->callback([&action, f, json, idem] {
     f->json_given = json->count() > 0;
+    f->idempotency_key_given = idem->count() > 0;
     action = [f] { return produce(*f); };
   });
 }

@@ -22,7 +22,7 @@ namespace {
 struct StreamSetFlags {
   DatabaseFlags db;
   std::string stream;
-  std::optional<std::string> retention, allow_drop, notify;
+  std::optional<std::string> retention, allow_drop, notify, idempotency_window;
   std::optional<int64_t> max_payload_bytes;
   bool from_config = false;
 };
@@ -68,11 +68,24 @@ store::StreamSettingsChange change_of(const StreamSetFlags& f,
     c.allow_drop_past_committed = found->allow_drop_past_committed;
     c.max_payload_bytes = found->max_payload_bytes;
     c.notify = found->notify;
+    c.idempotency_window = found->idempotency_window;
   }
   if (f.retention) c.retention = retention_arg(*f.retention);
   if (f.allow_drop)
     c.allow_drop_past_committed = bool_arg("--allow-drop-past-committed", *f.allow_drop);
   if (f.notify) c.notify = bool_arg("--notify", *f.notify);
+  if (f.idempotency_window) {
+    std::string error;
+    auto d = parse_duration(*f.idempotency_window, &error);
+    if (!d || d->count() == 0) {
+      throw ControlPlaneError(
+          ExitCode::kUsage,
+          fmt::format("--idempotency-window: {} is not a positive duration{}",
+                      printable(*f.idempotency_window), error.empty() ? "" : " (" + error + ")"),
+          "give a duration such as 24h, 7d or 30m");
+    }
+    c.idempotency_window = *d;
+  }
   if (f.max_payload_bytes) {
     if (*f.max_payload_bytes < 1 || *f.max_payload_bytes > (int64_t{1} << 26)) {
       throw ControlPlaneError(ExitCode::kUsage,
@@ -85,7 +98,7 @@ store::StreamSettingsChange change_of(const StreamSetFlags& f,
   if (c.empty()) {
     throw ControlPlaneError(ExitCode::kUsage, "nothing to change",
                             "give --retention, --allow-drop-past-committed, --max-payload-bytes, "
-                            "--notify, or --from-config with --config FILE");
+                            "--notify, --idempotency-window, or --from-config with --config FILE");
   }
   return c;
 }
@@ -95,6 +108,7 @@ std::string spelled(const std::string& setting, const nlohmann::json& v) {
   if (setting == "retention") {
     return v.is_null() ? std::string("forever") : format_duration(Millis(v.get<int64_t>()));
   }
+  if (setting == "idempotency_window") return format_duration(Millis(v.get<int64_t>()));
   return v.dump();
 }
 
@@ -127,7 +141,8 @@ int stream_set(const StreamSetFlags& f) {
   std::printf(
       "stream %s: %s (recorded in stream_actions, id %lld). Every host's janitor applies "
       "retention and allow_drop_past_committed at its next pass; SQL producers see "
-      "max_payload_bytes and notify at once, running hosts at their next start or reload.\n",
+      "max_payload_bytes and notify at once, running hosts at their next start or reload; "
+      "every producer sees idempotency_window at once.\n",
       f.stream.c_str(), what.c_str(), static_cast<long long>(*r.audit_id));
   return 0;
 }
@@ -140,8 +155,8 @@ void register_stream(CLI::App& app, Action& action) {
   auto f = std::make_shared<StreamSetFlags>();
   auto* set = stream->add_subcommand(
       "set",
-      "Change a stream's retention, allow_drop_past_committed, max_payload_bytes or notify for "
-      "every host (audited in stream_actions)");
+      "Change a stream's retention, allow_drop_past_committed, max_payload_bytes, notify or "
+      "idempotency_window for every host (audited in stream_actions)");
   f->db.add_to(set, false);
   set->add_option("stream", f->stream, "stream name")->required();
   set->add_option("--retention", f->retention, "how long messages are kept: 7d, 12h, or forever");
@@ -149,6 +164,8 @@ void register_stream(CLI::App& app, Action& action) {
                   "true: retention may drop messages a group has not committed");
   set->add_option("--max-payload-bytes", f->max_payload_bytes, "largest payload, 1 .. 64 MiB");
   set->add_option("--notify", f->notify, "true: producers send a pg_notify wake-up hint");
+  set->add_option("--idempotency-window", f->idempotency_window,
+                  "how long idempotency keys are remembered: 24h, 7d");
   set->add_flag("--from-config", f->from_config,
                 "take every setting from the --config file's stream of that name");
   set->callback([&action, f] { action = [f] { return stream_set(*f); }; });

@@ -102,6 +102,7 @@ struct StreamConfig {
   bool allow_drop_past_committed = false;
   int32_t max_payload_bytes = 1 << 20;    // 1 .. 64 MiB
   bool notify = false;                    // pg_notify wake-up hint per producing txn
+  Millis idempotency_window{86'400'000};  // idempotency keys are remembered this long (V011)
   std::optional<Millis> audit_retention;  // none = keep the audit trail forever
   bool operator==(const StreamConfig&) const = default;
 };

@@ -215,6 +215,13 @@ const Table<StreamConfig>& stream_table() {
        .def = false,
        .doc = "pg_notify a wake-up hint per producing transaction (fleet-wide, as retention)",
        .apply = set(&S::notify)},
+      {.name = "idempotency_window",
+       .type = Type::kDuration,
+       .def = Millis{kDay},
+       .constraint = duration_range(kPositive, kCentury),
+       .doc = "a produce with an idempotency key seen this recently returns the first id and "
+              "writes nothing (fleet-wide, as retention)",
+       .apply = set(&S::idempotency_window)},
       {.name = "audit_retention",
        .type = Type::kDuration,
        .constraint = duration_range(kPositive, kCentury),

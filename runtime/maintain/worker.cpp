@@ -90,9 +90,10 @@ void JanitorWorker::log(const store::JanitorReport& r) {
     spdlog::info("cursor-raised stream={} group={} from={} to={}: ids below are gone", stream,
                  group_name(c.group_id), c.committed_before, c.floor);
   }
-  if (r.swept > 0 || r.audit_trimmed > 0 || r.exceptions_removed > 0) {
-    spdlog::debug("janitor-swept stream={} messages={} audit_rows={} exceptions={}", stream,
-                  r.swept, r.audit_trimmed, r.exceptions_removed);
+  if (r.swept > 0 || r.audit_trimmed > 0 || r.exceptions_removed > 0 || r.keys_expired > 0) {
+    spdlog::debug(
+        "janitor-swept stream={} messages={} audit_rows={} exceptions={} idempotency_keys={}",
+        stream, r.swept, r.audit_trimmed, r.exceptions_removed, r.keys_expired);
   }
   for (const auto& e : r.errors) spdlog::warn("janitor-step-failed stream={}: {}", stream, e);
   // Lock misses are normal under load (the DDL never queues): counted, and a warning only for

@@ -24,9 +24,13 @@ store::OrderingMode ordering_mode(const config::GroupConfig& g) {
 
 void declare_all(store::Session& session, const config::Config& config) {
   for (const auto& s : config.streams) {
-    store::StreamSpec spec{
-        s.name,  s.partition_size, s.retention, s.allow_drop_past_committed, s.max_payload_bytes,
-        s.notify};
+    store::StreamSpec spec{s.name,
+                           s.partition_size,
+                           s.retention,
+                           s.allow_drop_past_committed,
+                           s.max_payload_bytes,
+                           s.notify,
+                           s.idempotency_window};
     auto declared = store::declare_stream(session, spec);
     if (declared.created) {
       spdlog::info("stream-created stream={} id={} partition_size={}", s.name, declared.stream.id,

@@ -18,8 +18,9 @@ namespace sqlstreams::chaos {
 namespace {
 
 const std::vector<std::string> kInvariants = {
-    "lost",     "skipped",      "stuck", "wrong-attempts", "double-commits", "phantoms",
-    "backward", "passed-lease", "order", "overlap",        "early",          "log-order"};
+    "lost",     "skipped",   "stuck",        "wrong-attempts", "double-commits",
+    "phantoms", "backward",  "passed-lease", "order",          "overlap",
+    "early",    "log-order", "idempotency"};
 
 struct DeadRow {
   std::string status;
@@ -235,6 +236,28 @@ Verdict check(const CheckInput& in, History& h) {
     t.violation(m.rfind("backward", 0) == 0 ? "backward" : "passed-lease", m);
   }
   t.info("monitor samples", h.monitor_samples);
+
+  // No idempotency key twice within its window (the run is far shorter than the 24 h default):
+  // the idem producers' keys are their tags, so a tag stored at two ids is a key written twice.
+  {
+    pqxx::connection c(in.url);
+    pqxx::nontransaction tx(c);
+    for (const auto& [name, s] : db) {
+      auto r = tx.exec(
+          "SELECT payload->>'tag', string_agg(id::text, ',' ORDER BY id) FROM "
+          "sqlstreams.messages_" +
+          std::to_string(s.id) +
+          " WHERE payload->>'tag' LIKE 'idem-%' GROUP BY 1 HAVING count(*) > 1");
+      for (const auto& row : r) {
+        t.violation("idempotency", name + ": key " + row[0].as<std::string>() + " stored at ids " +
+                                       row[1].as<std::string>());
+      }
+      t.info("idempotency keys kept",
+             tx.exec("SELECT count(*) FROM sqlstreams.idempotency_keys WHERE stream_id = " +
+                     std::to_string(s.id))[0][0]
+                 .as<int64_t>());
+    }
+  }
 
   for (const auto& [tag, p] : h.produced) {
     if (p.fate == Fate::kRolledBack) {

@@ -10,6 +10,8 @@
 //   double-commits  one (group, message, attempt) committed twice in the audit trail
 //   phantoms        a rolled-back message delivered or stored
 //   backward / passed-lease   what the cursor monitor saw during the run
+//   idempotency     an idempotency key stored twice (the idem producers retry failed batches
+//                   with the same keys; the key is the tag)
 // and, per key, for the ordered groups (CheckInput::ordered; see README.md for the exact rules):
 //   order           the first successful completions of a key's messages out of id order
 //   overlap         two runs of one key overlapping in time, not attributable to a timed-out

@@ -74,6 +74,7 @@ void Producers::start() {
   threads_.emplace_back([this] { batch_loop(seed_ * 31 + 3); });
   threads_.emplace_back([this] { cpp_loop(seed_ * 31 + 4); });
   threads_.emplace_back([this] { cli_loop(seed_ * 31 + 5); });
+  threads_.emplace_back([this] { idem_loop(seed_ * 31 + 7); });
   threads_.emplace_back([this] { unrelated_writer_loop(seed_ * 31 + 6); });
 }
 
@@ -275,6 +276,76 @@ void Producers::cli_loop(uint64_t seed) {
     history_.produced_tags(tags, {}, stream, code == 0 ? Fate::kCommitted : Fate::kInDoubt, "cli",
                            ks);
     pause_for(rng, 200, 500);
+  }
+}
+
+// Idempotent batches of 5-20, the tag as each message's idempotency key, alternately through
+// store::Producer and sqlstreams.produce_batch(). A failed attempt (in doubt or not) is sent
+// again, same payloads and keys, until one succeeds (up to 50 tries over the faults): its ids
+// are the batch's, whether an earlier attempt had committed or not. The checker's invariant
+// `idempotency` finds any tag stored twice.
+void Producers::idem_loop(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  store::SessionOptions so;
+  so.url = url_;
+  so.application_name = "chaos-producer";
+  store::Session session(so);
+  store::Producer producer(session);
+  std::unique_ptr<pqxx::connection> c;
+  while (!stop_) {
+    if (healing_held_) {
+      std::this_thread::sleep_for(50ms);
+      continue;
+    }
+    std::vector<std::string> tags;
+    std::vector<store::NewMessage> batch;
+    const std::string stream = pick_stream(rng);
+    const bool sql = rng() % 2 == 0;
+    const int n = 5 + rng() % 16;
+    for (int i = 0; i < n; ++i) {
+      tags.push_back(next_tag("idem"));
+      batch.push_back(store::NewMessage{payload(tags.back()), 1, std::nullopt, tags.back()});
+    }
+    std::vector<int64_t> ids;
+    bool done = false;
+    for (int attempt = 0; attempt < 50 && !done; ++attempt) {
+      try {
+        if (sql) {
+          if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
+          std::ostringstream arr, keys;
+          arr << "{";
+          keys << "{";
+          for (int i = 0; i < n; ++i) {
+            std::string q;
+            for (char ch : batch[i].payload) {
+              if (ch == '"' || ch == '\\') q += '\\';
+              q += ch;
+            }
+            arr << (i ? "," : "") << '"' << q << '"';
+            keys << (i ? "," : "") << tags[i];  // [a-z0-9-]: no quoting needed
+          }
+          arr << "}";
+          keys << "}";
+          pqxx::work tx(*c);
+          auto r = tx.exec_params(
+              "SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[], NULL, NULL, $3::text[]))",
+              stream, arr.str(), keys.str());
+          ids.clear();
+          for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
+          tx.commit();
+        } else {
+          ids = producer.produce_batch(stream, batch);
+        }
+        done = true;
+      } catch (const std::exception&) {
+        c.reset();
+        session.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+      }
+    }
+    history_.produced_tags(tags, done ? ids : std::vector<int64_t>{}, stream,
+                           done ? Fate::kCommitted : Fate::kInDoubt, sql ? "idem-sql" : "idem-cpp");
+    pause_for(rng, 30, 80);
   }
 }
 

@@ -4,6 +4,10 @@
 //   batch    sqlstreams.produce_batch() in its own transaction
 //   cpp      the C++ store::Producer (produce_batch with partition healing)
 //   cli      `sqlstreams produce STREAM` with NDJSON on stdin
+//   idem     batches with an idempotency key per message (the key is the message's tag),
+//            alternately through store::Producer and sqlstreams.produce_batch(); a batch that
+//            fails (in doubt, or refused while the database restarts) is sent again with the
+//            same keys until it succeeds (checker invariant `idempotency`: no key twice)
 // and the application beside them: a writer of its own table (public.chaos_app) that holds its
 // transaction open for seconds, and sql-tx transactions that write that table before they
 // produce (an xid older than the observations that must be proven past them).
@@ -48,6 +52,7 @@ class Producers {
   void batch_loop(uint64_t seed);
   void cpp_loop(uint64_t seed);
   void cli_loop(uint64_t seed);
+  void idem_loop(uint64_t seed);
   void unrelated_writer_loop(uint64_t seed);
   std::string next_tag(const char* path);
 

@@ -305,7 +305,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 7 + 29 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 8 + 29 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

@@ -118,6 +118,41 @@ TEST_F(CliProduce, SingleArgumentPrintsTheNewId) {
   EXPECT_EQ(messages(), 1);
 }
 
+// --idempotency-key K (issue 30 A): line N of stdin gets the key K:N, the argument the key K;
+// the same command on the same input again writes nothing (the argument form prints the first
+// id again); another key writes; bad keys exit 65 before anything is written.
+TEST_F(CliProduce, TheSameCommandWithTheSameIdempotencyKeyWritesOnce) {
+  const std::string ndjson = kPayment + "\n" + kPayment + "\n\n" + kPayment + "\n";
+  for (int i = 0; i < 2; ++i) {
+    auto [code, out] =
+        cli({"produce", kStream, "--idempotency-key", "import-7"}, db_.url(), ndjson);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(messages(), 3) << "run " << i + 1;
+  }
+  EXPECT_EQ(db_.scalar<std::string>("SELECT string_agg(key, ',' ORDER BY key) FROM "
+                                    "sqlstreams.idempotency_keys"),
+            "import-7:1,import-7:2,import-7:4");
+  auto [c1, first] = cli({"produce", kStream, kPayment, "--idempotency-key", "one"}, db_.url());
+  auto [c2, again] = cli({"produce", kStream, kPayment, "--idempotency-key", "one"}, db_.url());
+  EXPECT_EQ(c1, 0) << first;
+  EXPECT_EQ(c2, 0) << again;
+  EXPECT_EQ(first, again);
+  EXPECT_EQ(messages(), 4);
+  auto [c3, other] = cli({"produce", kStream, "--idempotency-key", "import-8"}, db_.url(), ndjson);
+  EXPECT_EQ(c3, 0) << other;
+  EXPECT_EQ(messages(), 7);
+  auto [c4, empty] = cli({"produce", kStream, kPayment, "--idempotency-key", ""}, db_.url());
+  EXPECT_EQ(c4, 65) << empty;
+  EXPECT_NE(empty.find("must not be empty"), std::string::npos) << empty;
+  auto [c5, huge] =
+      cli({"produce", kStream, "--idempotency-key", std::string(254, 'k')}, db_.url(), ndjson);
+  EXPECT_EQ(c5, 65) << huge;
+  EXPECT_NE(huge.find("stdin:1: idempotency_key of 256 bytes exceeds the limit of 255 bytes"),
+            std::string::npos)
+      << huge;
+  EXPECT_EQ(messages(), 7);
+}
+
 TEST(Cli, MigrateTwiceSaysUpToDateTheSecondTime) {
   testing::TestDatabase db;
   auto [code0, out0] = cli({"migrate", "--check", "--database-url", db.url()});

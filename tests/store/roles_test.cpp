@@ -48,9 +48,15 @@ TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
     tx.exec(
         "SELECT sqlstreams.produce_batch('payments.requested', "
         "ARRAY['{\"a\":1}', '{\"a\":2}']::jsonb[], ARRAY[1, 2], ARRAY['k1', NULL])");
+    // Idempotency keys (V011): the functions write the key rows with the host's rights.
+    tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"b\":1}', 1, NULL, 'idem-1')");
+    tx.exec(
+        "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"b\":2}', "
+        "'{\"b\":3}']::jsonb[], NULL, NULL, ARRAY['idem-1', 'idem-2'])");
     tx.commit();
   }
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1"), 3);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1"), 5);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.idempotency_keys"), 2);
   for (const std::string sql : {
            "SELECT * FROM sqlstreams.cursors_1",
            "SELECT * FROM sqlstreams.leases_1",
@@ -73,6 +79,13 @@ TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
            "SELECT sqlstreams.give_to_host(1)",
            "SELECT sqlstreams.check_partition(s, 5000) FROM sqlstreams.streams s",
            "CREATE TABLE sqlstreams.mine (x int)",
+           "SELECT * FROM sqlstreams.idempotency_keys",
+           "DELETE FROM sqlstreams.idempotency_keys",
+           "INSERT INTO sqlstreams.idempotency_keys (stream_id, key, message_id) VALUES (1, 'x', "
+           "1)",
+           "SELECT sqlstreams.idempotency_race(1)",
+           "SELECT sqlstreams.produce_idempotent(s, ARRAY['{}']::jsonb[], NULL, NULL, "
+           "ARRAY['k']) FROM sqlstreams.streams s",
        }) {
     EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
   }
@@ -220,7 +233,7 @@ TEST_F(RolesTest, RolesAreCreatedOnceForTheWholeClusterAndASecondSchemaMigrates)
             3);
   EXPECT_TRUE(
       db_.scalar<bool>("SELECT has_function_privilege('sqlstreams_producer', "
-                       "'other_schema.produce(text, jsonb, integer, text)', 'EXECUTE')"));
+                       "'other_schema.produce(text, jsonb, integer, text, text)', 'EXECUTE')"));
 }
 
 }  // namespace

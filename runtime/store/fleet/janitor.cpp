@@ -160,6 +160,13 @@ JanitorReport StreamJanitor::run_once(SysTime now, const JanitorSettings& settin
       if (n < settings.delete_batch) return;
     }
   });
+  step("expire keys", [&] {
+    for (int i = 0; i < settings.max_batches; ++i) {
+      int64_t n = expire_keys_batch(settings, fence);
+      report.keys_expired += n;
+      if (n < settings.delete_batch) return;
+    }
+  });
   return report;
 }
 

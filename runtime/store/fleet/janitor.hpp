@@ -21,6 +21,9 @@
 //   sweep         a bounded DELETE of expired rows in the oldest partition, same age and
 //                 cursor rule, for data that partition drops cannot reach yet
 //   trim audit    bounded DELETEs of deliveries_N rows older than `audit_retention`
+//   expire keys   bounded DELETEs of the stream's idempotency_keys rows past its
+//                 idempotency_window (V011): the window's storage stays bounded by the keyed
+//                 produce rate × the window (docs/design.md#idempotent-produce)
 // Every step is its own transaction; with a WorkerFence each re-checks the maintenance lease
 // inside that transaction (FencedOut when it moved; the lease's expiry is judged on the
 // database's clock, as are message and audit ages against the retention settings). `now` is
@@ -107,6 +110,7 @@ struct JanitorReport {
   int64_t swept = 0;
   std::vector<GroupLoss> swept_losses;
   int64_t audit_trimmed = 0;
+  int64_t keys_expired = 0;         // idempotency keys past the stream's window
   std::vector<std::string> errors;  // steps that failed (the others still ran)
   // Steps that found the stream's tables locked by other sessions past lock_timeout (55P03:
   // the NOWAIT DDL retries or a statement's lock_timeout). Not failures: they run again on
@@ -135,6 +139,9 @@ class StreamJanitor {
   int64_t sweep_batch(const JanitorSettings& settings, const WorkerFence* fence,
                       std::vector<GroupLoss>* losses);
   int64_t trim_audit_batch(const JanitorSettings& settings, const WorkerFence* fence);
+  // One bounded DELETE of idempotency keys older than the stream's idempotency_window (database
+  // clock); returns the rows removed.
+  int64_t expire_keys_batch(const JanitorSettings& settings, const WorkerFence* fence);
 
  private:
   struct RateSample {

@@ -21,6 +21,7 @@ constexpr StatementName kSweepSettings{"sweep_settings"};
 constexpr StatementName kSweepBounds{"sweep_bounds"};
 constexpr StatementName kSweep{"sweep"};
 constexpr StatementName kTrimAudit{"trim_audit"};
+constexpr StatementName kExpireKeys{"expire_idempotency_keys"};
 
 }  // namespace
 
@@ -186,6 +187,30 @@ int64_t StreamJanitor::trim_audit_batch(const JanitorSettings& settings, const W
                     "FROM d",
                     tables_.deliveries, db_ago("$2")),
         settings.delete_batch, ms_param(*settings.audit_retention));
+    tx.commit();
+    return r[0].as<int64_t>();
+  });
+}
+
+// Keys past the window, a bounded batch: the BRIN index on created_at finds the old rows (they
+// arrive in time order). The DELETE re-checks the age on the row it locks, so a key a producer
+// took over meanwhile (a fresh created_at, V011) stays. A producer waiting on a row this deletes
+// inserts its key once this commits.
+int64_t StreamJanitor::expire_keys_batch(const JanitorSettings& settings,
+                                         const WorkerFence* fence) {
+  return guarded(session_, "expire idempotency keys", [&] {
+    const std::string& s = session_.schema_sql();
+    pqxx::work tx(connection_of(session_));
+    check_fence(tx, session_, fence, "expire idempotency keys");
+    auto r = exec1(
+        tx, kExpireKeys,
+        fmt::format("WITH w AS (SELECT statement_timestamp() - idempotency_window AS bound FROM "
+                    "{0}.streams WHERE id = $1), d AS (DELETE FROM {0}.idempotency_keys k "
+                    "USING w WHERE k.stream_id = $1 AND k.created_at <= w.bound AND k.ctid = "
+                    "ANY (ARRAY(SELECT c.ctid FROM {0}.idempotency_keys c, w WHERE c.stream_id = "
+                    "$1 AND c.created_at <= w.bound LIMIT $2)) RETURNING 1) SELECT count(*) FROM d",
+                    s),
+        stream_id_, settings.delete_batch);
     tx.commit();
     return r[0].as<int64_t>();
   });

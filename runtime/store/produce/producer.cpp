@@ -69,6 +69,26 @@ void Producer::check_key(const std::optional<std::string>& key, const std::strin
   }
 }
 
+void Producer::check_idempotency_key(const std::optional<std::string>& key,
+                                     const std::string& where) {
+  if (!key) return;
+  if (key->empty()) {
+    throw StoreError(
+        StoreError::Kind::kRejected,
+        fmt::format("{}: idempotency_key must not be empty (none means no key)", where));
+  }
+  if (key->size() > kMaxIdempotencyKeyBytes) {
+    throw StoreError(StoreError::Kind::kRejected,
+                     fmt::format("{}: idempotency_key of {} bytes exceeds the limit of {} bytes",
+                                 where, key->size(), kMaxIdempotencyKeyBytes));
+  }
+  if (!is_clean_utf8(*key)) {
+    throw StoreError(
+        StoreError::Kind::kRejected,
+        fmt::format("{}: idempotency_key must be UTF-8 text without NUL bytes", where));
+  }
+}
+
 std::vector<int64_t> Producer::stored_sizes(const std::vector<std::string>& payloads) {
   if (payloads.empty()) return {};
   std::vector<std::string_view> views(payloads.begin(), payloads.end());
@@ -123,18 +143,28 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
                                              const BatchOptions& options) {
   if (messages.empty()) return {};
   StreamState& st = stream_state(stream);
+  bool keyed = false;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     check_key(m.key, fmt::format("message {} of the batch", i + 1));
+    check_idempotency_key(m.idempotency_key, fmt::format("message {} of the batch", i + 1));
+    keyed = keyed || m.idempotency_key.has_value();
     if (m.schema_version < 1) {
       throw StoreError(StoreError::Kind::kRejected,
                        fmt::format("message {} of the batch: schema_version must be >= 1", i + 1));
     }
   }
-  for (int attempt = 1;; ++attempt) {
+  for (int attempt = 1, races = 0;; ++attempt) {
     try {
       return insert_batch(st, messages, options);
     } catch (const StoreError& e) {
+      // A key of the batch was committed by a concurrent producer while the INSERT waited for
+      // it (idempotency_race(), V011, SQLSTATE SQ001): nothing of the batch stayed; run it
+      // again, which finds that key's id.
+      if (keyed && e.sqlstate() == kIdempotencyRaceState && ++races < kIdempotencyAttempts) {
+        --attempt;
+        continue;
+      }
       // No partition for an id: 23514 from the INSERT itself, 55000 from sqlstreams.produce().
       const bool no_partition = e.condition() == Condition::kCheckViolation ||
                                 e.condition() == Condition::kPrerequisiteState;
@@ -166,10 +196,48 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
   }
 }
 
+std::string Producer::keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
+                                       const std::string& draw, const std::string& versions,
+                                       const std::string& keys, const std::string& check) {
+  // Parameters: $1 payloads, $2 versions, $3 message keys, $4 offset, $5 max_payload_bytes,
+  // $6 the NOTIFY channel, $7 idempotency keys (each typed even where unused). Per item: `live`
+  // is the id its key got within the window (committed, or earlier in this transaction), and
+  // an id is drawn (in input order: the sort runs before the volatile nextval) only for keyless
+  // items and the first item of a key that is not live. The keys are inserted in key order (two
+  // batches sharing keys cannot deadlock on them); ON CONFLICT waits for a concurrent producer
+  // of a key, goes on if it rolled back, takes over a row past the window, and returns nothing
+  // when a live row was committed meanwhile: that item then calls idempotency_race(), which
+  // fails the whole statement (the caller runs it again).
+  const StreamTables tables(schema_sql, st.ref.id);
+  const std::string window = fmt::format(
+      "(SELECT idempotency_window FROM {}.streams WHERE id = {})", schema_sql, st.ref.id);
+  return fmt::format(
+      "WITH input AS MATERIALIZED (SELECT e.n, e.p, {3} AS v, {4} AS k, ($7::text[])[e.n] AS ik, "
+      "($7::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($7::text[])[e.n]) "
+      "AS repeat, (SELECT d.message_id FROM {0}.idempotency_keys d WHERE d.stream_id = {1} AND "
+      "d.key = ($7::text[])[e.n] AND d.created_at > statement_timestamp() - {2}) AS live "
+      "FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) WHERE {5} AND $4::bigint IS NOT NULL "
+      "AND $5::integer IS NOT NULL AND $6::text IS NOT NULL ORDER BY e.n), "
+      "drawn AS MATERIALIZED (SELECT n, p, v, k, ik, live, CASE WHEN NOT repeat AND live IS NULL "
+      "THEN {6} END AS id FROM input ORDER BY n), "
+      "keyed AS (INSERT INTO {0}.idempotency_keys AS d (stream_id, key, message_id) "
+      "SELECT {1}, ik, id FROM drawn WHERE ik IS NOT NULL AND id IS NOT NULL ORDER BY ik "
+      "ON CONFLICT (stream_id, key) DO UPDATE SET message_id = excluded.message_id, "
+      "created_at = excluded.created_at WHERE d.created_at <= statement_timestamp() - {2} "
+      "RETURNING d.key, d.message_id), "
+      "written AS (INSERT INTO {7} (id, schema_version, message_key, payload) "
+      "SELECT id, v, k, p FROM drawn WHERE id IS NOT NULL) "
+      "SELECT CASE WHEN dr.ik IS NULL THEN dr.id ELSE coalesce(dr.live, kk.message_id, "
+      "{0}.idempotency_race(dr.n + $4::bigint)) END FROM drawn dr LEFT JOIN keyed kk ON "
+      "kk.key = dr.ik ORDER BY dr.n",
+      schema_sql, st.ref.id, window, versions, keys, check.empty() ? "true" : check, draw,
+      tables.messages);
+}
+
 size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool single,
-                                bool any_version, bool any_key, bool check) {
-  const size_t variant =
-      (single ? 8 : 0) + (check ? 4 : 0) + (any_version ? 2 : 0) + (any_key ? 1 : 0);
+                                bool any_version, bool any_key, bool check, bool keyed) {
+  const size_t variant = (keyed ? 16 : 0) + (single ? 8 : 0) + (check ? 4 : 0) +
+                         (any_version ? 2 : 0) + (any_key ? 1 : 0);
   std::string& sql = st.insert[variant].sql;
   if (sql.empty()) {
     const StreamTables tables(schema_sql, st.ref.id);
@@ -177,7 +245,7 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
     // takes the statement's xid (pg_current_xact_id(), volatile, evaluated for every row before
     // its nextval()) before the first id is drawn, and sends the stream's NOTIFY hint once (an
     // InitPlan) in the same transaction. Otherwise the transaction took its xid beforehand.
-    const std::string notify_param = fmt::format("${}", check ? 6 : 4);
+    const std::string notify_param = fmt::format("${}", check || keyed ? 6 : 4);
     const std::string draw =
         single ? fmt::format(
                      "nextval(CASE WHEN pg_current_xact_id() IS NOT NULL{} THEN "
@@ -192,20 +260,29 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
     // functions measure it (octet_length(payload::text)), so every producer agrees. The
     // variant without checks is used only for a chunk whose payloads provably pass them
     // (needs_no_check): objects that fit max_payload_bytes once stored.
-    sql = fmt::format(
-        "INSERT INTO {0} (id, schema_version, message_key, payload) "
-        "SELECT {1}, {2}, {3}, e.p FROM "
-        "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
-        tables.messages, draw,
-        any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])",
-        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END",
-        check ? fmt::format("WHERE (CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
-                            "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
-                            "WHEN octet_length(e.p::text) > $5::integer THEN "
-                            "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
-                            "$5::integer) ELSE true END) ",
-                            schema_sql)
-              : std::string());
+    const std::string versions =
+        any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])";
+    const std::string keys =
+        any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END";
+    const std::string check_sql =
+        check ? fmt::format(
+                    "(CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
+                    "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
+                    "WHEN octet_length(e.p::text) > $5::integer THEN "
+                    "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
+                    "$5::integer) ELSE true END)",
+                    schema_sql)
+              : std::string();
+    if (keyed) {
+      sql = keyed_insert_sql(schema_sql, st, draw, versions, keys, check_sql);
+    } else {
+      sql = fmt::format(
+          "INSERT INTO {0} (id, schema_version, message_key, payload) "
+          "SELECT {1}, {2}, {3}, e.p FROM "
+          "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
+          tables.messages, draw, versions, keys,
+          check ? "WHERE " + check_sql + " " : std::string());
+    }
     // The notify flag is in the name: a Producer made after the stream's notify setting changed
     // builds a different text, and the connection may still hold the old one under its name.
     st.insert[variant].name = fmt::format("{}_{}{}", prepared_name(kProduce, st.ref.id), variant,
@@ -259,30 +336,39 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
   std::vector<std::string_view> payloads;
   std::vector<int64_t> versions;
   std::vector<std::optional<std::string>> keys;
+  std::vector<std::optional<std::string>> idempotency_keys;
   auto insert_chunk = [&](pqxx::transaction_base& tx, pqxx::connection_base& conn, size_t begin,
                           size_t end, std::vector<int64_t>& out) {
     payloads.clear();
     versions.clear();
     keys.clear();
-    bool any_key = false, any_version = false, check = false;
+    idempotency_keys.clear();
+    bool any_key = false, any_version = false, check = false, keyed = false;
     for (size_t i = begin; i < end; ++i) {
       check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
       payloads.emplace_back(messages[i].payload);
       versions.push_back(messages[i].schema_version);
       keys.push_back(messages[i].key);
+      idempotency_keys.push_back(messages[i].idempotency_key);
       any_key |= messages[i].key.has_value();
+      keyed |= messages[i].idempotency_key.has_value();
       any_version |= messages[i].schema_version != 1;
     }
     const std::string array = jsonb_binary_array(payloads);
     // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
-    const size_t v = insert_variant(session_.schema_sql(), st, single, any_version, any_key, check);
+    const size_t v =
+        insert_variant(session_.schema_sql(), st, single, any_version, any_key, check, keyed);
     const pqxx::binarystring bytes(array.data(), array.size());
     const std::string versions_param = any_version ? int_array(versions) : "{}";
     const std::string keys_param = any_key ? text_array(keys) : "{}";
     const auto offset = static_cast<int64_t>(begin);
     const bool notify = single && st.ref.notify;
     pqxx::result r;
-    if (check && notify) {
+    if (keyed) {
+      // Every parameter, always (keyed_insert_sql).
+      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                        st.ref.max_payload_bytes, channel, text_array(idempotency_keys));
+    } else if (check && notify) {
       r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
                         st.ref.max_payload_bytes, channel);
     } else if (check) {
@@ -332,12 +418,14 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
   });
   // Heal ahead of time, after the producing transaction committed: a transaction of its own on
   // this Session, which cannot have another one open (one pqxx transaction per connection).
+  // The highest id: a keyed batch may end with a deduplicated item's older id.
   const auto n = static_cast<int64_t>(messages.size());
-  if (!ids.empty() && st.partitions_upto > 0 && ids.back() + n >= st.partitions_upto) {
+  const int64_t top = ids.empty() ? 0 : *std::max_element(ids.begin(), ids.end());
+  if (!ids.empty() && st.partitions_upto > 0 && top + n >= st.partitions_upto) {
     st.partitions_upto =
-        ensure_partitions(session_, st.ref.id, ids.back() + st.ref.partition_size / 2 + n);
+        ensure_partitions(session_, st.ref.id, top + st.ref.partition_size / 2 + n);
   } else if (st.partitions_upto == 0 && !ids.empty()) {
-    st.partitions_upto = ensure_partitions(session_, st.ref.id, ids.back());
+    st.partitions_upto = ensure_partitions(session_, st.ref.id, top);
   }
   return ids;
 }

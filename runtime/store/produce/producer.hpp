@@ -16,6 +16,13 @@
 // caller measure first) — except for a chunk whose payloads provably are objects that fit
 // (needs_no_check): its INSERT skips the per-row type and size checks. Payload text is sent as
 // is: jsonb keeps numbers exactly as written.
+// Idempotency keys (V011, docs/design.md#idempotent-produce): a batch in which any message has
+// one is sent as one keyed INSERT (insert_variant, `keyed`): a key produced within the stream's
+// idempotency_window returns its first id and writes nothing (no id drawn); the first message
+// of a key in the batch wins, later ones get its id; a key another transaction is producing
+// makes the statement wait for it, and when that one committed the statement fails as a whole
+// (SQLSTATE SQ001 from idempotency_race()) and is run again (at most kIdempotencyAttempts
+// times), then finding the committed key. A batch without keys is sent exactly as before.
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 
@@ -37,11 +44,21 @@ namespace sqlstreams::store {
 // A message key identifies or orders messages (an order id): 1 KiB is ample, and bounded keys
 // keep dead letters, logs and status output small. The SQL functions enforce the same limit.
 inline constexpr size_t kMaxMessageKeyBytes = 1024;
+// An idempotency key names one produce attempt (a UUID, "order-17:placed") and sits in a unique
+// index for the stream's idempotency_window: 1 .. 255 bytes, as the SQL functions enforce.
+inline constexpr size_t kMaxIdempotencyKeyBytes = 255;
+// Runs of a keyed batch that lost a key to a concurrent producer that committed meanwhile,
+// which the keyed INSERT reports with this SQLSTATE (V011 idempotency_race()).
+inline constexpr int kIdempotencyAttempts = 5;
+inline constexpr const char* kIdempotencyRaceState = "SQ001";
 
 struct NewMessage {
   std::string payload;  // a JSON object, as text
   int32_t schema_version = 1;
   std::optional<std::string> key;
+  // Producer-chosen: a second produce of the same key within the stream's idempotency_window
+  // returns the first one's id and writes nothing.
+  std::optional<std::string> idempotency_key;
 };
 
 class Producer {
@@ -81,14 +98,18 @@ class Producer {
 
   // Throws StoreError(kRejected) naming `where` for a key PostgreSQL or V004 would refuse.
   static void check_key(const std::optional<std::string>& key, const std::string& where);
+  // Throws StoreError(kRejected) naming `where` for an idempotency key V011 would refuse: empty,
+  // longer than kMaxIdempotencyKeyBytes, or not UTF-8 text without NUL bytes.
+  static void check_idempotency_key(const std::optional<std::string>& key,
+                                    const std::string& where);
 
  private:
   struct StreamState {
     StreamRef ref;
     int64_t partitions_upto = 0;
-    // The prepared INSERT per variant (one statement in autocommit, payloads checked in SQL,
-    // schema_version column sent, message_key column sent).
-    std::array<Statement, 16> insert;
+    // The prepared INSERT per variant (idempotency keys sent, one statement in autocommit,
+    // payloads checked in SQL, schema_version column sent, message_key column sent).
+    std::array<Statement, 32> insert;
   };
   StreamState& stream_state(const std::string& stream);
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
@@ -96,7 +117,11 @@ class Producer {
 
   // Builds (once) the INSERT of a variant; returns its index in `insert`.
   static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool single,
-                               bool any_version, bool any_key, bool check);
+                               bool any_version, bool any_key, bool check, bool keyed);
+  // The keyed variant's text (see the header comment).
+  static std::string keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
+                                      const std::string& draw, const std::string& versions,
+                                      const std::string& keys, const std::string& check);
   // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
   std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
 

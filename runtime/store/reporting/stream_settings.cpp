@@ -28,17 +28,21 @@ StreamSettingsResult set_stream_settings(Session& session, const std::string& st
     if (change.retention && *change.retention) {
       retention_ms = std::to_string(change.retention->value().count());
     }
+    std::optional<std::string> window_ms;
+    if (change.idempotency_window) {
+      window_ms = std::to_string(change.idempotency_window->count());
+    }
     pqxx::work tx(connection_of(session));
     const pqxx::row r = [&] {
       try {
         return exec1(tx, kSetStreamSettings,
                      fmt::format("SELECT present, changes::text, audit_id FROM "
-                                 "{}.set_stream_settings($1, $2, $3, $4, $5, $6, $7)",
+                                 "{}.set_stream_settings($1, $2, $3, $4, $5, $6, $7, $8)",
                                  session.schema_sql()),
                      stream, change.retention.has_value(), nullable(retention_ms),
                      nullable(text(change.allow_drop_past_committed)),
-                     nullable(text(change.max_payload_bytes)), nullable(text(change.notify)),
-                     actor);
+                     nullable(text(change.max_payload_bytes)), nullable(text(change.notify)), actor,
+                     nullable(window_ms));
       } catch (const pqxx::sql_error& e) {
         // invalid_parameter_value: the function's own range checks ("sqlstreams: …").
         const std::string what = e.what();

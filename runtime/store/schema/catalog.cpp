@@ -137,11 +137,13 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
     auto inserted =
         exec(tx, kInsertStream,
              fmt::format("INSERT INTO {}.streams (name, partition_size, retention, "
-                         "allow_drop_past_committed, max_payload_bytes, notify) VALUES ($1, $2, "
-                         "{}, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {}",
-                         s, ms_interval("$3"), kStreamColumns),
+                         "allow_drop_past_committed, max_payload_bytes, notify, "
+                         "idempotency_window) VALUES ($1, $2, {}, $4, $5, $6, {}) ON CONFLICT "
+                         "(name) DO NOTHING RETURNING {}",
+                         s, ms_interval("$3"), ms_interval("$7"), kStreamColumns),
              spec.name, spec.partition_size, nullable(ms_param(spec.retention)),
-             spec.allow_drop_past_committed, spec.max_payload_bytes, spec.notify);
+             spec.allow_drop_past_committed, spec.max_payload_bytes, spec.notify,
+             ms_param(spec.idempotency_window));
     DeclaredStream out;
     if (!inserted.empty()) {
       out.stream = stream_from_row(inserted[0]);
@@ -167,11 +169,11 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
       }
       // The fleet-wide settings stay as the database has them (V008); the caller logs what
       // differs.
-      auto settings =
-          exec1(tx, kStreamSettings,
-                fmt::format("SELECT {}, allow_drop_past_committed FROM {}.streams WHERE id = $1",
-                            to_epoch_ms("retention"), s),
-                out.stream.id);
+      auto settings = exec1(
+          tx, kStreamSettings,
+          fmt::format("SELECT {}, allow_drop_past_committed, {} FROM {}.streams WHERE id = $1",
+                      to_epoch_ms("retention"), to_epoch_ms("idempotency_window"), s),
+          out.stream.id);
       const std::optional<Millis> retention =
           settings[0].is_null() ? std::nullopt
                                 : std::optional<Millis>(Millis(settings[0].as<int64_t>()));
@@ -188,6 +190,8 @@ DeclaredStream declare_stream(Session& session, const StreamSpec& spec) {
       differ("max_payload_bytes", std::to_string(out.stream.max_payload_bytes),
              std::to_string(spec.max_payload_bytes));
       differ("notify", flag(out.stream.notify), flag(spec.notify));
+      differ("idempotency_window", format_duration(Millis(settings[2].as<int64_t>())),
+             format_duration(spec.idempotency_window));
     }
     tx.commit();
     return out;

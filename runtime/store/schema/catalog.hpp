@@ -26,6 +26,7 @@ struct StreamSpec {
   bool allow_drop_past_committed = false;
   int32_t max_payload_bytes = 1 << 20;
   bool notify = false;
+  Millis idempotency_window{86'400'000};  // V011
 };
 
 struct StreamRef {
@@ -45,7 +46,8 @@ struct GroupRef {
 
 enum class StartAt { kBeginning, kHead };
 
-// A fleet-wide setting (retention, allow_drop_past_committed, max_payload_bytes, notify) whose
+// A fleet-wide setting (retention, allow_drop_past_committed, max_payload_bytes, notify,
+// idempotency_window) whose
 // value in the database differs from what the declaring config says; the database's is kept.
 struct SettingDifference {
   std::string setting;
