@@ -36,7 +36,7 @@ ALTER TABLE @schema@.streams
 
 CREATE TABLE @schema@.idempotency_keys (
   stream_id  bigint NOT NULL,
-  key        text NOT NULL,
+  key        text COLLATE "C" NOT NULL,  -- compared bytewise: an identity, not a word
   message_id bigint NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (stream_id, key)
@@ -77,76 +77,76 @@ $fn$;
 
 -- The keyed path of produce() and produce_batch(), which have checked every argument and own
 -- an xid (Rule 1). Returns the ids in input order: a deduplicated item gets the id its key's
--- first message got.
+-- first message got. One statement, as store::Producer's keyed INSERT (producer.cpp): per item,
+-- `live` is the id its key got within the window (committed, or earlier in this transaction);
+-- an id is drawn, in input order (the sort runs before the volatile nextval), only for keyless
+-- items and the first item of a key that is not live; the keys are inserted in key order with
+-- ON CONFLICT (waits for a concurrent producer of a key; takes over a row past the window); an
+-- item whose key a concurrent producer committed meanwhile calls idempotency_race(), which
+-- fails the statement: the subtransaction around it rolls back and the statement runs again
+-- (a new snapshot: the lookup now sees that key).
 CREATE FUNCTION @schema@.produce_idempotent(st @schema@.streams, p_payloads jsonb[],
                                             p_versions integer[], p_message_keys text[],
                                             p_keys text[])
 RETURNS bigint[] LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  n integer := cardinality(p_payloads);
-  v_seq regclass := format('%s.%I', '@schema@', 'messages_' || st.id || '_id_seq')::regclass;
-  v_first integer[];  -- per item: the first item of the batch with its key (itself if keyless)
-  v_live bigint[];    -- per item: the id its key got within the window, if any
-  v_ids bigint[];     -- per item: the id drawn for it (keyless items, and first items of new keys)
-  v_want integer;
-  v_won integer;
+  v_ids bigint[];
+  v_top bigint;
   v_attempt integer := 0;
+  v_sql text := format($q$
+    WITH input AS MATERIALIZED (
+      SELECT e.n, e.p, coalesce(($2::integer[])[e.n], 1) AS v, ($3::text[])[e.n] AS k,
+             ($4::text[])[e.n] AS ik,
+             ($4::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($4::text[])[e.n]) AS repeat,
+             (SELECT d.message_id FROM %1$s.idempotency_keys d
+               WHERE d.stream_id = $5 AND d.key = ($4::text[])[e.n]
+                 AND d.created_at > statement_timestamp() - $6::interval) AS live
+        FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) ORDER BY e.n),
+    drawn AS MATERIALIZED (
+      SELECT n, p, v, k, ik, live,
+             CASE WHEN NOT repeat AND live IS NULL THEN nextval('%1$s.%2$I'::regclass) END AS id
+        FROM input ORDER BY n),
+    keyed AS (
+      INSERT INTO %1$s.idempotency_keys AS d (stream_id, key, message_id)
+      SELECT $5, ik, id FROM drawn WHERE ik IS NOT NULL AND id IS NOT NULL ORDER BY ik
+      ON CONFLICT (stream_id, key) DO UPDATE
+        SET message_id = excluded.message_id, created_at = excluded.created_at
+        WHERE d.created_at <= statement_timestamp() - $6::interval
+      RETURNING d.key, d.message_id),
+    written AS (
+      INSERT INTO %1$s.%3$I (id, schema_version, message_key, payload)
+      SELECT id, v, k, p FROM drawn WHERE id IS NOT NULL)
+    SELECT array_agg(CASE WHEN dr.ik IS NULL THEN dr.id
+                          ELSE coalesce(dr.live, kk.message_id, %1$s.idempotency_race(dr.n)) END
+                     ORDER BY dr.n),
+           max(dr.id)
+      FROM drawn dr LEFT JOIN keyed kk ON kk.key = dr.ik$q$,
+    '@schema@', 'messages_' || st.id || '_id_seq', 'messages_' || st.id);
 BEGIN
-  v_first := ARRAY(SELECT CASE WHEN u.k IS NULL THEN u.i ELSE min(u.i) OVER (PARTITION BY u.k) END
-                     FROM unnest(p_keys) WITH ORDINALITY AS u(k, i) ORDER BY u.i);
   LOOP
     v_attempt := v_attempt + 1;
     BEGIN
-      -- A fresh snapshot per statement (READ COMMITTED): after a lost race, the winner's row.
-      v_live := ARRAY(SELECT d.message_id FROM unnest(p_keys) WITH ORDINALITY AS u(k, i)
-                        LEFT JOIN @schema@.idempotency_keys d
-                          ON d.stream_id = st.id AND d.key = u.k
-                         AND d.created_at > statement_timestamp() - st.idempotency_window
-                       ORDER BY u.i);
-      -- Ids in input order, only for the items that are written.
-      SELECT array_agg(CASE WHEN f.fi = f.i AND f.live IS NULL THEN nextval(v_seq) END ORDER BY f.i),
-             count(*) FILTER (WHERE f.fi = f.i AND f.live IS NULL AND f.k IS NOT NULL)
-        INTO v_ids, v_want
-        FROM unnest(v_first, v_live, p_keys) WITH ORDINALITY AS f(fi, live, k, i);
-      IF v_want > 0 THEN
-        WITH ins AS (
-          INSERT INTO @schema@.idempotency_keys AS d (stream_id, key, message_id)
-          SELECT st.id, u.k, u.id FROM unnest(p_keys, v_ids) AS u(k, id)
-           WHERE u.k IS NOT NULL AND u.id IS NOT NULL ORDER BY u.k
-          ON CONFLICT (stream_id, key) DO UPDATE
-            SET message_id = excluded.message_id, created_at = excluded.created_at
-            WHERE d.created_at <= statement_timestamp() - st.idempotency_window
-          RETURNING 1)
-        SELECT count(*) INTO v_won FROM ins;
-        IF v_won < v_want THEN
-          -- A concurrent producer of one of these keys committed while this insert waited.
-          RAISE EXCEPTION 'idempotency race' USING ERRCODE = 'SQ001';
-        END IF;
-      END IF;
-      IF EXISTS (SELECT 1 FROM unnest(v_ids) AS u(id) WHERE u.id IS NOT NULL) THEN
-        -- Partitions cover 1 .. partitions_upto contiguously: the highest id decides.
-        IF (SELECT max(u.id) FROM unnest(v_ids) AS u(id)) >= st.partitions_upto THEN
-          PERFORM @schema@.check_partition(st, (SELECT max(u.id) FROM unnest(v_ids) AS u(id)));
-        END IF;
-        EXECUTE format($q$INSERT INTO %s.%I (id, schema_version, message_key, payload)
-                          SELECT u.id, coalesce(u.v, 1), u.k, u.p FROM unnest($1, $2, $3, $4) AS u(id, p, v, k)
-                           WHERE u.id IS NOT NULL$q$,
-                       '@schema@', 'messages_' || st.id)
-          USING v_ids, p_payloads, coalesce(p_versions, array_fill(NULL::integer, ARRAY[n])),
-                coalesce(p_message_keys, array_fill(NULL::text, ARRAY[n]));
-        IF st.notify THEN
-          PERFORM pg_notify('sqlstreams_' || st.id, '');
-        END IF;
-      END IF;
-      RETURN ARRAY(SELECT coalesce(v_ids[f.fi], v_live[f.fi])
-                     FROM unnest(v_first) WITH ORDINALITY AS f(fi, i) ORDER BY f.i);
+      EXECUTE v_sql INTO v_ids, v_top
+        USING p_payloads, p_versions, p_message_keys, p_keys, st.id, st.idempotency_window;
+      EXIT;
     EXCEPTION WHEN SQLSTATE 'SQ001' THEN
+      -- A concurrent producer of one of these keys committed while this insert waited.
       IF v_attempt >= 5 THEN
         RAISE EXCEPTION 'sqlstreams: idempotency keys of stream "%" kept changing hands while this produce waited (5 attempts)', st.name
           USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
       END IF;
     END;
   END LOOP;
+  IF v_top IS NOT NULL THEN
+    -- Partitions cover 1 .. partitions_upto contiguously: the highest id decides.
+    IF v_top >= st.partitions_upto THEN
+      PERFORM @schema@.check_partition(st, v_top);
+    END IF;
+    IF st.notify THEN
+      PERFORM pg_notify('sqlstreams_' || st.id, '');
+    END IF;
+  END IF;
+  RETURN v_ids;
 END
 $fn$;
 
