@@ -77,6 +77,10 @@ TEST_F(StreamSettings, BadValuesAreUsageErrorsAnUnknownStreamIsNamedAndNothingIs
       {{"stream", "set", "payments.requested", "--max-payload-bytes", "67108865"},
        "outside 1 .. 67108864"},
       {{"stream", "set", "payments.requested", "--from-config"}, "--from-config needs --config"},
+      {{"stream", "set", "payments.requested", "--idempotency-window", "0s"},
+       "not a positive duration"},
+      {{"stream", "set", "payments.requested", "--idempotency-window", "soon"},
+       "not a positive duration"},
   };
   for (const auto& [args, expected] : usage) {
     auto [code, out] = cli(args, url());
@@ -88,6 +92,20 @@ TEST_F(StreamSettings, BadValuesAreUsageErrorsAnUnknownStreamIsNamedAndNothingIs
   EXPECT_NE(out.find("no stream 'no.such.stream'"), std::string::npos) << out;
   EXPECT_EQ(audit_rows(), 0);
   EXPECT_EQ(retention(), "forever");
+}
+
+// The idempotency window (issue 30 A, V011): 1d by default, changed for the fleet by stream set.
+TEST_F(StreamSettings, StreamSetChangesTheIdempotencyWindow) {
+  declare_host(dir_, url(), HostOptions{});
+  EXPECT_EQ(scalar<std::string>(url(), "SELECT idempotency_window::text FROM sqlstreams.streams"),
+            "24:00:00");
+  auto [code, out] =
+      cli({"stream", "set", "payments.requested", "--idempotency-window", "7d"}, url());
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("idempotency_window 1d -> 7d"), std::string::npos) << out;
+  EXPECT_EQ(scalar<std::string>(url(), "SELECT idempotency_window::text FROM sqlstreams.streams"),
+            "168:00:00");
+  EXPECT_EQ(audit_rows(), 1);
 }
 
 }  // namespace
