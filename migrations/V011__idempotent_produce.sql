@@ -13,7 +13,8 @@
 --     overload with defaults would make every existing call ambiguous, so the functions are
 --     dropped and created again with the grants of V004: every existing call (2 to 4 arguments,
 --     positional or named) resolves to the new function and behaves as before.
---   * produce_idempotent(): the keyed path of both. Per key: a live row (within the window,
+--   * produce_idempotent(): the keyed path of produce_batch() (one statement, as store::Producer's);
+--     produce() with a key runs the same steps as static statements (cached plans). Per key: a live row (within the window,
 --     committed or this transaction's own) answers with its message_id — nothing is written and
 --     no id is drawn. Otherwise an id is drawn and (key, id) inserted with ON CONFLICT: a
 --     concurrent producer of the same key that has not ended makes this insert wait for it
@@ -159,6 +160,7 @@ RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, p
 DECLARE
   st @schema@.streams%ROWTYPE;
   v_id bigint;
+  v_attempt integer;
 BEGIN
   PERFORM pg_current_xact_id();  -- Rule 1: own an xid before drawing an id
   SELECT * INTO st FROM @schema@.streams WHERE name = produce.stream;
@@ -180,9 +182,39 @@ BEGIN
   END IF;
   PERFORM @schema@.check_message_key(NULL, produce.message_key);
   IF produce.idempotency_key IS NOT NULL THEN
+    -- One key: produce_idempotent()'s steps as static statements (plans cached per session).
     PERFORM @schema@.check_idempotency_key(NULL, produce.idempotency_key);
-    RETURN (@schema@.produce_idempotent(st, ARRAY[produce.payload], ARRAY[produce.schema_version],
-                                        ARRAY[produce.message_key], ARRAY[produce.idempotency_key]))[1];
+    FOR v_attempt IN 1 .. 5 LOOP
+      SELECT k.message_id INTO v_id FROM @schema@.idempotency_keys k
+       WHERE k.stream_id = st.id AND k.key = produce.idempotency_key
+         AND k.created_at > statement_timestamp() - st.idempotency_window;
+      IF FOUND THEN
+        RETURN v_id;  -- deduplicated: nothing written, no id drawn
+      END IF;
+      BEGIN
+        v_id := nextval(format('%s.%I', '@schema@', 'messages_' || st.id || '_id_seq')::regclass);
+        INSERT INTO @schema@.idempotency_keys AS k (stream_id, key, message_id)
+        VALUES (st.id, produce.idempotency_key, v_id)
+        ON CONFLICT (stream_id, key) DO UPDATE
+          SET message_id = excluded.message_id, created_at = excluded.created_at
+          WHERE k.created_at <= statement_timestamp() - st.idempotency_window;
+        IF NOT FOUND THEN
+          -- A concurrent producer of this key committed while the insert waited for it.
+          RAISE EXCEPTION 'idempotency race' USING ERRCODE = 'SQ001';
+        END IF;
+        EXECUTE format('INSERT INTO %s.%I (id, schema_version, message_key, payload) VALUES ($1, $2, $3, $4)',
+                       '@schema@', 'messages_' || st.id)
+          USING v_id, produce.schema_version, produce.message_key, produce.payload;
+        IF st.notify THEN
+          PERFORM pg_notify('sqlstreams_' || st.id, '');
+        END IF;
+        RETURN v_id;
+      EXCEPTION WHEN SQLSTATE 'SQ001' THEN
+        NULL;  -- look again: the committed key answers
+      END;
+    END LOOP;
+    RAISE EXCEPTION 'sqlstreams: idempotency key of stream "%" kept changing hands while this produce waited (5 attempts)', st.name
+      USING ERRCODE = 'serialization_failure', HINT = 'Retry the transaction.';
   END IF;
   v_id := nextval(format('%s.%I', '@schema@', 'messages_' || st.id || '_id_seq')::regclass);
   IF v_id >= st.partitions_upto THEN
