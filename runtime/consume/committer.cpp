@@ -243,7 +243,9 @@ void Committer::run() {
         next_renew = now + renew_every;
       }
       const bool tick = options_.run_advancer && (real_now >= next_advance || final_flush);
-      const bool after_commit = advance_due && (real_now >= *advance_due || final_flush);
+      // Not in the final flush: the database may be gone, and stop() must keep its deadline
+      // (the fleet's advancer runs one last pass when its host stops).
+      const bool after_commit = advance_due && real_now >= *advance_due && !final_flush;
       if (tick || after_commit) {
         advance_due.reset();
         last_advance = real_now;
