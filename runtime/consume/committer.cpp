@@ -23,10 +23,10 @@ namespace {
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
 // After a commit batch the cursor advances at most this long after the previous advance, so
-// `committed` follows handling within a commit cycle plus this, at most ~20 extra advances a
+// `committed` follows handling within a commit cycle plus this, at most ~50 extra advances a
 // second per group (two cheap statements each;
 // docs/design.md#the-committed-cursor-and-the-advancer).
-constexpr std::chrono::milliseconds kAdvanceAfterCommitGap{50};
+constexpr std::chrono::milliseconds kAdvanceAfterCommitGap{20};
 constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
