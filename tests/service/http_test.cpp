@@ -76,13 +76,6 @@ TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
 
-// The value of the sample line starting with `prefix` ("name{labels}"), or -1 when none.
-double metric_value(const std::string& text, const std::string& prefix) {
-  const size_t at = ("\n" + text).find("\n" + prefix + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + prefix.size() + 1));
-}
-
 // plugins/async_io: "timer" completes every message after 200 ms (many in flight at once);
 // "late" completes after 1.5 s, past its 1 s handler_timeout, so each completion is dropped.
 TEST(HttpEndpoints, AsyncHandlerFiguresOnMetricsAndTheStatusPage) {
