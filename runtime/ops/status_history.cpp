@@ -174,9 +174,18 @@ std::vector<HistoryPoint> StatusHistory::points(const std::string& stream,
   return out;
 }
 
-GroupHistories StatusHistory::all() const {
+GroupHistories StatusHistory::all(size_t max_points) const {
   GroupHistories out;
-  for (const auto& [key, ring] : rings_) out[key] = points(key.first, key.second);
+  max_points = std::max<size_t>(max_points, 2);
+  for (const auto& [key, ring] : rings_) {
+    std::vector<HistoryPoint>& points = out[key];
+    const size_t n = ring.size;
+    const size_t keep = std::min(n, max_points);
+    points.reserve(keep);
+    for (size_t j = 0; j < keep; ++j) {
+      points.push_back(ring.at(keep == n ? j : (j * (n - 1) + (keep - 1) / 2) / (keep - 1)));
+    }
+  }
   return out;
 }
 

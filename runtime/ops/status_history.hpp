@@ -14,6 +14,7 @@
 // Threading: none of its own; the StatusPoller guards it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -81,7 +82,9 @@ class StatusHistory {
   size_t groups_refused() const { return refused_; }
   // What one group's ring is budgeted at.
   size_t ring_bytes(const std::string& stream, const std::string& group) const;
-  GroupHistories all() const;
+  // Every ring, each thinned to at most `max_points` evenly spread points (the oldest and the
+  // newest kept): a page of small charts copies what it can draw, not the whole history.
+  GroupHistories all(size_t max_points = SIZE_MAX) const;
   HistoryStats stats() const { return {limits_, rings_.size(), bytes_, refused_}; }
 
  private:

@@ -51,9 +51,9 @@ std::string StatusPoller::last_error() const {
   return last_error_;
 }
 
-GroupHistories StatusPoller::history() const {
+GroupHistories StatusPoller::history(size_t max_points_per_group) const {
   std::lock_guard lock(mu_);
-  return history_.all();
+  return history_.all(max_points_per_group);
 }
 
 std::vector<HistoryPoint> StatusPoller::history(const std::string& stream,

@@ -54,7 +54,7 @@ class StatusPoller {
   bool database_ok(std::chrono::milliseconds max_age) const;
   std::string last_error() const;
   uint64_t errors() const { return errors_.load(); }
-  GroupHistories history() const;
+  GroupHistories history(size_t max_points_per_group) const;
   std::vector<HistoryPoint> history(const std::string& stream, const std::string& group) const;
   HistoryStats history_stats() const;
   Millis interval() const;

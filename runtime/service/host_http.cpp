@@ -30,6 +30,9 @@ constexpr store::Preview kDeadLetterPreview{
 constexpr size_t kDeadLetterPageBytes = 1 << 20;
 constexpr int kDeadLetterPagesAtOnce = 2;
 constexpr const char* kHtml = "text/html; charset=utf-8";
+// The status page's cards draw 180-pixel charts: it copies at most this many points of each
+// group's history (a group's page copies its whole ring, at most 720).
+constexpr size_t kCardChartPoints = 180;
 
 // At most kDeadLetterPagesAtOnce dead-letter pages are built at once (civetweb serves up to 64
 // requests in parallel); the others get 503 at once, holding nothing.
@@ -141,7 +144,7 @@ ops::HttpResponse route(const Host& host, const ops::HttpRequest& request) {
       if (!host.poller()->database_ok(2 * host.poller()->interval() + Millis(2000))) {
         in.status_error = host.poller()->last_error();
       }
-      in.history = host.poller()->history();
+      in.history = host.poller()->history(kCardChartPoints);
       in.history_stats = host.poller()->history_stats();
     }
     in.now = SystemClock::instance().now();

@@ -111,6 +111,25 @@ TEST(StatusHistory, ManyGroupsStayWithinTheBudget) {
   EXPECT_EQ(h.points("payments.requested", "group-0").size(), 720u);
 }
 
+TEST(StatusHistory, AllThinsEachRingToEvenlySpreadPointsKeepingTheEnds) {
+  StatusHistory h;
+  ManualClock clock(kStart);
+  for (int i = 0; i < 100; ++i) {
+    h.record(clock.now(), {history_input("g", i)});
+    clock.advance(Millis(5000));
+  }
+  const std::pair<std::string, std::string> g{"payments.requested", "g"};
+  ASSERT_EQ(h.all()[g].size(), 100u);
+  auto thin = h.all(10)[g];
+  ASSERT_EQ(thin.size(), 10u);
+  EXPECT_EQ(thin.front().lag, 0);
+  EXPECT_EQ(thin.back().lag, 99);
+  for (size_t i = 1; i < thin.size(); ++i) {
+    EXPECT_NEAR(thin[i].lag - thin[i - 1].lag, 11, 1) << i;
+  }
+  EXPECT_EQ(h.all(1000)[g].size(), 100u);
+}
+
 TEST(StatusHistory, AWallClockSteppingBackRestartsTheHistory) {
   StatusHistory h;
   ManualClock clock(kStart);
