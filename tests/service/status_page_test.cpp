@@ -7,6 +7,7 @@
 // handled/s, retries/s and dead letters/s drawn from the poller's history, and their figures
 // read back from the DOM equal `sqlstreams status --json`. A screenshot of the page is taken
 // (copied to $SQLSTREAMS_STATUS_PAGE_SCREENSHOT when set: docs/status-page.png comes from it).
+// A reload adding and retuning groups makes no spike in their rate charts.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -328,6 +329,51 @@ TEST(StatusPageInChromium, ChartsAndAGroupPageAgreeWithStatusJson) {
     std::filesystem::copy_file(png, keep, std::filesystem::copy_options::overwrite_existing);
     screenshot(dir, base + "/groups/payments.requested/charge-cards",
                std::string(keep).substr(0, std::string(keep).rfind('.')) + "-group.png", 1000);
+  }
+  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+}
+
+// A reload that adds a group and retunes another (its pipeline replaced, its counters carried
+// over): the added group's page has charts from the reload on, and no rate jumps — a first
+// point counts nothing, a carried counter never goes down.
+TEST(StatusPageHistory, AReloadAddingAndRetuningGroupsMakesNoSpike) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  const int port = free_tcp_port();
+  HostSpec spec;
+  spec.http_listen = "127.0.0.1:" + std::to_string(port);
+  HostProcess host(dir, spec, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
+  produce_payments(db.url(), 20);
+  ASSERT_TRUE(wait_until([&] { return committed(db.url(), "charge-cards") == 20; }, 30s));
+  std::this_thread::sleep_for(6s);  // a history point after the first 20
+
+  HostSpec next = spec;
+  next.groups[0].concurrency = 3;  // retuned
+  next.groups.push_back(GroupSpec{.name = "audit-payments", .handler = "audit-payments"});
+  host.rewrite_config(next);
+  host.process().signal(SIGHUP);
+  ASSERT_TRUE(host.wait_for_log("\"event\":\"reload-applied\"", 30s)) << tail(host.log());
+  produce_payments(db.url(), 20, 21);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return committed(db.url(), "charge-cards") == 40 &&
+               committed(db.url(), "audit-payments") == 40;
+      },
+      30s))
+      << tail(host.log());
+  std::this_thread::sleep_for(11s);  // two more history points
+
+  // At most 40 messages per group, points at least 5 s apart: no honest rate exceeds 8/s.
+  for (const char* group : {"charge-cards", "audit-payments"}) {
+    SCOPED_TRACE(group);
+    const HttpResult page = http_get(port, std::string("/groups/payments.requested/") + group);
+    ASSERT_EQ(page.status, 200) << page.body;
+    const std::string handled = chart(page.body, "handled");
+    ASSERT_NE(handled.find("<path class=\"line\" d=\"M"), std::string::npos) << handled;
+    EXPECT_GT(std::stod(attr_after(handled, 0, "data-max")), 0) << handled;
+    EXPECT_LE(std::stod(attr_after(handled, 0, "data-max")), 8.0) << handled;
+    EXPECT_GE(std::stoi(attr_after(handled, 0, "data-points")), 2) << handled;
   }
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
