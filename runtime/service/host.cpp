@@ -158,6 +158,8 @@ void Host::start_poller(Millis interval) {
   store::SessionOptions o = options_.session;
   o.application_name = "sqlstreams status";
   poller_ = std::make_unique<ops::StatusPoller>(o, interval);
+  // The history's counters: poller_ is destroyed before pipelines_ (declared after it).
+  poller_->set_local_sampler([this] { return pipelines_.samples(); });
   poller_->start();
 }
 
