@@ -217,6 +217,8 @@ std::vector<Row> run_e2e(Db& db, const Options& o);
 // Phase 7: the same backlog drained by noop.so in-process and with isolation = "process".
 std::vector<Row> run_isolation(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
+// Phase trail (issue 32): how far `committed` trails handling on a steady stream.
+std::vector<Row> run_trail(Db& db, const Options& o);
 // Phase pickup_load: phase 4's NOTIFY pickup while 4 groups consume a steady produce load.
 std::vector<Row> run_pickup_load(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.

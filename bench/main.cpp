@@ -82,10 +82,11 @@ int main(int argc, char** argv) {
   app.add_option("--ordering-hot-seconds", o.ordering_hot_seconds,
                  "phase ordering: each hot-key window in seconds (default 300; --quick 15)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
-  app.add_option("--phases", o.phases,
-                 "subset: "
-                 "produce,drain,e2e,latency,pickup_load,retention,idle,isolation,wal,async_io,http,"
-                 "ordering,peers")
+  app.add_option(
+         "--phases", o.phases,
+         "subset: "
+         "produce,drain,e2e,latency,trail,pickup_load,retention,idle,isolation,wal,async_io,http,"
+         "ordering,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "drain")) add(bench::run_drain(db, o));
     if (wanted(o, "e2e")) add(bench::run_e2e(db, o));
     if (wanted(o, "latency")) add(bench::run_latency(db, o));
+    if (wanted(o, "trail")) add(bench::run_trail(db, o));
     if (wanted(o, "pickup_load")) add(bench::run_pickup_load(db, o));
     std::string notes;
     if (wanted(o, "retention")) add(bench::run_retention(db, o, notes));

@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "common/errors.hpp"
+#include "common/host_name.hpp"
 #include "common/utf8.hpp"
 #include "store/reporting/operator_actions.hpp"
 
@@ -268,9 +269,7 @@ std::string operator_actor() {
   if (!user) {
     if (auto* pw = getpwuid(getuid())) user = pw->pw_name;
   }
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return fmt::format("cli:{}@{}", user ? user : "unknown", host);
+  return fmt::format("cli:{}@{}", user ? user : "unknown", machine_host_name());
 }
 
 void register_dead(CLI::App& app, Action& action) {

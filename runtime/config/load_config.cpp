@@ -1,10 +1,10 @@
 // load_config(): file → toml++ tree → walk_table(root) → cross-item checks → Config or
 // ConfigError with every problem (R12).
-#include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/host_name.hpp"
 #include "config/config.hpp"
 #include "config/listen.hpp"
 #include "config/problems.hpp"
@@ -14,12 +14,6 @@
 
 namespace sqlstreams::config {
 namespace {
-
-std::string machine_hostname() {
-  char buffer[256] = {};
-  if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
-  return buffer;
-}
 
 std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -143,7 +137,7 @@ Config load_config(const std::filesystem::path& file) {
   Config config;
   config.path = std::filesystem::absolute(file).lexically_normal();
   schema::walk_table(schema::root_table(), root, "", toml::source_position{1, 1}, config, problems);
-  if (config.host.name.empty()) config.host.name = machine_hostname();  // "" given is reported
+  if (config.host.name.empty()) config.host.name = machine_host_name();  // "" given is reported
   check_streams(config, root, problems);
   check_groups(config, root, problems);
   check_http(config, root, problems);

@@ -22,6 +22,11 @@ namespace sqlstreams::consume {
 namespace {
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kAdvanceEvery{1000};
+// After a commit batch the cursor advances at most this long after the previous advance, so
+// `committed` follows handling within a commit cycle plus this, at most ~50 extra advances a
+// second per group (two cheap statements each;
+// docs/design.md#the-committed-cursor-and-the-advancer).
+constexpr std::chrono::milliseconds kAdvanceAfterCommitGap{20};
 constexpr std::chrono::milliseconds kFirstErrorBackoff{100};
 
 void log_dead(const PipelineOptions& o, const store::FailedMessage& f) {
@@ -197,12 +202,18 @@ void Committer::run() {
   const SteadyClock& clock = *options_.steady_clock;
   auto next_renew = clock.now() + renew_every;
   auto next_advance = Steady::now() + kAdvanceEvery;
+  // Set by a commit batch: when to advance the cursor next (any host may run the advancer's
+  // two statements: the generation guard makes a second runner harmless). The periodic
+  // advancer (this loop's when run_advancer, else the fleet's worker) stays the backstop.
+  std::optional<Steady::time_point> advance_due;
+  Steady::time_point last_advance{};
   OutageBackoff outage(kFirstErrorBackoff, OutageBackoff::kMaxDelay);
   for (;;) {
     // Only deadlines this loop will move: next_advance stays put when the advancer is off
     // (a past wake time here made an idle host spin a core per group).
     auto wake = clock.to_real(std::min(next_renew, clock.now() + watch_every));
     if (options_.run_advancer) wake = std::min(wake, next_advance);
+    if (advance_due) wake = std::min(wake, *advance_due);
     // The final flush takes every claimed range: finished ones commit fully, the rest commit
     // their resolved prefix and hand back.
     auto work = queue_.await_commit_work(wake);
@@ -216,7 +227,11 @@ void Committer::run() {
     // Ordered groups: a retry row resolved may let its key's next (deferred) row run now.
     const bool poke = !final_flush &&
                       (has_ready_outcome(batch, retries) || (queue_.ordered() && !retries.empty()));
-    if (!batch.empty()) commit_batch(store, batch, give_up);
+    if (!batch.empty()) {
+      commit_batch(store, batch, give_up);
+      if (!advance_due)
+        advance_due = std::max(Steady::now(), last_advance + kAdvanceAfterCommitGap);
+    }
     if (!retries.empty()) commit_retry_results(store, std::move(retries), give_up);
     if (poke) queue_.poke_retrier();
     if (!final_flush) watchdog_();
@@ -227,7 +242,13 @@ void Committer::run() {
         renew_leases(store);
         next_renew = now + renew_every;
       }
-      if (options_.run_advancer && (real_now >= next_advance || final_flush)) {
+      const bool tick = options_.run_advancer && (real_now >= next_advance || final_flush);
+      // Not in the final flush: the database may be gone, and stop() must keep its deadline
+      // (the fleet's advancer runs one last pass when its host stops).
+      const bool after_commit = advance_due && real_now >= *advance_due && !final_flush;
+      if (tick || after_commit) {
+        advance_due.reset();
+        last_advance = real_now;
         store.advance_cursor();
         next_advance = real_now + kAdvanceEvery;
       }
@@ -239,6 +260,7 @@ void Committer::run() {
       const auto step = outage.on_failure();
       next_renew = now + step.delay;
       next_advance = real_now + step.delay;
+      if (advance_due) advance_due = real_now + step.delay;
     }
     if (final_flush) break;
   }

@@ -7,7 +7,8 @@
 // database refuses deterministically (SQLSTATE 22/23) is redone isolating each range and row;
 // an in-doubt commit is resolved with pg_xact_status before anything is sent again. Between
 // commits it renews range and row leases (every renew_every on the injected steady clock),
-// runs the cursor advancer about once a second (when enabled) and the watchdog it is given
+// advances the cursor soon after each commit batch (at most every 20 ms) and, when enabled,
+// about once a second as well, and runs the watchdog it is given
 // (the worker pool's handler timeouts). After a `ready` row was written it pokes the retrier.
 // stop(): set_stop_deadline() first (no commit retries past it, even one retrying now), then
 // RangeQueue::final_flush(): the last round commits finished prefixes, hands the rest back.

@@ -2,42 +2,41 @@
 
 #include <fmt/format.h>
 
-#include <ctime>
-
 #include "common/duration.hpp"
+#include "ops/human_units.hpp"
+#include "ops/status_page_parts.hpp"
 
 namespace sqlstreams::ops {
 namespace {
 
-constexpr const char* kStyle =
-    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
-    "table{border-collapse:collapse;margin:.5em 0 1.5em}"
-    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}"
-    "th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}"
-    ".bad{color:#b00;font-weight:600}.ok{color:#070}.muted{color:#777}"
-    "pre{margin:0;white-space:pre-wrap;max-width:60em}";
-
-std::string time_text(SysTime t) {
-  if (t.time_since_epoch().count() == 0) return "-";
-  std::time_t secs = std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+using parts::count_cell;
+using parts::time_text;
 
 std::string unix_ms_text(int64_t ms) { return time_text(SysTime(Millis(ms))); }
 
 std::string opt(const std::optional<std::string>& s) { return s ? html_escape(*s) : "-"; }
 
-std::string num_cell(const char* cls, int64_t v, bool bad_if_positive = false) {
-  return fmt::format("<td class=\"n {}{}\">{}</td>", cls, bad_if_positive && v > 0 ? " bad" : "",
-                     v);
+// A message id (a cursor, a head): exact, in groups of three digits.
+std::string id_text(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
 }
 
-// How long an open producer has held the group's claims (README "What a producer can hold
-// back"): "-" when nothing holds them, the seconds otherwise.
+std::string id_cell(const char* cls, int64_t v) {
+  return fmt::format("<td class=\"n {}\" data-value=\"{}\">{}</td>", cls, v, id_text(v));
+}
+
+std::string duration_cell(const char* cls, const std::optional<Millis>& d, const char* none) {
+  if (!d) return fmt::format("<td class=\"{}\">{}</td>", cls, none);
+  return fmt::format("<td class=\"{}\" data-ms=\"{}\">{}</td>", cls, d->count(),
+                     human_duration(*d));
+}
+
 // "payments 1.2.0 · 3f2a9c1e0b7d4a55" with the whole SHA-256 and the file in data-* attributes
 // (issue 27 §1: which version runs).
 std::string plugin_cell(const PluginVersion& p) {
@@ -48,17 +47,21 @@ std::string plugin_cell(const PluginVersion& p) {
       html_escape(p.sha256.substr(0, 16)));
 }
 
+// How long an open producer has held the group's claims (README "What a producer can hold
+// back"): "-" when nothing holds them, "held 12.3 s" otherwise.
 std::string fence_cell(double seconds) {
-  if (seconds <= 0) return "<td class=\"n fence-wait\">-</td>";
-  return fmt::format("<td class=\"n fence-wait bad\">{:.1f} s</td>", seconds);
+  if (seconds <= 0) return "<td class=\"n fence-wait\" data-seconds=\"0\">-</td>";
+  return fmt::format("<td class=\"n fence-wait bad held\" data-seconds=\"{}\">held {}</td>",
+                     seconds, human_duration(seconds));
 }
 
-std::string page(const std::string& title, const std::string& body) {
-  return fmt::format(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<meta name=\"viewport\" content=\"width=device-width\"><title>{}</title>"
-      "<style>{}</style></head>\n<body>\n{}</body></html>\n",
-      html_escape(title), kStyle, body);
+// Hung handler threads; "paused" when they reached max_hung_handlers.
+std::string hung_cell(const GroupSample& g) {
+  if (g.hung_handlers <= 0 && !g.paused) {
+    return "<td class=\"n hung\" data-value=\"0\">0</td>";
+  }
+  return fmt::format("<td class=\"n hung bad held\" data-value=\"{0}\">{0}{1}</td>",
+                     g.hung_handlers, g.paused ? ", paused" : "");
 }
 
 // Which group keeps retention from dropping the oldest partition, and why it does not move.
@@ -66,29 +69,20 @@ std::string retention_hold_cell(SysTime now, const std::optional<store::Retentio
   if (!hold) return "<td class=\"held-by\">-</td>";
   std::string why = hold->paused           ? "paused"
                     : !hold->seen_recently ? "not seen by a running host, last seen " +
-                                                 format_ago(now, hold->last_seen_at)
+                                                 parts::ago(now, hold->last_seen_at)
                                            : "running";
   return fmt::format(
       "<td class=\"held-by bad\" data-group=\"{0}\">{0} (committed {1}, needs {2}; {3})</td>",
-      html_escape(hold->group), hold->committed, hold->needs, html_escape(why));
+      html_escape(hold->group), id_text(hold->committed), id_text(hold->needs), html_escape(why));
 }
 
-// running / paused by whom since when / not seen by any running host: what an operator acts on
-// (`sqlstreams group resume|drop`).
-std::string group_state_cell(SysTime now, const store::GroupStatus& g) {
-  if (g.paused_at) {
-    return fmt::format(
-        "<td class=\"state bad\" data-state=\"paused\">paused {} ago by {}</td>",
-        format_approx_duration(std::chrono::duration_cast<Millis>(now - *g.paused_at)),
-        html_escape(g.paused_by.empty() ? "-" : g.paused_by));
-  }
-  if (!g.seen_recently) {
-    return fmt::format(
-        "<td class=\"state bad\" data-state=\"unseen\">not seen by a running host (last seen "
-        "{})</td>",
-        html_escape(format_ago(now, g.last_seen_at)));
-  }
-  return "<td class=\"state ok\" data-state=\"running\">running</td>";
+// running / paused by whom since when / hung / held by the fence / not seen by any running host:
+// what an operator acts on (`sqlstreams group resume|drop`). data-state is the worst.
+std::string group_state_cell(SysTime now, const store::GroupStatus& g, const GroupSample* local) {
+  auto states = parts::group_states(now, &g, local);
+  return fmt::format("<td class=\"state{}\" data-state=\"{}\">{}</td>",
+                     states[0].bad ? " bad" : " ok", html_escape(states[0].name),
+                     parts::state_badges(states));
 }
 
 void streams_table(std::string& out, const store::FleetStatus& fleet) {
@@ -98,19 +92,17 @@ void streams_table(std::string& out, const store::FleetStatus& fleet) {
       "<th>janitor</th><th>retention held by</th></tr>\n";
   for (const auto& s : fleet.streams) {
     out += fmt::format(
-        "<tr data-stream=\"{0}\"><td class=\"stream\">{0}</td>{1}{2}<td class=\"n oldest\">{3}"
-        "</td><td class=\"age\">{4}</td><td class=\"retention\">{5}</td><td class=\"janitor\">"
-        "{6}</td>{7}</tr>\n",
-        html_escape(s.name), num_cell("head", s.head), num_cell("partitions", s.partitions),
-        s.oldest_id ? std::to_string(*s.oldest_id) : "-",
-        s.oldest_age ? format_duration(*s.oldest_age) : "-",
-        s.retention ? format_duration(*s.retention) : "forever", opt(s.janitor),
-        retention_hold_cell(fleet.now, s.retention_held_by));
+        "<tr data-stream=\"{0}\"><td class=\"stream\">{0}</td>{1}{2}{3}{4}{5}"
+        "<td class=\"janitor\">{6}</td>{7}</tr>\n",
+        html_escape(s.name), id_cell("head", s.head), count_cell("partitions", s.partitions),
+        s.oldest_id ? id_cell("oldest", *s.oldest_id) : "<td class=\"n oldest\">-</td>",
+        duration_cell("age", s.oldest_age, "-"), duration_cell("retention", s.retention, "forever"),
+        opt(s.janitor), retention_hold_cell(fleet.now, s.retention_held_by));
   }
   out += "</table>\n";
 }
 
-void groups_table(std::string& out, const StatusSnapshot& status) {
+void groups_table(std::string& out, const StatusSnapshot& status, const HostView& host) {
   out +=
       "<h2>Groups</h2>\n<table id=\"groups\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>committed</th><th>lag</th><th>commits/s</th><th>ready</th>"
@@ -120,20 +112,26 @@ void groups_table(std::string& out, const StatusSnapshot& status) {
   for (const auto& s : status.fleet.streams) {
     for (const auto& g : s.groups) {
       auto rate = status.commit_rate.find(g.id);
+      const std::string rate_cell =
+          rate == status.commit_rate.end()
+              ? "<td class=\"n rate\">-</td>"
+              : fmt::format("<td class=\"n rate\" data-value=\"{}\">{}</td>", rate->second,
+                            human_rate(rate->second));
       out += fmt::format(
           "<tr data-stream=\"{0}\" data-group=\"{1}\"><td class=\"stream\">{0}</td>"
-          "<td class=\"group\">{1}</td>{2}{3}{4}<td class=\"n rate\">{5}</td>{6}{7}{16}{17}"
-          "<td class=\"n dead{8}\"><a href=\"/groups/{0}/{1}/dead\">{9}</a></td>{10}{11}{12}{13}"
-          "<td class=\"advancer\">{14}</td>{15}</tr>\n",
-          html_escape(s.name), html_escape(g.name), num_cell("claimed", g.claimed),
-          num_cell("committed", g.committed), num_cell("lag", g.lag),
-          rate == status.commit_rate.end() ? "-" : fmt::format("{:.1f}", rate->second),
-          num_cell("ready", g.ready), num_cell("inflight", g.inflight), g.dead > 0 ? " bad" : "",
-          g.dead, num_cell("open-leases", g.open_leases),
-          num_cell("expired-leases", g.expired_leases, true),
-          num_cell("lost", g.lost_messages, true), num_cell("skipped", g.skipped_versions, true),
-          opt(g.advancer), group_state_cell(status.fleet.now, g), num_cell("deferred", g.deferred),
-          num_cell("blocked-keys", g.blocked_keys, true));
+          "<td class=\"group\"><a href=\"{18}\">{1}</a></td>{2}{3}{4}{5}{6}{7}{16}{17}"
+          "<td class=\"n dead{8}\" data-value=\"{9}\"><a href=\"{18}/dead\">{19}</a></td>"
+          "{10}{11}{12}{13}<td class=\"advancer\">{14}</td>{15}</tr>\n",
+          html_escape(s.name), html_escape(g.name), id_cell("claimed", g.claimed),
+          id_cell("committed", g.committed), count_cell("lag", g.lag), rate_cell,
+          count_cell("ready", g.ready), count_cell("inflight", g.inflight),
+          g.dead > 0 ? " bad" : "", g.dead, count_cell("open-leases", g.open_leases),
+          count_cell("expired-leases", g.expired_leases, true),
+          count_cell("lost", g.lost_messages, true),
+          count_cell("skipped", g.skipped_versions, true), opt(g.advancer),
+          group_state_cell(status.fleet.now, g, parts::local_of(host, s.name, g.name)),
+          count_cell("deferred", g.deferred), count_cell("blocked-keys", g.blocked_keys, true),
+          parts::group_href(s.name, g.name), human_count(g.dead));
     }
   }
   out += "</table>\n";
@@ -147,11 +145,13 @@ void hosts_tables(std::string& out, const store::FleetStatus& fleet) {
     std::string workers;
     for (const auto& w : h.workers) workers += (workers.empty() ? "" : "<br>") + html_escape(w);
     out += fmt::format(
-        "<tr data-host=\"{0}\"><td class=\"host\">{0}</td>{1}<td>{2}</td><td>{3}</td><td>{4}</td>"
-        "<td class=\"{5}\">{6}</td><td class=\"workers\">{7}</td></tr>\n",
-        html_escape(h.name), num_cell("pid", h.pid), html_escape(h.version),
-        time_text(h.started_at), time_text(h.heartbeat_at), h.live ? "live ok" : "live bad",
-        h.live ? "yes" : "no", workers.empty() ? "-" : workers);
+        "<tr data-host=\"{0}\"><td class=\"host\">{0}</td><td class=\"n pid\">{1}</td>"
+        "<td>{2}</td><td>{3} ({8})</td><td>{4} ({9})</td><td class=\"{5}\">{6}</td>"
+        "<td class=\"workers\">{7}</td></tr>\n",
+        html_escape(h.name), h.pid, html_escape(h.version), time_text(h.started_at),
+        time_text(h.heartbeat_at), h.live ? "live ok" : "live bad", h.live ? "yes" : "no",
+        workers.empty() ? "-" : workers, parts::ago(fleet.now, h.started_at),
+        parts::ago(fleet.now, h.heartbeat_at));
   }
   out +=
       "</table>\n<h2>Maintenance workers</h2>\n<table id=\"workers\"><tr><th>worker</th>"
@@ -170,24 +170,28 @@ void this_host(std::string& out, const HostView& host) {
   out +=
       "<h2>This host</h2>\n<table id=\"local\"><tr><th>stream</th><th>group</th>"
       "<th>claimed</th><th>succeeded</th><th>retried</th><th>dead</th><th>lease lost</th>"
-      "<th>timeouts</th><th>workers</th><th>ranges in flight</th><th>messages in flight</th>"
-      "<th>peak in flight</th><th>completions dropped</th><th>fence wait</th><th>plugin</th>"
-      "</tr>\n";
+      "<th>timeouts</th><th>workers</th><th>ranges in flight</th><th>queued</th>"
+      "<th>messages in flight</th><th>peak in flight</th><th>completions dropped</th>"
+      "<th>fence wait</th><th>hung handlers</th><th>plugin</th></tr>\n";
   for (const auto& g : host.groups) {
     auto c = [&](GroupCounter k) { return static_cast<int64_t>(g[k]); };
     out += fmt::format(
-        "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td>{1}</td>{2}{3}{4}{5}{6}{7}"
-        "<td class=\"n workers\">{8}/{9}</td>{10}{11}{12}{13}{14}{15}</tr>\n",
+        "<tr data-stream=\"{0}\" data-group=\"{1}\"><td>{0}</td><td><a href=\"{17}\">{1}</a>"
+        "</td>{2}{3}{4}{5}{6}{7}<td class=\"n workers\">{8}/{9}</td>{10}"
+        "<td class=\"n queued\" data-bytes=\"{16}\">{15}</td>{11}{12}{13}{14}{18}{19}</tr>\n",
         html_escape(g.stream), html_escape(g.group),
-        num_cell("claimed", c(GroupCounter::kMessagesClaimed)),
-        num_cell("succeeded", c(GroupCounter::kSucceeded)),
-        num_cell("retried", c(GroupCounter::kRetried)), num_cell("dead", c(GroupCounter::kDead)),
-        num_cell("lease-lost", c(GroupCounter::kLeaseLost), true),
-        num_cell("timeouts", c(GroupCounter::kHandlerTimeouts), true), g.live_workers,
-        g.concurrency, num_cell("in-flight", g.ranges_in_flight),
-        num_cell("messages-in-flight", g.in_flight), num_cell("peak-in-flight", g.peak_in_flight),
-        num_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true),
-        fence_cell(g.fence_wait_seconds), plugin_cell(g.plugin));
+        count_cell("claimed", c(GroupCounter::kMessagesClaimed)),
+        count_cell("succeeded", c(GroupCounter::kSucceeded)),
+        count_cell("retried", c(GroupCounter::kRetried)),
+        count_cell("dead", c(GroupCounter::kDead)),
+        count_cell("lease-lost", c(GroupCounter::kLeaseLost), true),
+        count_cell("timeouts", c(GroupCounter::kHandlerTimeouts), true), g.live_workers,
+        g.concurrency, count_cell("in-flight", g.ranges_in_flight),
+        count_cell("messages-in-flight", g.in_flight),
+        count_cell("peak-in-flight", g.peak_in_flight),
+        count_cell("completions-dropped", static_cast<int64_t>(g.completions_dropped), true),
+        fence_cell(g.fence_wait_seconds), human_bytes(static_cast<double>(g.queued_bytes)),
+        g.queued_bytes, parts::group_href(g.stream, g.group), hung_cell(g), plugin_cell(g.plugin));
   }
   out += "</table>\n";
   out += fmt::format("<p>Reloads: {} applied, {} rejected.", host.reloads_applied,
@@ -199,6 +203,21 @@ void this_host(std::string& out, const HostView& host) {
   } else {
     out += "</p>\n";
   }
+}
+
+void history_note(std::string& out, const HistoryStats& h) {
+  out += fmt::format(
+      "<p class=\"muted\" id=\"history\" data-groups=\"{}\" data-bytes=\"{}\" "
+      "data-refused=\"{}\">Charts: this host's memory of the last {} (a point every {} at "
+      "most), {} group(s) in {} of {}; handled, retries and dead letters are this host's own.{}"
+      "</p>\n",
+      h.groups, h.bytes, h.refused, human_duration(h.limits.window),
+      human_duration(h.limits.window /
+                     static_cast<int64_t>(std::max<size_t>(1, h.limits.max_points))),
+      h.groups, human_bytes(static_cast<double>(h.bytes)),
+      human_bytes(static_cast<double>(h.limits.max_bytes)),
+      h.refused > 0 ? fmt::format(" {} group(s) have no chart: the budget is full.", h.refused)
+                    : "");
 }
 
 }  // namespace
@@ -234,10 +253,10 @@ std::string render_status_page(const StatusPageInput& in) {
   const auto& h = in.host;
   std::string body = fmt::format(
       "<h1>SQLStreams: {}</h1>\n<p id=\"host\">Host <b>{}</b> (version {}) is <b "
-      "class=\"state\">{}</b> since {}, config {}. <a href=\"/metrics\">metrics</a> · "
+      "class=\"state\">{}</b> since {} ({}), config {}. <a href=\"/metrics\">metrics</a> · "
       "<a href=\"/readyz\">readiness</a></p>\n",
       html_escape(h.name), html_escape(h.holder), html_escape(h.version), html_escape(h.state),
-      time_text(h.started_at), html_escape(h.config_path));
+      time_text(h.started_at), parts::ago(in.now, h.started_at), html_escape(h.config_path));
   if (!in.status_error.empty()) {
     body += fmt::format(
         "<p class=\"bad\" id=\"status-error\">The database did not answer the "
@@ -247,16 +266,22 @@ std::string render_status_page(const StatusPageInput& in) {
   if (in.status) {
     auto age =
         std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - in.status->taken);
-    body += fmt::format("<p class=\"muted\">Database figures read {} ago, at {}.</p>\n",
-                        format_duration(age), time_text(in.status->fleet.now));
-    streams_table(body, in.status->fleet);
-    groups_table(body, *in.status);
+    body += fmt::format(
+        "<p class=\"muted\" id=\"read-at\" data-ms=\"{}\">Database figures read {} ago, at "
+        "{}.</p>\n",
+        age.count(), human_duration(age), time_text(in.status->fleet.now));
   } else {
     body += "<p class=\"muted\">No database figures yet.</p>\n";
   }
+  parts::group_cards(body, in);
+  if (in.status) {
+    streams_table(body, in.status->fleet);
+    groups_table(body, *in.status, h);
+  }
   this_host(body, h);
   if (in.status) hosts_tables(body, in.status->fleet);
-  return page("SQLStreams " + h.name, body);
+  history_note(body, in.history_stats);
+  return parts::page("SQLStreams " + h.name, body);
 }
 
 std::string render_dead_letters(const DeadLetterPage& p) {
@@ -311,12 +336,12 @@ std::string render_dead_letters(const DeadLetterPage& p) {
         p.dead.size() - shown, p.max_bytes, html_escape(p.stream), html_escape(p.group),
         p.dead[shown].message_id);
   }
-  return page("Dead letters " + p.stream + "/" + p.group, body);
+  return parts::page("Dead letters " + p.stream + "/" + p.group, body);
 }
 
 std::string render_not_found(std::string_view what) {
-  return page("Not found", "<p><a href=\"/\">status</a></p><h1>Not found</h1><p>" +
-                               html_escape(what) + "</p>\n");
+  return parts::page("Not found", "<p><a href=\"/\">status</a></p><h1>Not found</h1><p>" +
+                                      html_escape(what) + "</p>\n");
 }
 
 }  // namespace sqlstreams::ops

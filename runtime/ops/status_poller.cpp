@@ -9,8 +9,13 @@ namespace sqlstreams::ops {
 
 using Steady = std::chrono::steady_clock;
 
-StatusPoller::StatusPoller(store::SessionOptions session, Millis interval, const Clock* clock)
-    : session_options_(std::move(session)), interval_(interval), clock_(clock) {}
+StatusPoller::StatusPoller(store::SessionOptions session, Millis interval, const Clock* clock,
+                           HistoryLimits history)
+    : session_options_(std::move(session)), interval_(interval), clock_(clock), history_(history) {}
+
+void StatusPoller::set_local_sampler(std::function<std::vector<GroupSample>()> sampler) {
+  local_sampler_ = std::move(sampler);
+}
 
 StatusPoller::~StatusPoller() { stop(); }
 
@@ -46,6 +51,22 @@ std::string StatusPoller::last_error() const {
   return last_error_;
 }
 
+GroupHistories StatusPoller::history(size_t max_points_per_group) const {
+  std::lock_guard lock(mu_);
+  return history_.all(max_points_per_group);
+}
+
+std::vector<HistoryPoint> StatusPoller::history(const std::string& stream,
+                                                const std::string& group) const {
+  std::lock_guard lock(mu_);
+  return history_.points(stream, group);
+}
+
+HistoryStats StatusPoller::history_stats() const {
+  std::lock_guard lock(mu_);
+  return history_.stats();
+}
+
 Millis StatusPoller::interval() const {
   std::lock_guard lock(mu_);
   return interval_;
@@ -68,9 +89,18 @@ void StatusPoller::loop() {
   }
 }
 
+void StatusPoller::record_history(SysTime at, bool read_ok) {
+  // The sampler takes the host's pipeline lock: not under mu_.
+  std::vector<GroupSample> local = local_sampler_ ? local_sampler_() : std::vector<GroupSample>{};
+  std::lock_guard lock(mu_);
+  history_.record(at, history_inputs(latest_ ? &latest_->fleet : nullptr, read_ok, local));
+}
+
 void StatusPoller::refresh(store::Session& session) {
+  const SysTime now = clock_->now();
+  bool ok = false;
   try {
-    auto fleet = store::read_status(session, clock_->now());
+    auto fleet = store::read_status(session, now);
     auto snapshot = std::make_shared<StatusSnapshot>();
     snapshot->taken = Steady::now();
     snapshot->fleet = std::move(fleet);
@@ -95,6 +125,7 @@ void StatusPoller::refresh(store::Session& session) {
     last_ok_ = true;
     last_ok_at_ = Steady::now();
     last_error_.clear();
+    ok = true;
   } catch (const std::exception& e) {
     errors_++;
     session.reset();
@@ -103,6 +134,7 @@ void StatusPoller::refresh(store::Session& session) {
     last_ok_ = false;
     last_error_ = e.what();
   }
+  record_history(now, ok);
 }
 
 }  // namespace sqlstreams::ops

@@ -3,12 +3,16 @@
 // and page views never query the database themselves. Every `interval` one thread reads the
 // status on its own Session; a failed read (database unreachable) is counted and logged once
 // per outage, and the last good copy is kept. It also derives each group's commit rate from
-// two consecutive reads.
+// two consecutive reads, and keeps the recent history of each group (ops/status_history: the
+// lag it read and, through the local sampler, this host's counters of the groups it runs) for
+// the page's charts: one entry per group per read, taken on this thread, never on a message's
+// path.
 // Threading: start()/stop() from the control thread; the accessors from any thread.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +22,8 @@
 
 #include "common/clock.hpp"
 #include "common/duration.hpp"
+#include "ops/metrics.hpp"
+#include "ops/status_history.hpp"
 #include "store/connection/session.hpp"
 #include "store/reporting/status.hpp"
 
@@ -32,11 +38,14 @@ struct StatusSnapshot {
 class StatusPoller {
  public:
   StatusPoller(store::SessionOptions session, Millis interval,
-               const Clock* clock = &SystemClock::instance());
+               const Clock* clock = &SystemClock::instance(), HistoryLimits history = {});
   ~StatusPoller();
   StatusPoller(const StatusPoller&) = delete;
   StatusPoller& operator=(const StatusPoller&) = delete;
 
+  // The counters of the groups this host runs, read once per poll for the history (before
+  // start(); it must stay callable until stop() returns).
+  void set_local_sampler(std::function<std::vector<GroupSample>()> sampler);
   void start();
   void stop();
 
@@ -45,16 +54,21 @@ class StatusPoller {
   bool database_ok(std::chrono::milliseconds max_age) const;
   std::string last_error() const;
   uint64_t errors() const { return errors_.load(); }
+  GroupHistories history(size_t max_points_per_group) const;
+  std::vector<HistoryPoint> history(const std::string& stream, const std::string& group) const;
+  HistoryStats history_stats() const;
   Millis interval() const;
   void set_interval(Millis interval);  // takes effect after the current wait
 
  private:
   void loop();
   void refresh(store::Session& session);
+  void record_history(SysTime at, bool read_ok);
 
   store::SessionOptions session_options_;
   Millis interval_;
   const Clock* clock_;
+  std::function<std::vector<GroupSample>()> local_sampler_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -63,6 +77,7 @@ class StatusPoller {
   std::chrono::steady_clock::time_point last_ok_at_{};
   std::string last_error_;
   std::atomic<uint64_t> errors_{0};
+  StatusHistory history_;  // guarded by mu_
   std::thread thread_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "common/duration.hpp"
 #include "common/errors.hpp"
+#include "common/host_name.hpp"
 #include "isolation/isolation.hpp"
 #include "maintain/fleet.hpp"
 #include "maintain/worker.hpp"
@@ -23,9 +24,7 @@ namespace {
 
 std::string machine_name(const config::Config& config) {
   if (!config.host.name.empty()) return config.host.name;
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
+  return machine_host_name();
 }
 
 }  // namespace
@@ -159,6 +158,8 @@ void Host::start_poller(Millis interval) {
   store::SessionOptions o = options_.session;
   o.application_name = "sqlstreams status";
   poller_ = std::make_unique<ops::StatusPoller>(o, interval);
+  // The history's counters: poller_ is destroyed before pipelines_ (declared after it).
+  poller_->set_local_sampler([this] { return pipelines_.samples(); });
   poller_->start();
 }
 

@@ -7,7 +7,8 @@
 //   read caches  the pipelines of one stream share its consume::ReadCache
 //                (host.read_cache_bytes; consume/read_cache)
 //   maintenance  the maintain::MaintenanceRunner (janitors, advancers, heartbeat)
-//   poller       ops::StatusPoller: the fleet's status, read every host.status_interval
+//   poller       ops::StatusPoller: the fleet's status, read every host.status_interval, and
+//                the last hour of it and of this host's counters for the page's charts
 //   http         ops::HttpServer on host.http_listen (service/host_http.cpp routes it)
 // start() runs everything; reload() applies a re-read config (SIGHUP): an invalid file, a
 // plugin that does not load or a database error rejects the whole reload (every problem is

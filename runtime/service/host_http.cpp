@@ -5,6 +5,7 @@
 //                                        for longer than its lease_ttl; else 503 + the reason
 //   GET /metrics                         Prometheus text (ops/metrics)
 //   GET /                                the status page (ops/status_page)
+//   GET /groups/<stream>/<group>         a group's page: its charts and figures (ops/status_page)
 //   GET /groups/<stream>/<group>/dead    a group's dead letters with payload and history
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -29,6 +30,9 @@ constexpr store::Preview kDeadLetterPreview{
 constexpr size_t kDeadLetterPageBytes = 1 << 20;
 constexpr int kDeadLetterPagesAtOnce = 2;
 constexpr const char* kHtml = "text/html; charset=utf-8";
+// The status page's cards draw 180-pixel charts: it copies at most this many points of each
+// group's history (a group's page copies its whole ring, at most 720).
+constexpr size_t kCardChartPoints = 180;
 
 // At most kDeadLetterPagesAtOnce dead-letter pages are built at once (civetweb serves up to 64
 // requests in parallel); the others get 503 at once, holding nothing.
@@ -80,6 +84,44 @@ ops::HttpResponse dead_letters(const store::SessionOptions& options, const std::
   return {200, kHtml, ops::render_dead_letters(page)};
 }
 
+// From the poller's copy and this host's pipelines: no database query.
+ops::HttpResponse group_page(const Host& host, const std::string& stream,
+                             const std::string& group) {
+  if (!config::is_valid_name(stream) || !config::is_valid_name(group)) {
+    return {400, kHtml, ops::render_not_found("not a stream/group name")};
+  }
+  ops::GroupPageInput in;
+  in.stream = stream;
+  in.group = group;
+  in.now = SystemClock::instance().now();
+  if (const ops::StatusPoller* poller = host.poller()) {
+    if (auto status = poller->latest()) {
+      for (const auto& s : status->fleet.streams) {
+        if (s.name != stream) continue;
+        for (const auto& g : s.groups) {
+          if (g.name != group) continue;
+          in.db = g;
+          if (auto r = status->commit_rate.find(g.id); r != status->commit_rate.end()) {
+            in.commit_rate = r->second;
+          }
+        }
+      }
+    }
+    if (!poller->database_ok(2 * poller->interval() + Millis(2000))) {
+      in.status_error = poller->last_error();
+    }
+    in.history = poller->history(stream, group);
+    in.limits = poller->history_stats().limits;
+  }
+  for (auto& g : host.samples()) {
+    if (g.stream == stream && g.group == group) in.local = std::move(g);
+  }
+  if (!in.db && !in.local) {
+    return {404, kHtml, ops::render_not_found("no group " + stream + "/" + group)};
+  }
+  return {200, kHtml, ops::render_group_page(in)};
+}
+
 ops::HttpResponse route(const Host& host, const ops::HttpRequest& request) {
   const std::string& path = request.path;
   if (path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n"};
@@ -102,11 +144,14 @@ ops::HttpResponse route(const Host& host, const ops::HttpRequest& request) {
       if (!host.poller()->database_ok(2 * host.poller()->interval() + Millis(2000))) {
         in.status_error = host.poller()->last_error();
       }
+      in.history = host.poller()->history(kCardChartPoints);
+      in.history_stats = host.poller()->history_stats();
     }
     in.now = SystemClock::instance().now();
     return {200, kHtml, ops::render_status_page(in)};
   }
   auto parts = split_path(path);
+  if (parts.size() == 3 && parts[0] == "groups") return group_page(host, parts[1], parts[2]);
   if (parts.size() == 4 && parts[0] == "groups" && parts[3] == "dead") {
     return dead_letters(host.options().session, parts[1], parts[2]);
   }

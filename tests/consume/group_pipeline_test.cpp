@@ -166,6 +166,25 @@ TEST_F(GroupPipelineTest, DeliversEveryMessageAndRecordsFailures) {
       << "the first ready exception (id 50) holds committed back";
 }
 
+// `committed` follows the commits, not the advancer's second (issue 32): with the periodic
+// advancer off, as under a host (whose fleet worker advances about once a second), the
+// committer advances the cursor itself soon after each commit batch. Before, it stayed at 0.
+TEST_F(GroupPipelineTest, TheCursorFollowsTheCommitsWithoutThePeriodicAdvancer) {
+  produce(49);  // ids 1..49: all succeed but 7 (dead, which holds nothing back)
+  PipelineOptions o = fast_options(group_, "h:1");
+  o.group.batch_size = 10;
+  o.group.lease_ttl = 10s;
+  o.group.handler_timeout = 2s;
+  o.run_advancer = false;
+  auto rec = std::make_shared<Recorder>();
+  auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
+  p->start();
+  EXPECT_TRUE(eventually_sql("SELECT committed = 49 FROM sqlstreams.cursors_1", 30s))
+      << "committed " << db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1");
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
+  EXPECT_EQ(rec->total(), 49);
+}
+
 TEST_F(GroupPipelineTest, TwoPipelinesShareOneGroupWithoutDuplicates) {
   produce(2000);
   auto rec = std::make_shared<Recorder>();

@@ -7,8 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -194,6 +198,32 @@ std::string missing_ids(const Records& r, const std::string& group, int64_t n) {
   }
   if (count > 20) out += "... (" + std::to_string(count) + " missing)";
   return out;
+}
+
+namespace {
+
+// The "ts" of the first line of `event` ("2026-12-05T07:08:23.083Z") in seconds since the epoch.
+std::optional<double> logged_time(const std::string& log, const std::string& event) {
+  const auto at = log.find("\"event\":\"" + event + "\"");
+  if (at == std::string::npos) return std::nullopt;
+  const auto line = log.rfind('\n', at);
+  const auto ts = log.find("\"ts\":\"", line == std::string::npos ? 0 : line);
+  if (ts == std::string::npos || ts > at) return std::nullopt;
+  std::tm tm{};
+  std::istringstream in(log.substr(ts + 6, 19));
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%S");
+  if (in.fail()) return std::nullopt;
+  const double millis = std::atof(log.substr(ts + 6 + 19, 4).c_str());  // ".083" or ""
+  return static_cast<double>(timegm(&tm)) + millis;
+}
+
+}  // namespace
+
+double logged_seconds_between(const std::string& log, const std::string& from,
+                              const std::string& to) {
+  const auto a = logged_time(log, from);
+  const auto b = logged_time(log, to);
+  return a && b ? *b - *a : -1;
 }
 
 std::string lsan_options_for_lost_connections() {

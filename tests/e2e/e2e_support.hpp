@@ -35,6 +35,14 @@ inline double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Seconds between the first log lines of events `from` and `to`, by the host's own "ts" fields
+// (-1 when either is missing): how long the host itself took between them. A drain's promise
+// (host-draining → host-stopped within shutdown_timeout) is judged by this, not by the test's
+// wait for the process: that also counts the teardown after host-stopped (under ASan the leak
+// check at exit, ~20 s on a machine at load 40) and the test process's own scheduling.
+double logged_seconds_between(const std::string& log, const std::string& from,
+                              const std::string& to);
+
 inline constexpr const char* kStream = "payments.requested";
 inline constexpr const char* kCharge = "charge-cards";
 inline constexpr const char* kAudit = "audit-payments";

@@ -38,14 +38,12 @@ TEST(GracefulStop, SigtermWhileBusyDrainsExitsZeroAndAFreshHostFinishesTheRest) 
   ASSERT_TRUE(wait_until([&] { return count_calls(busy.record_file, kCharge) >= 300; }, 60s))
       << tail(host.log());
 
-  auto signalled = SteadyClock::now();
-  auto code = host.stop(15s);  // shutdown_timeout 10s + slack
-  double took = seconds_since(signalled);
-  ASSERT_TRUE(code.has_value()) << "still running 15 s after SIGTERM:\n" << tail(host.log());
+  auto code = host.stop(60s);  // the drain's bound is checked below, by the host's log
+  ASSERT_TRUE(code.has_value()) << "still running 60 s after SIGTERM:\n" << tail(host.log());
   EXPECT_EQ(*code, 0) << tail(host.log());
-  EXPECT_LT(took, 10.0) << "nothing was stuck, the drain should not need the whole timeout";
-  EXPECT_NE(host.log().find("host-draining"), std::string::npos) << tail(host.log());
-  EXPECT_NE(host.log().find("host-stopped"), std::string::npos) << tail(host.log());
+  const double drain = logged_seconds_between(host.log(), "host-draining", "host-stopped");
+  EXPECT_GE(drain, 0) << "host-draining and host-stopped are logged\n" << tail(host.log());
+  EXPECT_LT(drain, 10.0) << "nothing was stuck, the drain should not need the whole timeout";
   auto at_stop = read_records({busy.record_file});
   EXPECT_LT(calls(at_stop, kCharge), static_cast<size_t>(n)) << "the signal should land mid-work";
   EXPECT_EQ(live_leases(db.url()), 0) << "unfinished ranges are handed back, not left to expire";

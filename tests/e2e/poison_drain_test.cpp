@@ -11,8 +11,6 @@
 namespace sqlstreams::e2e {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   testing::TestDatabase db;
   ScratchDir dir;
@@ -52,11 +50,12 @@ TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   EXPECT_TRUE(duplicates(records, kCharge).empty()) << "nothing was reclaimed or retried";
   EXPECT_EQ(count_of(host.log(), "commit-failed"), 0) << tail(host.log());
 
-  auto signalled = SteadyClock::now();
-  auto code = host.stop(20s);
-  ASSERT_TRUE(code.has_value()) << "still running 20 s after SIGTERM:\n" << tail(host.log());
+  auto code = host.stop(30s);
+  ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM:\n" << tail(host.log());
   EXPECT_EQ(*code, 0) << tail(host.log());
-  EXPECT_LT(seconds_since(signalled), 10.0) << tail(host.log());
+  const double drain = logged_seconds_between(host.log(), "host-draining", "host-stopped");
+  EXPECT_GE(drain, 0) << tail(host.log());
+  EXPECT_LT(drain, 10.0) << tail(host.log());
 }
 
 TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLosesNothing) {
@@ -81,13 +80,14 @@ TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLose
 
   auto [stop_code, stop_out] = pg.stop();
   ASSERT_EQ(stop_code, 0) << stop_out;
-  auto signalled = SteadyClock::now();
-  auto code = host.stop(30s);
-  double took = seconds_since(signalled);
-  ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM with the database down:\n"
+  auto code = host.stop(60s);
+  ASSERT_TRUE(code.has_value()) << "still running 60 s after SIGTERM with the database down:\n"
                                 << tail(host.log(), 60);
-  EXPECT_LT(took, 3.0 + 7.0) << "shutdown_timeout 3 s plus slack\n" << tail(host.log(), 60);
-  EXPECT_NE(host.log().find("host-draining"), std::string::npos);
+  // By the host's own log: the process exit after host-stopped (ASan's leak check) once took
+  // 19 s of a 22-s wait on a machine at load 43, with the drain itself 3.4 s.
+  const double drain = logged_seconds_between(host.log(), "host-draining", "host-stopped");
+  EXPECT_GE(drain, 0) << tail(host.log(), 60);
+  EXPECT_LT(drain, 3.0 + 4.0) << "shutdown_timeout 3 s plus slack\n" << tail(host.log(), 60);
 
   // At-least-once: what the stopped host could not commit is claimed again after the outage.
   auto [start_code, start_out] = pg.start();

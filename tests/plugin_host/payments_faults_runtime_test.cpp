@@ -113,7 +113,7 @@ TEST_F(PaymentsFaults, ValidateRejectsBadConfigClearly) {
   EXPECT_EQ(validate_error("charge-cards", R"({"providr": "ok"})"),
             "unknown config key(s) 'providr' (known: delay_ms, delay_orders, flaky_attempts, "
             "hang_ms, hang_orders, provider, record_file, sleep_ms, throw_orders, "
-            "unreachable_orders)");
+            "unreachable_orders, wait_for_file)");
   EXPECT_EQ(validate_error("charge-cards", R"({"provider": "down"})"),
             R"(config key 'provider': expected "ok" or "unreachable" (got "down"))");
   EXPECT_EQ(validate_error("charge-cards", R"({"delay_ms": "1s"})"),

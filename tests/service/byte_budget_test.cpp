@@ -30,13 +30,6 @@ int64_t proc_status_kb(pid_t pid, const std::string& field) {
   return -1;
 }
 
-// The value of one gauge line in a /metrics page (-1 when absent).
-int64_t gauge(const std::string& page, const std::string& series) {
-  const auto at = page.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::atoll(page.c_str() + at + series.size() + 2);
-}
-
 TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
   testing::TestDatabase db;
   ScratchDir dir;
@@ -74,7 +67,7 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
   int samples = 0;
   const auto sample = [&] {
     const HttpResult page = http_get(port, "/metrics");
-    const int64_t held = gauge(page.body, series);
+    const auto held = static_cast<int64_t>(metric_value(page.body, series));
     if (held >= 0) {
       peak = std::max(peak, held);
       ++samples;

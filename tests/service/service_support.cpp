@@ -17,6 +17,12 @@
 
 namespace sqlstreams::service_test {
 
+double metric_value(const std::string& page, const std::string& series) {
+  const size_t at = ("\n" + page).find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(page.substr(at + series.size() + 1));
+}
+
 HttpResult http_get(int port, const std::string& path) {
   HttpResult r;
   char error[256] = {};

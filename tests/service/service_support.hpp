@@ -50,6 +50,9 @@ struct HttpResult {
   std::string error;
 };
 HttpResult http_get(int port, const std::string& path);
+// The value of the sample line of a /metrics page that starts with `series` ("name{labels}"),
+// or -1 when there is none.
+double metric_value(const std::string& page, const std::string& series);
 
 // Binds a unix datagram socket; what the host sends to NOTIFY_SOCKET lands in messages().
 class NotifySocket {
