@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <pqxx/pqxx>
 #include <string>
+
+#include "store/core/pqxx_sqlstate.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -54,6 +57,27 @@ TEST(Sqlstate, EveryCodeHasOneConditionKindAndDeterminism) {
     EXPECT_EQ(e.condition(), row.condition);
     EXPECT_EQ(e.deterministic(), row.deterministic);
   }
+}
+
+// libpqxx 6.4 throws these as its typed errors without the server's code (the rollback family
+// is not even an sql_error): the code comes back from the type, and a kept code wins.
+TEST(Sqlstate, ACodeLibpqxxDroppedComesBackFromTheErrorsType) {
+  EXPECT_EQ(sqlstate_of(pqxx::serialization_failure("x")), "40001");
+  EXPECT_EQ(kind_of(sqlstate_of(pqxx::serialization_failure("x"))), kTrans);
+  EXPECT_EQ(sqlstate_of(pqxx::deadlock_detected("x")), "40P01");
+  EXPECT_EQ(kind_of(sqlstate_of(pqxx::deadlock_detected("x"))), kTrans);
+  EXPECT_EQ(sqlstate_of(pqxx::statement_completion_unknown("x")), "40003");
+  EXPECT_EQ(sqlstate_of(pqxx::transaction_rollback("x")), "40000");
+  EXPECT_EQ(sqlstate_of(pqxx::insufficient_privilege("x")), "42501");
+  EXPECT_EQ(sqlstate_of(pqxx::undefined_table("x")), "42P01");
+  EXPECT_EQ(sqlstate_of(pqxx::unique_violation("x")), "23505");
+  EXPECT_EQ(sqlstate_of(pqxx::check_violation("x")), "23514");
+  EXPECT_EQ(sqlstate_of(pqxx::data_exception("x")), "22000");
+  EXPECT_EQ(sqlstate_of(pqxx::data_exception("x", "", "22P02")), "22P02");  // kept: it wins
+  EXPECT_EQ(sqlstate_of(pqxx::sql_error("x", "", "XX000")), "XX000");
+  EXPECT_EQ(sqlstate_of(pqxx::sql_error("x")), "");
+  EXPECT_EQ(sqlstate_of(pqxx::broken_connection("x")), "");
+  EXPECT_EQ(sqlstate_of(std::runtime_error("x")), "");
 }
 
 TEST(Sqlstate, OnlyAMissingTableOrSchemaMeansNoSchema) {

@@ -2,8 +2,14 @@
 // failed — a prepared one under its prepared name, any other under its StatementName — and
 // carries the classified SQLSTATE condition callers decide on (the CLI's "no schema yet" hint,
 // the producer's heal), never SQLSTATE text.
+#include <chrono>
+#include <future>
+#include <optional>
+#include <pqxx/pqxx>
 #include <string>
+#include <thread>
 
+#include "store/core/pq.hpp"
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {
@@ -44,6 +50,62 @@ TEST_F(StoreErrorTest, AnyOtherStatementFailureNamesItsStatement) {
   EXPECT_TRUE(contains(e, "does not exist")) << e.what();
   EXPECT_EQ(e.sqlstate(), "42P01");
   EXPECT_TRUE(e.schema_missing());
+}
+
+// A real serialization failure and a real deadlock, raised by PostgreSQL through libpqxx 6.4 (which
+// throws both without their SQLSTATE, and not as sql_errors), reach the caller as transient
+// StoreErrors with their codes: a caller retries them (on the old code both were kOther).
+TEST_F(StoreErrorTest, ARealSerializationFailureIsTransient) {
+  db_.sql(
+      "CREATE TABLE public.probe (k int PRIMARY KEY, v int); INSERT INTO public.probe VALUES (1, "
+      "0)");
+  pqxx::connection c1(db_.url()), c2(db_.url());
+  pqxx::transaction<pqxx::repeatable_read> t1(c1);
+  t1.exec("SELECT count(*) FROM public.probe");  // the snapshot
+  pqxx::nontransaction(c2).exec("UPDATE public.probe SET v = 1 WHERE k = 1");
+  const auto e = failure_of([&] {
+    store::guarded(*session_, "probe update", [&] {
+      return store::named("probe_update",
+                          [&] { return t1.exec("UPDATE public.probe SET v = 2 WHERE k = 1"); });
+    });
+  });
+  EXPECT_EQ(e.kind(), store::StoreError::Kind::kTransient) << e.what();
+  EXPECT_EQ(e.sqlstate(), "40001") << e.what();
+  EXPECT_EQ(e.condition(), store::Condition::kSerializationFailure);
+  EXPECT_TRUE(contains(e, "probe update: statement probe_update: ")) << e.what();
+}
+
+TEST_F(StoreErrorTest, ARealDeadlockIsTransient) {
+  db_.sql(
+      "CREATE TABLE public.probe (k int PRIMARY KEY, v int); "
+      "INSERT INTO public.probe VALUES (1, 0), (2, 0)");
+  pqxx::connection c1(db_.url()), c2(db_.url());
+  pqxx::work t1(c1), t2(c2);
+  t1.exec("UPDATE public.probe SET v = 1 WHERE k = 1");
+  t2.exec("UPDATE public.probe SET v = 1 WHERE k = 2");
+  // Each then wants the other's row: PostgreSQL aborts one of them with 40P01 (after
+  // deadlock_timeout) and the other goes on.
+  auto update = [&](pqxx::work& t, int k) -> std::optional<store::StoreError> {
+    try {
+      store::guarded(*session_, "probe lock", [&] {
+        return store::named("probe_lock", [&] {
+          return t.exec("UPDATE public.probe SET v = 2 WHERE k = " + std::to_string(k));
+        });
+      });
+    } catch (const store::StoreError& e) {
+      return e;
+    }
+    return std::nullopt;
+  };
+  auto first = std::async(std::launch::async, [&] { return update(t1, 2); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // t1 waits for t2's row first
+  const auto second = update(t2, 1);
+  const auto one = first.get();
+  ASSERT_NE(one.has_value(), second.has_value()) << "exactly one of the two is the victim";
+  const store::StoreError& e = one ? *one : *second;
+  EXPECT_EQ(e.kind(), store::StoreError::Kind::kTransient) << e.what();
+  EXPECT_EQ(e.sqlstate(), "40P01") << e.what();
+  EXPECT_EQ(e.condition(), store::Condition::kDeadlock);
 }
 
 }  // namespace

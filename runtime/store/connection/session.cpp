@@ -114,11 +114,16 @@ void rethrow_as_store_error(Session& session, const char* operation) {
     throw StoreError(StoreError::Kind::kInDoubt,
                      fmt::format("{}: commit outcome unknown: {}", what, trimmed(e.what())));
   } catch (const pqxx::sql_error& e) {
-    std::string state = e.sqlstate();
+    const std::string state = sqlstate_of(e);
     const StoreError::Kind kind = kind_of(state);
     if (kind == StoreError::Kind::kConnection) session.reset();
     if (session.connected() && !session.impl().conn->is_open()) session.reset();
     throw StoreError(kind, fmt::format("{}: {}", what, trimmed(e.what())), state);
+  } catch (const pqxx::transaction_rollback& e) {
+    // A deadlock or serialization failure outside a named statement (a COMMIT's): libpqxx 6.4
+    // throws it without a code and not as an sql_error (core/pqxx_sqlstate.hpp).
+    const std::string state = sqlstate_of(e);
+    throw StoreError(kind_of(state), fmt::format("{}: {}", what, trimmed(e.what())), state);
   } catch (const pqxx::failure& e) {
     // libpqxx reports some lost connections as plain failures.
     if (session.impl().conn && !session.impl().conn->is_open()) {

@@ -13,6 +13,7 @@
 
 #include "common/clock.hpp"
 #include "store/connection/session.hpp"
+#include "store/core/pqxx_sqlstate.hpp"
 #include "store/core/sql_time.hpp"
 #include "store/core/statement.hpp"
 #include "store/group/group_store.hpp"
@@ -76,11 +77,20 @@ class FailedStatement {
   std::string name_;
 };
 
-// The same error (message, query, SQLSTATE) as a pqxx::sql_error that names its statement.
+// The same error (message, query, SQLSTATE) as a pqxx::sql_error that names its statement; a
+// code libpqxx 6.4 dropped is recovered from the error's type (core/pqxx_sqlstate.hpp), and a
+// transaction_rollback (not an sql_error there) becomes one with its code.
 class NamedSqlError : public pqxx::sql_error, public FailedStatement {
  public:
   NamedSqlError(std::string name, const pqxx::sql_error& e)
-      : pqxx::sql_error(e.what(), e.query(), e.sqlstate().empty() ? nullptr : e.sqlstate().c_str()),
+      : NamedSqlError(std::move(name), e.what(), e.query(), sqlstate_of(e)) {}
+  NamedSqlError(std::string name, const pqxx::transaction_rollback& e)
+      : NamedSqlError(std::move(name), e.what(), "", sqlstate_of(e)) {}
+
+ private:
+  NamedSqlError(std::string name, const char* what, const std::string& query,
+                const std::string& sqlstate)
+      : pqxx::sql_error(what, query, sqlstate.empty() ? nullptr : sqlstate.c_str()),
         FailedStatement(std::move(name)) {}
 };
 class NamedBrokenConnection : public pqxx::broken_connection, public FailedStatement {
@@ -107,6 +117,8 @@ auto named(std::string_view name, Fn&& fn) -> decltype(fn()) {
     throw NamedBrokenConnection(std::string(name), e);
   } catch (const pqxx::in_doubt_error&) {
     throw;  // a COMMIT's outcome: not a statement's failure
+  } catch (const pqxx::transaction_rollback& e) {
+    throw NamedSqlError(std::string(name), e);  // 40001, 40P01...: with their code
   } catch (const pqxx::failure& e) {
     throw NamedFailure(std::string(name), e);
   }

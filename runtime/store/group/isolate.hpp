@@ -54,10 +54,10 @@ std::optional<Refusal> in_savepoint(pqxx::dbtransaction& tx, Write&& write) {
   try {
     write(static_cast<pqxx::transaction_base&>(tx));
   } catch (const pqxx::sql_error& e) {
-    if (!StoreError::is_deterministic(condition_of(e.sqlstate()))) throw;
+    if (!StoreError::is_deterministic(condition_of(sqlstate_of(e)))) throw;
     exec(tx, kRollbackToSavepoint,
          "ROLLBACK TO SAVEPOINT sqlstreams_isolate; RELEASE SAVEPOINT sqlstreams_isolate");
-    return Refusal{e.sqlstate(), e.what()};
+    return Refusal{sqlstate_of(e), e.what()};
   }
   exec(tx, kReleaseSavepoint, "RELEASE SAVEPOINT sqlstreams_isolate");
   return std::nullopt;

@@ -155,7 +155,7 @@ std::vector<std::string> migrate(Session& session, Millis lock_timeout) {
     try {
       exec(tx, kMigrateLock, "SELECT pg_advisory_xact_lock(hashtext($1))", kLockKey);
     } catch (const pqxx::sql_error& e) {
-      if (condition_of(e.sqlstate()) != Condition::kLockNotAvailable) throw;
+      if (condition_of(sqlstate_of(e)) != Condition::kLockNotAvailable) throw;
       timed_out = true;
     }
     if (timed_out) {
