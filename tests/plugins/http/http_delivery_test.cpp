@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "e2e_support.hpp"
@@ -335,6 +336,24 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
   EXPECT_EQ(host->stop(20s), 0);
 }
 
+// config/http.toml, the example the README points to, passes `config check` once its secret and
+// CA files exist (here in the test's folder instead of /etc/sqlstreams).
+TEST_F(HttpDelivery, TheConfigExamplePassesConfigCheck) {
+  std::ifstream in(std::string(SQLSTREAMS_SOURCE_DIR) + "/config/http.toml");
+  ASSERT_TRUE(in) << "config/http.toml";
+  std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* name : {"shipping-ca.pem", "ship-orders.token", "ship-orders.whsec"}) {
+    ASSERT_NE(toml.find(std::string("/etc/sqlstreams/") + name), std::string::npos) << name;
+    const std::string file =
+        private_file(dir_.file(name), name == std::string("ship-orders.whsec") ? kSecret : kToken);
+    replace_all(toml, std::string("/etc/sqlstreams/") + name, file);
+  }
+  std::ofstream(dir_.file("http.toml")) << toml;
+  auto [code, out] =
+      cli({"config", "check", dir_.file("http.toml"), "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
+  EXPECT_EQ(code, 0) << out;
+}
+
 TEST_F(HttpDelivery, ConfigCheckNamesTheBadKeyWithItsLine) {
   const std::string config = dir_.file("bad.toml");
   std::ofstream(config) << http_config("http://user:pw@127.0.0.1:1/hook", dir_.path());
@@ -343,6 +362,102 @@ TEST_F(HttpDelivery, ConfigCheckNamesTheBadKeyWithItsLine) {
   EXPECT_NE(out.find("bad.toml:"), std::string::npos) << out;
   EXPECT_NE(out.find("must not carry a user or password"), std::string::npos) << out;
   EXPECT_EQ(out.find("pw@"), std::string::npos) << "the password is not echoed: " << out;
+}
+
+// GET http://127.0.0.1:port/path through Python's standard library: the page's body, or
+// "HTTP <status>: <body>" for an error answer.
+std::string fetch_page(int port, const std::string& path) {
+  auto [code, out] = testing::run_command(
+      {"/usr/bin/python3", "-c",
+       "import sys, urllib.request, urllib.error\n"
+       "try:\n"
+       "    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())\n"
+       "except urllib.error.HTTPError as e:\n"
+       "    print('HTTP', e.code, e.read().decode())\n",
+       "http://127.0.0.1:" + std::to_string(port) + path});
+  EXPECT_EQ(code, 0) << path << ": " << out;
+  return out;
+}
+
+// The secret matrix (issue 11's, extended to the http plugin, issue 31): the bearer token and
+// the signing secret appear in no log line, metric, status output or page, dead letter, retry
+// error or config error — while deliveries succeed, fail, are retried against a receiver that is
+// down, and are dead-lettered.
+TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
+  const int port = free_tcp_port(), http_port = free_tcp_port();
+  std::optional<Receiver> receiver;
+  receiver.emplace(dir_, port, "receiver");
+  std::string config =
+      http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path());
+  replace_all(config, "http_listen = \"\"",
+              "http_listen = \"127.0.0.1:" + std::to_string(http_port) + "\"");
+  auto host = start_host(config);
+  produce(R"({"answer":"ok"})");
+  produce(R"({"answer":"status:400"})");
+  produce(R"({"answer":"once:503"})");
+  produce(R"({"answer":"drop-once"})");
+  wait_delivered(db_.url(), 60s);
+
+  std::vector<std::pair<std::string, std::string>> seen;  // (where, text)
+  // The receiver down: a delivery retried with a connection error in its exception row.
+  receiver.reset();
+  produce(R"({"answer":"ok","while":"down"})");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return scalar<int64_t>(db_.url(),
+                               "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
+                               "LIKE 'no HTTP answer%'") > 0;
+      },
+      30s));
+  seen.emplace_back("exception rows",
+                    query(db_.url(),
+                          "SELECT string_agg(coalesce(last_error, ''), ' | ') FROM "
+                          "sqlstreams.exceptions_1")
+                        .at(0)
+                        .at(0)
+                        .c_str());
+  for (const char* path : {"/", "/metrics", "/readyz", "/healthz", "/groups/hooks/deliver",
+                           "/groups/hooks/deliver/dead"}) {
+    seen.emplace_back(path, fetch_page(http_port, path));
+  }
+  receiver.emplace(dir_, port, "receiver-back");
+  wait_delivered(db_.url(), 60s);
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
+        std::vector<std::string>{"dead", "list", "hooks", "deliver"},
+        std::vector<std::string>{"dead", "show", "hooks", "deliver", "2"}}) {
+    auto [code, out] = cli(cmd, db_.url());
+    EXPECT_EQ(code, 0) << out;
+    std::string where;
+    for (const auto& word : cmd) where += (where.empty() ? "" : " ") + word;
+    seen.emplace_back(where, out);
+  }
+  EXPECT_NE(seen.back().second.find("HTTP 400"), std::string::npos) << seen.back().second;
+  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+  seen.emplace_back("the host log", host->log());
+
+  // Config errors about the secret files: too open, a directory; the error names the file only.
+  const std::string open_token = dir_.file("open-token");
+  std::ofstream(open_token) << kToken << "\n";
+  ::chmod(open_token.c_str(), 0644);
+  for (const std::string& bad : {open_token, dir_.path()}) {
+    std::string bad_config = config;
+    replace_all(bad_config, dir_.path() + "/token\"", bad + "\"");
+    std::ofstream(dir_.file("bad.toml")) << bad_config;
+    auto [code, out] =
+        cli({"config", "check", dir_.file("bad.toml"), "--plugin-dir", SQLSTREAMS_PLUGIN_DIR});
+    EXPECT_NE(code, 0) << out;
+    EXPECT_NE(out.find("bearer_token_file"), std::string::npos) << out;
+    seen.emplace_back("config check of " + bad, out);
+  }
+
+  ASSERT_GE(seen.size(), 13u);
+  for (const auto& [where, text] : seen) {
+    EXPECT_EQ(text.find(kToken), std::string::npos) << where << " shows the token:\n" << text;
+    EXPECT_EQ(text.find("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), std::string::npos)
+        << where << " shows the signing secret:\n"
+        << text;
+  }
 }
 
 }  // namespace
