@@ -17,6 +17,7 @@
 #include "ops/crash_handler.hpp"
 #include "ops/logging.hpp"
 #include "service/reload_plan.hpp"
+#include "store/core/chaos_plant.hpp"
 #include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
@@ -89,6 +90,10 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   const plugin_host::SealedImage image = registry_->image(g.plugin);
   o.image_fd = image.fd;
   o.image_sha256 = image.sha256;
+  if (store::chaos_plant("child-loads-plugin-file")) {  // test builds: the children read the file
+    o.image_fd = -1;
+    o.image_sha256.clear();
+  }
   o.children = g.concurrency;
   o.handler_timeout = g.handler_timeout;
   o.stderr_budget.lines_per_second = static_cast<size_t>(g.child_stderr_lines_per_second);

@@ -59,6 +59,10 @@ SessionResult run_chaos_session(ChaosOptions options) {
   options.url = cluster.url();
   options.restart_database = [&cluster] { return cluster.restart_immediate().first == 0; };
   ::setenv("SQLSTREAMS_CHAOS_LSAN_OPTIONS", e2e::lsan_options_for_lost_connections().c_str(), 1);
+  // The workload's own producers (store::Producer, in this process) see the plant too: the
+  // producer's plants live there (store/core/chaos_plant.hpp reads the variable once, and
+  // nothing in this process has read it before the run).
+  if (!options.plant.empty()) ::setenv("SQLSTREAMS_CHAOS_PLANT", options.plant.c_str(), 1);
 
   SessionResult result;
   result.work_dir = options.work_dir;

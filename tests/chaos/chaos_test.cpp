@@ -23,7 +23,9 @@ TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
   o.duration = 45s;
   // Every host down first, until producers have written past the partitions made ahead (issue
   // 26: those ids commit into the default partitions and are re-homed when the hosts return).
-  o.first_faults = {"all-down"};
+  // Then the plugin file rewritten in place three times (truncated, a text file, a good copy)
+  // under the isolated group's children (issue 27).
+  o.first_faults = {"all-down", "replace-plugin", "replace-plugin", "replace-plugin"};
   const auto result = run_chaos_session(o);
   std::printf("chaos seed %llu: %s\n", static_cast<unsigned long long>(o.seed),
               result.verdict.line().c_str());
@@ -40,6 +42,10 @@ TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
     }
   }
   EXPECT_GT(landed_in_default, 0) << "no id landed in a default partition\n" << result.summary();
+  int replaced = 0;
+  for (const auto& e : result.events)
+    replaced += e.find("replace-plugin restored") != std::string::npos;
+  EXPECT_GE(replaced, 3) << result.summary();
 }
 
 #ifdef SQLSTREAMS_CHAOS_PLANTS
@@ -104,6 +110,33 @@ TEST(ChaosPlantTest, UnorderedDispatchOfAKeyedWorkloadIsCaught) {
   EXPECT_GT(result.verdict.count("overlap"), 0) << result.summary();
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
   EXPECT_EQ(result.verdict.count("log-order"), 0) << result.summary();
+}
+
+// store::Producer's keyed insert neither finds a key's live row nor keeps it (issue 30): a batch
+// sent twice at once by the idem producers and their twins is written twice.
+TEST(ChaosPlantTest, IdempotencyIgnoringLiveKeysIsReportedAsAKeyStoredTwice) {
+  ChaosOptions o;
+  o.seed = 31;
+  o.duration = 15s;
+  o.faults = {};
+  o.plant = "idempotency-ignore-live";
+  const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  EXPECT_GT(result.verdict.count("idempotency"), 0) << result.summary();
+}
+
+// Isolated children load the plugin file on disk instead of the host's sealed image (issue 27,
+// as before its fix): while the file is rewritten in place (truncated, then a text file), every
+// child restart fails and charges its message an attempt.
+TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
+  ChaosOptions o;
+  o.seed = 37;
+  o.duration = 15s;
+  o.faults = {"replace-plugin"};
+  o.plant = "child-loads-plugin-file";
+  const auto result = run_chaos_session(o);
+  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  EXPECT_GT(result.verdict.count("child-start"), 0) << result.summary();
 }
 
 // The three ordering plants (issue 29). NOT YET PASSING on main: they need the ordering runtime

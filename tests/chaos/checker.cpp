@@ -20,7 +20,7 @@ namespace {
 const std::vector<std::string> kInvariants = {
     "lost",     "skipped",   "stuck",        "wrong-attempts", "double-commits",
     "phantoms", "backward",  "passed-lease", "order",          "overlap",
-    "early",    "log-order", "idempotency"};
+    "early",    "log-order", "idempotency",  "child-start"};
 
 struct DeadRow {
   std::string status;
@@ -42,6 +42,10 @@ struct StreamData {
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
   std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
   OrderedStream ordered;                                         // what the per-key invariants read
+  // Attempts charged because an isolated group's handler process could not start: "g/id attempt
+  // N: error" (the children map the host's sealed image, so a plugin file replaced in place
+  // must never stop one from starting).
+  std::vector<std::string> child_start_failures;
 };
 
 std::vector<CallRecord> read_records(const std::vector<std::string>& files) {
@@ -122,6 +126,11 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
       const int64_t id = r[1].as<int64_t>();
       const int32_t attempt = r[2].as<int32_t>();
       const int64_t at_ns = monotonic(r[7].as<int64_t>());
+      if (const std::string error = r[4].as<std::string>();
+          error.rfind("handler process restarting: ", 0) == 0) {
+        s.child_start_failures.push_back(g + "/" + std::to_string(id) + " attempt " +
+                                         std::to_string(attempt) + ": " + error.substr(0, 300));
+      }
       auto& d = s.ordered.decided[{g, id}];
       if (attempt > 0 && outcome == "ok") d.first_ok = std::min(d.first_ok, at_ns);
       if (outcome == "dead" && at_ns < d.first_dead) {
@@ -236,6 +245,10 @@ Verdict check(const CheckInput& in, History& h) {
     t.violation(m.rfind("backward", 0) == 0 ? "backward" : "passed-lease", m);
   }
   t.info("monitor samples", h.monitor_samples);
+  for (const auto& m : h.idempotency_violations) t.violation("idempotency", m);
+  for (const auto& [name, s] : db) {
+    for (const auto& f : s.child_start_failures) t.violation("child-start", name + ": " + f);
+  }
 
   // No idempotency key twice within its window (the run is far shorter than the 24 h default):
   // the idem producers' keys are their tags, so a tag stored at two ids is a key written twice.

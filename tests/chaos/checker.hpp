@@ -11,7 +11,11 @@
 //   phantoms        a rolled-back message delivered or stored
 //   backward / passed-lease   what the cursor monitor saw during the run
 //   idempotency     an idempotency key stored twice (the idem producers retry failed batches
-//                   with the same keys; the key is the tag)
+//                   with the same keys; the key is the tag), or a batch sent twice at once
+//                   answered with different ids
+//   child-start     an attempt charged because an isolated group's handler process could not
+//                   start (a plugin file replaced in place must not matter: children map the
+//                   host's sealed image)
 // and, per key, for the ordered groups (CheckInput::ordered; see README.md for the exact rules):
 //   order           the first successful completions of a key's messages out of id order
 //   overlap         two runs of one key overlapping in time, not attributable to a timed-out

@@ -57,6 +57,9 @@ struct History {
   std::map<std::string, Produced> produced;     // tag -> what its producer knows
   std::vector<std::string> events;              // "<t ms> <fault or action>", in order
   std::vector<std::string> monitor_violations;  // "backward: …", "passed-lease: …"
+  // An idempotent batch sent twice at once (a client retrying while its first attempt is still
+  // in flight, or just after it committed) whose two answers differ (checker: `idempotency`).
+  std::vector<std::string> idempotency_violations;
   int64_t monitor_samples = 0;
   std::map<int, std::string> host_of_pid;  // every host process started: pid -> host name
   std::vector<Disturbance> disturbances;

@@ -36,6 +36,9 @@ void ChaosHost::write_config() {
         << "batch_size = 50\nlease_ttl = \"" << options_.lease_ttl << "\"\n"
         << "handler_timeout = \"500ms\"\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\n"
         << "max_range_reclaims = 3\naudit = \"all\"\n";
+      if (s.name == kIsolatedGroup.first && g == kIsolatedGroup.second) {
+        t << "isolation = \"process\"\n";
+      }
       if (g == kOrderedGroup && options_.ordering_config) {
         t << "ordering = \"key\"\nordering_dead = \"" << ordering_dead_of(s.name) << "\"\n";
       }
@@ -65,7 +68,7 @@ void ChaosHost::start() {
   log_file_ = options_.work_dir + "/" + name_ + "." + std::to_string(generation_++) + ".log";
   process_ = std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{SQLSTREAMS_BINARY, "run", "--config", config_file_, "--plugin-dir",
-                               SQLSTREAMS_PLUGIN_DIR},
+                               plugin_dir_of(options_)},
       env, log_file_);
   stopped_ = false;
 }

@@ -282,16 +282,87 @@ void Producers::cli_loop(uint64_t seed) {
 // Idempotent batches of 5-20, the tag as each message's idempotency key, alternately through
 // store::Producer and sqlstreams.produce_batch(). A failed attempt (in doubt or not) is sent
 // again, same payloads and keys, until one succeeds (up to 50 tries over the faults): its ids
-// are the batch's, whether an earlier attempt had committed or not. The checker's invariant
-// `idempotency` finds any tag stored twice.
+// are the batch's, whether an earlier attempt had committed or not. One batch in four is also
+// sent by a twin through the other path, 0-15 ms later (a client that retries while its first
+// attempt is in flight, or just after it committed: the in-flight race and the plain repeat);
+// both must get the same ids. The checker's invariant `idempotency` finds any tag stored twice
+// and any twin answered with other ids.
+namespace {
+
+// One producer of idempotent batches: its own session and connection.
+class IdemSender {
+ public:
+  explicit IdemSender(const std::string& url)
+      : url_(url), session_(options(url)), producer_(session_) {}
+
+  // Sends until one attempt succeeds (up to 50); the batch's ids, or empty when none did.
+  std::vector<int64_t> send(const std::string& stream, const std::vector<store::NewMessage>& batch,
+                            const std::vector<std::string>& tags, bool sql, std::mt19937_64& rng) {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      try {
+        return sql ? send_sql(stream, batch, tags) : producer_.produce_batch(stream, batch);
+      } catch (const std::exception&) {
+        c_.reset();
+        session_.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+      }
+    }
+    return {};
+  }
+
+ private:
+  static store::SessionOptions options(const std::string& url) {
+    store::SessionOptions so;
+    so.url = url;
+    so.application_name = "chaos-producer";
+    return so;
+  }
+
+  std::vector<int64_t> send_sql(const std::string& stream,
+                                const std::vector<store::NewMessage>& batch,
+                                const std::vector<std::string>& tags) {
+    if (!c_ || !c_->is_open()) c_ = std::make_unique<pqxx::connection>(conninfo(url_));
+    std::ostringstream arr, keys;
+    arr << "{";
+    keys << "{";
+    for (size_t i = 0; i < batch.size(); ++i) {
+      std::string q;
+      for (char ch : batch[i].payload) {
+        if (ch == '"' || ch == '\\') q += '\\';
+        q += ch;
+      }
+      arr << (i ? "," : "") << '"' << q << '"';
+      keys << (i ? "," : "") << tags[i];  // [a-z0-9-]: no quoting needed
+    }
+    arr << "}";
+    keys << "}";
+    pqxx::work tx(*c_);
+    auto r = tx.exec_params(
+        "SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[], NULL, NULL, $3::text[]))", stream,
+        arr.str(), keys.str());
+    std::vector<int64_t> ids;
+    for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
+    tx.commit();
+    return ids;
+  }
+
+  std::string url_;
+  store::Session session_;
+  store::Producer producer_;
+  std::unique_ptr<pqxx::connection> c_;
+};
+
+std::string ids_text(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (int64_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
 void Producers::idem_loop(uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  store::SessionOptions so;
-  so.url = url_;
-  so.application_name = "chaos-producer";
-  store::Session session(so);
-  store::Producer producer(session);
-  std::unique_ptr<pqxx::connection> c;
+  std::mt19937_64 rng(seed), twin_rng(seed * 3 + 1);
+  IdemSender first(url_), twin(url_);
   while (!stop_) {
     if (healing_held_) {
       std::this_thread::sleep_for(50ms);
@@ -301,50 +372,33 @@ void Producers::idem_loop(uint64_t seed) {
     std::vector<store::NewMessage> batch;
     const std::string stream = pick_stream(rng);
     const bool sql = rng() % 2 == 0;
+    const bool twinned = rng() % 4 == 0;
+    const int twin_delay_ms = static_cast<int>(rng() % 16);
     const int n = 5 + rng() % 16;
     for (int i = 0; i < n; ++i) {
       tags.push_back(next_tag("idem"));
       batch.push_back(store::NewMessage{payload(tags.back()), 1, std::nullopt, tags.back()});
     }
-    std::vector<int64_t> ids;
-    bool done = false;
-    for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-      try {
-        if (sql) {
-          if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(conninfo(url_));
-          std::ostringstream arr, keys;
-          arr << "{";
-          keys << "{";
-          for (int i = 0; i < n; ++i) {
-            std::string q;
-            for (char ch : batch[i].payload) {
-              if (ch == '"' || ch == '\\') q += '\\';
-              q += ch;
-            }
-            arr << (i ? "," : "") << '"' << q << '"';
-            keys << (i ? "," : "") << tags[i];  // [a-z0-9-]: no quoting needed
-          }
-          arr << "}";
-          keys << "}";
-          pqxx::work tx(*c);
-          auto r = tx.exec_params(
-              "SELECT unnest(sqlstreams.produce_batch($1, $2::jsonb[], NULL, NULL, $3::text[]))",
-              stream, arr.str(), keys.str());
-          ids.clear();
-          for (const auto& row : r) ids.push_back(row[0].as<int64_t>());
-          tx.commit();
-        } else {
-          ids = producer.produce_batch(stream, batch);
-        }
-        done = true;
-      } catch (const std::exception&) {
-        c.reset();
-        session.reset();
-        std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
-      }
+    std::vector<int64_t> twin_ids;
+    std::thread twin_thread;
+    if (twinned) {
+      twin_thread = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(twin_delay_ms));
+        twin_ids = twin.send(stream, batch, tags, !sql, twin_rng);
+      });
     }
-    history_.produced_tags(tags, done ? ids : std::vector<int64_t>{}, stream,
-                           done ? Fate::kCommitted : Fate::kInDoubt, sql ? "idem-sql" : "idem-cpp");
+    const std::vector<int64_t> ids = first.send(stream, batch, tags, sql, rng);
+    if (twin_thread.joinable()) twin_thread.join();
+    const bool done = !ids.empty();
+    if (twinned && done && !twin_ids.empty() && twin_ids != ids) {
+      std::lock_guard lk(history_.mu);
+      history_.idempotency_violations.push_back(stream + ": a batch sent twice at once (" +
+                                                tags.front() + "..) got ids " + ids_text(ids) +
+                                                " and " + ids_text(twin_ids));
+    }
+    history_.produced_tags(tags, done ? ids : twin_ids, stream,
+                           done || !twin_ids.empty() ? Fate::kCommitted : Fate::kInDoubt,
+                           sql ? "idem-sql" : "idem-cpp");
     pause_for(rng, 30, 80);
   }
 }

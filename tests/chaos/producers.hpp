@@ -7,7 +7,9 @@
 //   idem     batches with an idempotency key per message (the key is the message's tag),
 //            alternately through store::Producer and sqlstreams.produce_batch(); a batch that
 //            fails (in doubt, or refused while the database restarts) is sent again with the
-//            same keys until it succeeds (checker invariant `idempotency`: no key twice)
+//            same keys until it succeeds; one batch in four is also sent by a twin through
+//            the other path at once (checker invariant `idempotency`: no key twice, and the
+//            twin answered with the same ids)
 // and the application beside them: a writer of its own table (public.chaos_app) that holds its
 // transaction open for seconds, and sql-tx transactions that write that table before they
 // produce (an xid older than the observations that must be proven past them).

@@ -1,9 +1,15 @@
 #include "workload.hpp"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
@@ -23,6 +29,30 @@ using Clock = std::chrono::steady_clock;
 std::pair<int, std::string> cli(const std::string& url, std::vector<std::string> args) {
   args.insert(args.begin(), SQLSTREAMS_BINARY);
   return testing::run_command(args, {{"SQLSTREAMS_DATABASE_URL", url}});
+}
+
+// Rewrites `file` in place (the same inode: open with O_TRUNC, write), as `cp` over an
+// installed plugin or a build's relink does.
+void write_in_place(const std::string& file, const std::string& bytes) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + file + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw std::runtime_error("cannot write " + file + ": " + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
+std::string read_whole(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + file);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 int64_t steady_ns() {
@@ -45,6 +75,10 @@ struct ChaosRun::Impl {
   // Rewinds begun per "stream/group" (the monitor tolerates a backward cursor across one).
   std::mutex rewinds_mu;
   std::map<std::string, int> rewinds_begun, rewinds_done;
+  // The run's chaos.so as the hosts loaded it (replace-plugin restores it), and how many
+  // replacements ran (the variant cycles: truncated, refused, good).
+  std::string plugin_image;
+  int replacements = 0;
 
   Impl(ChaosOptions& options, History& history)
       : o(options), h(history), groups(groups_of(options)), rng(options.seed) {}
@@ -211,6 +245,23 @@ struct ChaosRun::Impl {
       event("all-down: " + std::to_string(rows) + " rows in the default partitions");
       for (auto& host : hosts) start_host(*host);
       event("all-down: every host restarted");
+    } else if (kind == "replace-plugin") {
+      // The plugin file rewritten in place without a reload, for 2-4 s, then restored: the
+      // hosts and their handler children (kIsolatedGroup's, restarted meanwhile by timeouts)
+      // must go on running the image the hosts sealed; a child that fails to start for it
+      // charges attempts (checker: child-start). Hosts start only in this thread, so none
+      // starts while the file is bad.
+      static const char* const kVariants[] = {"truncated", "refused", "good"};
+      const std::string variant = kVariants[replacements++ % 3];
+      const std::string file = plugin_dir_of(o) + "/chaos.so";
+      std::string bytes = plugin_image;
+      if (variant == "truncated") bytes.resize(bytes.size() / 2);
+      if (variant == "refused") bytes = "not a plugin\n";
+      write_in_place(file, bytes);
+      event("replace-plugin " + variant + " (in place, no reload)");
+      sleep_unless_stopped(std::chrono::milliseconds(2000 + rng() % 2000));
+      write_in_place(file, plugin_image);
+      event("replace-plugin restored");
     } else if (kind == "reload") {
       auto& host = some_host();
       host.reload_with_changed_group();
@@ -401,7 +452,16 @@ bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
 
 bool ChaosRun::run() {
   auto& m = *impl_;
-  std::filesystem::create_directories(options_.work_dir);
+  std::filesystem::create_directories(plugin_dir_of(options_));
+  m.plugin_image = read_whole(std::string(SQLSTREAMS_PLUGIN_DIR) + "/chaos.so");
+  {
+    const std::string copy = plugin_dir_of(options_) + "/chaos.so";
+    std::ofstream(copy, std::ios::binary) << m.plugin_image;
+    std::filesystem::permissions(
+        copy, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                  std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                  std::filesystem::perms::others_exec);
+  }
   ChaosHost declarer(options_, 0);  // writes chaos-h0.toml: the same streams and groups
   auto [code, out] = testing::run_command(
       {SQLSTREAMS_BINARY, "declare", "--config", options_.work_dir + "/chaos-h0.toml"},

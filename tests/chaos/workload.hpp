@@ -1,8 +1,10 @@
 // tests/chaos — the randomized workload: producers on every produce path, several real
 // `sqlstreams run` hosts with two groups per stream on chaos.so, a seeded fault schedule
 // (SIGKILL + restart, SIGSTOP past the lease + SIGCONT, PostgreSQL immediate restart,
-// pg_terminate_backend, group rewind, dead retry / discard, SIGHUP reload, retention with
-// allow_drop_past_committed off on one stream and on on the other) and a cursor monitor.
+// pg_terminate_backend, group rewind, dead retry / discard, SIGHUP reload, the plugin file
+// rewritten in place without a reload (a good copy, a truncated one, a text file; one group's
+// handlers run in child processes), retention with allow_drop_past_committed off on one stream
+// and on on the other) and a cursor monitor.
 // run() returns once every fault stopped, every host is back and the groups are quiescent
 // (or the quiescence deadline passed: the checker then reports what is stuck).
 // Threading: run() from one thread; it owns its producer, fault and monitor threads.
@@ -14,15 +16,16 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "history.hpp"
 
 namespace sqlstreams::chaos {
 
-inline const std::set<std::string> kAllFaults = {"kill",         "stop",   "pg-restart",
-                                                 "terminate",    "rewind", "dead-retry",
-                                                 "dead-discard", "reload", "all-down"};
+inline const std::set<std::string> kAllFaults = {
+    "kill",       "stop",         "pg-restart", "terminate", "rewind",
+    "dead-retry", "dead-discard", "reload",     "all-down",  "replace-plugin"};
 
 struct ChaosOptions {
   uint64_t seed = 1;
@@ -54,6 +57,13 @@ struct ChaosOptions {
 inline const std::vector<StreamSpec> kStreams = {{"chaos.keep", false}, {"chaos.lose", true}};
 inline const std::vector<std::string> kGroups = {"g-a", "g-b"};
 inline const std::string kOrderedGroup = "g-o";
+// The group that runs its handlers in child processes (`isolation = "process"`), beside the
+// in-process ones: the fault `replace-plugin` rewrites the plugin file under its children.
+inline const std::pair<std::string, std::string> kIsolatedGroup = {"chaos.lose", "g-a"};
+
+// The run's own plugin folder (a copy of chaos.so under work_dir): `replace-plugin` rewrites its
+// file in place, never the build's.
+inline std::string plugin_dir_of(const ChaosOptions& o) { return o.work_dir + "/plugins"; }
 
 // The groups of every stream: g-a and g-b, and g-o when ordered.
 inline std::vector<std::string> groups_of(const ChaosOptions& o) {

@@ -8,6 +8,10 @@
 // ordering-split-gate (GroupStore::gate_keys reads rows and leases in two statements, 200 ms
 // apart),
 // ordering-retry-any-row (an ordered group's retry claim takes rows without the key predicate).
+// idempotency-ignore-live (store::Producer's keyed insert neither finds a key's live row nor
+// keeps it: a repeat writes its messages again; in the producing process, tests/chaos sets it),
+// child-loads-plugin-file (service: isolated groups' children load the plugin file on disk,
+// not the host's sealed image, as before issue 27).
 // Threading: the environment is read once; thread-safe.
 #pragma once
 

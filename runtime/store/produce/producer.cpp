@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/utf8.hpp"
+#include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/core/stream_tables.hpp"
@@ -211,11 +212,21 @@ std::string Producer::keyed_insert_sql(const std::string& schema_sql, const Stre
   const StreamTables tables(schema_sql, st.ref.id);
   const std::string window = fmt::format(
       "(SELECT idempotency_window FROM {}.streams WHERE id = {})", schema_sql, st.ref.id);
+  // Test builds: the keys' rows are neither looked up nor kept, so a repeat writes again.
+  const bool forget = chaos_plant("idempotency-ignore-live");
+  const std::string live =
+      forget ? "NULL::bigint"
+             : fmt::format(
+                   "(SELECT d.message_id FROM {}.idempotency_keys d WHERE d.stream_id = {} "
+                   "AND d.key = ($7::text[])[e.n] AND d.created_at > "
+                   "statement_timestamp() - {})",
+                   schema_sql, st.ref.id, window);
+  const std::string take_over =
+      forget ? "true" : fmt::format("d.created_at <= statement_timestamp() - {}", window);
   return fmt::format(
       "WITH input AS MATERIALIZED (SELECT e.n, e.p, {3} AS v, {4} AS k, ($7::text[])[e.n] AS ik, "
       "($7::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($7::text[])[e.n]) "
-      "AS repeat, (SELECT d.message_id FROM {0}.idempotency_keys d WHERE d.stream_id = {1} AND "
-      "d.key = ($7::text[])[e.n] AND d.created_at > statement_timestamp() - {2}) AS live "
+      "AS repeat, {8} AS live "
       "FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) WHERE {5} AND $4::bigint IS NOT NULL "
       "AND $5::integer IS NOT NULL AND $6::text IS NOT NULL ORDER BY e.n), "
       "drawn AS MATERIALIZED (SELECT n, p, v, k, ik, live, CASE WHEN NOT repeat AND live IS NULL "
@@ -223,7 +234,7 @@ std::string Producer::keyed_insert_sql(const std::string& schema_sql, const Stre
       "keyed AS (INSERT INTO {0}.idempotency_keys AS d (stream_id, key, message_id) "
       "SELECT {1}, ik, id FROM drawn WHERE ik IS NOT NULL AND id IS NOT NULL ORDER BY ik "
       "ON CONFLICT (stream_id, key) DO UPDATE SET message_id = excluded.message_id, "
-      "created_at = excluded.created_at WHERE d.created_at <= statement_timestamp() - {2} "
+      "created_at = excluded.created_at WHERE {9} "
       "RETURNING d.key, d.message_id), "
       "written AS (INSERT INTO {7} (id, schema_version, message_key, payload) "
       "SELECT id, v, k, p FROM drawn WHERE id IS NOT NULL) "
@@ -231,7 +242,7 @@ std::string Producer::keyed_insert_sql(const std::string& schema_sql, const Stre
       "{0}.idempotency_race(dr.n + $4::bigint)) END FROM drawn dr LEFT JOIN keyed kk ON "
       "kk.key = dr.ik ORDER BY dr.n",
       schema_sql, st.ref.id, window, versions, keys, check.empty() ? "true" : check, draw,
-      tables.messages);
+      tables.messages, live, take_over);
 }
 
 size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool single,
