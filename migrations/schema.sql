@@ -428,6 +428,35 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_stream bigint;
+  v_ids bigint[];
+BEGIN
+  SELECT stream_id INTO v_stream FROM "sqlstreams".groups WHERE id = p_group;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  -- The filter is dead_filter_sql()'s with the status 'parked'; the outer WHERE checks the
+  -- status again on the row being deleted (the subquery's snapshot may be older).
+  EXECUTE format(
+      'WITH c AS (DELETE FROM %1$s.exceptions_%2$s WHERE message_id IN (SELECT message_id FROM '
+      '%1$s.exceptions_%2$s WHERE %3$s ORDER BY message_id LIMIT $6) AND group_id = $1 AND '
+      'status = ''parked'' RETURNING message_id) SELECT coalesce(array_agg(message_id ORDER BY '
+      'message_id), ''{}'') FROM c', '"sqlstreams"', v_stream,
+      replace("sqlstreams".dead_filter_sql(), 'status = ''dead''', 'status = ''parked'''))
+    INTO v_ids USING p_group, p_error, p_from, p_to, p_older_ms, p_limit;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) SELECT $1, id, 0, ''operator-discard'', ''kept message discarded'', $2 '
+                 'FROM unnest($3::bigint[]) AS id', '"sqlstreams"', v_stream)
+    USING p_group, p_actor, v_ids;
+  RETURN QUERY SELECT unnest(v_ids);
+END
+$_$;
+
 CREATE FUNCTION sqlstreams.next_id_1() RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1252,6 +1281,9 @@ GRANT ALL ON FUNCTION sqlstreams.grant_family(p_stream bigint) TO sqlstreams_hos
 
 REVOKE ALL ON FUNCTION sqlstreams.idempotency_race(p_item bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION sqlstreams.idempotency_race(p_item bigint) TO sqlstreams_host;
+
+REVOKE ALL ON FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) TO sqlstreams_operator;
 
 REVOKE ALL ON FUNCTION sqlstreams.next_id_1() FROM PUBLIC;
 
