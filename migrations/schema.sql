@@ -125,6 +125,7 @@ BEGIN
       schema_version integer NOT NULL DEFAULT 1,
       message_key    text,
       payload        jsonb NOT NULL,
+      text_bytes     integer,
       PRIMARY KEY (id)
     ) PARTITION BY RANGE (id)$q$, s, n);
   EXECUTE format('ALTER SEQUENCE %1$s.messages_%2$s_id_seq OWNED BY %1$s.messages_%2$s.id', s, n);
@@ -427,6 +428,35 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  v_stream bigint;
+  v_ids bigint[];
+BEGIN
+  SELECT stream_id INTO v_stream FROM "sqlstreams".groups WHERE id = p_group;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  -- The filter is dead_filter_sql()'s with the status 'parked'; the outer WHERE checks the
+  -- status again on the row being deleted (the subquery's snapshot may be older).
+  EXECUTE format(
+      'WITH c AS (DELETE FROM %1$s.exceptions_%2$s WHERE message_id IN (SELECT message_id FROM '
+      '%1$s.exceptions_%2$s WHERE %3$s ORDER BY message_id LIMIT $6) AND group_id = $1 AND '
+      'status = ''parked'' RETURNING message_id) SELECT coalesce(array_agg(message_id ORDER BY '
+      'message_id), ''{}'') FROM c', '"sqlstreams"', v_stream,
+      replace("sqlstreams".dead_filter_sql(), 'status = ''dead''', 'status = ''parked'''))
+    INTO v_ids USING p_group, p_error, p_from, p_to, p_older_ms, p_limit;
+  EXECUTE format('INSERT INTO %s.deliveries_%s (group_id, message_id, attempt, outcome, error, '
+                 'host) SELECT $1, id, 0, ''operator-discard'', ''kept message discarded'', $2 '
+                 'FROM unnest($3::bigint[]) AS id', '"sqlstreams"', v_stream)
+    USING p_group, p_actor, v_ids;
+  RETURN QUERY SELECT unnest(v_ids);
+END
+$_$;
+
 CREATE FUNCTION sqlstreams.next_id_1() RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -473,6 +503,8 @@ DECLARE
   st "sqlstreams".streams%ROWTYPE;
   v_id bigint;
   v_attempt integer;
+  v_bytes integer;
+  v_text_bytes integer;  -- text_bytes (the claim's byte budget): NULL unless the text is long
 BEGIN
   PERFORM pg_current_xact_id();  -- Rule 1: own an xid before drawing an id
   SELECT * INTO st FROM "sqlstreams".streams WHERE name = produce.stream;
@@ -484,9 +516,13 @@ BEGIN
     RAISE EXCEPTION 'sqlstreams: payload must be a JSON object (got %)', coalesce(jsonb_typeof(payload), 'null')
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  IF octet_length(payload::text) > st.max_payload_bytes THEN
+  v_bytes := octet_length(payload::text);
+  IF v_bytes > st.max_payload_bytes THEN
     RAISE EXCEPTION 'sqlstreams: payload of % bytes exceeds max_payload_bytes % of stream "%"',
-      octet_length(payload::text), st.max_payload_bytes, st.name USING ERRCODE = 'program_limit_exceeded';
+      v_bytes, st.max_payload_bytes, st.name USING ERRCODE = 'program_limit_exceeded';
+  END IF;
+  IF v_bytes > 4 * pg_column_size(payload) THEN
+    v_text_bytes := v_bytes;
   END IF;
   IF produce.schema_version IS NULL OR produce.schema_version < 1 THEN
     RAISE EXCEPTION 'sqlstreams: schema_version must be >= 1 (got %)', coalesce(produce.schema_version::text, 'null')
@@ -514,9 +550,9 @@ BEGIN
           -- A concurrent producer of this key committed while the insert waited for it.
           RAISE EXCEPTION 'idempotency race' USING ERRCODE = 'SQ001';
         END IF;
-        EXECUTE format('INSERT INTO %s.%I (id, schema_version, message_key, payload) VALUES ($1, $2, $3, $4)',
+        EXECUTE format('INSERT INTO %s.%I (id, schema_version, message_key, payload, text_bytes) VALUES ($1, $2, $3, $4, $5)',
                        '"sqlstreams"', 'messages_' || st.id)
-          USING v_id, produce.schema_version, produce.message_key, produce.payload;
+          USING v_id, produce.schema_version, produce.message_key, produce.payload, v_text_bytes;
         IF st.notify THEN
           PERFORM pg_notify('sqlstreams_' || st.id, '');
         END IF;
@@ -532,9 +568,9 @@ BEGIN
   IF v_id >= st.partitions_upto THEN
     PERFORM "sqlstreams".check_partition(st, v_id);
   END IF;
-  EXECUTE format('INSERT INTO %s.%I (id, schema_version, message_key, payload) VALUES ($1, $2, $3, $4)',
+  EXECUTE format('INSERT INTO %s.%I (id, schema_version, message_key, payload, text_bytes) VALUES ($1, $2, $3, $4, $5)',
                  '"sqlstreams"', 'messages_' || st.id)
-    USING v_id, produce.schema_version, produce.message_key, produce.payload;
+    USING v_id, produce.schema_version, produce.message_key, produce.payload, v_text_bytes;
   IF st.notify THEN
     PERFORM pg_notify('sqlstreams_' || st.id, '');
   END IF;
@@ -551,6 +587,8 @@ DECLARE
   n integer := coalesce(cardinality(payloads), 0);
   v_ids bigint[];
   v_keyed boolean := false;
+  v_bytes integer;
+  v_text_bytes integer[] := array_fill(NULL::integer, ARRAY[n]);  -- as produce()'s
   i integer;
 BEGIN
   PERFORM pg_current_xact_id();  -- Rule 1
@@ -570,9 +608,13 @@ BEGIN
       RAISE EXCEPTION 'sqlstreams: payload % of the batch must be a JSON object (got %)', i,
         coalesce(jsonb_typeof(payloads[i]), 'null') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF octet_length(payloads[i]::text) > st.max_payload_bytes THEN
+    v_bytes := octet_length(payloads[i]::text);
+    IF v_bytes > st.max_payload_bytes THEN
       RAISE EXCEPTION 'sqlstreams: payload % of the batch exceeds max_payload_bytes %', i, st.max_payload_bytes
         USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF v_bytes > 4 * pg_column_size(payloads[i]) THEN
+      v_text_bytes[i] := v_bytes;
     END IF;
     -- A NULL element means the default version 1.
     IF schema_versions[i] < 1 THEN
@@ -596,7 +638,7 @@ BEGIN
   END IF;
   IF v_keyed THEN
     RETURN "sqlstreams".produce_idempotent(st, payloads, schema_versions, message_keys,
-                                       produce_batch.idempotency_keys);
+                                       produce_batch.idempotency_keys, v_text_bytes);
   END IF;
   SELECT array_agg(nextval(format('%s.%I', '"sqlstreams"', 'messages_' || st.id || '_id_seq')::regclass) ORDER BY g)
     INTO v_ids FROM generate_series(1, n) AS g;
@@ -604,11 +646,11 @@ BEGIN
   IF v_ids[n] >= st.partitions_upto THEN
     PERFORM "sqlstreams".check_partition(st, v_ids[n]);
   END IF;
-  EXECUTE format($q$INSERT INTO %s.%I (id, schema_version, message_key, payload)
-                    SELECT u.id, coalesce(u.v, 1), u.k, u.p FROM unnest($1, $2, $3, $4) AS u(id, p, v, k)$q$,
+  EXECUTE format($q$INSERT INTO %s.%I (id, schema_version, message_key, payload, text_bytes)
+                    SELECT u.id, coalesce(u.v, 1), u.k, u.p, u.t FROM unnest($1, $2, $3, $4, $5) AS u(id, p, v, k, t)$q$,
                  '"sqlstreams"', 'messages_' || st.id)
     USING v_ids, payloads, coalesce(schema_versions, array_fill(NULL::integer, ARRAY[n])),
-          coalesce(message_keys, array_fill(NULL::text, ARRAY[n]));
+          coalesce(message_keys, array_fill(NULL::text, ARRAY[n])), v_text_bytes;
   IF st.notify THEN
     PERFORM pg_notify('sqlstreams_' || st.id, '');
   END IF;
@@ -616,7 +658,7 @@ BEGIN
 END
 $_$;
 
-CREATE FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[]) RETURNS bigint[]
+CREATE FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[], p_text_bytes integer[]) RETURNS bigint[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -627,14 +669,14 @@ DECLARE
   v_sql text := format($q$
     WITH input AS MATERIALIZED (
       SELECT e.n, e.p, coalesce(($2::integer[])[e.n], 1) AS v, ($3::text[])[e.n] AS k,
-             ($4::text[])[e.n] AS ik,
+             ($4::text[])[e.n] AS ik, ($7::integer[])[e.n] AS tb,
              ($4::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($4::text[])[e.n]) AS repeat,
              (SELECT d.message_id FROM %1$s.idempotency_keys d
                WHERE d.stream_id = $5 AND d.key = ($4::text[])[e.n]
                  AND d.created_at > statement_timestamp() - $6::interval) AS live
         FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) ORDER BY e.n),
     drawn AS MATERIALIZED (
-      SELECT n, p, v, k, ik, live,
+      SELECT n, p, v, k, ik, tb, live,
              CASE WHEN NOT repeat AND live IS NULL THEN nextval('%1$s.%2$I'::regclass) END AS id
         FROM input ORDER BY n),
     keyed AS (
@@ -645,8 +687,8 @@ DECLARE
         WHERE d.created_at <= statement_timestamp() - $6::interval
       RETURNING d.key, d.message_id),
     written AS (
-      INSERT INTO %1$s.%3$I (id, schema_version, message_key, payload)
-      SELECT id, v, k, p FROM drawn WHERE id IS NOT NULL)
+      INSERT INTO %1$s.%3$I (id, schema_version, message_key, payload, text_bytes)
+      SELECT id, v, k, p, tb FROM drawn WHERE id IS NOT NULL)
     SELECT array_agg(CASE WHEN dr.ik IS NULL THEN dr.id
                           ELSE coalesce(dr.live, kk.message_id, %1$s.idempotency_race(dr.n)) END
                      ORDER BY dr.n),
@@ -658,7 +700,8 @@ BEGIN
     v_attempt := v_attempt + 1;
     BEGIN
       EXECUTE v_sql INTO v_ids, v_top
-        USING p_payloads, p_versions, p_message_keys, p_keys, st.id, st.idempotency_window;
+        USING p_payloads, p_versions, p_message_keys, p_keys, st.id, st.idempotency_window,
+              p_text_bytes;
       EXIT;
     EXCEPTION WHEN SQLSTATE 'SQ001' THEN
       -- A concurrent producer of one of these keys committed while this insert waited.
@@ -1004,7 +1047,8 @@ CREATE TABLE sqlstreams.messages_1 (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     schema_version integer DEFAULT 1 NOT NULL,
     message_key text,
-    payload jsonb NOT NULL
+    payload jsonb NOT NULL,
+    text_bytes integer
 )
 PARTITION BY RANGE (id);
 
@@ -1013,7 +1057,8 @@ CREATE TABLE sqlstreams.messages_1_default (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     schema_version integer DEFAULT 1 NOT NULL,
     message_key text,
-    payload jsonb NOT NULL
+    payload jsonb NOT NULL,
+    text_bytes integer
 );
 
 CREATE SEQUENCE sqlstreams.messages_1_id_seq
@@ -1030,7 +1075,8 @@ CREATE TABLE sqlstreams.messages_1_p0 (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     schema_version integer DEFAULT 1 NOT NULL,
     message_key text,
-    payload jsonb NOT NULL
+    payload jsonb NOT NULL,
+    text_bytes integer
 );
 
 CREATE TABLE sqlstreams.messages_1_p1 (
@@ -1038,7 +1084,8 @@ CREATE TABLE sqlstreams.messages_1_p1 (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     schema_version integer DEFAULT 1 NOT NULL,
     message_key text,
-    payload jsonb NOT NULL
+    payload jsonb NOT NULL,
+    text_bytes integer
 );
 
 CREATE TABLE sqlstreams.migrations (
@@ -1235,6 +1282,9 @@ GRANT ALL ON FUNCTION sqlstreams.grant_family(p_stream bigint) TO sqlstreams_hos
 REVOKE ALL ON FUNCTION sqlstreams.idempotency_race(p_item bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION sqlstreams.idempotency_race(p_item bigint) TO sqlstreams_host;
 
+REVOKE ALL ON FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION sqlstreams.kept_discard(p_group bigint, p_error text, p_from bigint, p_to bigint, p_older_ms bigint, p_limit integer, p_actor text) TO sqlstreams_operator;
+
 REVOKE ALL ON FUNCTION sqlstreams.next_id_1() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION sqlstreams.pause_group(p_group bigint, p_actor text, OUT present boolean, OUT changed boolean, OUT paused_at timestamp with time zone, OUT paused_by text) FROM PUBLIC;
@@ -1246,8 +1296,8 @@ GRANT ALL ON FUNCTION sqlstreams.produce(stream text, payload jsonb, schema_vers
 REVOKE ALL ON FUNCTION sqlstreams.produce_batch(stream text, payloads jsonb[], schema_versions integer[], message_keys text[], idempotency_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION sqlstreams.produce_batch(stream text, payloads jsonb[], schema_versions integer[], message_keys text[], idempotency_keys text[]) TO sqlstreams_producer;
 
-REVOKE ALL ON FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[]) TO sqlstreams_host;
+REVOKE ALL ON FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[], p_text_bytes integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION sqlstreams.produce_idempotent(st sqlstreams.streams, p_payloads jsonb[], p_versions integer[], p_message_keys text[], p_keys text[], p_text_bytes integer[]) TO sqlstreams_host;
 
 REVOKE ALL ON FUNCTION sqlstreams.reject_oversize(p_item bigint, p_bytes bigint, p_max integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION sqlstreams.reject_oversize(p_item bigint, p_bytes bigint, p_max integer) TO sqlstreams_host;

@@ -30,6 +30,7 @@ struct DeadFlags {
   int limit = 1000;
   bool json = false, yes = false;
   bool kept = false;  // the rows kept for a schema version the group does not accept
+  bool all = false;   // discard --kept: every kept row (a kept message is never discarded unnamed)
   std::optional<std::string> to_time;
 };
 
@@ -189,24 +190,57 @@ int retry(const DeadFlags& f) {
   return 0;
 }
 
+// Why `dead discard --kept --id N` discarded nothing: the row is not (or no longer) kept.
+[[noreturn]] void explain_not_kept(const DeadFlags& f, const Target& t, int64_t id) {
+  const auto status = store::exception_status(*t.session, t.group, id);
+  const std::string what = fmt::format("message {} of {}/{}", id, f.stream, f.group);
+  if (!status) {
+    throw ControlPlaneError(
+        ExitCode::kData, what + " is not kept: the group has no exception row for it",
+        fmt::format("list the kept ones with: sqlstreams dead list {} {} --kept", f.stream,
+                    f.group));
+  }
+  if (*status == "dead") {
+    throw ControlPlaneError(ExitCode::kData, what + " is a dead letter, not a kept message",
+                            "discard it without --kept");
+  }
+  throw ControlPlaneError(ExitCode::kData,
+                          fmt::format("{} is no longer kept (status {}): the group accepts its "
+                                      "version now and a host runs it",
+                                      what, *status),
+                          "nothing was discarded");
+}
+
 int discard(const DeadFlags& f) {
   auto filter = filter_of(f);
+  const bool filtered = f.error || f.from_id || f.to_id || f.id || f.older_than;
+  if (f.all && filtered) {
+    throw ControlPlaneError(ExitCode::kUsage, "give filters or --all, not both");
+  }
+  if (f.kept && !f.all && !filtered) {
+    // A kept message is a valid message waiting for its version: never discarded unnamed.
+    throw ControlPlaneError(ExitCode::kUsage,
+                            "dead discard --kept: name the kept messages to discard",
+                            "--id N, --from-id/--to-id, --error TEXT, --older-than D, or --all");
+  }
+  const char* kind = f.kept ? "kept message(s)" : "dead letter(s)";
   auto t = open_group(f);
   if (!f.yes) {
     auto n = store::list_dead(*t.session, t.group, filter).size();
     if (n == 0) {
-      std::printf("no dead letters match\n");
+      if (f.kept && f.id) explain_not_kept(f, t, *f.id);
+      std::printf("no %s match\n", f.kept ? "kept messages" : "dead letters");
       return 0;
     }
-    if (!confirm(fmt::format("discard {} dead letter(s) of {}/{}? This cannot be undone.", n,
-                             f.stream, f.group))) {
+    if (!confirm(fmt::format("discard {} {} of {}/{}?{} This cannot be undone.", n, kind, f.stream,
+                             f.group, f.kept ? " They will never be delivered." : ""))) {
       throw ControlPlaneError(ExitCode::kUsage, "nothing discarded",
                               "confirm on a terminal, or pass --yes");
     }
   }
   auto ids = store::discard_dead(*t.session, t.group, filter, operator_actor());
-  std::printf("discarded %zu dead letter(s) of %s/%s\n", ids.size(), f.stream.c_str(),
-              f.group.c_str());
+  if (ids.empty() && f.kept && f.id) explain_not_kept(f, t, *f.id);
+  std::printf("discarded %zu %s of %s/%s\n", ids.size(), kind, f.stream.c_str(), f.group.c_str());
   return 0;
 }
 
@@ -299,6 +333,10 @@ void register_dead(CLI::App& app, Action& action) {
   auto* d = leaf(dead, "discard", "Delete dead letters (asks first, unless --yes)", df);
   add_filters(d, *df);
   d->add_flag("-y,--yes", df->yes, "do not ask");
+  d->add_flag("--kept", df->kept,
+              "discard messages kept for a schema version the group does not accept, instead "
+              "(they are never delivered); needs a filter or --all");
+  d->add_flag("--all", df->all, "with --kept: every kept message of the group");
   d->callback([&action, df] { action = [df] { return discard(*df); }; });
 }
 

@@ -59,5 +59,6 @@ size_t GroupPipeline::in_flight() const { return pool_->in_flight(); }
 size_t GroupPipeline::peak_in_flight() const { return pool_->peak_in_flight(); }
 uint64_t GroupPipeline::completions_dropped() const { return pool_->completions_dropped(); }
 uint64_t GroupPipeline::stderr_lines_dropped() const { return pool_->stderr_lines_dropped(); }
+uint64_t GroupPipeline::stderr_bytes_dropped() const { return pool_->stderr_bytes_dropped(); }
 
 }  // namespace sqlstreams::consume

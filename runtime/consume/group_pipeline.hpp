@@ -92,6 +92,7 @@ class GroupPipeline {
   uint64_t completions_dropped() const;
   // Isolated groups: lines of the children's stderr over their budget (not logged).
   uint64_t stderr_lines_dropped() const;
+  uint64_t stderr_bytes_dropped() const;  // their bytes
 
  private:
   const PipelineOptions options_;

@@ -64,6 +64,7 @@ class WorkerPool {
   // Async completions dropped: late (after handler_timeout), after stop, or repeated.
   uint64_t completions_dropped() const;
   uint64_t stderr_lines_dropped() const { return handler_->stderr_lines_dropped(); }
+  uint64_t stderr_bytes_dropped() const { return handler_->stderr_bytes_dropped(); }
 
  private:
   struct WorkerState {

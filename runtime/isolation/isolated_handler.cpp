@@ -82,9 +82,10 @@ struct Slot {
   Clock::time_point restart_at{};
 };
 
-// Options whose stderr budget sums every child's dropped lines in one counter.
+// Options whose stderr budget sums every child's dropped lines (and their bytes) in one counter.
 IsolationOptions counting_drops(IsolationOptions o) {
   o.stderr_budget.dropped_lines_total = std::make_shared<std::atomic<uint64_t>>(0);
+  o.stderr_budget.dropped_bytes_total = std::make_shared<std::atomic<uint64_t>>(0);
   return o;
 }
 
@@ -123,6 +124,9 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   size_t max_batch() const override { return kMaxBatch; }
   uint64_t stderr_lines_dropped() const override {
     return o_.stderr_budget.dropped_lines_total->load();
+  }
+  uint64_t stderr_bytes_dropped() const override {
+    return o_.stderr_budget.dropped_bytes_total->load();
   }
   // A message waits for a free child (acquire: at most handler_timeout + 2 grace) and then runs
   // until its answer or the kill (handler_timeout + grace).

@@ -109,6 +109,7 @@ void StderrPump::end_line() {
     ++dropped_lines_;
     dropped_bytes_ += line_bytes_;
     if (budget_.dropped_lines_total) budget_.dropped_lines_total->fetch_add(1);
+    if (budget_.dropped_bytes_total) budget_.dropped_bytes_total->fetch_add(line_bytes_);
   }
   line_.clear();
   line_bytes_ = 0;
@@ -130,7 +131,7 @@ bool StderrPump::take(size_t bytes) {
 
 void StderrPump::emit(const std::string& raw, size_t total_bytes) {
   const size_t kept = raw.size();
-  spdlog::info("child-stderr stream={} group={} child_pid={} bytes={} cut_bytes={} line={}",
+  spdlog::warn("child-stderr stream={} group={} child_pid={} bytes={} cut_bytes={} line={}",
                stream_, group_, pid_, total_bytes, total_bytes - std::min(kept, total_bytes),
                ops::log_quoted(sanitize_utf8(raw)));
 }

@@ -1,6 +1,8 @@
 // isolation/stderr_pump — one handler child's stderr (runtime/isolation/README.md#stderr). The
 // child's fd 2 is the write end of a pipe; the pump owns the read end and a thread of its own that
-// reads it and logs every line through the host's logger as one escaped event:
+// reads it and logs every line through the host's logger as one escaped event, at level warning
+// (what a child writes to stderr is what a failing plugin prints: it must survive log_level =
+// "warn"):
 //   child-stderr stream=s group=g child_pid=7 bytes=12 cut_bytes=0 line="the line, log_quoted"
 // The line is cut to max_line_bytes (cut_bytes = what was cut off), invalid UTF-8 becomes
 // U+FFFD (common/utf8 sanitize_utf8) and it is written as log_quoted(), so whatever a plugin
@@ -34,9 +36,11 @@ struct StderrBudget {
   size_t lines_per_second = 200;        // logged lines per second, per child
   size_t burst_bytes = 256 * 1024;      // what a quiet child may log at once
   size_t burst_lines = 1000;
-  // Lines over the budget, summed over every child of a handler (the group's metric
-  // sqlstreams_group_child_stderr_dropped_lines_total); null: not counted beyond the log.
+  // Lines over the budget and their bytes (cut bytes included), summed over every child of a
+  // handler (the group's metrics sqlstreams_group_child_stderr_dropped_lines_total and
+  // ..._dropped_bytes_total); null: not counted beyond the log.
   std::shared_ptr<std::atomic<uint64_t>> dropped_lines_total;
+  std::shared_ptr<std::atomic<uint64_t>> dropped_bytes_total;
 };
 
 // Bytes a stopping pump still reads from the pipe (a process the plugin forked out of the

@@ -64,6 +64,9 @@ constexpr MetricInfo kOtherMetrics[] = {
     {"sqlstreams_group_child_stderr_dropped_lines_total",
      "isolated handler children's stderr lines not logged: over the group's child_stderr budget",
      MetricType::kCounter},
+    {"sqlstreams_group_child_stderr_dropped_bytes_total",
+     "bytes of those lines (over the budget of child_stderr_bytes_per_second)",
+     MetricType::kCounter},
     {"sqlstreams_group_plugin_info",
      "1 per group: the plugin its handler runs (manifest name and version, SHA-256 of the image)",
      MetricType::kGauge},
@@ -192,6 +195,11 @@ void add_group_families(const std::vector<GroupSample>& groups, std::vector<Metr
     add_counter(stderr_dropped, group_labels(g.stream, g.group), g.stderr_lines_dropped);
   }
   out.push_back(std::move(stderr_dropped));
+  auto stderr_dropped_bytes = family("sqlstreams_group_child_stderr_dropped_bytes_total");
+  for (const auto& g : groups) {
+    add_counter(stderr_dropped_bytes, group_labels(g.stream, g.group), g.stderr_bytes_dropped);
+  }
+  out.push_back(std::move(stderr_dropped_bytes));
   auto plugin = family("sqlstreams_group_plugin_info");
   for (const auto& g : groups) {
     Labels l = group_labels(g.stream, g.group);
@@ -294,6 +302,7 @@ void GroupSample::add_counts(const GroupSample& from) {
   handler_seconds.add(from.handler_seconds);
   completions_dropped += from.completions_dropped;
   stderr_lines_dropped += from.stderr_lines_dropped;
+  stderr_bytes_dropped += from.stderr_bytes_dropped;
 }
 
 const std::vector<MetricInfo>& metric_catalog() {

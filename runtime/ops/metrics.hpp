@@ -78,6 +78,7 @@ struct GroupSample {
   int64_t peak_in_flight = 0;         // the most at once since the pipeline started
   uint64_t completions_dropped = 0;   // late (after handler_timeout), after stop, or repeated
   uint64_t stderr_lines_dropped = 0;  // isolated groups: child stderr lines over the budget
+  uint64_t stderr_bytes_dropped = 0;  // ... and their bytes
   PluginVersion plugin;               // the image its handler runs
   uint64_t& operator[](GroupCounter c) { return counters[index_of(c)]; }
   uint64_t operator[](GroupCounter c) const { return counters[index_of(c)]; }

@@ -148,6 +148,8 @@ class HandlerInstance {
   // Lines of the handler's own output the host did not log: an isolated group's children past
   // their stderr budget (groups[].child_stderr_*), summed since the handler was created.
   virtual uint64_t stderr_lines_dropped() const { return 0; }
+  // Their bytes (what was cut off a long line included).
+  virtual uint64_t stderr_bytes_dropped() const { return 0; }
   // Hands `message` to the handler and returns at once with the completion token; `done`
   // receives the outcome (see AsyncDone). The views of `message` must stay valid while
   // `keep_alive` lives: the instance keeps it until the plugin completes the message or the

@@ -19,6 +19,7 @@ ops::GroupSample counts_of(const consume::GroupPipeline& p) {
   s.handler_seconds = p.metrics().handler_seconds.snapshot();
   s.completions_dropped = p.completions_dropped();
   s.stderr_lines_dropped = p.stderr_lines_dropped();
+  s.stderr_bytes_dropped = p.stderr_bytes_dropped();
   return s;
 }
 

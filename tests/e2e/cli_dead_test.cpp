@@ -1,7 +1,8 @@
 // The operator CLI on dead letters, through the real binary: a negative id is refused with
 // exit 64 (it used to mean "no filter": `dead discard S G --id -2 --yes` discarded every dead
 // letter), `--error` is a literal substring, an empty `--error` is refused; `--kept` lists and
-// shows the messages kept for a schema version the group does not accept, and nothing else.
+// shows the messages kept for a schema version the group does not accept, and nothing else;
+// `dead discard --kept` discards named kept messages (audited), and says why it discarded none.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -117,12 +118,76 @@ TEST_F(CliDead, KeptMessagesAreListedAndShownApartFromDeadLetters) {
   EXPECT_NE(code5, 0) << out5;
   EXPECT_NE(out5.find("message 9 is not dead"), std::string::npos) << out5;
 
-  // Retry and discard have no --kept (a usage error), and touch neither kind of row.
+  // Retry has no --kept (a usage error); discard --kept needs the kept rows named (below).
   expect_usage_error({"dead", "discard", kStream, kCharge, "--kept", "--yes"}, "--kept");
   expect_usage_error({"dead", "retry", kStream, kCharge, "--kept"}, "--kept");
   EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + exceptions_ +
                                            " WHERE status = 'parked' AND message_id = 9"),
             1);
+}
+
+// `dead discard --kept` (issue 27 §5.2): only kept rows, only when named (ids, a filter or
+// --all), audited; an id that is a dead letter, unknown, or no longer kept (a host released it
+// and runs it) is refused with exit 65 saying which, and changes nothing.
+TEST_F(CliDead, KeptMessagesAreDiscardedOnlyWhenNamedAndEachRefusalSaysWhy) {
+  for (int id : {9, 10, 11, 12}) {
+    query(db_.url(), "INSERT INTO " + exceptions_ +
+                         " (group_id, message_id, status, attempts, can_run_after, last_error, "
+                         "payload, schema_version) SELECT g.id, " +
+                         std::to_string(id) +
+                         ", 'parked', 0, 'infinity', 'schema version 2 is not accepted', '{}', 2 "
+                         "FROM sqlstreams.groups g WHERE g.name = 'charge-cards'");
+  }
+  auto kept = [&] {
+    return scalar<int64_t>(db_.url(),
+                           "SELECT count(*) FROM " + exceptions_ + " WHERE status = 'parked'");
+  };
+  auto refused = [&](const std::vector<std::string>& args, int exit, const std::string& expect) {
+    auto [code, out] = cli(args, db_.url());
+    EXPECT_EQ(code, exit) << out;
+    EXPECT_NE(out.find(expect), std::string::npos) << out;
+    EXPECT_EQ(kept(), 4) << out;
+    EXPECT_EQ(dead(), 4) << out;
+  };
+  refused({"dead", "discard", kStream, kCharge, "--kept", "--id", "2", "--yes"}, 65,
+          "message 2 of payments.requested/charge-cards is a dead letter, not a kept message");
+  refused({"dead", "discard", kStream, kCharge, "--kept", "--id", "77", "--yes"}, 65,
+          "message 77 of payments.requested/charge-cards is not kept: the group has no "
+          "exception row for it");
+  refused({"dead", "discard", kStream, kCharge, "--kept", "--id", "9", "--all", "--yes"}, 64,
+          "give filters or --all, not both");
+  refused({"dead", "discard", kStream, kCharge, "--kept", "--id", "-9", "--yes"}, 64,
+          "--id: message ids are >= 0");
+  // A host released 10 (the group accepts version 2 now) and claimed it.
+  query(db_.url(), "UPDATE " + exceptions_ +
+                       " SET status = 'inflight', lease_token = gen_random_uuid(), "
+                       "lease_expires_at = now() + interval '1 minute' WHERE message_id = 10");
+  auto [code, out] =
+      cli({"dead", "discard", kStream, kCharge, "--kept", "--id", "10", "--yes"}, db_.url());
+  EXPECT_EQ(code, 65) << out;
+  EXPECT_NE(out.find("is no longer kept (status inflight)"), std::string::npos) << out;
+  EXPECT_EQ(
+      scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + exceptions_ + " WHERE message_id = 10"),
+      1);
+
+  auto [code2, out2] =
+      cli({"dead", "discard", kStream, kCharge, "--kept", "--id", "9", "--yes"}, db_.url());
+  EXPECT_EQ(code2, 0) << out2;
+  EXPECT_NE(out2.find("discarded 1 kept message(s) of payments.requested/charge-cards"),
+            std::string::npos)
+      << out2;
+  auto [code3, out3] =
+      cli({"dead", "discard", kStream, kCharge, "--kept", "--all", "--yes"}, db_.url());
+  EXPECT_EQ(code3, 0) << out3;
+  EXPECT_NE(out3.find("discarded 2 kept message(s)"), std::string::npos) << out3;
+  EXPECT_EQ(kept(), 0);
+  EXPECT_EQ(dead(), 4) << "a dead letter went with the kept messages";
+  EXPECT_EQ(scalar<int64_t>(db_.url(),
+                            "SELECT count(*) FROM sqlstreams.deliveries_" +
+                                std::to_string(stream_id(db_.url())) +
+                                " WHERE outcome = 'operator-discard' AND error = 'kept message "
+                                "discarded' AND host LIKE 'cli:%' AND message_id IN (9, 11, 12)"),
+            3);
 }
 
 }  // namespace

@@ -515,6 +515,9 @@ std::vector<nlohmann::json> events_of(const std::vector<std::string>& lines,
 
 TEST_F(Supervisor, AChildsStderrReachesTheLogOnlyAsEscapedChildStderrEvents) {
   CapturedLog log;
+  // What a child prints is what a failing plugin says: logged at warning, so a host at
+  // log_level = "warn" still shows it.
+  spdlog::default_logger()->set_level(spdlog::level::warn);
   auto h = make_isolated_handler(options("stderr", 1));
   EXPECT_EQ(handle(*h, "{\"order_id\":\"boom\"}").kind, OutcomeKind::kOk);
   h.reset();  // the child ends: its pump logs the last (unterminated) line and stops
@@ -522,7 +525,7 @@ TEST_F(Supervisor, AChildsStderrReachesTheLogOnlyAsEscapedChildStderrEvents) {
   const auto events = events_of(lines, "child-stderr");
   ASSERT_EQ(events.size(), 3u);
   for (const auto& e : events) {
-    EXPECT_EQ(e.value("level", ""), "info");
+    EXPECT_EQ(e.value("level", ""), "warning");
     EXPECT_EQ(e.value("stream", ""), "payments.requested");  // not the forged stream=x
     EXPECT_EQ(e.value("group", ""), "isolated");
     EXPECT_GT(std::stoi(e.value("child_pid", "0")), 0);
@@ -552,6 +555,7 @@ TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
     std::this_thread::sleep_for(10ms);
   }
   const uint64_t counted = h->stderr_lines_dropped();
+  const uint64_t counted_bytes = h->stderr_bytes_dropped();
   h.reset();
   const auto took = std::chrono::duration<double>(Clock::now() - start).count();
   const auto lines = log.stop();
@@ -570,6 +574,11 @@ TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
   EXPECT_EQ(dropped_bytes, dropped * 99);
   EXPECT_GT(counted, 0u);
   EXPECT_LE(counted, dropped);
+  // The bytes too (the group's sqlstreams_group_child_stderr_dropped_bytes_total): whole lines
+  // of 99 bytes, read a moment after the lines.
+  EXPECT_GE(counted_bytes, counted * 99);
+  EXPECT_LE(counted_bytes, dropped_bytes);
+  EXPECT_EQ(counted_bytes % 99, 0u);
 }
 
 // The crash handler's report in the child (written raw to its fd 2, async-signal-safe) reaches

@@ -120,6 +120,24 @@ TEST(Metrics, AsyncHandlerFiguresPerGroup) {
   EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_completions_dropped_total counter"));
 }
 
+// Issue 27 §4: what an isolated group's children wrote to stderr past their budget is counted
+// in lines and in bytes, per group, and a retuned group's counts carry over.
+TEST(Metrics, ChildStderrDropsAreCountedInLinesAndBytes) {
+  GroupSample g = sample();
+  g.stderr_lines_dropped = 3;
+  g.stderr_bytes_dropped = 297;
+  GroupSample more = sample();
+  more.stderr_bytes_dropped = 3;
+  g.add_counts(more);
+  std::string text = render_metrics(HostSample{}, {g}, nullptr);
+  const std::string l = R"({stream="payments.requested",group="charge-cards")";
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_child_stderr_dropped_lines_total" + l + "} 3"))
+      << text;
+  EXPECT_TRUE(has_line(text, "sqlstreams_group_child_stderr_dropped_bytes_total" + l + "} 300"))
+      << text;
+  EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_child_stderr_dropped_bytes_total counter"));
+}
+
 // Issue 27 §1: which plugin version a group runs is a metric: an info gauge per group with the
 // manifest name and version and the image's SHA-256 as labels (escaped like any label).
 TEST(Metrics, GroupPluginInfoNamesTheVersionAndImage) {

@@ -226,5 +226,91 @@ TEST_F(ClaimBudgetTest, PayloadsWhoseTextIsLongerThanTheirStoredFormAreCountedAt
   EXPECT_FALSE(rest.budget_cut);
 }
 
+// Numbers written with huge exponents (or long runs of zeros) are a few bytes stored and up to
+// ~131 KB of text each: {"a":1e131071} is 30 bytes stored, 131,079 of text. A size check that
+// trusted the stored size let a range of them through whole (issue 27 §2.2, the known hole).
+// Every produce path now records such a payload's text length (V012 text_bytes), and the
+// claim counts the row at it: the range is cut at the budget as for any large payload.
+TEST_F(ClaimBudgetTest, NumbersWithHugeExponentsAreCountedAtTheirTextOnEveryProducePath) {
+  const std::string huge = R"({"a":1e131071})";
+  const std::string zeros = R"({"z":0.)" + std::string(2000, '0') + "1}";  // no exponent
+  store::Producer producer(*session_);
+  // 1-2: produce(); 3-4: produce_batch(); 5-6: produce_batch() with idempotency keys;
+  // 7-8: Producer (unkeyed, single statement); 9-10: Producer, keyed; 11-12: Producer in
+  // chunks of one; 13-14: the long runs of zeros, through Producer and produce().
+  for (int i = 0; i < 2; ++i)
+    db_.sql("SELECT sqlstreams.produce('payments.requested', '" + huge + "')");
+  db_.sql("SELECT sqlstreams.produce_batch('payments.requested', ARRAY['" + huge + "', '" + huge +
+          "']::jsonb[])");
+  db_.sql("SELECT sqlstreams.produce_batch('payments.requested', ARRAY['" + huge + "', '" + huge +
+          "']::jsonb[], idempotency_keys => ARRAY['k1', 'k2'])");
+  producer.produce_batch("payments.requested",
+                         std::vector<store::NewMessage>(2, store::NewMessage{huge}));
+  producer.produce_batch("payments.requested", {store::NewMessage{huge, 1, std::nullopt, "k3"},
+                                                store::NewMessage{huge, 1, std::nullopt, "k4"}});
+  store::Producer::BatchOptions chunks;
+  chunks.chunk = 1;
+  producer.produce_batch("payments.requested",
+                         std::vector<store::NewMessage>(2, store::NewMessage{huge}), chunks);
+  producer.produce_batch("payments.requested", {store::NewMessage{zeros}});
+  db_.sql("SELECT sqlstreams.produce('payments.requested', '" + zeros + "')");
+  const auto text = db_.scalar<int64_t>(
+      "SELECT octet_length(payload::text) FROM sqlstreams.messages_1 WHERE id = 1");
+  const auto stored =
+      db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM sqlstreams.messages_1 WHERE id = 1");
+  ASSERT_EQ(text, 131079);
+  ASSERT_LT(stored * 1000, text);
+  // What the size check relies on: no row without text_bytes prints longer than 8 times its
+  // stored size, and every row with it has its exact text length.
+  EXPECT_EQ(
+      db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes IS "
+                          "NULL AND octet_length(payload::text) > 8 * pg_column_size(payload)"),
+      0);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes = "
+                                "octet_length(payload::text)"),
+            14);
+
+  auto gs = group_store(*session_, charge_.id);
+  const store::ClaimBudget budget{.bytes = 3 * text};
+  std::vector<int64_t> seen;
+  int64_t low = 0;
+  for (int claims = 0; claims < 14 && low < 14; ++claims) {
+    auto r = claim(gs, budget);
+    ASSERT_TRUE(r.range);
+    EXPECT_EQ(r.range->low, low);
+    EXPECT_LE(bytes_of(*r.range), budget.bytes) << "claim " << claims << " low " << low;
+    for (auto id : ids(*r.range)) seen.push_back(id);
+    low = r.range->high;
+  }
+  std::vector<int64_t> all(14);
+  for (int i = 0; i < 14; ++i) all[i] = i + 1;
+  EXPECT_EQ(seen, all);  // nothing skipped, nothing twice
+}
+
+// The unchecked produce path (store::Producer, no exponent, no long number) writes no
+// text_bytes: its payloads must print within 8 times their stored size, whatever their shape.
+TEST_F(ClaimBudgetTest, UncheckedPayloadsPrintWithinEightTimesTheirStoredSize) {
+  const std::vector<std::string> shapes = {
+      R"({"a":[[],[],[],[],[],[],[],[],[],[],[],[],[],[],[],[]]})",
+      R"({"s":"\u0001\u0001\u0001\u0001\u0001\u0001\u0001\u0001\u0001\u0001\u0001\u0001"})",
+      R"({"n":[0.0000000000000000000000000001,10000000000000000000000000000000]})",
+      R"({"k":{"":{"":{"":{"":{"":{"":{"":{"":{}}}}}}}}}})",
+      R"({"b":[true,false,null,true,false,null,0,0,0,0,0,0,-0,-0]})",
+      R"({})",
+  };
+  store::Producer producer(*session_);
+  for (const auto& shape : shapes) {
+    ASSERT_TRUE(store::Producer::needs_no_check(shape, 1 << 20)) << shape;
+    producer.produce_batch("payments.requested", {store::NewMessage{shape}});
+  }
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes IS "
+                                "NOT NULL OR octet_length(payload::text) > 8 * "
+                                "pg_column_size(payload)"),
+            0);
+  // One number token longer than 32 characters goes to the checked path.
+  EXPECT_FALSE(
+      store::Producer::needs_no_check(R"({"z":0.0000000000000000000000000000001})", 1 << 20));
+}
+
 }  // namespace
 }  // namespace sqlstreams::testing

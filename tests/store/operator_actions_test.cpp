@@ -137,5 +137,67 @@ TEST_F(OperatorActionsTest, RewindRefusesANegativePositionAndBumpsTheGeneration)
   EXPECT_EQ(cursor()[0][1].as<int64_t>(), 1);
 }
 
+// `dead discard --kept` (V013 kept_discard): deletes only rows still `parked` when it reaches
+// them — never a dead letter, never a kept row a host has released and claimed meanwhile (its
+// `inflight` row carries the host's lease token) — and writes an audit row per message.
+TEST_F(OperatorActionsTest, DiscardingKeptMessagesTakesOnlyRowsStillKeptAndAuditsEach) {
+  auto row = [&](int64_t id, const std::string& status) {
+    db_.sql(
+        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+        "can_run_after, last_error, payload, schema_version) VALUES (" +
+        std::to_string(charge_.id) + ", " + std::to_string(id) + ", '" + status +
+        "', 0, 'infinity', 'schema version 2 is not accepted by the group', '{}', 2)");
+  };
+  row(1, "parked");
+  row(2, "parked");
+  dead(3, "schema version 2 is not accepted by the group");  // a dead letter with that text
+  row(4, "parked");
+  // Connection X: a host released row 4 and claimed it (inflight, its lease token), uncommitted.
+  pqxx::connection x(db_.url());
+  pqxx::work xt(x);
+  xt.exec(
+      "UPDATE sqlstreams.exceptions_1 SET status = 'inflight', attempts = 1, lease_token = "
+      "'11111111-1111-1111-1111-111111111111', lease_expires_at = now() + interval '1 "
+      "minute' WHERE message_id = 4");
+  store::DeadFilter kept;
+  kept.kept = true;
+  auto discarded = std::async(std::launch::async, [&] {
+    auto s = session();
+    return store::discard_dead(*s, charge_, kept, "test-operator");
+  });
+  pqxx::connection watch(db_.url());
+  for (;;) {
+    if (discarded.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready) break;
+    pqxx::nontransaction q(watch);
+    if (q.exec("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+               "wait_event_type = 'Lock'")[0][0]
+            .as<int64_t>() > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  xt.commit();
+  EXPECT_EQ(discarded.get(), (std::vector<int64_t>{1, 2}));
+  auto left = db_.sql("SELECT message_id, status FROM sqlstreams.exceptions_1 ORDER BY 1");
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0][0].as<int64_t>(), 3);
+  EXPECT_EQ(left[0][1].as<std::string>(), "dead");
+  EXPECT_EQ(left[1][0].as<int64_t>(), 4);
+  EXPECT_EQ(left[1][1].as<std::string>(), "inflight");
+  auto audit = db_.sql(
+      "SELECT message_id, outcome, error, host FROM sqlstreams.deliveries_1 ORDER BY message_id");
+  ASSERT_EQ(audit.size(), 2u);
+  EXPECT_EQ(audit[0][0].as<int64_t>(), 1);
+  EXPECT_EQ(audit[0][1].as<std::string>(), "operator-discard");
+  EXPECT_EQ(audit[0][2].as<std::string>(), "kept message discarded");
+  EXPECT_EQ(audit[0][3].as<std::string>(), "test-operator");
+  EXPECT_EQ(store::exception_status(*session_, charge_, 3), "dead");
+  EXPECT_EQ(store::exception_status(*session_, charge_, 4), "inflight");
+  EXPECT_EQ(store::exception_status(*session_, charge_, 1), std::nullopt);
+  // Dead letters are discarded as before, kept rows by --kept only.
+  EXPECT_TRUE(store::discard_dead(*session_, charge_, kept, "test").empty());
+  EXPECT_THROW(store::retry_dead(*session_, charge_, kept, "test"), store::StoreError);
+}
+
 }  // namespace
 }  // namespace sqlstreams::testing

@@ -85,7 +85,7 @@ TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
            "1)",
            "SELECT sqlstreams.idempotency_race(1)",
            "SELECT sqlstreams.produce_idempotent(s, ARRAY['{}']::jsonb[], NULL, NULL, "
-           "ARRAY['k']) FROM sqlstreams.streams s",
+           "ARRAY['k'], NULL) FROM sqlstreams.streams s",
        }) {
     EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
   }

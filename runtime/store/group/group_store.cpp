@@ -110,16 +110,18 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   to_epoch_ms("created_at"), tables_.messages));
   // The common case first (a range far below its budget): the range whole, as read_range_, but
   // only when the payloads' stored sizes show it cannot reach $3 bytes — none compressed, and
-  // their stored sizes at most $3 / 8 (jsonb's text is at most ~6x its uncompressed binary
-  // form; only numbers written with huge exponents print longer, and each message's text is
-  // still capped by max_payload_bytes). Otherwise nothing comes back and the claim runs
-  // read_budget_. The check reads sizes from the tuple headers: no payload is detoasted or
-  // printed, no window (the running sum cost ~45% of a 5,000-row read; this check ~10%).
+  // each counted at its text_bytes (V012: written by every produce path when the text is more
+  // than 4 times the binary form, e.g. numbers with huge exponents) or else at 8 times its
+  // stored size (without text_bytes, jsonb's text is at most ~6x its stored form), the sum at
+  // most $3. Otherwise nothing comes back and the claim runs read_budget_. The check reads
+  // sizes from the tuple headers: no payload is detoasted or printed, no window (the running
+  // sum cost ~45% of a 5,000-row read; this check ~10%).
   read_checked_ = statement(
       kReadChecked,
       fmt::format("SELECT {0}, NULL::bigint FROM {1} WHERE id > $1 AND id <= $2 AND (SELECT "
                   "coalesce(bool_and(pg_column_compression(payload) IS NULL), true) AND "
-                  "coalesce(sum(pg_column_size(payload)::bigint), 0) <= $3::bigint / 8 FROM {1} "
+                  "coalesce(sum(coalesce(text_bytes::bigint, 8 * "
+                  "pg_column_size(payload)::bigint)), 0) <= $3::bigint FROM {1} "
                   "WHERE id > $1 AND id <= $2) ORDER BY id",
                   message_columns(), tables_.messages));
   count_range_ = statement(

@@ -199,7 +199,8 @@ std::vector<int64_t> Producer::produce_batch(const std::string& stream,
 
 std::string Producer::keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
                                        const std::string& draw, const std::string& versions,
-                                       const std::string& keys, const std::string& check) {
+                                       const std::string& keys, const std::string& check,
+                                       const std::string& measure, const std::string& text_bytes) {
   // Parameters: $1 payloads, $2 versions, $3 message keys, $4 offset, $5 max_payload_bytes,
   // $6 the NOTIFY channel, $7 idempotency keys (each typed even where unused). Per item: `live`
   // is the id its key got within the window (committed, or earlier in this transaction), and
@@ -224,25 +225,27 @@ std::string Producer::keyed_insert_sql(const std::string& schema_sql, const Stre
   const std::string take_over =
       forget ? "true" : fmt::format("d.created_at <= statement_timestamp() - {}", window);
   return fmt::format(
-      "WITH input AS MATERIALIZED (SELECT e.n, e.p, {3} AS v, {4} AS k, ($7::text[])[e.n] AS ik, "
+      "WITH input AS MATERIALIZED (SELECT e.n, e.p, {3} AS v, {4} AS k, {8} AS tb, "
+      "($7::text[])[e.n] AS ik, "
       "($7::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($7::text[])[e.n]) "
-      "AS repeat, {8} AS live "
-      "FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) WHERE {5} AND $4::bigint IS NOT NULL "
+      "AS repeat, {10} AS live "
+      "FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n){9} WHERE {5} AND $4::bigint IS NOT NULL "
       "AND $5::integer IS NOT NULL AND $6::text IS NOT NULL ORDER BY e.n), "
-      "drawn AS MATERIALIZED (SELECT n, p, v, k, ik, live, CASE WHEN NOT repeat AND live IS NULL "
+      "drawn AS MATERIALIZED (SELECT n, p, v, k, tb, ik, live, CASE WHEN NOT repeat AND live IS "
+      "NULL "
       "THEN {6} END AS id FROM input ORDER BY n), "
       "keyed AS (INSERT INTO {0}.idempotency_keys AS d (stream_id, key, message_id) "
       "SELECT {1}, ik, id FROM drawn WHERE ik IS NOT NULL AND id IS NOT NULL ORDER BY ik "
       "ON CONFLICT (stream_id, key) DO UPDATE SET message_id = excluded.message_id, "
-      "created_at = excluded.created_at WHERE {9} "
+      "created_at = excluded.created_at WHERE {11} "
       "RETURNING d.key, d.message_id), "
-      "written AS (INSERT INTO {7} (id, schema_version, message_key, payload) "
-      "SELECT id, v, k, p FROM drawn WHERE id IS NOT NULL) "
+      "written AS (INSERT INTO {7} (id, schema_version, message_key, payload, text_bytes) "
+      "SELECT id, v, k, p, tb FROM drawn WHERE id IS NOT NULL) "
       "SELECT CASE WHEN dr.ik IS NULL THEN dr.id ELSE coalesce(dr.live, kk.message_id, "
       "{0}.idempotency_race(dr.n + $4::bigint)) END FROM drawn dr LEFT JOIN keyed kk ON "
       "kk.key = dr.ik ORDER BY dr.n",
       schema_sql, st.ref.id, window, versions, keys, check.empty() ? "true" : check, draw,
-      tables.messages, live, take_over);
+      tables.messages, text_bytes, measure, live, take_over);
 }
 
 size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, bool single,
@@ -275,24 +278,31 @@ size_t Producer::insert_variant(const std::string& schema_sql, StreamState& st, 
         any_version ? "($2::integer[])[e.n]" : "1 + 0 * cardinality($2::integer[])";
     const std::string keys =
         any_key ? "($3::text[])[e.n]" : "CASE WHEN $3::text[] IS NULL THEN NULL END";
+    // A checked chunk measures each payload's text once (m.t; OFFSET 0 keeps the planner from
+    // copying the expression into each use) and writes it as text_bytes when it is more than 4
+    // times the binary form (V012: the claim's byte budget counts such a row at its text); an
+    // unchecked chunk's payloads provably stay within 8 times their stored size (NULL).
     const std::string check_sql =
         check ? fmt::format(
                     "(CASE WHEN jsonb_typeof(e.p) <> 'object' THEN "
                     "{0}.reject_payload(e.n + $4::bigint, jsonb_typeof(e.p)) "
-                    "WHEN octet_length(e.p::text) > $5::integer THEN "
-                    "{0}.reject_oversize(e.n + $4::bigint, octet_length(e.p::text), "
-                    "$5::integer) ELSE true END)",
+                    "WHEN m.t > $5::integer THEN "
+                    "{0}.reject_oversize(e.n + $4::bigint, m.t, $5::integer) ELSE true END)",
                     schema_sql)
               : std::string();
+    const std::string measure =
+        check ? " CROSS JOIN LATERAL (SELECT octet_length(e.p::text) AS t OFFSET 0) m" : "";
+    const std::string text_bytes =
+        check ? "CASE WHEN m.t > 4 * pg_column_size(e.p) THEN m.t END" : "NULL::integer";
     if (keyed) {
-      sql = keyed_insert_sql(schema_sql, st, draw, versions, keys, check_sql);
+      sql = keyed_insert_sql(schema_sql, st, draw, versions, keys, check_sql, measure, text_bytes);
     } else {
       sql = fmt::format(
-          "INSERT INTO {0} (id, schema_version, message_key, payload) "
-          "SELECT {1}, {2}, {3}, e.p FROM "
-          "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) {4}RETURNING id",
-          tables.messages, draw, versions, keys,
-          check ? "WHERE " + check_sql + " " : std::string());
+          "INSERT INTO {0} (id, schema_version, message_key, payload, text_bytes) "
+          "SELECT {1}, {2}, {3}, e.p, {5} FROM "
+          "unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n){6} {4}RETURNING id",
+          tables.messages, draw, versions, keys, check ? "WHERE " + check_sql + " " : std::string(),
+          text_bytes, measure);
     }
     // The notify flag is in the name: a Producer made after the stream's notify setting changed
     // builds a different text, and the connection may still hold the old one under its name.
@@ -316,9 +326,19 @@ bool Producer::fits_when_stored(std::string_view json, int64_t max_bytes) {
   // without an exponent it is at most twice the input. An exponent (1e300) can grow without
   // bound: those payloads are measured by the database.
   if (json.size() > static_cast<uint64_t>(max_bytes) / 2) return false;
+  // A number's text is also kept within 8 times its stored form (V012: the claim's byte budget
+  // trusts that ratio for rows without text_bytes): a number token of more than kLongNumber
+  // characters (a run of zeros is stored as a few bytes: 0.000…1) is measured by the database.
+  constexpr size_t kLongNumber = 32;
   bool in_string = false;
+  size_t number_run = 0;
   for (size_t i = 0; i < json.size(); ++i) {
     const char c = json[i];
+    if (!in_string && ((c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+')) {
+      if (++number_run > kLongNumber) return false;
+    } else {
+      number_run = 0;
+    }
     if (in_string) {
       if (c == '\\') {
         ++i;

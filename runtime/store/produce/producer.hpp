@@ -88,8 +88,10 @@ class Producer {
   std::vector<int64_t> stored_sizes(const std::vector<std::string>& payloads);
 
   // True when `json`, whatever it holds, cannot exceed `max_bytes` once stored
-  // (octet_length(payload::jsonb::text)): the INSERT then skips measuring it (serializing every
-  // payload back to text cost ~20% of the INSERT's server time). False means "measure it".
+  // (octet_length(payload::jsonb::text)) nor 8 times its stored size (no exponent, no number
+  // of more than 32 characters: V012 text_bytes): the INSERT then skips measuring it
+  // (serializing every payload back to text cost ~20% of the INSERT's server time). False
+  // means "measure it".
   static bool fits_when_stored(std::string_view json, int64_t max_bytes);
   // True when `json`, if PostgreSQL parses it at all, is an object that fits (its first
   // character after whitespace is '{', and fits_when_stored): the INSERT then skips the
@@ -121,7 +123,8 @@ class Producer {
   // The keyed variant's text (see the header comment).
   static std::string keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
                                       const std::string& draw, const std::string& versions,
-                                      const std::string& keys, const std::string& check);
+                                      const std::string& keys, const std::string& check,
+                                      const std::string& measure, const std::string& text_bytes);
   // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
   std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
 

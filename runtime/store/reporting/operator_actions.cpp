@@ -17,6 +17,8 @@ constexpr StatementName kFindKept{"find_kept"};
 constexpr StatementName kDeliveryHistory{"delivery_history"};
 constexpr StatementName kRetryDead{"retry_dead"};
 constexpr StatementName kDiscardDead{"discard_dead"};
+constexpr StatementName kDiscardKept{"discard_kept"};
+constexpr StatementName kExceptionStatus{"exception_status"};
 constexpr StatementName kRewind{"rewind"};
 
 // Refuses filters that could only mean a mistake: a negative id used to read as "no filter".
@@ -39,12 +41,13 @@ void check_filter(const DeadFilter& f) {
   if (f.limit < 1) bad(fmt::format("dead letter filter: limit must be >= 1 (got {})", f.limit));
 }
 
-// Kept rows are only listed and shown: each runs once the group accepts its version.
+// Kept rows are not retried by hand: each runs once the group accepts its version.
 void refuse_kept(const DeadFilter& f) {
   if (f.kept) {
     throw StoreError(StoreError::Kind::kRejected,
                      "kept messages are not dead letters: each runs once the group accepts its "
-                     "schema version (or is passed over under unaccepted_versions = \"skip\")");
+                     "schema version (or is passed over under unaccepted_versions = \"skip\"; "
+                     "or discard it)");
   }
 }
 
@@ -184,17 +187,28 @@ std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const D
 
 std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& f,
                                   const std::string& actor) {
-  return guarded(session, "discard dead letters", [&] {
+  return guarded(session, f.kept ? "discard kept messages" : "discard dead letters", [&] {
     check_filter(f);
-    refuse_kept(f);
     pqxx::work tx(connection_of(session));
-    auto rows = exec(tx, kDiscardDead,
-                     fmt::format("SELECT * FROM {}.dead_discard($1, $2, $3, $4, $5, $6, $7)",
-                                 session.schema_sql()),
+    auto rows = exec(tx, f.kept ? kDiscardKept : kDiscardDead,
+                     fmt::format("SELECT * FROM {}.{}($1, $2, $3, $4, $5, $6, $7)",
+                                 session.schema_sql(), f.kept ? "kept_discard" : "dead_discard"),
                      group.id, nullable(f.error_contains), nullable(opt_num(f.from_id)),
                      nullable(opt_num(f.to_id)), nullable(ms_param(f.older_than)), f.limit, actor);
     tx.commit();
     return ids_of(rows);
+  });
+}
+
+std::optional<std::string> exception_status(Session& session, const GroupRef& group,
+                                            int64_t message_id) {
+  return guarded(session, "read an exception row's status", [&] {
+    pqxx::read_transaction tx(connection_of(session));
+    auto rows = exec(tx, kExceptionStatus,
+                     fmt::format("SELECT status FROM {} WHERE group_id = $1 AND message_id = $2",
+                                 tables_of(session, group).exceptions),
+                     group.id, message_id);
+    return rows.empty() ? std::nullopt : std::optional<std::string>(rows[0][0].as<std::string>());
   });
 }
 

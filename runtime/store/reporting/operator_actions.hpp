@@ -1,9 +1,9 @@
 // store/reporting/operator_actions — what operators do to a group by hand
 // (docs/design.md#retries-exception-rows-and-dead-letters): list, inspect, retry (fresh budget) and
-// discard dead letters, and rewind a group to re-deliver history. Every action writes an audit row
-// (deliveries_N, outcome "operator-…", host = the actor). Dead letters keep their payload, so
-// `retry` works after retention dropped the message.
-// Threading: uses the caller's Session.
+// discard dead letters (and discard kept messages), and rewind a group to re-deliver history. Every
+// action writes an audit row (deliveries_N, outcome "operator-…", host = the actor). Dead letters
+// keep their payload, so `retry` works after retention dropped the message. Threading: uses the
+// caller's Session.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,10 @@ struct DeadFilter {
   std::optional<int64_t> to_id;               // inclusive
   std::optional<Millis> older_than;           // died at least this long ago (database clock)
   int32_t limit = 1000;
-  // list_dead: the rows kept for a schema version the group does not accept (status `parked`,
-  // README "Versions a group does not accept (yet)") instead of dead letters. Read-only: a kept
-  // row runs once the group accepts its version, and retry/discard take dead letters only.
+  // list_dead, discard_dead: the rows kept for a schema version the group does not accept
+  // (status `parked`, README "Versions a group does not accept (yet)") instead of dead letters.
+  // A kept row runs once the group accepts its version; discard_dead deletes it for good (an
+  // operator's explicit choice, audited); retry_dead refuses it.
   bool kept = false;
 };
 
@@ -74,9 +75,15 @@ std::vector<DeliveryRecord> delivery_history(Session& session, const GroupRef& g
 // claim wins).
 std::vector<int64_t> retry_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
                                 const std::string& actor);
-// Deletes the dead letters the filter names; returns their ids.
+// Deletes the dead letters the filter names (filter.kept: the kept rows, V013 kept_discard);
+// returns their ids. Only rows still of that status when the statement deletes them go (a row
+// a host is running has left it), each with a deliveries_N audit row "operator-discard".
 std::vector<int64_t> discard_dead(Session& session, const GroupRef& group, const DeadFilter& filter,
                                   const std::string& actor);
+// The status of the group's exception row for a message ("dead", "parked", "ready", ...), or
+// nullopt when it has none: what an operator's --id named when nothing matched.
+std::optional<std::string> exception_status(Session& session, const GroupRef& group,
+                                            int64_t message_id);
 
 struct RewindResult {
   int64_t claimed_before = 0;
