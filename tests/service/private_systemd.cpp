@@ -61,7 +61,8 @@ bool has_command(const std::string& name) {
 std::optional<std::string> PrivateSystemd::cannot_boot() {
   if (::geteuid() != 0) return "needs root (namespaces, mounts, pivot_root)";
   if (::access(kSystemd, X_OK) != 0) return std::string(kSystemd) + " is missing (package systemd)";
-  for (const char* tool : {"unshare", "nsenter", "pivot_root", "systemctl", "journalctl"}) {
+  for (const char* tool :
+       {"unshare", "nsenter", "pivot_root", "setpriv", "systemctl", "journalctl"}) {
     if (!has_command(tool)) return std::string(tool) + " is missing";
   }
   if (cgroup2_mount().empty()) return "no cgroup2 hierarchy is mounted";
@@ -106,10 +107,12 @@ void PrivateSystemd::boot(const std::string& inbox) {
   unshare_ = std::make_unique<testing::ChildProcess>(
       std::vector<std::string>{
           "/bin/sh", "-c",
-          "echo $$ > \"$1/cgroup.procs\" && exec unshare --mount --uts --pid --cgroup --fork "
-          "--propagation private --kill-child \"$2\" \"$3\" \"$4\"",
+          "echo $$ > \"$1/cgroup.procs\" && exec setpriv --pdeathsig KILL unshare --mount --uts "
+          "--pid --cgroup --fork --propagation private --kill-child \"$2\" \"$3\" \"$4\"",
           "private-systemd", cgroup_, script, boot_dir_, inbox},
       std::map<std::string, std::string>{}, inbox + "/private-systemd-boot.log");
+  // A test process that dies (a ctest timeout) takes unshare with it (--pdeathsig), and
+  // unshare PID 1 (--kill-child), so no private systemd outlives its test.
   // PID 1 inside is unshare's only child, systemd once the script exec'd it.
   const std::string children = "/proc/" + std::to_string(unshare_->pid()) + "/task/" +
                                std::to_string(unshare_->pid()) + "/children";
