@@ -346,7 +346,12 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
     EXPECT_TRUE(wait_until([&] { return committed(db.url(), "audit-payments") == 20; }, 30s))
         << journal_text(sd);
     EXPECT_EQ(show(sd, "MainPID"), main_pid) << "a reload is not a restart";
-    EXPECT_NE(show(sd, "StatusText").find("reload applied; 3 group(s) running"), std::string::npos)
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return show(sd, "StatusText").find("reload applied; 3 group(s) running") !=
+                 std::string::npos;
+        },
+        10s))
         << show(sd, "StatusText");
     EXPECT_EQ(show(sd, "NRestarts"), "0") << "watchdog pings kept it alive so far";
     std::cout << "reloaded: " << (Clock::now() - started) / 1ms << " ms\n";
@@ -364,7 +369,9 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       ASSERT_TRUE(
           wait_until([&] { return count_message(journal(sd), "Watchdog timeout") == 1; }, 30s))
           << journal_text(sd);
-      EXPECT_GE(Clock::now() - hung_at, 2500ms) << "killed before WatchdogSec=3s";
+      // WatchdogSec counts from the last ping (sent every ~1.5 s, a loop tick of 250 ms late
+      // at most), so the kill comes 1.25-3 s after the hang began.
+      EXPECT_GE(Clock::now() - hung_at, 1s) << "killed sooner than WatchdogSec allows";
       ASSERT_TRUE(wait_until([&] { return show(sd, "NRestarts") == "1"; }, 20s))
           << journal_text(sd);
       lock.release();  // the restarted host's start-up waited for it too
@@ -416,8 +423,9 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
     {
       auto [code, out] = sd.sh("DEBIAN_FRONTEND=noninteractive apt purge -y sqlstreams");
       ASSERT_EQ(code, 0) << out;
-      for (const char* gone : {"/etc/sqlstreams/sqlstreams.toml", "/etc/sqlstreams/env",
-                               "/etc/systemd/system/multi-user.target.wants/sqlstreams.service"}) {
+      for (const char* gone :
+           {"/etc/sqlstreams/sqlstreams.toml", "/etc/sqlstreams/env", "/etc/sqlstreams",
+            "/etc/systemd/system/multi-user.target.wants/sqlstreams.service"}) {
         EXPECT_NE(sd.run({"test", "-e", gone}).first, 0) << gone << " after purge";
         EXPECT_NE(sd.run({"test", "-L", gone}).first, 0) << gone << " after purge";
       }
