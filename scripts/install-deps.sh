@@ -25,6 +25,10 @@ PACKAGES=(
   dpkg-dev file chromium
   # tests/e2e/clock_skew_test runs hosts with a shifted wall clock (libfaketime)
   faketime
+  # tests/service/systemd_service_test boots a private systemd (systemctl, journalctl,
+  # systemd-analyze) and installs the .deb with apt, whose Depends (adduser) and Recommends
+  # (postgresql-client, above) must already be installed: the test downloads nothing
+  systemd adduser apt util-linux
 )
 
 missing=()

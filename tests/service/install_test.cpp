@@ -187,14 +187,8 @@ TEST(Install, SystemdUnitPassesSystemdAnalyzeVerify) {
 
 TEST(Install, CpackBuildsADebWithTheLayout) {
   ScratchDir dir;
-  auto [code, out] = testing::run_command(
-      {SQLSTREAMS_CPACK_COMMAND, "-G", "DEB", "--config",
-       std::string(SQLSTREAMS_BINARY_DIR) + "/CPackConfig.cmake", "-B", dir.file("deb")});
-  ASSERT_EQ(code, 0) << out;
-  std::string deb;
-  for (const auto& e : fs::directory_iterator(dir.file("deb"))) {
-    if (e.path().extension() == ".deb") deb = e.path();
-  }
+  std::string out;
+  const std::string deb = build_deb(dir.file("deb"), &out);
   ASSERT_FALSE(deb.empty()) << out;
   auto [info_code, info] = testing::run_command({"/usr/bin/dpkg-deb", "--info", deb});
   ASSERT_EQ(info_code, 0) << info;

@@ -138,4 +138,16 @@ int64_t committed(const std::string& url, const std::string& group) {
   return r.empty() ? 0 : r[0][0].as<int64_t>();
 }
 
+std::string build_deb(const std::string& out_dir, std::string* output) {
+  auto [code, out] = testing::run_command(
+      {SQLSTREAMS_CPACK_COMMAND, "-G", "DEB", "--config",
+       std::string(SQLSTREAMS_BINARY_DIR) + "/CPackConfig.cmake", "-B", out_dir});
+  if (output != nullptr) *output = out;
+  if (code != 0) return "";
+  for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
+    if (e.path().extension() == ".deb") return e.path();
+  }
+  return "";
+}
+
 }  // namespace sqlstreams::service_test

@@ -111,4 +111,8 @@ std::string lsan_options();
 // Committed cursor of a group (0 when it does not exist yet).
 int64_t committed(const std::string& url, const std::string& group);
 
+// `cpack -G DEB` of this build tree (SQLSTREAMS_BINARY_DIR) into `out_dir`: the path of the
+// .deb, or "" (and cpack's output in `output`) when it failed.
+std::string build_deb(const std::string& out_dir, std::string* output);
+
 }  // namespace sqlstreams::service_test
