@@ -123,7 +123,11 @@ class OrderedCheck {
     for (const auto& [key, key_ids] : ids) {
       // --- order: first successful completions in id order. Messages ever dead, discarded or
       // retried by an operator are left out (under "release" a dead message is passed by
-      // design; under "hold" `early` judges the wait for the operator).
+      // design; under "hold" `early` judges the wait for the operator), and so are messages
+      // retention dropped unresolved under allow_drop_past_committed (no committed outcome,
+      // gone at the end: as for `early`, they block nothing; a host that held one when the
+      // sweep removed it may still run it, after its successors, and its outcome commits
+      // nothing).
       int64_t max_end = kAlways, max_id = 0;
       for (int64_t id : key_ids) {
         const Resolutions d = decided(id);
@@ -131,6 +135,7 @@ class OrderedCheck {
             dead_at_end(id)) {
           continue;
         }
+        if (d.first_ok == kNever && s.allow_drop && !s.stored.count(id)) continue;
         const CallRecord* first = nullptr;
         for (const CallRecord* r : runs_of[id]) {
           if (r->outcome == "ok" && (!first || r->end_ns < first->end_ns)) first = r;

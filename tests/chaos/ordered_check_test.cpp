@@ -197,6 +197,25 @@ TEST_F(OrderedCheckTest, KeylessAndNeverDeliveredMessagesBlockNothing) {
   EXPECT_TRUE(check().ok()) << check().report();
 }
 
+// Retention swept 1 unresolved (allow_drop_past_committed) while host B held it: B still runs
+// it, after its successor 2, and its outcome commits nothing (no audit row, gone from the log).
+// It blocks nothing, for `order` as for `early` (a short run once reported order=1 here).
+TEST_F(OrderedCheckTest, AMessageRetentionDroppedUnresolvedBlocksNothingEvenIfRunLate) {
+  stream_.allow_drop = true;
+  stream_.keys[1] = KeySeq{"k", 1};
+  stream_.keys[2] = KeySeq{"k", 2};
+  stream_.stored.insert(2);
+  call(2, kHostA, 0, 10, "ok");
+  ok_at(2, 10);
+  call(1, kHostB, 20, 30, "ok");  // B's late run of the swept message
+  auto v = check();
+  EXPECT_TRUE(v.ok()) << v.report();
+  // Still stored at the end: not dropped, so 2 before 1 is out of order.
+  stream_.stored.insert(1);
+  v = check();
+  EXPECT_EQ(v.count("order"), 1) << v.report();
+}
+
 TEST_F(OrderedCheckTest, AKeysSeqMustGrowWithTheIdInTheLog) {
   stream_.keys[10] = KeySeq{"k", 1};
   stream_.keys[11] = KeySeq{"k", 3};  // a gap: 2 rolled back
