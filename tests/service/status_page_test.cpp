@@ -354,6 +354,18 @@ TEST(StatusPageHistory, AReloadAddingAndRetuningGroupsMakesNoSpike) {
   host.rewrite_config(next);
   host.process().signal(SIGHUP);
   ASSERT_TRUE(host.wait_for_log("\"event\":\"reload-applied\"", 30s)) << tail(host.log());
+  // The added group's first history point counts nothing (its baseline). Produce the next 20
+  // only once that point exists, so the second point has something to count whatever the
+  // machine's speed (under load the group once handled all 40 before its first point: max 0).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const HttpResult p = http_get(port, "/groups/payments.requested/audit-payments");
+        if (p.status != 200) return false;
+        const std::string n = attr_after(p.body, p.body.find("id=\"history\""), "data-points");
+        return n != "<missing>" && std::stoi(n) >= 1;
+      },
+      30s))
+      << tail(host.log());
   produce_payments(db.url(), 20, 21);
   ASSERT_TRUE(wait_until(
       [&] {
