@@ -48,7 +48,7 @@ bool has_ready_outcome(const std::vector<std::shared_ptr<RangeWork>>& ranges,
   }
   for (const auto& r : ranges) {
     for (size_t i = 0; i < r->size(); ++i) {
-      if (r->slot(i).state.load(std::memory_order_acquire) == SlotState::kDone &&
+      if (r->slot(i).state.load(std::memory_order_acquire) == MessageState::kDone &&
           ready(r->slot(i).decision)) {
         return true;
       }

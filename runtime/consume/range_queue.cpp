@@ -85,20 +85,20 @@ void RangeQueue::enqueue(store::ClaimedRange range, const OrderedGate* gate) {
 }
 
 void RangeQueue::settle_plain(const std::shared_ptr<RangeWork>& range, size_t index,
-                              SlotState state) {
+                              MessageState state) {
   if (range->resolve(index, state)) {
     finished_.push_back(range);
     commit_cv_.notify_one();
   }
 }
 
-void RangeQueue::settle(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state) {
+void RangeQueue::settle(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state) {
   settle_plain(range, index, state);
   if (range->slot(index).laned) advance_lane(range, index, state);
 }
 
 void RangeQueue::defer(const std::shared_ptr<RangeWork>& range, size_t index) {
-  Slot& slot = range->slot(index);
+  MessageSlot& slot = range->slot(index);
   if (slot.taken.exchange(true)) return;
   const auto& msg = range->range().messages[index];
   store::FailedMessage f;
@@ -108,27 +108,27 @@ void RangeQueue::defer(const std::shared_ptr<RangeWork>& range, size_t index) {
   f.lane_key = msg.key;
   slot.decision = std::move(f);
   metrics_.add(GroupCounter::kDeferred);
-  settle_plain(range, index, SlotState::kDone);
+  settle_plain(range, index, MessageState::kDone);
 }
 
 void RangeQueue::advance_lane(const std::shared_ptr<RangeWork>& range, size_t index,
-                              SlotState state) {
-  Slot& slot = range->slot(index);
+                              MessageState state) {
+  MessageSlot& slot = range->slot(index);
   slot.laned = false;
   const auto& msg = range->range().messages[index];
   // Resolved for the key: a success, a version passed over, dead under "release".
-  const bool goes_on = state == SlotState::kDone &&
+  const bool goes_on = state == MessageState::kDone &&
                        (!slot.decision || (slot.decision->status == store::ExceptionStatus::kDead &&
                                            !dead_holds_key_));
   std::vector<LaneEntry> rest;
   auto next = lanes_.resolve_head(*msg.key, msg.id, range->range().token, goes_on, &rest);
   for (const auto& e : rest) {
     e.range->slot(e.index).laned = false;
-    if (state == SlotState::kSkipped) {
+    if (state == MessageState::kSkipped) {
       // Handed back with its head: its range commits the prefix before it, the rest is
       // reclaimable (and gated by that lease until it commits).
       if (!e.range->slot(e.index).taken.exchange(true)) {
-        settle_plain(e.range, e.index, SlotState::kSkipped);
+        settle_plain(e.range, e.index, MessageState::kSkipped);
       }
     } else {
       defer(e.range, e.index);
@@ -160,7 +160,7 @@ void RangeQueue::add_retry_result(store::RetryResult result) {
 }
 
 void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
-                             SlotState state) {
+                             MessageState state) {
   if (ordered_) {
     MutexLock lock(mu_);
     settle(range, index, state);
@@ -452,7 +452,7 @@ void RangeQueue::requeue_front(std::vector<Task>::const_iterator first,
   for (auto it = last; it != first;) {
     --it;
     if (it->range) {
-      it->range->slot(it->index).state.store(SlotState::kPending, std::memory_order_release);
+      it->range->slot(it->index).state.store(MessageState::kPending, std::memory_order_release);
     }
     tasks_.push_front(*it);
   }
@@ -483,7 +483,7 @@ bool RangeQueue::may_start(const Task& task) {
     auto& r = *task.range;
     if (r.lost.load() || r.revoked.load() || r.deadline_ms.load() - now_ms < needed) {
       if (!r.slot(task.index).taken.exchange(true))
-        settle(task.range, task.index, SlotState::kSkipped);
+        settle(task.range, task.index, MessageState::kSkipped);
       return false;
     }
     const auto& msg = r.range().messages[task.index];
@@ -491,17 +491,17 @@ bool RangeQueue::may_start(const Task& task) {
       if (!r.slot(task.index).taken.exchange(true)) {
         if (keep_unaccepted_) {
           // Kept: a parked row with its payload (an ordered group's key stays blocked behind it).
-          Slot& slot = r.slot(task.index);
+          MessageSlot& slot = r.slot(task.index);
           slot.decision = parked_row(msg.id, 0, 0, msg.schema_version, msg.payload,
                                      ordered_ ? msg.key : std::nullopt);
         } else {
           note_skipped_version(msg.schema_version, msg.id);
         }
-        settle(task.range, task.index, SlotState::kDone);
+        settle(task.range, task.index, MessageState::kDone);
       }
       return false;
     }
-    r.slot(task.index).state.store(SlotState::kRunning, std::memory_order_release);
+    r.slot(task.index).state.store(MessageState::kRunning, std::memory_order_release);
     return true;
   }
   auto& w = *task.retry;
@@ -574,7 +574,8 @@ store::FailedMessage RangeQueue::parked_row(int64_t message_id, int32_t attempts
 
 void RangeQueue::hand_back(const Task& t) {
   if (t.range) {
-    if (!t.range->slot(t.index).taken.exchange(true)) settle(t.range, t.index, SlotState::kSkipped);
+    if (!t.range->slot(t.index).taken.exchange(true))
+      settle(t.range, t.index, MessageState::kSkipped);
   } else if (!t.retry->taken.exchange(true)) {
     retry_results_.push_back(
         store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});

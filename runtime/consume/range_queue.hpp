@@ -72,7 +72,7 @@ class RangeQueue {
   // A retry row's result for the committer (an outcome, or dead without running).
   void add_retry_result(store::RetryResult result);
   // Resolves slot `index`; the last resolution hands the range to the committer.
-  void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state);
+  void finish_slot(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state);
 
   // The claimer's wait for room: until fewer than `limit` ranges are claimed, the claimed
   // ranges' payload bytes are below `byte_limit` (queue_bytes), and claiming is not paused, or
@@ -193,12 +193,12 @@ class RangeQueue {
   bool claiming_paused() const SQLSTREAMS_REQUIRES(mu_) { return paused_ || operator_paused_; }
   // Resolves a range slot: the last resolution hands the range to the committer; a lane
   // member's resolution moves its lane on (ordered groups).
-  void settle(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+  void settle(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state)
       SQLSTREAMS_REQUIRES(mu_);
-  void settle_plain(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+  void settle_plain(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state)
       SQLSTREAMS_REQUIRES(mu_);
   // A lane member was resolved: the next head runs, or the rest is deferred / handed back.
-  void advance_lane(const std::shared_ptr<RangeWork>& range, size_t index, SlotState state)
+  void advance_lane(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state)
       SQLSTREAMS_REQUIRES(mu_);
   // A message of an ordered group that must not run here now becomes a `deferred` row.
   void defer(const std::shared_ptr<RangeWork>& range, size_t index) SQLSTREAMS_REQUIRES(mu_);

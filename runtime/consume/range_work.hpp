@@ -17,10 +17,10 @@
 
 namespace sqlstreams::consume {
 
-enum class SlotState : uint8_t { kPending, kRunning, kDone, kSkipped };
+enum class MessageState : uint8_t { kPending, kRunning, kDone, kSkipped };
 
-struct Slot {
-  std::atomic<SlotState> state{SlotState::kPending};
+struct MessageSlot {
+  std::atomic<MessageState> state{MessageState::kPending};
   std::atomic<bool> taken{false};  // first resolver wins (a worker or the timeout watchdog)
   std::optional<store::FailedMessage> decision;  // written before state becomes kDone
   std::string audit_outcome;                     // "" = nothing to audit
@@ -40,10 +40,10 @@ class RangeWork {
   size_t size() const { return range_.messages.size(); }
   // The payload bytes of its messages as claimed (what queue_bytes counts; fixed at the claim).
   int64_t payload_bytes() const { return payload_bytes_; }
-  Slot& slot(size_t i) { return slots_[i]; }
+  MessageSlot& slot(size_t i) { return slots_[i]; }
 
   // Marks slot i resolved (kDone or kSkipped); returns true for the last resolution.
-  bool resolve(size_t i, SlotState final_state);
+  bool resolve(size_t i, MessageState final_state);
   bool finished() const { return unresolved_.load(std::memory_order_acquire) == 0; }
 
   std::atomic<bool> lost{false};
@@ -61,7 +61,7 @@ class RangeWork {
  private:
   store::ClaimedRange range_;
   int64_t payload_bytes_ = 0;
-  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<MessageSlot[]> slots_;
   std::atomic<size_t> unresolved_;
 };
 

@@ -205,12 +205,12 @@ void WorkerPool::complete(const Task& task, const plugin_host::Outcome& outcome)
     metrics_.add(GroupCounter::kRetried);
   }
   if (task.range) {
-    Slot& slot = task.range->slot(task.index);
+    MessageSlot& slot = task.range->slot(task.index);
     slot.audit_outcome = audit;
     slot.audit_error = outcome.error;
     slot.decided_at = now;
     slot.decision = std::move(decision);
-    queue_.finish_slot(task.range, task.index, SlotState::kDone);
+    queue_.finish_slot(task.range, task.index, MessageState::kDone);
     return;
   }
   store::RetryResult result{msg->id, task.retry->claim.token, std::move(decision), false, {}};

@@ -72,7 +72,7 @@ class Launcher {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-struct Slot {
+struct ChildSlot {
   pid_t pid = -1;
   std::unique_ptr<Channel> channel;         // null while down
   std::unique_ptr<StderrPump> stderr_pump;  // the child's stderr; ended once it is reaped
@@ -140,7 +140,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     size_t answered = 0;
     try {
       Outcome unavailable;
-      Slot* slot = acquire(unavailable);
+      ChildSlot* slot = acquire(unavailable);
       if (slot == nullptr) {  // the same answer for the whole batch: none of it can run now
         for (answered = 0; answered < messages.size();) {
           if (!sink.on_outcome(answered++, unavailable)) break;
@@ -149,7 +149,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
       }
       struct Release {
         IsolatedHandler* self;
-        Slot* slot;
+        ChildSlot* slot;
         ~Release() { self->release(*slot); }
       } release_when_done{this, slot};
       return run(*slot, messages, sink, answered);
@@ -170,12 +170,12 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   // A free child (or a down one due for restart), waiting while every child is busy; nullptr
   // with `unavailable` set when none is up and none is due (kDelay until the first restart is
   // due), or when every child stayed busy past a whole handler timeout (kRetry).
-  Slot* acquire(Outcome& unavailable) {
+  ChildSlot* acquire(Outcome& unavailable) {
     std::unique_lock lock(mu_);
     const auto give_up = Clock::now() + o_.handler_timeout + 2 * kAnswerGrace;
     for (;;) {
       const auto now = Clock::now();
-      Slot* due = nullptr;
+      ChildSlot* due = nullptr;
       bool any_busy = false;
       auto next_restart = Clock::time_point::max();
       for (auto& s : slots_) {
@@ -210,7 +210,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     }
   }
 
-  void release(Slot& slot) {
+  void release(ChildSlot& slot) {
     {
       std::lock_guard lock(mu_);
       slot.busy = false;
@@ -221,7 +221,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   // Writes every request of the batch while reading the replies as they come (a full socket
   // in either direction never blocks the other), handing each outcome to `sink` in order.
   // `answered` counts the outcomes handed over. Returns the messages that got an outcome.
-  size_t run(Slot& slot, std::span<const plugin_host::MessageView> messages,
+  size_t run(ChildSlot& slot, std::span<const plugin_host::MessageView> messages,
              plugin_host::BatchSink& sink, size_t& answered) {
     if (!slot.channel) {
       try {
@@ -313,12 +313,12 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
 
   // Between batches a child writes nothing, so a readable or hung-up channel means it is gone
   // (or broke the protocol, which crashed() handles alike).
-  static bool died_while_idle(Slot& slot) {
+  static bool died_while_idle(ChildSlot& slot) {
     pollfd p{slot.channel->fd(), POLLIN, 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
   }
 
-  Clock::time_point restart_at(const Slot& slot) {
+  Clock::time_point restart_at(const ChildSlot& slot) {
     std::lock_guard lock(mu_);
     return slot.restart_at;
   }
@@ -340,7 +340,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   // The caller stopped the batch after `last`: the child may be running the next message
   // already (it never waits for the host between messages), which nobody wants any more. It is
   // killed and restarted after the shortest backoff, without counting a crash.
-  void stopped(Slot& slot, const plugin_host::MessageView& last) {
+  void stopped(ChildSlot& slot, const plugin_host::MessageView& last) {
     ::kill(slot.pid, SIGKILL);
     (void)reap(slot.pid, kExitGrace);
     spdlog::warn(
@@ -352,7 +352,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   // `m` is the message the child was running (null: it died between batches).
-  Outcome crashed(Slot& slot, const plugin_host::MessageView* m, bool timed_out,
+  Outcome crashed(ChildSlot& slot, const plugin_host::MessageView* m, bool timed_out,
                   const std::string& broke) {
     if (timed_out || !broke.empty()) ::kill(slot.pid, SIGKILL);
     const int status = reap(slot.pid, kExitGrace);
@@ -378,7 +378,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
 
   // Marks the slot down; returns the delay before its restart.
   // The child is reaped: its stderr pump logs what is left and closes the pipe.
-  std::chrono::milliseconds went_down(Slot& slot, Clock::time_point now) {
+  std::chrono::milliseconds went_down(ChildSlot& slot, Clock::time_point now) {
     slot.channel.reset();
     slot.stderr_pump.reset();
     const auto delay = restart_delay(o_.restart, std::max(slot.crashes, 1), random_.next01());
@@ -388,7 +388,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
 
   // Spawns the slot's child and waits for its Ready; throws PluginLoadError / runtime_error.
-  void start(Slot& slot) {
+  void start(ChildSlot& slot) {
     auto child = launcher_.spawn([&] {
       return spawn_child(o_.executable, o_.stream + "/" + o_.group, o_.log_level, o_.log_format,
                          o_.image_fd);
@@ -472,9 +472,9 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   const IsolationOptions o_;
   Launcher launcher_;
   RandomSource random_;
-  std::mutex mu_;  // guards Slot::busy and restart_at; a busy slot belongs to its caller
+  std::mutex mu_;  // guards ChildSlot::busy and restart_at; a busy slot belongs to its caller
   std::condition_variable cv_;
-  std::vector<Slot> slots_;
+  std::vector<ChildSlot> slots_;
   std::atomic<uint64_t> seq_{0};
   std::string plugin_name_;  // set by the first start, before any handle()
   std::atomic<bool> concurrent_{false};

@@ -21,7 +21,7 @@ constexpr Millis kOutageBackoff{500};
 MaintenanceRunner::MaintenanceRunner(RunnerOptions options, std::vector<WorkerSpec> workers)
     : options_(std::move(options)) {
   for (auto& w : workers) {
-    auto slot = std::make_unique<Slot>();
+    auto slot = std::make_unique<WorkerSlot>();
     slot->spec = std::move(w);
     slots_.push_back(std::move(slot));
   }
@@ -76,7 +76,7 @@ std::vector<store::WorkerKey> MaintenanceRunner::held() const {
   return out;
 }
 
-void MaintenanceRunner::lose(Slot& slot, const std::string& why) {
+void MaintenanceRunner::lose(WorkerSlot& slot, const std::string& why) {
   spdlog::warn("worker-lost kind={} owner={} holder={}: {}", slot.spec.key.kind,
                slot.spec.key.owner, options_.holder, why);
   slot.lease.reset();
@@ -151,13 +151,13 @@ void MaintenanceRunner::lease_loop() {
 
 void MaintenanceRunner::lane_loop(const std::string& lane) {
   store::Session session(options_.session);
-  std::map<Slot*, std::unique_ptr<MaintenanceWorker>> workers;
+  std::map<WorkerSlot*, std::unique_ptr<MaintenanceWorker>> workers;
   for (const auto& s : slots_) {
     if (s->spec.lane == lane) workers[s.get()] = s->spec.make(session);
   }
   MutexLock lock(mu_);
   while (!stop_lanes_) {
-    Slot* due = nullptr;
+    WorkerSlot* due = nullptr;
     for (auto& [slot, worker] : workers) {
       if (slot->lease && (!due || slot->next_run < due->next_run)) due = slot;
     }
@@ -189,7 +189,7 @@ void MaintenanceRunner::lane_loop(const std::string& lane) {
   }
 }
 
-void MaintenanceRunner::run_slot(Slot& slot, MaintenanceWorker& worker) {
+void MaintenanceRunner::run_slot(WorkerSlot& slot, MaintenanceWorker& worker) {
   std::string token;
   store::WorkerFence fence;
   {

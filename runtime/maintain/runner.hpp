@@ -74,7 +74,7 @@ class MaintenanceRunner {
   std::vector<store::WorkerKey> held() const;
 
  private:
-  struct Slot {
+  struct WorkerSlot {
     WorkerSpec spec;
     std::optional<store::WorkerLease> lease;
     SteadyTime renew_at{};  // this host's deadline (expiries live in the database, its clock)
@@ -88,19 +88,19 @@ class MaintenanceRunner {
   void heartbeat(store::Session& session);
   void renew_due(store::Session& session);
   void acquire_free(store::Session& session);
-  void lose(Slot& slot, const std::string& why) SQLSTREAMS_REQUIRES(mu_);
-  void run_slot(Slot& slot, MaintenanceWorker& worker);
+  void lose(WorkerSlot& slot, const std::string& why) SQLSTREAMS_REQUIRES(mu_);
+  void run_slot(WorkerSlot& slot, MaintenanceWorker& worker);
   void shutdown_leases(store::Session& session);
   double random01();
   SteadyTime steady_now() const { return options_.steady_clock->now(); }
 
   RunnerOptions options_;
-  // mu_ guards the flags below and every Slot's fields (the slots_ vector itself is fixed at
+  // mu_ guards the flags below and every WorkerSlot's fields (the slots_ vector itself is fixed at
   // construction).
   mutable Mutex mu_;
   std::condition_variable lease_cv_;
   std::condition_variable lane_cv_;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<WorkerSlot>> slots_;
   bool stop_lanes_ SQLSTREAMS_GUARDED_BY(mu_) = false;
   bool stop_leases_ SQLSTREAMS_GUARDED_BY(mu_) = false;
   bool abandoned_ SQLSTREAMS_GUARDED_BY(mu_) = false;

@@ -216,7 +216,7 @@ struct Sim {
       Task t = in_hand[at];
       in_hand.erase(in_hand.begin() + static_cast<std::ptrdiff_t>(at));
       const auto& msg = t.range->range().messages[t.index];
-      Slot& slot = t.range->slot(t.index);
+      MessageSlot& slot = t.range->slot(t.index);
       ASSERT_FALSE(slot.taken.exchange(true));
       const int roll = static_cast<int>(rng() % 10);
       if (roll < 7) {
@@ -231,7 +231,7 @@ struct Sim {
             store::FailedMessage{msg.id, store::ExceptionStatus::kDead, 1, 0, {}, "d", {}, msg.key};
       }
       running[msg.id] = false;
-      queue->finish_slot(t.range, t.index, SlotState::kDone);
+      queue->finish_slot(t.range, t.index, MessageState::kDone);
     }
   }
 

@@ -17,11 +17,11 @@ store::ClaimedRange range_of(std::vector<int64_t> ids, int64_t low, int64_t high
 
 TEST(RangeWorkTest, CompleteRangeCommitsToHighEvenWithGaps) {
   RangeWork w(range_of({3, 5, 9}, 2, 10));
-  EXPECT_FALSE(w.resolve(0, SlotState::kDone));
+  EXPECT_FALSE(w.resolve(0, MessageState::kDone));
   w.slot(1).decision = store::FailedMessage{5, store::ExceptionStatus::kReady, 1, 0, {}, "e", {}};
   w.slot(1).audit_outcome = "retry";
-  EXPECT_FALSE(w.resolve(1, SlotState::kDone));
-  EXPECT_TRUE(w.resolve(2, SlotState::kDone));
+  EXPECT_FALSE(w.resolve(1, MessageState::kDone));
+  EXPECT_TRUE(w.resolve(2, MessageState::kDone));
   auto c = w.to_commit(config::AuditMode::kFailures);
   EXPECT_TRUE(c.complete);
   EXPECT_EQ(c.resolved_upto, 10);
@@ -36,15 +36,15 @@ TEST(RangeWorkTest, CompleteRangeCommitsToHighEvenWithGaps) {
 
 TEST(RangeWorkTest, SkippedMessagesCutTheCommitToTheResolvedPrefix) {
   RangeWork w(range_of({3, 5, 9}, 2, 10));
-  w.resolve(0, SlotState::kDone);
-  w.resolve(1, SlotState::kSkipped);
-  w.resolve(2, SlotState::kDone);
+  w.resolve(0, MessageState::kDone);
+  w.resolve(1, MessageState::kSkipped);
+  w.resolve(2, MessageState::kDone);
   auto c = w.to_commit(config::AuditMode::kFailures);
   EXPECT_FALSE(c.complete);
   EXPECT_EQ(c.resolved_upto, 3);
   RangeWork none(range_of({3, 5}, 2, 10));
-  none.resolve(0, SlotState::kSkipped);
-  none.resolve(1, SlotState::kSkipped);
+  none.resolve(0, MessageState::kSkipped);
+  none.resolve(1, MessageState::kSkipped);
   EXPECT_EQ(none.to_commit(config::AuditMode::kFailures).resolved_upto, 2);
 }
 
