@@ -43,6 +43,16 @@ std::string conninfo(const std::string& url) {
          "application_name=chaos-producer&connect_timeout=5";
 }
 
+// One element of a PostgreSQL array literal: the text double-quoted, '"' and '\\' escaped.
+std::string array_element(const std::string& text) {
+  std::string q = "\"";
+  for (char ch : text) {
+    if (ch == '"' || ch == '\\') q += '\\';
+    q += ch;
+  }
+  return q + "\"";
+}
+
 }  // namespace
 
 KeySeq Producers::Keys::pick(uint64_t r, const std::string& stream) {
@@ -181,12 +191,7 @@ void Producers::batch_loop(uint64_t seed) {
       for (int i = 0; i < n; ++i) {
         tags.push_back(next_tag("batch"));
         ks.push_back(keys.pick(rng(), stream));
-        std::string p = payload(tags.back(), ks.back()), q;
-        for (char ch : p) {
-          if (ch == '"' || ch == '\\') q += '\\';
-          q += ch;
-        }
-        arr << (i ? "," : "") << '"' << q << '"';
+        arr << (i ? "," : "") << array_element(payload(tags.back(), ks.back()));
         // Keys are [a-z0-9-]: no quoting needed inside the array literal.
         key_arr << (i ? "," : "") << (ks.back().key.empty() ? "NULL" : ks.back().key);
       }
@@ -326,12 +331,7 @@ class IdemSender {
     arr << "{";
     keys << "{";
     for (size_t i = 0; i < batch.size(); ++i) {
-      std::string q;
-      for (char ch : batch[i].payload) {
-        if (ch == '"' || ch == '\\') q += '\\';
-        q += ch;
-      }
-      arr << (i ? "," : "") << '"' << q << '"';
+      arr << (i ? "," : "") << array_element(batch[i].payload);
       keys << (i ? "," : "") << tags[i];  // [a-z0-9-]: no quoting needed
     }
     arr << "}";
