@@ -2,6 +2,7 @@
 // exit codes: 2 config, 3 plugin load, 4 database/migrations, 64 usage, 65 bad data, 1 other.
 // Crash handlers go in first (ops/crash_handler): a plugin fault names the message in flight,
 // and an exit() the host did not decide on (a plugin's exit(0)) ends with status 70, not 0.
+// The error lines start with "<3>" when stderr is journald's stream (ops/logging.hpp).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -19,9 +20,15 @@
 
 namespace {
 
+// The error lines below, each with journald's error priority when stderr is the journal (a
+// unit's start-up refused: `journalctl -p err` shows why; ops/logging.hpp).
+void error_line(const std::string& line) {
+  std::fprintf(stderr, "%s%s\n", sqlstreams::ops::stderr_is_journal() ? "<3>" : "", line.c_str());
+}
+
 int report(sqlstreams::ExitCode code, const std::string& message, const std::string& hint) {
-  std::fprintf(stderr, "sqlstreams: %s\n", message.c_str());
-  if (!hint.empty()) std::fprintf(stderr, "  hint: %s\n", hint.c_str());
+  error_line("sqlstreams: " + message);
+  if (!hint.empty()) error_line("  hint: " + hint);
   return static_cast<int>(code);
 }
 
@@ -103,14 +110,14 @@ int run_cli(int argc, char** argv) {
   try {
     return action ? action() : 0;
   } catch (const config::ConfigError& e) {
-    for (const auto& p : e.problems()) std::fprintf(stderr, "%s\n", p.c_str());
+    for (const auto& p : e.problems()) error_line(p);
     return report(ExitCode::kConfig,
                   std::to_string(e.problems().size()) + " configuration problem(s)",
                   "fix the lines above; `sqlstreams config check FILE` re-checks without "
                   "starting anything");
   } catch (const cli::GroupProblems& e) {
-    for (const auto& line : e.lines()) std::fprintf(stderr, "%s\n", line.c_str());
-    for (const auto& hint : e.hints()) std::fprintf(stderr, "  hint: %s\n", hint.c_str());
+    for (const auto& line : e.lines()) error_line(line);
+    for (const auto& hint : e.hints()) error_line("  hint: " + hint);
     return report(e.code(), e.what(),
                   "fix the lines above; `sqlstreams config check FILE` re-checks without "
                   "starting anything");

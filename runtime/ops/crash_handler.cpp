@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ops/logging.hpp"
 #include "plugin_host/in_flight.hpp"
 
 namespace sqlstreams::ops {
@@ -22,6 +23,7 @@ struct sigaction g_previous[NSIG];
 std::atomic<bool> g_deciding{false};
 std::atomic<bool> g_reported{false};         // one line per process, even if threads fault together
 std::atomic<bool> g_handler_process{false};  // a `__handler-child`, not the host
+std::atomic<bool> g_journal{false};          // stderr is journald's stream: lines start with "<2>"
 
 // A tiny async-signal-safe line builder over a fixed buffer.
 class Line {
@@ -90,6 +92,7 @@ void add_in_flight(Line& line) {
 void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   if (!g_reported.exchange(true)) {
     Line line;
+    if (g_journal.load()) line.add("<2>");  // critical (ops/logging.hpp)
     line.add("sqlstreams: fatal-signal ");
     line.add(signal_name(sig));
     line.add(" ");
@@ -129,6 +132,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
 void on_exit_hook() {
   if (g_deciding.load()) return;
   Line line;
+  if (g_journal.load()) line.add("<2>");
   line.add(
       "sqlstreams: undecided-exit: exit() was called although the host did not decide to "
       "exit (a plugin?) ");
@@ -154,6 +158,7 @@ thread_local AltStack t_alt_stack;
 }  // namespace
 
 void install_crash_handlers() {
+  g_journal.store(stderr_is_journal());
   for (int sig : kFatalSignals) {
     struct sigaction sa {};
     sa.sa_sigaction = &on_fatal_signal;

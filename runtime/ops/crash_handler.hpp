@@ -16,6 +16,8 @@
 //     plugin's statics, the logger registry or the clock die while workers still use them.
 // In a handler child of an `isolation = "process"` group (mark_handler_process()), the fault
 // line says that this handler process dies, not the host.
+// Under journald (ops/logging.hpp stderr_is_journal, read at install time) both lines start with
+// "<2>": journald files them at priority critical.
 // Worker threads get an alternate signal stack (ensure_alternate_signal_stack) so a stack
 // overflow in a plugin still gets its line.
 // Threading: install_crash_handlers() once, early in main, before threads start;

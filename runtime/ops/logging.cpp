@@ -3,8 +3,11 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -80,7 +83,68 @@ class TextFormatter final : public spdlog::formatter {
   std::unique_ptr<spdlog::formatter> inner_;
 };
 
+// journald's priority in front of each line of `inner` (see logging.hpp).
+class JournalFormatter final : public spdlog::formatter {
+ public:
+  explicit JournalFormatter(std::unique_ptr<spdlog::formatter> inner) : inner_(std::move(inner)) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string_view prefix = syslog_prefix(msg.level);
+    dest.append(prefix.data(), prefix.data() + prefix.size());
+    inner_->format(msg, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JournalFormatter>(inner_->clone());
+  }
+
+ private:
+  std::unique_ptr<spdlog::formatter> inner_;
+};
+
+// A decimal number that is all of `text`.
+bool parse_decimal(std::string_view text, uint64_t& out) {
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
 }  // namespace
+
+bool is_journal_stream(std::string_view journal_stream, uint64_t device, uint64_t inode) {
+  const size_t colon = journal_stream.find(':');
+  if (colon == std::string_view::npos) return false;
+  uint64_t d = 0, i = 0;
+  return parse_decimal(journal_stream.substr(0, colon), d) &&
+         parse_decimal(journal_stream.substr(colon + 1), i) && d == device && i == inode;
+}
+
+bool stderr_is_journal() {
+  const char* value = std::getenv("JOURNAL_STREAM");
+  struct stat st {};
+  if (value == nullptr || ::fstat(STDERR_FILENO, &st) != 0) return false;
+  return is_journal_stream(value, static_cast<uint64_t>(st.st_dev),
+                           static_cast<uint64_t>(st.st_ino));
+}
+
+std::string_view syslog_prefix(spdlog::level::level_enum level) {
+  switch (level) {  // sd-daemon.h SD_CRIT, SD_ERR, SD_WARNING, SD_INFO, SD_DEBUG
+    case spdlog::level::critical:
+      return "<2>";
+    case spdlog::level::err:
+      return "<3>";
+    case spdlog::level::warn:
+      return "<4>";
+    case spdlog::level::debug:
+    case spdlog::level::trace:
+      return "<7>";
+    default:
+      return "<6>";
+  }
+}
+
+std::unique_ptr<spdlog::formatter> make_journal_formatter(
+    std::unique_ptr<spdlog::formatter> inner) {
+  return std::make_unique<JournalFormatter>(std::move(inner));
+}
 
 LogFields parse_log_message(std::string_view m) {
   LogFields out;
@@ -150,11 +214,9 @@ void setup_logging(const std::string& level, config::LogFormat format) {
   bool json = format == config::LogFormat::kJson ||
               (format == config::LogFormat::kAuto && !isatty(STDERR_FILENO));
   auto logger = spdlog::stderr_color_mt("sqlstreams");
-  if (json) {
-    logger->set_formatter(make_json_formatter());
-  } else {
-    logger->set_formatter(make_text_formatter());
-  }
+  auto formatter = json ? make_json_formatter() : make_text_formatter();
+  if (stderr_is_journal()) formatter = make_journal_formatter(std::move(formatter));
+  logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);

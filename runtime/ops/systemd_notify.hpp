@@ -3,7 +3,9 @@
 //   READY=1       once every pipeline runs (and again after a reload)
 //   RELOADING=1   when a SIGHUP reload starts (with MONOTONIC_USEC, as systemd 253+ wants)
 //   STOPPING=1    when the drain starts
-//   WATCHDOG=1    at half of WatchdogSec (WATCHDOG_USEC), while the control loop is healthy
+//   WATCHDOG=1    at half of WatchdogSec (WATCHDOG_USEC), while the control loop is healthy —
+//                 also while it waits, bounded, in a reload's drain or a new plugin's load
+//                 probe (service/run_host.cpp); never before READY=1 (systemd arms it there)
 //   STATUS=...    a one-line summary shown by `systemctl status`
 // Outside systemd (no NOTIFY_SOCKET) every call is a cheap no-op.
 // Threading: thread-safe; sd_notify opens a fresh datagram socket per call.

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -31,7 +32,8 @@ namespace sqlstreams::plugin_host {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-LoaderAnswer read_loader_answer(int fd, pid_t pid, std::chrono::seconds timeout) {
+LoaderAnswer read_loader_answer(int fd, pid_t pid, std::chrono::seconds timeout,
+                                const std::function<void()>& waiting) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -54,8 +56,10 @@ LoaderAnswer read_loader_answer(int fd, pid_t pid, std::chrono::seconds timeout)
       a.hung = true;
       return a;
     }
+    if (waiting) waiting();
+    const auto wait = waiting ? std::min(left, kLoaderWaitTick) : left;
     pollfd p[2] = {{fd, POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-    const int ready = ::poll(p, pidfd.get() >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    const int ready = ::poll(p, pidfd.get() >= 0 ? 2 : 1, static_cast<int>(wait.count()));
     if (ready < 0 && errno != EINTR) return a;
     child_ended = pidfd.get() >= 0 && (p[1].revents & POLLIN) != 0;  // drain once more, then stop
   }
@@ -180,7 +184,8 @@ void probe_image(const LoadProbe& probe, const PluginImage& image, const fs::pat
   if (err != 0) cannot_probe(shown, "posix_spawn " + probe.executable, err);
   answer_src.reset();  // the child's end is the child's alone: its end is EOF here
   image_src.reset();
-  const LoaderAnswer answer = read_loader_answer(read_end.get(), pid, probe.timeout);
+  const LoaderAnswer answer =
+      read_loader_answer(read_end.get(), pid, probe.timeout, probe.while_waiting);
   const int status = reap_loader_child(pid, answer.hung || answer.too_big);
   judge_loader_answer(shown.string(), answer, status, probe.timeout, kLoaderRefused);
 }

@@ -12,12 +12,17 @@
 // while loading; one with no answer within the timeout is killed and reported as hung. The child
 // runs in a process group of its own, killed before the child is reaped: whatever its plugin
 // forked ends with it, and does not make it look hung (the child's own end ends the wait).
+// While it waits, the host's probe calls LoadProbe::while_waiting at least every
+// kLoaderWaitTick: the host pings systemd's watchdog from it (service/run_host.cpp), so a
+// constructor that hangs for the whole timeout ends as a refused plugin (a rejected reload), not
+// as a host killed by the watchdog on the thread that waits.
 // Threading: every function is safe from any thread; each call owns its child.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 namespace sqlstreams::plugin_host {
@@ -30,9 +35,14 @@ struct LoaderAnswer {
 };
 inline constexpr size_t kMaxLoaderAnswerBytes = 1 << 20;  // a manifest or a refusal is a few kB
 
+// How often read_loader_answer calls `waiting` while the child has not answered.
+inline constexpr std::chrono::milliseconds kLoaderWaitTick{250};
+
 // Reads child `pid`'s answer from `fd` (the parent's read end of its pipe) until EOF, the
-// child's end (its pidfd), `timeout` or kMaxLoaderAnswerBytes.
-LoaderAnswer read_loader_answer(int fd, pid_t pid, std::chrono::seconds timeout);
+// child's end (its pidfd), `timeout` or kMaxLoaderAnswerBytes. When given, `waiting` runs on the
+// calling thread at least every kLoaderWaitTick until then.
+LoaderAnswer read_loader_answer(int fd, pid_t pid, std::chrono::seconds timeout,
+                                const std::function<void()>& waiting = {});
 
 // SIGKILLs the child first when `kill_child` (hung, too much answer), waits for it to end, kills
 // what is left of its process group, reaps it and returns its wait status.

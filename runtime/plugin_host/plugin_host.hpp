@@ -208,6 +208,10 @@ struct SealedImage {
 struct LoadProbe {
   std::string executable;  // the sqlstreams binary: /proc/self/exe in `run` and `config check`
   std::chrono::seconds timeout{60};
+  // Called on the loading thread at least every 250 ms while the child has not answered (a
+  // running host pings systemd's watchdog: the wait is bounded by `timeout`, the thread is not
+  // hung). It runs with the registry's lock held: it must not call into the registry.
+  std::function<void()> while_waiting;
 };
 
 // Loads plugins from one directory, and only from it: a name or absolute path whose real path
@@ -235,6 +239,9 @@ class PluginRegistry {
   // throwaway child before this registry maps it; nullopt (the default) maps it directly (a
   // process that is itself a throwaway child: `plugin check`, a handler child).
   void set_load_probe(std::optional<LoadProbe> probe);
+  // The probe's while_waiting, now and for a probe set later (service::Host::set_tick: the
+  // watchdog pings of a running host).
+  void set_load_probe_tick(std::function<void()> tick);
 
   // SIGHUP, in two steps so that a rejected reload changes nothing
   // (runtime/plugin_host/README.md#upgrades-staging). stage(): when `file` is loaded and its bytes
@@ -282,6 +289,7 @@ class PluginRegistry {
   std::filesystem::path plugin_dir_;
   std::mutex mu_;
   std::optional<LoadProbe> probe_;
+  std::function<void()> probe_tick_;  // copied into probe_->while_waiting
   std::map<std::string, std::unique_ptr<LoadedPlugin>> loaded_;  // current, by resolved path
   std::map<std::string, std::unique_ptr<LoadedPlugin>> staged_;  // stage(), not committed yet
   std::vector<std::unique_ptr<LoadedPlugin>> retired_;  // replaced or discarded, still mapped

@@ -131,6 +131,13 @@ std::unique_ptr<LoadedPlugin> open_loaded_plugin(const std::filesystem::path& pa
 void PluginRegistry::set_load_probe(std::optional<LoadProbe> probe) {
   std::lock_guard<std::mutex> lock(mu_);
   probe_ = std::move(probe);
+  if (probe_ && probe_tick_) probe_->while_waiting = probe_tick_;
+}
+
+void PluginRegistry::set_load_probe_tick(std::function<void()> tick) {
+  std::lock_guard<std::mutex> lock(mu_);
+  probe_tick_ = std::move(tick);
+  if (probe_) probe_->while_waiting = probe_tick_;
 }
 
 const LoadedPlugin& PluginRegistry::load_internal(const std::string& file) {

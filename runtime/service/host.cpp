@@ -68,6 +68,11 @@ void resolve_schema_versions(plugin_host::PluginRegistry& registry, config::Grou
       group.schema_versions_given ? std::optional(group.schema_versions) : std::nullopt);
 }
 
+void Host::set_tick(std::function<void()> tick) {
+  tick_ = std::move(tick);
+  registry_->set_load_probe_tick(tick_);
+}
+
 Host::~Host() {
   http_.reset();
   if (poller_) poller_->stop();

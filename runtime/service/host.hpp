@@ -118,8 +118,10 @@ class Host {
   // when nothing was dropped. Returns the number of pipelines stopped (service/host_groups.cpp).
   size_t reap_dropped();
 
-  // Hook for the reload drain (watchdog pings).
-  void set_tick(std::function<void()> tick) { tick_ = std::move(tick); }
+  // Hook for the control thread's waits during a reload (watchdog pings): the drain of removed
+  // and retuned groups, and the throwaway child that loads a new plugin image first (up to its
+  // 60 s; plugin_host::LoadProbe::while_waiting). Control thread, before reload().
+  void set_tick(std::function<void()> tick);
 
  private:
   using Running = PipelineSet::Entry;

@@ -19,9 +19,11 @@ constexpr std::chrono::milliseconds kTick{250};
 int run_host(Host& host) {
   ops::SystemdNotifier notifier;
   auto ping = [&notifier] { notifier.ping_watchdog_if_due(); };
-  host.set_tick(ping);
   host.start();
   notifier.ready(host.summary());
+  // Only now: systemd arms the watchdog at READY=1, and a WATCHDOG=1 sent during start-up would
+  // arm it early. From here the reload's waits (a drain, a new plugin's load probe) ping too.
+  host.set_tick(ping);
   if (auto period = notifier.watchdog_period()) {
     spdlog::info("systemd-watchdog ping_every={}",
                  format_duration(std::chrono::duration_cast<Millis>(*period)));

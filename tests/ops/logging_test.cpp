@@ -1,14 +1,21 @@
 // ops/logging: every JSON line is one valid JSON object with the event name and the leading
 // key=value pairs as fields, the whole message kept; invalid UTF-8 and control characters do
-// not break the line.
+// not break the line. Under journald (JOURNAL_STREAM names stderr) each line, text or JSON,
+// starts with its syslog priority "<N>", and what follows is the line as without it.
 #include "ops/logging.hpp"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace sqlstreams::ops {
 namespace {
@@ -157,6 +164,98 @@ TEST(TextLog, TerminalEscapeSequencesAndControlsAreShownNotSent) {
 TEST(TextLog, JsonLinesAreUnchangedByTheTextEscaping) {
   auto j = log_one_json("retry-failed: a\nb \x1b[31m", spdlog::level::info);
   EXPECT_EQ(j["msg"], "retry-failed: a\nb \x1b[31m");
+}
+
+TEST(JournalStream, MatchesOnlyTheDeviceAndInodeItNames) {
+  EXPECT_TRUE(is_journal_stream("8:1234", 8, 1234));
+  EXPECT_TRUE(is_journal_stream("0:18446744073709551615", 0, 18446744073709551615ull));
+  EXPECT_FALSE(is_journal_stream("8:1234", 8, 1235)) << "another stream (a pipe, a file)";
+  EXPECT_FALSE(is_journal_stream("9:1234", 8, 1234));
+  for (const char* bad : {"", "8", "8:", ":1234", "8:1234x", "8:12 34", "-8:1234", "8;1234",
+                          "8:1234:5", "0x8:1234", "8:18446744073709551616"}) {
+    EXPECT_FALSE(is_journal_stream(bad, 8, 1234)) << bad;
+  }
+}
+
+// Sets JOURNAL_STREAM for one test, and puts back what was there.
+class ScopedJournalStream {
+ public:
+  explicit ScopedJournalStream(const std::string& value) {
+    if (const char* v = ::getenv("JOURNAL_STREAM")) old_ = v;
+    ::setenv("JOURNAL_STREAM", value.c_str(), 1);
+  }
+  ~ScopedJournalStream() {
+    if (old_) {
+      ::setenv("JOURNAL_STREAM", old_->c_str(), 1);
+    } else {
+      ::unsetenv("JOURNAL_STREAM");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(JournalStream, StderrIsTheJournalOnlyWhenJournalStreamNamesIt) {
+  struct stat st {};
+  ASSERT_EQ(::fstat(STDERR_FILENO, &st), 0);
+  const std::string self = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  {
+    ScopedJournalStream env(self);
+    EXPECT_TRUE(stderr_is_journal()) << self;
+  }
+  {
+    ScopedJournalStream env(std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1));
+    EXPECT_FALSE(stderr_is_journal()) << "inherited by a process whose stderr is another file";
+  }
+  ScopedJournalStream env(self);
+  ::unsetenv("JOURNAL_STREAM");
+  EXPECT_FALSE(stderr_is_journal()) << "no JOURNAL_STREAM";
+}
+
+TEST(JournalStream, SyslogPrefixPerLevel) {
+  EXPECT_EQ(syslog_prefix(spdlog::level::critical), "<2>");
+  EXPECT_EQ(syslog_prefix(spdlog::level::err), "<3>");
+  EXPECT_EQ(syslog_prefix(spdlog::level::warn), "<4>");
+  EXPECT_EQ(syslog_prefix(spdlog::level::info), "<6>");
+  EXPECT_EQ(syslog_prefix(spdlog::level::debug), "<7>");
+  EXPECT_EQ(syslog_prefix(spdlog::level::trace), "<7>");
+}
+
+std::string log_one(std::unique_ptr<spdlog::formatter> formatter, spdlog::level::level_enum level,
+                    const std::string& message) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  spdlog::logger logger("test", sink);
+  logger.set_level(spdlog::level::trace);
+  logger.set_formatter(std::move(formatter));
+  logger.log(level, "{}", message);
+  return out.str();
+}
+
+TEST(JournalStream, EachLineStartsWithItsPriorityAndTheRestIsTheLineAsBefore) {
+  const std::string message = "reload-rejected problems=1: the running configuration stays";
+  for (auto [level, prefix] : std::vector<std::pair<spdlog::level::level_enum, std::string>>{
+           {spdlog::level::err, "<3>"},
+           {spdlog::level::warn, "<4>"},
+           {spdlog::level::info, "<6>"},
+           {spdlog::level::debug, "<7>"}}) {
+    const std::string json = log_one(make_journal_formatter(make_json_formatter()), level, message);
+    ASSERT_EQ(json.rfind(prefix + "{", 0), 0u) << json;
+    EXPECT_EQ(json.find('\n'), json.size() - 1) << "one line: " << json;
+    const auto parsed = nlohmann::json::parse(json.substr(prefix.size()));  // what journald keeps
+    EXPECT_EQ(parsed["event"], "reload-rejected");
+    EXPECT_EQ(parsed["msg"], message);
+
+    const std::string text = log_one(make_journal_formatter(make_text_formatter()), level, message);
+    ASSERT_EQ(text.rfind(prefix + "20", 0), 0u) << "then the timestamp: " << text;
+    EXPECT_EQ(text.find('\n'), text.size() - 1) << "one line: " << text;
+    EXPECT_EQ(text.find("<", 1), std::string::npos) << "one prefix: " << text;
+    EXPECT_EQ(text.substr(text.size() - message.size() - 1), message + "\n") << text;
+  }
+  // clone() keeps the prefix (spdlog clones formatters per sink).
+  auto cloned = make_journal_formatter(make_json_formatter())->clone();
+  EXPECT_EQ(log_one(std::move(cloned), spdlog::level::warn, message).rfind("<4>{", 0), 0u);
 }
 
 }  // namespace

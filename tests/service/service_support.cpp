@@ -63,6 +63,7 @@ NotifySocket::NotifySocket(const std::string& path) : path_(path) {
       if (n <= 0) continue;
       std::lock_guard lock(mu_);
       messages_.emplace_back(buf, static_cast<size_t>(n));
+      arrivals_.push_back(std::chrono::steady_clock::now());
     }
   });
 }
@@ -77,6 +78,11 @@ NotifySocket::~NotifySocket() {
 std::vector<std::string> NotifySocket::messages() const {
   std::lock_guard lock(mu_);
   return messages_;
+}
+
+std::vector<std::chrono::steady_clock::time_point> NotifySocket::arrivals() const {
+  std::lock_guard lock(mu_);
+  return arrivals_;
 }
 
 int NotifySocket::wait_for(const std::string& needle, Millis timeout, size_t from) const {

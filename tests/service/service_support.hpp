@@ -61,6 +61,8 @@ class NotifySocket {
   ~NotifySocket();
   const std::string& path() const { return path_; }
   std::vector<std::string> messages() const;
+  // When each of messages() arrived (same indexes).
+  std::vector<std::chrono::steady_clock::time_point> arrivals() const;
   // Waits for a message containing `needle` at index >= `from`; returns its index or -1.
   int wait_for(const std::string& needle, Millis timeout, size_t from = 0) const;
 
@@ -70,6 +72,7 @@ class NotifySocket {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::vector<std::string> messages_;
+  std::vector<std::chrono::steady_clock::time_point> arrivals_;
   std::thread thread_;
 };
 

@@ -8,7 +8,9 @@
 //   - `systemctl status` shows the host's STATUS= line; messages produced get handled (the
 //     database URL came from /etc/sqlstreams/env, the plugins from /usr/lib/sqlstreams/plugins);
 //   - `journalctl -u sqlstreams -o json`: every line of the host is one JSON object (ts, level,
-//     pid, event, msg, the key=value fields) in MESSAGE;
+//     pid, event, msg, the key=value fields) in MESSAGE, filed at its level's PRIORITY (the host
+//     prefixes "<N>" under journald), so `journalctl -p warning` shows a rejected reload's error
+//     lines and none of the info lines;
 //   - the sandbox, seen from inside the service's own mount namespace: its user reads the env
 //     file and the plugins; even root cannot write /etc, /usr, the plugin folder or /var;
 //     /home and /root are inaccessible; /tmp is private; the process has no capabilities and
@@ -38,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <random>
@@ -355,6 +358,48 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
         << show(sd, "StatusText");
     EXPECT_EQ(show(sd, "NRestarts"), "0") << "watchdog pings kept it alive so far";
     std::cout << "reloaded: " << (Clock::now() - started) / 1ms << " ms\n";
+
+    // --- A rejected reload: `journalctl -p warning` shows its error lines (journald's
+    // PRIORITY from the host's "<N>" prefix), still JSON in MESSAGE. ---
+    std::ofstream(dir.file("bad.toml")) << "bogus_key = 1\n" << unit_toml(spec);
+    {
+      auto [code, out] = sd.sh("install -m 0644 " + in +
+                               "/bad.toml /etc/sqlstreams/sqlstreams.toml && "
+                               "systemctl reload sqlstreams");
+      ASSERT_EQ(code, 0) << out;
+    }
+    ASSERT_TRUE(wait_until(
+        [&] { return count_message(journal(sd), "reload-rejected problems=") == 1; }, 30s))
+        << journal_text(sd);
+    {
+      // Every host line's PRIORITY is its level's.
+      const std::map<std::string, std::string> priority = {
+          {"critical", "2"}, {"error", "3"}, {"warning", "4"}, {"info", "6"}, {"debug", "7"}};
+      for (const auto& e : journal(sd)) {
+        if (e.fields.value("_COMM", "") != "sqlstreams" || !e.line.is_object()) continue;
+        const auto level = priority.find(e.line.value("level", ""));
+        ASSERT_NE(level, priority.end()) << e.line.dump();
+        EXPECT_EQ(e.fields.value("PRIORITY", ""), level->second) << e.fields.dump();
+      }
+      auto [code, out] =
+          sd.run({"journalctl", "-u", "sqlstreams", "-p", "warning", "-o", "json", "--no-pager"});
+      int rejected = 0, host_lines = 0;
+      std::istringstream lines(out);
+      for (std::string text; std::getline(lines, text);) {
+        const auto fields = nlohmann::json::parse(text, nullptr, false);
+        if (!fields.is_object() || fields.value("_COMM", "") != "sqlstreams") continue;
+        ++host_lines;
+        const auto line =
+            nlohmann::json::parse(fields.value("MESSAGE", std::string()), nullptr, false);
+        ASSERT_TRUE(line.is_object()) << "not JSON once journald took the prefix: " << text;
+        EXPECT_NE(line.value("level", ""), "info") << text;
+        rejected +=
+            line.value("event", "") == "reload-rejected" && line.value("level", "") == "error";
+      }
+      EXPECT_GE(rejected, 2) << "the problem(s) and the summary, at PRIORITY=3:\n" << out;
+      EXPECT_GE(host_lines, rejected);
+    }
+    EXPECT_EQ(show(sd, "MainPID"), main_pid) << "a rejected reload is not a restart";
 
     // --- A hung control loop: the watchdog kills it, Restart=on-failure starts it again. ---
     spec.groups.push_back(GroupSpec{.name = "refunds", .handler = "noop", .plugin = "noop.so"});
