@@ -2,7 +2,7 @@
 // make a 407 MB page, and 8 parallel GETs took a host to 10.9 GB. Now each payload and error is
 // shown as a prefix with its full size and the command that shows the rest, the newest history
 // rows only, the page is capped, and at most two are built at a time (the others get 503 at
-// once).
+// once: AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce).
 #include <gtest/gtest.h>
 
 #include <future>
@@ -68,6 +68,59 @@ TEST(DeadLetterPage, AHundredDeadLettersOfAMegabyteMakeAPageOfAFewHundredKilobyt
   }
   EXPECT_GE(whole, 1);
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
+  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+}
+
+// At most two pages are built at once, and a third request is answered 503 at once, holding
+// nothing. A lock on the group's exception table holds every page build inside its first query,
+// so two builds are seen waiting in the database before the third request is sent: without the
+// cap the third would wait there too.
+TEST(DeadLetterPage, AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce) {
+  testing::TestDatabase db;
+  ScratchDir dir;
+  const int port = free_tcp_port();
+  HostSpec spec;
+  spec.http_listen = "127.0.0.1:" + std::to_string(port);
+  HostProcess host(dir, spec, db.url());
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
+  const std::string n = db.scalar<std::string>(
+      "SELECT stream_id::text FROM sqlstreams.groups WHERE name = "
+      "'charge-cards'");
+  const std::string path = "/groups/payments.requested/charge-cards/dead";
+
+  auto lock = std::make_unique<pqxx::connection>(db.url());
+  auto tx = std::make_unique<pqxx::work>(*lock);
+  tx->exec("LOCK TABLE sqlstreams.exceptions_" + n + " IN ACCESS EXCLUSIVE MODE");
+  auto building = [&] {
+    return db.scalar<int64_t>(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sqlstreams http' AND "
+        "wait_event_type = 'Lock'");
+  };
+  std::vector<std::future<HttpResult>> first;
+  for (int i = 0; i < 2; ++i) {
+    first.push_back(std::async(std::launch::async, [&] { return http_get(port, path); }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (building() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(building(), 2) << "two page builds waiting on the lock";
+
+  auto third = std::async(std::launch::async, [&] { return http_get(port, path); });
+  const bool answered = third.wait_for(10s) == std::future_status::ready;
+  tx->commit();  // the two builds go on
+  tx.reset();
+  lock.reset();
+  ASSERT_TRUE(answered) << "the third page waited to be built: no cap on pages at once";
+  const HttpResult busy = third.get();
+  EXPECT_EQ(busy.status, 503) << busy.error;
+  EXPECT_NE(busy.body.find("busy: 2 dead-letter pages are being built"), std::string::npos)
+      << busy.body;
+  for (auto& f : first) {
+    const HttpResult r = f.get();
+    EXPECT_EQ(r.status, 200) << r.error;
+  }
+  EXPECT_EQ(http_get(port, path).status, 200) << "the cap is released with the pages";
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
 
