@@ -133,6 +133,10 @@ TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   o.seed = 37;
   o.duration = 15s;
   o.faults = {"replace-plugin"};
+  // Replacements back to back (each holds the file 2-4 s): ~2/3 of the run with a bad file on
+  // disk. With the default 1.5-3.5 s pauses a quiet fresh-clone run caught child-start=7 only.
+  o.fault_every_min = 300ms;
+  o.fault_every_max = 600ms;
   o.plant = "child-loads-plugin-file";
   const auto result = run_chaos_session(o);
   std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by

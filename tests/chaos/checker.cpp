@@ -20,7 +20,7 @@ namespace {
 const std::vector<std::string> kInvariants = {
     "lost",     "skipped",   "stuck",        "wrong-attempts", "double-commits",
     "phantoms", "backward",  "passed-lease", "order",          "overlap",
-    "early",    "log-order", "idempotency",  "child-start"};
+    "early",    "log-order", "idempotency",  "child-start",    "host-exit"};
 
 struct DeadRow {
   std::string status;
@@ -246,6 +246,7 @@ Verdict check(const CheckInput& in, History& h) {
   }
   t.info("monitor samples", h.monitor_samples);
   for (const auto& m : h.idempotency_violations) t.violation("idempotency", m);
+  for (const auto& m : h.host_exits) t.violation("host-exit", m);
   for (const auto& [name, s] : db) {
     for (const auto& f : s.child_start_failures) t.violation("child-start", name + ": " + f);
   }

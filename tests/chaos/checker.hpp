@@ -13,6 +13,8 @@
 //   idempotency     an idempotency key stored twice (the idem producers retry failed batches
 //                   with the same keys; the key is the tag), or a batch sent twice at once
 //                   answered with different ids
+//   host-exit       a host that exited by itself (found gone at the end; faults restart what
+//                   they stop)
 //   child-start     an attempt charged because an isolated group's handler process could not
 //                   start (a plugin file replaced in place must not matter: children map the
 //                   host's sealed image)

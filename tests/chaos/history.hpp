@@ -60,6 +60,9 @@ struct History {
   // An idempotent batch sent twice at once (a client retrying while its first attempt is still
   // in flight, or just after it committed) whose two answers differ (checker: `idempotency`).
   std::vector<std::string> idempotency_violations;
+  // Hosts found gone at the end of the faults that no fault had stopped: they exited by
+  // themselves (checker: host-exit).
+  std::vector<std::string> host_exits;
   int64_t monitor_samples = 0;
   std::map<int, std::string> host_of_pid;  // every host process started: pid -> host name
   std::vector<Disturbance> disturbances;

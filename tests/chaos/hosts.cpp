@@ -59,6 +59,12 @@ void ChaosHost::write_config() {
 
 pid_t ChaosHost::pid() const { return process_ ? process_->pid() : -1; }
 bool ChaosHost::running() const { return process_ && process_->running(); }
+bool ChaosHost::ready() const {
+  if (!running()) return false;
+  std::ifstream in(log_file_);
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return log.find("\"event\":\"host-ready\"") != std::string::npos;
+}
 
 void ChaosHost::start() {
   std::map<std::string, std::string> env{{"SQLSTREAMS_DATABASE_URL", options_.url}};

@@ -25,6 +25,8 @@ class ChaosHost {
   pid_t pid() const;
   bool running() const;
   bool stopped() const { return stopped_; }
+  // This process has logged host-ready: its plugins are loaded (from the sealed images).
+  bool ready() const;
 
   void start();
   void kill();    // SIGKILL and reap

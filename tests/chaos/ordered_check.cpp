@@ -112,6 +112,14 @@ class OrderedCheck {
       return it == s.decided.end() ? Resolutions{} : it->second;
     };
     const auto dead_at_end = [&](int64_t id) { return s.dead_at_end.count({g, id}) != 0; };
+    // Retention removed it unresolved (allow_drop_past_committed): no committed outcome and gone
+    // from the log at the end. It blocks nothing; a host that held it when the sweep ran may
+    // still run it, beside or after its successors, and that run commits nothing.
+    const auto swept = [&](int64_t id) {
+      const Resolutions d = decided(id);
+      return s.allow_drop && !s.stored.count(id) && d.first_ok == kNever &&
+             d.first_dead == kNever && d.first_discard == kNever;
+    };
     // Under "release" a dead letter that an operator retries re-enters after its successors
     // ran: its calls after it died may run beside them (not judged by overlap).
     const auto revived = [&](const CallRecord& r) {
@@ -135,7 +143,7 @@ class OrderedCheck {
             dead_at_end(id)) {
           continue;
         }
-        if (d.first_ok == kNever && s.allow_drop && !s.stored.count(id)) continue;
+        if (swept(id)) continue;
         const CallRecord* first = nullptr;
         for (const CallRecord* r : runs_of[id]) {
           if (r->outcome == "ok" && (!first || r->end_ns < first->end_ns)) first = r;
@@ -205,8 +213,8 @@ class OrderedCheck {
         }
       }
 
-      // --- overlap: no two runs of the key at once, except a timed-out (hung) attempt or a run
-      // on a host stopped or killed while it ran.
+      // --- overlap: no two runs of the key at once, except a timed-out (hung) attempt, a run
+      // on a host stopped or killed while it ran, or a run of a message retention swept.
       std::vector<const CallRecord*> sorted;
       for (const CallRecord* r : runs[key]) {
         if (!rewound_run(*r)) sorted.push_back(r);
@@ -223,6 +231,10 @@ class OrderedCheck {
           }
           if (revived(*a) || revived(*r)) {
             v_.add_info("ordered: overlaps excused (dead letter retried by an operator)");
+            continue;
+          }
+          if (swept(a->id) || swept(r->id)) {
+            v_.add_info("ordered: overlaps excused (a run of a message retention dropped)");
             continue;
           }
           v_.violation("overlap", at(r->id) + " key " + key + " attempt " +

@@ -198,8 +198,9 @@ TEST_F(OrderedCheckTest, KeylessAndNeverDeliveredMessagesBlockNothing) {
 }
 
 // Retention swept 1 unresolved (allow_drop_past_committed) while host B held it: B still runs
-// it, after its successor 2, and its outcome commits nothing (no audit row, gone from the log).
-// It blocks nothing, for `order` as for `early` (a short run once reported order=1 here).
+// it, after its successor 2 and beside 3, and its outcome commits nothing (no audit row, gone
+// from the log). It blocks nothing, for `order` and `overlap` as for `early` (short runs
+// reported order=1, then overlap=1, here).
 TEST_F(OrderedCheckTest, AMessageRetentionDroppedUnresolvedBlocksNothingEvenIfRunLate) {
   stream_.allow_drop = true;
   stream_.keys[1] = KeySeq{"k", 1};
@@ -208,12 +209,17 @@ TEST_F(OrderedCheckTest, AMessageRetentionDroppedUnresolvedBlocksNothingEvenIfRu
   call(2, kHostA, 0, 10, "ok");
   ok_at(2, 10);
   call(1, kHostB, 20, 30, "ok");  // B's late run of the swept message
+  call(3, kHostA, 25, 35, "ok");  // 2's successor, beside B's run of 1
+  ok_at(3, 35);
+  stream_.keys[3] = KeySeq{"k", 3};
+  stream_.stored.insert(3);
   auto v = check();
   EXPECT_TRUE(v.ok()) << v.report();
-  // Still stored at the end: not dropped, so 2 before 1 is out of order.
+  // Still stored at the end: not dropped, so 2 before 1 is out of order, and 1 ran beside 3.
   stream_.stored.insert(1);
   v = check();
   EXPECT_EQ(v.count("order"), 1) << v.report();
+  EXPECT_EQ(v.count("overlap"), 1) << v.report();
 }
 
 TEST_F(OrderedCheckTest, AKeysSeqMustGrowWithTheIdInTheLog) {

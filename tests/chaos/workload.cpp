@@ -251,6 +251,23 @@ struct ChaosRun::Impl {
       // must go on running the image the hosts sealed; a child that fails to start for it
       // charges attempts (checker: child-start). Hosts start only in this thread, so none
       // starts while the file is bad.
+      // A host still starting loads the file itself: wait until every host has logged
+      // host-ready (a truncated file under a starting host made it exit 3: a run with the
+      // replacements 300 ms after the start lost all three hosts).
+      const auto ready_by = Clock::now() + 30s;
+      auto all_ready = [&] {
+        for (auto& host : hosts) {
+          if (!host->ready()) return false;
+        }
+        return true;
+      };
+      while (!stop_faults && !all_ready() && Clock::now() < ready_by) {
+        std::this_thread::sleep_for(50ms);
+      }
+      if (!all_ready()) {
+        event("replace-plugin skipped: a host is not ready");
+        return;
+      }
       static const char* const kVariants[] = {"truncated", "refused", "good"};
       const std::string variant = kVariants[replacements++ % 3];
       const std::string file = plugin_dir_of(o) + "/chaos.so";
@@ -500,7 +517,13 @@ bool ChaosRun::run() {
   for (auto& host : m.hosts) {
     host->resume();
     if (!host->running()) {
-      m.event(host->name() + " was not running at the end (exit): restarted");
+      // Every fault restarts what it stopped: a host that is gone exited by itself.
+      const std::string what = host->name() + " was not running at the end (exit): restarted";
+      m.event(what);
+      {
+        std::lock_guard lk(history_.mu);
+        history_.host_exits.push_back(what + " (log " + host->log_file() + ")");
+      }
       m.start_host(*host);
     }
   }
