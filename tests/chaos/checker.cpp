@@ -127,7 +127,8 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
       const int32_t attempt = r[2].as<int32_t>();
       const int64_t at_ns = monotonic(r[7].as<int64_t>());
       if (const std::string error = r[4].as<std::string>();
-          error.rfind("handler process restarting: ", 0) == 0) {
+          error.rfind("handler process restarting: ", 0) == 0 &&
+          error.find("(signal 9)") == std::string::npos) {  // not the workload's own SIGKILL
         s.child_start_failures.push_back(g + "/" + std::to_string(id) + " attempt " +
                                          std::to_string(attempt) + ": " + error.substr(0, 300));
       }

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,8 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "hosts.hpp"
@@ -47,6 +51,30 @@ void write_in_place(const std::string& file, const std::string& bytes) {
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+}
+
+// SIGKILLs every handler child (`sqlstreams __handler-child`) whose parent is one of `parents`;
+// returns how many. Their hosts restart them.
+int kill_handler_children(const std::set<int>& parents) {
+  int killed = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // gone meanwhile
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    int ppid = 0;
+    if (!(rest >> state >> ppid) || !parents.count(ppid)) continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    const std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find("__handler-child") == std::string::npos) continue;
+    if (::kill(std::stoi(name), SIGKILL) == 0) ++killed;
+  }
+  return killed;
 }
 
 std::string read_whole(const std::string& file) {
@@ -275,7 +303,14 @@ struct ChaosRun::Impl {
       if (variant == "truncated") bytes.resize(bytes.size() / 2);
       if (variant == "refused") bytes = "not a plugin\n";
       write_in_place(file, bytes);
-      event("replace-plugin " + variant + " (in place, no reload)");
+      // Handler children restart while the file is bad: a crash of one is what made the old
+      // code load the file (a hung call's kill does too, but not reliably within the window).
+      std::set<int> parents;
+      for (auto& host : hosts) parents.insert(host->pid());
+      std::this_thread::sleep_for(200ms);
+      const int killed = kill_handler_children(parents);
+      event("replace-plugin " + variant + " (in place, no reload); " + std::to_string(killed) +
+            " handler children killed");
       sleep_unless_stopped(std::chrono::milliseconds(2000 + rng() % 2000));
       write_in_place(file, plugin_image);
       event("replace-plugin restored");
