@@ -51,6 +51,13 @@ Claimer::Claimer(const PipelineOptions& options, RangeQueue& queue, GroupMetrics
       metrics_(metrics),
       range_limit_(range_limit(options.group, asynchronous)) {}
 
+int64_t Claimer::held_bytes_allowing(int64_t next_bytes, const config::GroupConfig& g) {
+  // A claim's budget is min(batch_bytes, queue_bytes - held); a message larger than either
+  // fits only as the first of an empty queue (ClaimBudget::first_always).
+  if (next_bytes > g.batch_bytes || next_bytes > g.queue_bytes) return 0;
+  return g.queue_bytes - next_bytes;
+}
+
 size_t Claimer::range_limit(const config::GroupConfig& g, bool asynchronous) {
   const auto queue = static_cast<size_t>(g.queue_ranges);
   if (!asynchronous) return queue;
@@ -154,6 +161,14 @@ void Claimer::run() {
   // that the read statement does not convert many payloads past the cut; doubled back after a
   // range the budget did not cut (small messages never leave batch_size).
   int32_t batch = g.batch_size;
+  // After a claim the byte budget cut: the text bytes of the message the next claim starts
+  // with (the first past next_bytes_at). The claim waits for room for it
+  // (held_bytes_allowing): a freed byte that cannot let it in wakes no claim, whose read
+  // would convert the range's payloads and take nothing (a claim per poll_interval read the
+  // same payloads ~4 times per message). Forgotten once the group's cursor moved elsewhere
+  // (another host claimed that message).
+  int64_t next_bytes = 0;
+  int64_t next_bytes_at = 0;
   ClaimTiming timing;  // this cycle's, for options_.on_claim
   timing.cycle_began = clock.now();
   // A failed statement: true when the group was dropped (its cursor row is gone: no outage);
@@ -234,19 +249,32 @@ void Claimer::run() {
         timing.idle_began = idle_from;
         continue;
       }
-      timing.claim_began = clock.now();
       // The byte budgets (batch_bytes, queue_bytes): only this thread adds held bytes, so the
       // claimed range keeps the group within queue_bytes; a first message always fits.
       const int64_t held = queue_.held_bytes();
+      if (next_bytes > 0 && obs.claimed != next_bytes_at) next_bytes = 0;
+      if (next_bytes > 0 && held > held_bytes_allowing(next_bytes, g)) {
+        // The next message does not fit yet: wait for room for it (or the next state check).
+        if (!queue_.await_bytes_below(held_bytes_allowing(next_bytes, g) + 1, next_state_check)) {
+          break;
+        }
+        continue;
+      }
+      timing.claim_began = clock.now();
       store::ClaimBudget budget;
       budget.bytes = std::min(g.batch_bytes, g.queue_bytes - held);
       budget.first_always = held == 0;
       auto res = store.claim(obs, batch, g.lease_ttl, cache.get(), budget);
-      if (res.budget_full) {  // the next message does not fit beside what is held: wait
+      // The next message does not fit beside what is held: wait for room for it (before the
+      // next claim when its size came back, else until any held bytes are freed).
+      next_bytes = res.budget_cut || res.budget_full ? res.next_bytes : 0;
+      next_bytes_at = res.range ? res.range->high : obs.claimed;
+      if (res.budget_full) {
+        metrics_.add(GroupCounter::kClaimsBudgetFull);
         fence_clear();
         timing = ClaimTiming{};
         timing.cycle_began = clock.now();
-        if (!queue_.await_bytes_below(held, next_state_check)) break;
+        if (next_bytes == 0 && !queue_.await_bytes_below(held, next_state_check)) break;
         continue;
       }
       if (res.range) {

@@ -33,6 +33,9 @@ class Claimer {
   // Ranges the claimer keeps claimed: queue_ranges, or for an async handler enough to keep
   // max_in_flight busy (max(queue_ranges, 2 × max_in_flight / batch_size)).
   static size_t range_limit(const config::GroupConfig& g, bool asynchronous);
+  // The most bytes the group may hold for a claim to take a next message of `next_bytes` text
+  // bytes under its budgets (batch_bytes, queue_bytes); 0: only when it holds nothing.
+  static int64_t held_bytes_allowing(int64_t next_bytes, const config::GroupConfig& g);
 
  private:
   void run();

@@ -41,6 +41,7 @@ enum class GroupCounter {
   kCommitsInDoubt,
   kDeferred,
   kRangesRevoked,
+  kClaimsBudgetFull,
   kCount
 };
 inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
@@ -115,6 +116,10 @@ inline constexpr std::array<GroupCounterRow, kGroupCounters> kGroupCounterTable{
      MetricType::kCounter},
     {GroupCounter::kRangesRevoked, "sqlstreams_ranges_revoked_total",
      "ranges of an ordered group handed back unrun: an earlier range of this host lost its lease",
+     MetricType::kCounter},
+    {GroupCounter::kClaimsBudgetFull, "sqlstreams_claims_budget_full_total",
+     "claims that took nothing: the next message did not fit beside the held bytes "
+     "(queue_bytes, batch_bytes)",
      MetricType::kCounter},
 }};
 

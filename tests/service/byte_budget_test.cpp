@@ -87,6 +87,14 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
   }
   EXPECT_EQ(committed(db.url(), "charge-cards"), 0);
   EXPECT_LE(peak, 16 * kMiB) << "the group held more than queue_bytes with every handler blocked";
+  // A full group waits for room for its next message, whose size its cut claim read: it does
+  // not claim (reading and converting that message's range again) at every poll_interval. The
+  // claimer before that claimed every 20 ms here, ~40 claims that took nothing in 2 s, each
+  // reading two 1 MiB payloads.
+  const auto full_claims = metric_value(
+      http_get(port, "/metrics").body,
+      R"(sqlstreams_claims_budget_full_total{stream="payments.requested",group="charge-cards"})");
+  EXPECT_LE(full_claims, 3) << "claims that found no room while every handler was blocked";
   std::ofstream(gate).put('\n');
   const bool drained = wait_until(
       [&] {

@@ -108,6 +108,7 @@ TEST_F(ClaimBudgetTest, AClaimEndsAtTheBudgetAndTheNextStartsAtTheNextId) {
   EXPECT_EQ(first.range->low, 0);
   EXPECT_EQ(first.range->high, 3);  // right after the last message it includes
   EXPECT_TRUE(first.budget_cut);
+  EXPECT_EQ(first.next_bytes, kMiB);  // the size of 5, which the next claim starts with
   EXPECT_EQ(bytes_of(*first.range), 3 * kMiB);
   EXPECT_EQ(claimed(charge_), 3);
 
@@ -123,6 +124,7 @@ TEST_F(ClaimBudgetTest, AClaimEndsAtTheBudgetAndTheNextStartsAtTheNextId) {
   EXPECT_EQ(ids(*third.range), (std::vector<int64_t>{8}));
   EXPECT_EQ(third.range->high, 8);  // everything the fence allowed: not cut
   EXPECT_FALSE(third.budget_cut);
+  EXPECT_EQ(third.next_bytes, 0);
   EXPECT_EQ(leases(charge_), "0-3 3-7 7-8");  // each lease covers exactly what was read
   EXPECT_EQ(claimed(charge_), 8);
 }
@@ -139,12 +141,14 @@ TEST_F(ClaimBudgetTest, AMessageLargerThanTheBudgetIsClaimedAlone) {
   ASSERT_TRUE(first.range);
   EXPECT_EQ(ids(*first.range), (std::vector<int64_t>{1}));
   EXPECT_EQ(first.range->high, 1);
+  EXPECT_EQ(first.next_bytes, 5 * kMiB);
 
   // While the group holds bytes, a message that does not fit beside them waits: nothing is
   // claimed and the cursor stays.
   auto held = claim(gs, store::ClaimBudget{.bytes = 2 * kMiB, .first_always = false});
   EXPECT_FALSE(held.range);
   EXPECT_TRUE(held.budget_full);
+  EXPECT_EQ(held.next_bytes, 5 * kMiB);  // the room the claimer waits for
   EXPECT_EQ(claimed(charge_), 1);
 
   auto big = claim(gs, budget);
@@ -182,6 +186,7 @@ TEST_F(ClaimBudgetTest, ACachedPrefixIsCutTooAndOnlyTheReadPartIsOffered) {
     EXPECT_EQ(r.range->low, low);
     EXPECT_EQ(ids(*r.range), (std::vector<int64_t>{low + 1, low + 2}));
     EXPECT_EQ(r.range->high, low + 2);
+    EXPECT_EQ(r.next_bytes, low + 2 < 6 ? kMiB : 0);  // the cache's next message; none past 6
   }
   EXPECT_EQ(cache.fills.size(), 1u);  // nothing read, nothing filled
   EXPECT_EQ(leases(audit_), "0-2 2-4 4-6");

@@ -162,6 +162,7 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
           bytes += size;
         }
         if (fit < hit->messages.size()) {
+          result.next_bytes = static_cast<int64_t>(hit->messages[fit].payload.size());
           hit->high = fit == 0 ? claimed : hit->messages[fit - 1].id;
           hit->messages.resize(fit);
           new_claimed = hit->high;
@@ -185,15 +186,22 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
           rows = exec_prepared(tx, conn, read_budget_, range.cached_high, new_claimed, left,
                                first_always);
         }
+        // A last row without its payload is the range's first message, which did not fit:
+        // only its size came back.
+        size_t sent = rows.size();
+        if (sent > 0 && rows[sent - 1][4].is_null()) --sent;
         std::vector<StoredMessage> read;
-        read.reserve(rows.size());
-        for (const auto& row : rows) read.push_back(message_from_row(row));
-        if (rows.empty() ? !first_always : !rows.back()[5].is_null()) {
+        read.reserve(sent);
+        for (size_t i = 0; i < sent; ++i) read.push_back(message_from_row(rows[i]));
+        if (sent == 0 ? !first_always : !rows[sent - 1][5].is_null()) {
           // Cut: the range ends at the last message sent (a later message of the range exists),
           // or, when nothing fit (or nothing is there: unknown without a first message), where
           // the cached prefix ended. The next claim starts right there.
           new_claimed = read.empty() ? range.cached_high : read.back().id;
           result.budget_cut = true;
+          if (!rows.empty() && !rows[rows.size() - 1][6].is_null()) {
+            result.next_bytes = rows[rows.size() - 1][6].as<int64_t>();
+          }
         }
         // new_claimed <= proven and every message of (cached_high, new_claimed] was read: the
         // read is final and may serve the other groups.

@@ -94,19 +94,24 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                                         message_columns(), tables_.messages));
   // A claim's read under its byte budget (ClaimBudget): the range's messages in id order with
   // the running sum of their payload bytes; only those whose sum fits come back ($3 bytes; $4:
-  // the first message comes back whatever its size), each with the id of the next message of
-  // the range (lead: on the last row sent, non-NULL means the budget cut the range there).
+  // the first message comes back whatever its size), each with the id and the text bytes of the
+  // next message of the range (lead: on the last row sent, a non-NULL id means the budget cut
+  // the range there). When not even the first message fits, it alone comes back without its
+  // payload (NULL), its own size in the last column: the claimer waits for that much room
+  // instead of reading the range again at every freed byte (ClaimResult::next_bytes).
   // The inner subquery converts each payload to text once; the window copies rows into a
   // tuplestore it trims as it goes (no temp file for a range of 1 MiB payloads).
   read_budget_ = statement(
       kReadBudget,
-      fmt::format("SELECT s.id, s.created_ms, s.schema_version, s.message_key, s.payload, "
-                  "s.next_id FROM (SELECT r.*, sum(octet_length(r.payload)) OVER w AS run, "
-                  "lead(r.id) OVER w AS next_id FROM (SELECT id, {} AS created_ms, "
-                  "schema_version, message_key, payload::text AS payload FROM {} WHERE id > $1 "
-                  "AND id <= $2 ORDER BY id OFFSET 0) r WINDOW w AS (ORDER BY r.id ROWS "
-                  "UNBOUNDED PRECEDING)) s WHERE s.run <= $3 OR (s.run = "
-                  "octet_length(s.payload) AND $4) ORDER BY s.id",
+      fmt::format("SELECT s.id, s.created_ms, s.schema_version, s.message_key, CASE WHEN s.fits "
+                  "THEN s.payload END, s.next_id, CASE WHEN s.fits THEN s.next_bytes ELSE "
+                  "octet_length(s.payload) END FROM (SELECT t.*, t.run <= $3 OR (t.first AND "
+                  "$4) AS fits FROM (SELECT r.*, sum(octet_length(r.payload)) OVER w AS run, "
+                  "row_number() OVER w = 1 AS first, lead(r.id) OVER w AS next_id, "
+                  "lead(octet_length(r.payload)) OVER w AS next_bytes FROM (SELECT id, {} AS "
+                  "created_ms, schema_version, message_key, payload::text AS payload FROM {} "
+                  "WHERE id > $1 AND id <= $2 ORDER BY id OFFSET 0) r WINDOW w AS (ORDER BY r.id "
+                  "ROWS UNBOUNDED PRECEDING)) t) s WHERE s.fits OR s.first ORDER BY s.id",
                   to_epoch_ms("created_at"), tables_.messages));
   // The common case first (a range far below its budget): the range whole, as read_range_, but
   // only when the payloads' stored sizes show it cannot reach $3 bytes — none compressed, and
@@ -118,12 +123,13 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   // sum cost ~45% of a 5,000-row read; this check ~10%).
   read_checked_ = statement(
       kReadChecked,
-      fmt::format("SELECT {0}, NULL::bigint FROM {1} WHERE id > $1 AND id <= $2 AND (SELECT "
-                  "coalesce(bool_and(pg_column_compression(payload) IS NULL), true) AND "
-                  "coalesce(sum(coalesce(text_bytes::bigint, 8 * "
-                  "pg_column_size(payload)::bigint)), 0) <= $3::bigint FROM {1} "
-                  "WHERE id > $1 AND id <= $2) ORDER BY id",
-                  message_columns(), tables_.messages));
+      fmt::format(
+          "SELECT {0}, NULL::bigint, NULL::bigint FROM {1} WHERE id > $1 AND id <= $2 AND (SELECT "
+          "coalesce(bool_and(pg_column_compression(payload) IS NULL), true) AND "
+          "coalesce(sum(coalesce(text_bytes::bigint, 8 * "
+          "pg_column_size(payload)::bigint)), 0) <= $3::bigint FROM {1} "
+          "WHERE id > $1 AND id <= $2) ORDER BY id",
+          message_columns(), tables_.messages));
   count_range_ = statement(
       kCountRange,
       fmt::format("SELECT count(*) FROM {} WHERE id > $1 AND id <= $2", tables_.messages));

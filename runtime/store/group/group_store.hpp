@@ -83,6 +83,10 @@ struct ClaimResult {
   // shorter), or (range nullopt) let nothing in: wait until held bytes are freed.
   bool budget_cut = false;
   bool budget_full = false;
+  // After a cut (budget_cut or budget_full): the text bytes of the first message the budget
+  // left out, which the next claim starts with; 0 when unknown. The claimer waits for that much
+  // room before it claims again (a claim with less room reads the range and takes nothing).
+  int64_t next_bytes = 0;
 };
 
 struct ReclaimResult {
