@@ -17,6 +17,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The verdict line (the margin a plant was caught by) and the run's events with their times
+// (where the time went: the drain after the producers stop is most of a run's overhead).
+void print_run(const SessionResult& result) {
+  std::printf("%s\n", result.verdict.line().c_str());
+  for (const auto& e : result.events) std::printf("  %s\n", e.c_str());
+}
+
 TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
   ChaosOptions o;
   o.seed = 20261130;
@@ -60,7 +67,7 @@ TEST(ChaosPlantTest, ClaimWithoutProofIsReportedAsSkipped) {
   o.faults = {};
   o.plant = "claim-without-proof";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("skipped"), 0) << result.summary();
 }
 
@@ -79,7 +86,7 @@ TEST(ChaosPlantTest, CommitWithoutTokenIsReportedAsDoubleCommit) {
   o.fault_every_max = 1000ms;
   o.plant = "commit-without-token";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("double-commits"), 0) << result.summary();
 }
 
@@ -91,7 +98,7 @@ TEST(ChaosPlantTest, AdvanceWithoutGuardIsReportedAsPassedLease) {
   o.faults = {};
   o.plant = "advance-without-guard";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("passed-lease"), 0) << result.summary();
 }
 
@@ -121,7 +128,7 @@ TEST(ChaosPlantTest, IdempotencyIgnoringLiveKeysIsReportedAsAKeyStoredTwice) {
   o.faults = {};
   o.plant = "idempotency-ignore-live";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("idempotency"), 0) << result.summary();
 }
 
@@ -139,7 +146,7 @@ TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   o.fault_every_max = 600ms;
   o.plant = "child-loads-plugin-file";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("child-start"), 0) << result.summary();
 }
 
@@ -158,7 +165,7 @@ TEST(ChaosPlantTest, OrderingIgnoreLanesIsReportedAsEarlyAndOverlap) {
   o.faults = {};
   o.plant = "ordering-ignore-lanes";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
   EXPECT_GT(result.verdict.count("overlap"), 0) << result.summary();
 }
@@ -174,7 +181,7 @@ TEST(ChaosPlantTest, OrderingSplitGateIsReportedAsEarly) {
   o.faults = {};
   o.plant = "ordering-split-gate";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("early") + result.verdict.count("overlap"), 0) << result.summary();
 }
 
@@ -187,7 +194,7 @@ TEST(ChaosPlantTest, OrderingRetryAnyRowIsReportedAsEarly) {
   o.faults = {};
   o.plant = "ordering-retry-any-row";
   const auto result = run_chaos_session(o);
-  std::printf("%s\n", result.verdict.line().c_str());  // the margin a plant was caught by
+  print_run(result);
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
 }
 #endif

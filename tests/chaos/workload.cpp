@@ -564,7 +564,7 @@ bool ChaosRun::run() {
   }
   // Liveness: "stuck" means no progress for quiesce_timeout, not "slower than a fixed budget"
   // (a long run under load ends with a backlog it is still working through).
-  std::string why, last_state;
+  std::string why, last_state, last_waiting;
   auto deadline = Clock::now() + options_.quiesce_timeout;
   bool quiet = false;
   std::mt19937_64 drain_rng(options_.seed);
@@ -572,6 +572,12 @@ bool ChaosRun::run() {
   while (Clock::now() < deadline) {
     std::string state;
     if ((quiet = m.quiescent(&why, &state))) break;
+    // Where the drain's time goes: the first group not yet quiet, each time that changes.
+    const std::string waiting = why.substr(0, why.find(':'));
+    if (waiting != last_waiting) {
+      last_waiting = waiting;
+      m.event("drain: waiting for " + why);
+    }
     // A held key's successors wait for an operator: one who discards every 100 ms. A hot key
     // whose every eighth message dies drains one dead letter per round, so the round's period
     // is the drain's: at 1 s the short run spent ~100 s here.
