@@ -253,11 +253,10 @@ void Claimer::run() {
       // claimed range keeps the group within queue_bytes; a first message always fits.
       const int64_t held = queue_.held_bytes();
       if (next_bytes > 0 && obs.claimed != next_bytes_at) next_bytes = 0;
-      if (next_bytes > 0 && held > held_bytes_allowing(next_bytes, g)) {
+      if (const int64_t allowed = held_bytes_allowing(next_bytes, g);
+          next_bytes > 0 && held > allowed) {
         // The next message does not fit yet: wait for room for it (or the next state check).
-        if (!queue_.await_bytes_below(held_bytes_allowing(next_bytes, g) + 1, next_state_check)) {
-          break;
-        }
+        if (!queue_.await_bytes_below(allowed + 1, next_state_check)) break;
         continue;
       }
       timing.claim_began = clock.now();
