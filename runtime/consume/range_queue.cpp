@@ -17,6 +17,7 @@ RangeQueue::RangeQueue(const PipelineOptions& options, GroupMetrics& metrics)
       ordered_(options.group.ordering == config::Ordering::kKey),
       dead_holds_key_(options.group.ordering_dead == config::OrderingDead::kHold),
       plant_ignore_lanes_(store::chaos_plant("ordering-ignore-lanes")),
+      plant_chain_past_failure_(store::chaos_plant("ordering-chain-past-failure")),
       keep_unaccepted_(options_.group.unaccepted_versions == config::UnacceptedVersions::kKeep) {
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());
@@ -143,20 +144,107 @@ void RangeQueue::advance_lane(const std::shared_ptr<RangeWork>& range, size_t in
   work_cv_.notify_one();
 }
 
-void RangeQueue::enqueue_retry(store::RetryClaim claim) {
-  metrics_.add(GroupCounter::kRetriesClaimed);
-  claim.deadline = options_.steady_clock->from_real(claim.deadline);  // the store's: real
-  auto work = std::make_shared<RetryWork>(std::move(claim));
+void RangeQueue::enqueue_retries(std::vector<store::RetryClaim> claims) {
+  if (claims.empty()) return;
+  metrics_.add(GroupCounter::kRetriesClaimed, claims.size());
+  std::vector<std::shared_ptr<RetryWork>> works;
+  for (auto& c : claims) {
+    c.deadline = options_.steady_clock->from_real(c.deadline);  // the store's: real
+    works.push_back(std::make_shared<RetryWork>(std::move(c)));
+  }
   MutexLock lock(mu_);
-  active_retries_[work->claim.token] = work;
-  tasks_.push_back(Task{nullptr, 0, work});
-  work_cv_.notify_one();
+  std::set<std::string> chains_here;  // keys whose chain starts in this claim
+  bool handed_back = false;
+  for (auto& work : works) {
+    const auto& claim = work->claim;
+    active_retries_[claim.token] = work;
+    if (ordered_ && claim.lane_key) {
+      const std::string& key = *claim.lane_key;
+      if (claim.chained) {
+        if (chains_here.count(key)) {
+          retry_chains_[key].waiting.push_back(work);
+          metrics_.add(GroupCounter::kRetriesChained);
+        } else {  // its head is not in this claim (the store returns heads with their chains)
+          work->taken.store(true);
+          push_retry_result(store::RetryResult{claim.message_id, claim.token, {}, true, {}}, *work,
+                            false);
+          handed_back = true;
+        }
+        continue;
+      }
+      if (auto old = retry_chains_.find(key); old != retry_chains_.end()) {
+        // Another row of the key still runs here: impossible while the claim orders keys (a
+        // planted defect); its chain ends, so that no row waits forever.
+        for (auto& w : old->second.waiting) hand_back(Task{nullptr, 0, w});
+        retry_chains_.erase(old);
+        handed_back = true;
+      }
+      retry_chains_[key] = RetryChain{claim.message_id, {}};
+      chains_here.insert(key);
+    }
+    tasks_.push_back(Task{nullptr, 0, work});
+  }
+  work_cv_.notify_all();
+  if (handed_back) commit_cv_.notify_one();
 }
 
 void RangeQueue::add_retry_result(store::RetryResult result) {
   MutexLock lock(mu_);
-  retry_results_.push_back(std::move(result));
+  auto it = active_retries_.find(result.token);
+  if (it == active_retries_.end()) {  // recorded dead without running (the retrier)
+    retry_results_.push_back(std::move(result));
+  } else {
+    const bool resolves = !result.hand_back && !result.decision;
+    push_retry_result(std::move(result), *it->second, resolves);
+  }
   commit_cv_.notify_one();
+}
+
+void RangeQueue::push_retry_result(store::RetryResult result, const RetryWork& work,
+                                   bool resolves_key) {
+  result.chained = work.claim.chained;
+  retry_results_.push_back(std::move(result));
+  settle_retry_chain(work, resolves_key);
+}
+
+void RangeQueue::settle_retry_chain(const RetryWork& work, bool resolves_key) {
+  if (!ordered_ || !work.claim.lane_key) return;
+  auto it = retry_chains_.find(*work.claim.lane_key);
+  if (it == retry_chains_.end() || it->second.running != work.claim.message_id) return;
+  RetryChain& chain = it->second;
+  const bool go_on = (resolves_key || plant_chain_past_failure_) && !stop_workers_ &&
+                     !claiming_paused() && !dropped_.load();
+  if (go_on && !chain.waiting.empty()) {
+    // The key's next row runs now, here: no claim, no poll in between.
+    auto next = std::move(chain.waiting.front());
+    chain.waiting.pop_front();
+    chain.running = next->claim.message_id;
+    tasks_.push_back(Task{nullptr, 0, std::move(next)});
+    work_cv_.notify_one();
+    return;
+  }
+  // The key stays blocked (a failure, a hand-back): the rest goes back to `deferred`.
+  auto waiting = std::move(chain.waiting);
+  retry_chains_.erase(it);
+  for (auto& w : waiting) {
+    if (!w->taken.exchange(true)) {
+      retry_results_.push_back(
+          store::RetryResult{w->claim.message_id, w->claim.token, {}, true, {}, true});
+    }
+  }
+}
+
+void RangeQueue::hand_back_retry_chains() {
+  auto chains = std::move(retry_chains_);
+  retry_chains_.clear();
+  for (auto& [key, chain] : chains) {
+    for (auto& w : chain.waiting) {
+      if (!w->taken.exchange(true)) {
+        retry_results_.push_back(
+            store::RetryResult{w->claim.message_id, w->claim.token, {}, true, {}, true});
+      }
+    }
+  }
 }
 
 void RangeQueue::finish_slot(const std::shared_ptr<RangeWork>& range, size_t index,
@@ -507,12 +595,15 @@ bool RangeQueue::may_start(const Task& task) {
   auto& w = *task.retry;
   if (w.lost.load()) {
     w.taken.store(true);
+    settle_retry_chain(w, false);
     active_retries_.erase(w.claim.token);
+    commit_cv_.notify_one();
     return false;
   }
   if (w.deadline_ms.load() - now_ms < needed) {
     if (!w.taken.exchange(true)) {
-      retry_results_.push_back(store::RetryResult{w.claim.message_id, w.claim.token, {}, true, {}});
+      push_retry_result(store::RetryResult{w.claim.message_id, w.claim.token, {}, true, {}}, w,
+                        false);
       commit_cv_.notify_one();
     }
     return false;
@@ -531,8 +622,10 @@ bool RangeQueue::may_start(const Task& task) {
       } else {
         note_skipped_version(version, w.claim.message_id);
       }
-      retry_results_.push_back(
-          store::RetryResult{w.claim.message_id, w.claim.token, std::move(decision), false, {}});
+      const bool passed_over = !decision;
+      push_retry_result(
+          store::RetryResult{w.claim.message_id, w.claim.token, std::move(decision), false, {}}, w,
+          passed_over);
       commit_cv_.notify_one();
     }
     return false;
@@ -577,8 +670,9 @@ void RangeQueue::hand_back(const Task& t) {
     if (!t.range->slot(t.index).taken.exchange(true))
       settle(t.range, t.index, MessageState::kSkipped);
   } else if (!t.retry->taken.exchange(true)) {
-    retry_results_.push_back(
-        store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}});
+    push_retry_result(
+        store::RetryResult{t.retry->claim.message_id, t.retry->claim.token, {}, true, {}}, *t.retry,
+        false);
   }
 }
 
@@ -587,6 +681,7 @@ void RangeQueue::hand_back_queued() {
     hand_back(tasks_.front());
     tasks_.pop_front();
   }
+  hand_back_retry_chains();
   commit_cv_.notify_one();
 }
 

@@ -68,7 +68,10 @@ class RangeQueue {
   bool ordered() const { return ordered_; }
   // `gate` is required for an ordered group and ignored otherwise.
   void enqueue(store::ClaimedRange range, const OrderedGate* gate = nullptr);
-  void enqueue_retry(store::RetryClaim claim);
+  // One retry claim's rows, in id order. Ordered groups: a row claimed behind its key's head
+  // (RetryClaim::chained) waits here, in its chain, until the row before it succeeds; a chain
+  // row whose head is not in this claim goes back at once.
+  void enqueue_retries(std::vector<store::RetryClaim> claims);
   // A retry row's result for the committer (an outcome, or dead without running).
   void add_retry_result(store::RetryResult result);
   // Resolves slot `index`; the last resolution hands the range to the committer.
@@ -197,6 +200,13 @@ class RangeQueue {
       SQLSTREAMS_REQUIRES(mu_);
   void settle_plain(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state)
       SQLSTREAMS_REQUIRES(mu_);
+  // A retry row's result for the committer (RetryResult::chained from its claim); for the
+  // running row of a retry chain, `resolves_key` (a success, a version passed over) starts the
+  // next row of the chain, anything else hands the rest back.
+  void push_retry_result(store::RetryResult result, const RetryWork& work, bool resolves_key)
+      SQLSTREAMS_REQUIRES(mu_);
+  void settle_retry_chain(const RetryWork& work, bool resolves_key) SQLSTREAMS_REQUIRES(mu_);
+  void hand_back_retry_chains() SQLSTREAMS_REQUIRES(mu_);
   // A lane member was resolved: the next head runs, or the rest is deferred / handed back.
   void advance_lane(const std::shared_ptr<RangeWork>& range, size_t index, MessageState state)
       SQLSTREAMS_REQUIRES(mu_);
@@ -233,6 +243,8 @@ class RangeQueue {
   const bool dead_holds_key_;  // ordering_dead = "hold"
   // A planted defect (tests/chaos): an ordered group dispatched as if unordered.
   const bool plant_ignore_lanes_;
+  // A planted defect (tests/chaos): a retry chain runs on past a row that failed.
+  const bool plant_chain_past_failure_;
   const bool keep_unaccepted_;  // unaccepted_versions = "keep": such messages are parked
 
   mutable Mutex mu_;
@@ -246,6 +258,13 @@ class RangeQueue {
   int64_t held_bytes_ SQLSTREAMS_GUARDED_BY(mu_) = 0;
   // by row lease token
   std::map<std::string, std::shared_ptr<RetryWork>> active_retries_ SQLSTREAMS_GUARDED_BY(mu_);
+  // Ordered groups: retry chains by lane key — the row running now and the rows claimed behind
+  // it, in id order (each also in active_retries_).
+  struct RetryChain {
+    int64_t running = 0;
+    std::deque<std::shared_ptr<RetryWork>> waiting;
+  };
+  std::map<std::string, RetryChain> retry_chains_ SQLSTREAMS_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<RangeWork>> finished_ SQLSTREAMS_GUARDED_BY(mu_);
   std::vector<store::RetryResult> retry_results_ SQLSTREAMS_GUARDED_BY(mu_);
   bool stop_claiming_ SQLSTREAMS_GUARDED_BY(mu_) = false;

@@ -86,9 +86,10 @@ void Retrier::run() {
         }
       }
       using Pick = store::GroupStore::RetryPick;
-      auto due =
-          store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
-                                  suspects ? Pick::kSuspects : Pick::kReady, g.retry.max_retries);
+      // Ordered groups: each key's head brings its retry chain (up to the whole room).
+      auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
+                                         suspects ? Pick::kSuspects : Pick::kReady,
+                                         g.retry.max_retries, static_cast<int32_t>(room));
       next_poll = clock.now();
       if (suspects) {
         isolating = !due.empty();
@@ -108,6 +109,7 @@ void Retrier::run() {
         }
       }
       (void)outage.on_success();  // each failure is logged (debug) as it happens
+      std::vector<store::RetryClaim> runnable;
       for (auto& c : due) {
         if (c.expired_inflight) {
           if (auto n = warn_limiter_.admit("retry-lease-expired")) {
@@ -131,8 +133,9 @@ void Retrier::run() {
             continue;
           }
         }
-        queue_.enqueue_retry(std::move(c));
+        runnable.push_back(std::move(c));
       }
+      queue_.enqueue_retries(std::move(runnable));
     } catch (const store::StoreError& e) {
       metrics_.add(GroupCounter::kStoreErrors);
       spdlog::debug("retry-claim-failed stream={} group={}: {}", options_.ref.stream,

@@ -42,6 +42,7 @@ enum class GroupCounter {
   kDeferred,
   kRangesRevoked,
   kClaimsBudgetFull,
+  kRetriesChained,
   kCount
 };
 inline constexpr size_t kGroupCounters = static_cast<size_t>(GroupCounter::kCount);
@@ -120,6 +121,10 @@ inline constexpr std::array<GroupCounterRow, kGroupCounters> kGroupCounterTable{
     {GroupCounter::kClaimsBudgetFull, "sqlstreams_claims_budget_full_total",
      "claims that took nothing: the next message did not fit beside the held bytes "
      "(queue_bytes, batch_bytes)",
+     MetricType::kCounter},
+    {GroupCounter::kRetriesChained, "sqlstreams_retries_chained_total",
+     "deferred rows of an ordered group claimed behind their key's head, to run after it here "
+     "(retry chains)",
      MetricType::kCounter},
 }};
 

@@ -161,11 +161,9 @@ TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   EXPECT_GT(result.verdict.count("child-start"), 0) << result.summary();
 }
 
-// The three ordering plants (issue 29). NOT YET PASSING on main: they need the ordering runtime
-// and its plant points (`chaos_plant("ordering-…")` in runtime/consume and runtime/store), which
-// the ordering work adds; until then the hosts refuse `ordering = "key"` and no run happens.
-// Run with faults off, like the other plants: the behaviours' retries, delays and dead letters
-// block keys often enough.
+// The ordering plants (issue 29; `chaos_plant("ordering-…")` in runtime/consume and
+// runtime/store). Run with faults off, like the other plants: the behaviours' retries, delays and
+// dead letters block keys often enough.
 
 // The consume dispatcher runs every message as if unordered (a lane ignored): successors start
 // while a predecessor runs or waits for its retry.
@@ -204,6 +202,19 @@ TEST(ChaosPlantTest, OrderingRetryAnyRowIsReportedAsEarly) {
   o.duration = 10s;  // 20 s: early 2149
   o.faults = {};
   o.plant = "ordering-retry-any-row";
+  const auto result = run_chaos_session(o);
+  print_run(result);
+  EXPECT_GT(result.verdict.count("early"), 0) << result.summary();
+}
+
+// A retry chain runs on past a row that failed: the next deferred row of its key starts here
+// while the failed one waits for its retry (consume's RangeQueue::settle_retry_chain).
+TEST(ChaosPlantTest, OrderingChainPastFailureIsReportedAsEarly) {
+  ChaosOptions o;
+  o.seed = 31;
+  o.duration = 10s;
+  o.faults = {};
+  o.plant = "ordering-chain-past-failure";
   const auto result = run_chaos_session(o);
   print_run(result);
   EXPECT_GT(result.verdict.count("early"), 0) << result.summary();

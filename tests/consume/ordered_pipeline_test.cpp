@@ -179,6 +179,43 @@ TEST_F(OrderedPipelineTest, OneHostRunsEachKeyInIdOrderThroughRetriesAndDelays) 
       << "a retried head's successors wait as deferred rows";
 }
 
+// Retry chains: a key whose head failed leaves its later messages as `deferred` rows; the
+// retry claim takes each head with the rows behind it, and they run one after another here,
+// each once the one before succeeded. A failure inside a chain ends it (the rest goes back to
+// `deferred` and waits for that row), so order holds through retries and delays in the chains.
+TEST_F(OrderedPipelineTest, ABlockedKeysDeferredRowsRunAsChainsThatStopAtAFailure) {
+  auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
+  produce_keyed(3, 60);  // ids 1..180; acct-k at k+1, k+4, ...
+  auto script = std::make_shared<Script>();
+  for (int64_t id = 1; id <= 3; ++id) script->retry_once.insert(id);  // every key's head
+  for (int64_t id = 4; id <= 180; ++id) {
+    if (id % 13 == 0) script->retry_once.insert(id);  // inside the chains
+    if (id % 29 == 0) script->delay_once.insert(id);
+  }
+  auto log = std::make_shared<CallLog>();
+  auto o = ordered_options(g, "test:1");
+  o.group.batch_size = 200;  // one range: the heads fail, the rest of each key is deferred
+  auto p = std::make_unique<GroupPipeline>(o, std::make_unique<OrderRecorder>(log, script));
+  p->start();
+  const std::string done =
+      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ") = 180 AND NOT EXISTS (SELECT 1 FROM " +
+      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
+      " WHERE group_id = " + std::to_string(g.id) + ")";
+  EXPECT_TRUE(eventually_sql(done, 60s));
+  p->stop(Steady::now() + 10s);
+  expect_key_order(*log, {}, false);
+  EXPECT_GT(p->metrics().get(GroupCounter::kDeferred), 100u);
+  EXPECT_GT(p->metrics().get(GroupCounter::kRetriesChained), 100u)
+      << "the deferred rows ran behind their heads, not one claim each";
+  std::lock_guard l(log->mu);
+  std::set<int64_t> ok;
+  for (const auto& c : log->calls) {
+    if (c.ok) ok.insert(c.id);
+  }
+  EXPECT_EQ(ok.size(), 180u);
+}
+
 TEST_F(OrderedPipelineTest, ThreeHostsKeepEachKeyInOrderAcrossRangesAndHolders) {
   auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
   produce_keyed(10, 30);  // ids 1..300, 25 per range: every key in every range

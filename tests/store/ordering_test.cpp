@@ -267,6 +267,102 @@ TEST_F(OrderingTest, RetryClaimTakesOnlyTheLowestRowOfAKeyThatNoLeaseBelowItHold
   EXPECT_EQ(ids(x.claim_due_retries(kTtl, 10)), "[25]");
 }
 
+// Retry chains: a key's head brings the rows behind it that are `deferred` (never ran), in id
+// order, up to an earlier lease holding the key or a row that is not deferred; heads come
+// first within the limit, and a head locked by another claim takes its chain with it.
+TEST_F(OrderingTest, RetryClaimTakesEachHeadWithItsDeferredChain) {
+  const int64_t g = ordered_.id;
+  insert_row(g, 5, "ready", "k");
+  insert_row(g, 9, "deferred", "k");
+  insert_row(g, 15, "deferred", "k");
+  insert_row(g, 25, "deferred", "k");
+  insert_row(g, 7, "ready", "j");
+  insert_row(g, 17, "ready", "j");  // failed before: due, but not a chain row
+  db_.sql(
+      "INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at, holder, "
+      "key_hashes) VALUES (" +
+      std::to_string(g) +
+      ", gen_random_uuid(), 20, 24, now() + interval '1 h', 'other:1', "
+      "ARRAY[hashtext('k')])");
+  auto sx = session();
+  auto sy = session();
+  auto x = ordered_store(*sx, ordered_, "x:1");
+  auto y = ordered_store(*sy, ordered_, "y:1");
+  using Pick = store::GroupStore::RetryPick;
+  const auto all = store::GroupStore::kNoRetryBudget;
+  auto first = x.claim_due_retries(kTtl, 2, Pick::kAll, all, 10);
+  ASSERT_EQ(ids(first), "[5,7]") << "heads first within the limit, then chains";
+  EXPECT_EQ(x.commit_retries({store::RetryResult{5, first[0].token, {}, true, {}},
+                              store::RetryResult{7, first[1].token, {}, true, {}}}),
+            (std::vector<bool>{true, true}));
+  {
+    pqxx::connection c(db_.url());
+    pqxx::work locker(c);
+    locker.exec("SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 5 FOR UPDATE");
+    EXPECT_EQ(ids(y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[7]")
+        << "5 is locked by another claim: its chain 9, 15 stays with it; 17 is not deferred";
+  }
+  auto got = x.claim_due_retries(kTtl, 10, Pick::kAll, all, 10);
+  ASSERT_EQ(ids(got), "[5,9,15]") << "25 is behind the lease (20,24] that holds k";
+  EXPECT_FALSE(got[0].chained);
+  EXPECT_TRUE(got[1].chained);
+  EXPECT_TRUE(got[2].chained);
+  EXPECT_TRUE(got[1].deferred);
+  EXPECT_EQ(got[2].attempts, 0);
+  EXPECT_EQ(ids(y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[]")
+      << "the key's rows are inflight: nothing of k for another host";
+  // One commit: 9 and 15 succeed with 5 (15's check sees 9 as one of this statement's).
+  std::vector<store::RetryResult> results;
+  for (const auto& c : got) {
+    store::RetryResult r{c.message_id, c.token, std::nullopt, false, std::nullopt};
+    r.chained = c.chained;
+    results.push_back(r);
+  }
+  EXPECT_EQ(x.commit_retries(results), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(row(g, 9), "none");
+  EXPECT_EQ(row(g, 15), "none");
+  db_.sql("DELETE FROM sqlstreams.leases_1 WHERE low = 20");
+  EXPECT_EQ(ids(x.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[25]");
+}
+
+// A chain's success must not become durable before an earlier row of its key: when the head's
+// row lease expired and another host took it over, the chain's successes are refused and its
+// rows go back to `deferred` (not left inflight to expire into suspects).
+TEST_F(OrderingTest, AChainSuccessIsRefusedWhileAnEarlierRowOfItsKeyIsAnotherHosts) {
+  const int64_t g = ordered_.id;
+  insert_row(g, 5, "ready", "k");
+  insert_row(g, 9, "deferred", "k");
+  insert_row(g, 15, "deferred", "k");
+  auto sx = session();
+  auto sy = session();
+  auto x = ordered_store(*sx, ordered_, "x:1");
+  auto y = ordered_store(*sy, ordered_, "y:1");
+  using Pick = store::GroupStore::RetryPick;
+  const auto all = store::GroupStore::kNoRetryBudget;
+  auto got = x.claim_due_retries(kTtl, 10, Pick::kAll, all, 10);
+  ASSERT_EQ(ids(got), "[5,9,15]");
+  // x stalls past the head's row lease; y takes the head over (its chain rows are inflight:
+  // not deferred, so y's claim is the head alone).
+  db_.sql(
+      "UPDATE sqlstreams.exceptions_1 SET lease_expires_at = now() - interval '1 s' WHERE "
+      "message_id = 5");
+  auto taken = y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10);
+  ASSERT_EQ(ids(taken), "[5]");
+  std::vector<store::RetryResult> results;
+  for (size_t i = 1; i < got.size(); ++i) {  // x ran 5 (lost), then 9 and 15 succeeded
+    store::RetryResult r{got[i].message_id, got[i].token, std::nullopt, false, std::nullopt};
+    r.chained = true;
+    results.push_back(r);
+  }
+  EXPECT_EQ(x.commit_retries(results), (std::vector<bool>{false, false}));
+  EXPECT_EQ(row(g, 9), "deferred/k") << "refused, back where it waits for 5";
+  EXPECT_EQ(row(g, 15), "deferred/k");
+  EXPECT_EQ(row(g, 5), "inflight/k");
+  store::RetryResult ok5{5, taken[0].token, std::nullopt, false, std::nullopt};
+  EXPECT_EQ(y.commit_retries({ok5}), std::vector<bool>{true});
+  EXPECT_EQ(ids(y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[9,15]");
+}
+
 // A re-failed or handed-back row keeps its lane key; a row that never ran goes back to
 // `deferred`; an operator's `dead retry` keeps the key, so the row re-enters key order.
 TEST_F(OrderingTest, RowsKeepTheirLaneKeyThroughRetriesHandBacksAndOperatorRetries) {

@@ -7,7 +7,8 @@
 // ordering-ignore-lanes (consume: an ordered group dispatched as if unordered),
 // ordering-split-gate (GroupStore::gate_keys reads rows and leases in two statements, 200 ms
 // apart),
-// ordering-retry-any-row (an ordered group's retry claim takes rows without the key predicate).
+// ordering-retry-any-row (an ordered group's retry claim takes rows without the key predicate),
+// ordering-chain-past-failure (consume: a retry chain runs its next row after one that failed).
 // idempotency-ignore-live (store::Producer's keyed insert neither finds a key's live row nor
 // keeps it: a repeat writes its messages again; in the producing process, tests/chaos sets it),
 // child-loads-plugin-file (service: isolated groups' children load the plugin file on disk,

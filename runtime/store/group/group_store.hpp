@@ -157,6 +157,9 @@ struct RetryClaim {
   std::optional<StoredMessage> message;  // nullopt when the log no longer has it
   std::optional<std::string> lane_key;   // the row's lane_key (ordered groups), as stored
   bool deferred = false;                 // the row was `deferred` (never run), not failed
+  // Ordered groups: claimed behind the row before it of its key in the same claim (a retry
+  // chain: runtime/store/group/README.md#per-key-ordering); it runs only after that row succeeded.
+  bool chained = false;
 };
 
 // The result of one retry attempt, written under the row's lease token.
@@ -168,6 +171,10 @@ struct RetryResult {
   // attempts 0 — back to `deferred`).
   bool hand_back = false;
   std::optional<AuditEntry> audit;
+  // RetryClaim::chained: a success is applied only if no unresolved row of its key below it
+  // is left (its chain's earlier rows succeed in this commit or before); otherwise the row goes
+  // back to `deferred` and the result reports not committed.
+  bool chained = false;
 };
 
 // Statement 1 of the cursor advancer, read in one snapshot.
@@ -284,11 +291,14 @@ class GroupStore {
   // is taken only while no other unresolved row of its key has a lower id (dead counts under
   // kKeyHold) and no lease of the group (any holder, this one too) with low < its id holds its
   // key — one statement; an inflight row is unresolved, so at most a key's lowest row is
-  // eligible. Rows come back in id order.
+  // eligible. Rows come back in id order. `chain` > 0 (ordered groups, not suspects): each
+  // head also takes up to `chain` following rows of its key, in id order, while each is
+  // `deferred` and no earlier lease holds the key (RetryClaim::chained); all count in `limit`.
   enum class RetryPick { kAll, kReady, kSuspects };
   [[nodiscard]] std::vector<RetryClaim> claim_due_retries(Millis lease_ttl, int32_t limit,
                                                           RetryPick pick = RetryPick::kAll,
-                                                          int32_t max_retries = kNoRetryBudget);
+                                                          int32_t max_retries = kNoRetryBudget,
+                                                          int32_t chain = 0);
   static constexpr int32_t kNoRetryBudget = 1 << 30;
 
   // Time from database now until the next exception row becomes claimable (a `ready` row's

@@ -23,6 +23,8 @@ constexpr StatementName kClaimRetries{"claim_retries"};
 constexpr StatementName kRetryMessages{"retry_messages"};
 constexpr StatementName kDropOrphans{"drop_orphan_retries"};
 constexpr StatementName kRetrySucceeded{"retry_succeeded"};
+constexpr StatementName kChainSucceeded{"retry_chain_succeeded"};
+constexpr StatementName kChainRefused{"retry_chain_refused"};
 constexpr StatementName kRetryHandBack{"retry_hand_back"};
 constexpr StatementName kRetryXid{"retry_xid"};
 constexpr StatementName kRenewRetryLeases{"renew_retry_leases"};
@@ -30,7 +32,8 @@ constexpr StatementName kRenewRetryLeases{"renew_retry_leases"};
 }  // namespace
 
 std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t limit,
-                                                      RetryPick pick, int32_t max_retries) {
+                                                      RetryPick pick, int32_t max_retries,
+                                                      int32_t chain) {
   const std::string ready_due = fmt::format("(status = 'ready' AND can_run_after <= {})", kDbNow);
   const std::string expired_inflight =
       fmt::format("(status = 'inflight' AND lease_expires_at < {})", kDbNow);
@@ -42,36 +45,42 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
                             : pick == RetryPick::kSuspects
                                 ? expired_inflight
                                 : fmt::format("({} OR {})", ready_or_deferred, expired_inflight);
-  // Ordered groups: the key predicate in the same statement as the lock (one snapshot), rows in
-  // id order; unordered groups run exactly the old statement. (The chaos plant
-  // `ordering-retry-any-row`, test builds: no key predicate — a later row of a blocked key runs.)
-  const std::string ctes =
-      keyed ? "WITH " + retry_key_ctes(tables_, which, "$5::boolean") + ", " : "WITH ";
-  const std::string key_free = keyed && !chaos_plant("ordering-retry-any-row")
-                                   ? std::string(" AND ") + kRetryKeyFree
-                                   : std::string();
+  // Ordered groups: the key predicate in the same statement as the lock (one snapshot), heads
+  // first, each with its retry chain (`chain` rows behind it); unordered groups run exactly the
+  // old statement. (The chaos plant `ordering-retry-any-row`, test builds: no key predicate — a
+  // later row of a blocked key runs.)
+  const bool chains = keyed && !chaos_plant("ordering-retry-any-row");
   const std::string order = keyed ? "can_run_after, message_id" : "can_run_after";
+  const std::string plain_due = fmt::format(
+      "due AS (SELECT message_id, status AS was, false AS chained FROM {0} e WHERE group_id = $1 "
+      "AND {1} ORDER BY {2} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) ",
+      tables_.exceptions, which, order);
+  std::string ctes = "WITH ";
+  if (keyed) ctes += retry_key_ctes(tables_, which, "$5::boolean", "$6::integer") + ", ";
+  ctes += chains ? retry_chain_claim_ctes(tables_, which) + " " : plain_due;
+  const char* src = chains ? "taken" : "due";
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
     const std::string claim_sql = fmt::format(
-        "{7}due AS (SELECT message_id, status AS was FROM {0} e WHERE group_id = $1 AND {1}"
-        "{5} ORDER BY {6} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) "
-        "UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
-        "lease_expires_at = {2}, updated_at = now(), "
-        "attempts = e.attempts + CASE WHEN due.was = 'inflight' AND e.attempts - e.delays "
+        "{4}UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
+        "lease_expires_at = {1}, updated_at = now(), "
+        "attempts = e.attempts + CASE WHEN {5}.was = 'inflight' AND e.attempts - e.delays "
         "<= $4 THEN 1 ELSE 0 END, "
-        "last_error = CASE WHEN due.was = 'inflight' AND e.attempts - e.delays <= $4 THEN "
+        "last_error = CASE WHEN {5}.was = 'inflight' AND e.attempts - e.delays <= $4 THEN "
         "'attempt ' || (e.attempts + 1) || "
         "' did not finish: its host stopped while running it' ELSE e.last_error END "
-        "FROM due WHERE e.group_id = $1 AND e.message_id = due.message_id "
-        "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, due.was = "
+        "FROM {5} WHERE e.group_id = $1 AND e.message_id = {5}.message_id "
+        "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, {5}.was = "
         "'inflight', coalesce(e.last_error, ''), e.payload::text, "
-        "coalesce(e.schema_version, 0), coalesce({3}, 0), e.message_key, {4}",
-        tables_.exceptions, which, db_in("$2"), to_epoch_ms("e.message_created_at"),
-        keyed ? "e.lane_key, due.was = 'deferred'" : "NULL::text, false", key_free, order, ctes);
+        "coalesce(e.schema_version, 0), coalesce({2}, 0), e.message_key, {3}, {5}.chained",
+        tables_.exceptions, db_in("$2"), to_epoch_ms("e.message_created_at"),
+        keyed ? fmt::format("e.lane_key, {}.was = 'deferred'", src) : "NULL::text, false", ctes,
+        src);
+    // Suspects run alone, one at a time: no chain.
+    const int32_t chain_rows = pick == RetryPick::kSuspects ? 0 : std::max(0, chain);
     auto rows = keyed ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
-                             max_retries, ordering_ == OrderingMode::kKeyHold)
+                             max_retries, ordering_ == OrderingMode::kKeyHold, chain_rows)
                       : exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
                              max_retries);
     std::vector<RetryClaim> out;
@@ -97,6 +106,7 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
       }
       if (!row[10].is_null()) c.lane_key = row[10].as<std::string>();
       c.deferred = row[11].as<bool>();
+      c.chained = row[12].as<bool>();
       by_id[c.message_id] = out.size();
       ids.push_back(c.message_id);
       out.push_back(std::move(c));
@@ -151,13 +161,16 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
   if (results.empty()) return {};
   return guarded(session_, "commit retries", [&] {
     pqxx::work tx(connection_of(session_));
-    std::vector<int64_t> ok_ids, back_ids;
-    std::vector<std::string> ok_tok, back_tok;
+    std::vector<int64_t> ok_ids, back_ids, chain_ids;
+    std::vector<std::string> ok_tok, back_tok, chain_tok;
     std::vector<TokenFailure> fail;
     for (const auto& r : results) {
       if (r.hand_back) {
         back_ids.push_back(r.message_id);
         back_tok.push_back(r.token);
+      } else if (!r.decision && r.chained && ordering_ != OrderingMode::kNone) {
+        chain_ids.push_back(r.message_id);
+        chain_tok.push_back(r.token);
       } else if (!r.decision) {
         ok_ids.push_back(r.message_id);
         ok_tok.push_back(r.token);
@@ -179,6 +192,43 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                       "RETURNING u.tok::text",
                       tables_.exceptions),
           group_id_, int_array(ok_ids), text_array(ok_tok)));
+    }
+    if (!chain_ids.empty()) {
+      // A chain's success stands only if every unresolved row of its key below it is gone or
+      // is another success of this statement: if an earlier row is no longer ours (its lease
+      // expired and another host took it), the successor must not become durable before it
+      // (replay is a suffix). Rows below that are ours succeed here or are blocked likewise.
+      const std::string chain_tokens = text_array(chain_tok);
+      std::set<std::string> applied;
+      for (const auto& row :
+           exec(tx, kChainSucceeded,
+                fmt::format(
+                    "DELETE FROM {0} e USING unnest($2::bigint[], $3::uuid[]) AS u(id, tok) "
+                    "WHERE e.group_id = $1 AND e.message_id = u.id AND e.lease_token = u.tok "
+                    "AND NOT EXISTS (SELECT 1 FROM {0} x WHERE x.group_id = $1 AND x.lane_key = "
+                    "e.lane_key AND x.message_id < e.message_id AND (x.status <> 'dead' OR $4) "
+                    "AND (x.lease_token IS NULL OR x.lease_token <> ALL($3::uuid[]))) "
+                    "RETURNING u.tok::text",
+                    tables_.exceptions),
+                group_id_, int_array(chain_ids), chain_tokens,
+                ordering_ == OrderingMode::kKeyHold)) {
+        applied.insert(row[0].as<std::string>());
+      }
+      ours.insert(applied.begin(), applied.end());
+      std::vector<std::string> refused;
+      for (const auto& t : chain_tok) {
+        if (!applied.count(t)) refused.push_back(t);
+      }
+      if (!refused.empty()) {
+        // Still ours but not applied: back to `deferred` at once (not left inflight to expire
+        // into a suspect); the result reports not committed.
+        exec(tx, kChainRefused,
+             fmt::format("UPDATE {} SET status = 'deferred', lease_token = NULL, "
+                         "lease_expires_at = NULL, updated_at = now() WHERE group_id = $1 AND "
+                         "lease_token = ANY($2::uuid[])",
+                         tables_.exceptions),
+             group_id_, text_array(refused));
+      }
     }
     if (!fail.empty()) {
       if (isolate == nullptr) {
