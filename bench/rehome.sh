@@ -1,5 +1,5 @@
 #!/bin/bash
-# bench/rehome.sh — the re-home figure of README "Retention and partitions" (V007).
+# bench/rehome.sh — the re-home figure of docs/operating/retention.md#retention-and-maintenance (V007).
 # Times one re-home: N rows of a 1,000,000-id range waiting in the default partition, moved by
 # create_partition() under the log's lock. Prints the hold in ms for N = 10k, 100k, 1M.
 set -e

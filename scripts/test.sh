@@ -28,7 +28,7 @@ for name in $(compgen -e); do  # exported names only (a value with a newline can
 done
 export LC_ALL=C.UTF-8
 
-# One line per phase with its duration (README "Tests").
+# One line per phase with its duration (CONTRIBUTING.md#build-speed-issue-34).
 phase_start=$SECONDS
 run_start=$SECONDS
 phase() { echo "== phase $1: $((SECONDS - phase_start)) s (total $((SECONDS - run_start)) s)"; phase_start=$SECONDS; }
@@ -54,7 +54,8 @@ phase "build ($preset)"
 
 # The TSan job's build overlaps the asan tests, at the lowest CPU priority: the tests wait on
 # PostgreSQL and host processes about half of the time, and the build takes only what they
-# leave (README "Tests"). Its output goes to build/tsan-job-build.log, printed if it fails.
+# leave (CONTRIBUTING.md#the-tsan-job). Its output goes to build/tsan-job-build.log, printed if it
+# fails.
 tsan_dirs=(common consume maintain isolation)
 tsan_job=0
 if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
@@ -118,8 +119,8 @@ if [[ "$tsan_job" != 1 ]]; then
   exit "$status"
 fi
 
-# The TSan job (README "Tests"): the build started above, then the unit and integration tests
-# of the folders where threads meet.
+# The TSan job (CONTRIBUTING.md#the-tsan-job): the build started above, then the unit and
+# integration tests of the folders where threads meet.
 echo "== TSan job: ${tsan_dirs[*]}"
 if ! wait "$tsan_build_pid"; then
   cat "$tsan_log"

@@ -122,8 +122,8 @@ void Claimer::run() {
   OutageBackoff outage(g.poll_interval, OutageBackoff::kMaxDelay);
   auto next_reclaim_check = clock.now();
   auto next_state_check = clock.now();
-  // The fence's wait (README "The fence"): since when claims have been held back by an open
-  // producer, and whether fence-held was logged for this wait.
+  // The fence's wait (runtime/store/group/README.md#the-fence): since when claims have been
+  // held back by an open producer, and whether fence-held was logged for this wait.
   std::optional<SteadyTime> fence_wait_began;
   bool fence_held_logged = false;
   auto fence_waiting = [&] {

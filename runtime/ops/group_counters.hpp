@@ -2,10 +2,10 @@
 // the table that exposes them on /metrics: one row per GroupCounter, in enum order, with the
 // metric name, its help text and its Prometheus type. consume::GroupMetrics keeps one atomic
 // per GroupCounter and snapshots them into a GroupCounterValues; ops/metrics renders every row.
-// A new counter is one enum value and one row here (plus its line in the README's "Metrics"
-// section, which tests/docs checks); the static_assert below keeps the rows in enum order.
-// It lives in ops/ (not consume/) because consume/ depends on ops/, never the reverse.
-// Threading: constants and plain values.
+// A new counter is one enum value and one row here (plus its line in
+// docs/reference/metrics.md#metrics, which tests/docs checks); the static_assert below keeps the
+// rows in enum order. It lives in ops/ (not consume/) because consume/ depends on ops/, never the
+// reverse. Threading: constants and plain values.
 #pragma once
 
 #include <algorithm>

@@ -100,7 +100,7 @@ struct HostSample {
   std::optional<double> status_age_seconds;  // none: never read
 };
 
-// One metric family: what render_metrics can emit, and the README's "Metrics" section lists.
+// One metric family: what render_metrics can emit, and docs/reference/metrics.md#metrics lists.
 struct MetricInfo {
   std::string_view name;
   std::string_view help;

@@ -47,8 +47,9 @@ std::string plugin_cell(const PluginVersion& p) {
       html_escape(p.sha256.substr(0, 16)));
 }
 
-// How long an open producer has held the group's claims (README "What a producer can hold
-// back"): "-" when nothing holds them, "held 12.3 s" otherwise.
+// How long an open producer has held the group's claims
+// (docs/operating/security.md#what-a-producer-can-hold-back): "-" when nothing holds them,
+// "held 12.3 s" otherwise.
 std::string fence_cell(double seconds) {
   if (seconds <= 0) return "<td class=\"n fence-wait\" data-seconds=\"0\">-</td>";
   return fmt::format("<td class=\"n fence-wait bad held\" data-seconds=\"{}\">held {}</td>",

@@ -7,7 +7,7 @@
 // time (430 of the 665 s of asan tests, issue 34), so a plant caught hundreds of times in 15-20 s
 // runs 8-10 s; the rare ones (claim without proof, split gate) keep 40-45 s. Most plants outside
 // ordering run without g-o: after the producers stop, its hot keys' chains of deferred rows were
-// most of each run's drain (README "Tests").
+// most of each run's drain (CONTRIBUTING.md#build-speed-issue-34).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -166,6 +166,63 @@ std::vector<Citation> all_citations() {
   return out;
 }
 
+// The manual's files: the front door, CONTRIBUTING.md, CHANGES.md and every markdown file under
+// docs/.
+std::vector<fs::path> manual_files() {
+  std::vector<fs::path> files = {source_dir() / "README.md", source_dir() / "CONTRIBUTING.md",
+                                 source_dir() / "CHANGES.md"};
+  for (const auto& entry : fs::recursive_directory_iterator(source_dir() / "docs")) {
+    if (entry.is_regular_file() && entry.path().extension() == ".md") files.push_back(entry.path());
+  }
+  return files;
+}
+
+// Every relative link of the manual (`[text](target)` and images `![alt](target)`, outside code
+// fences, not a URL) names a file or folder that exists, relative to the linking file, and an
+// anchor of a markdown target is one of its headings. The citations test above covers links to
+// markdown files anywhere in the tree; this one also covers images, folders and other files.
+TEST(Anchors, EveryRelativeLinkOfTheManualResolves) {
+  static const std::regex link(R"(\]\(([^)\s]*)\))");
+  std::vector<std::string> broken;
+  size_t links = 0;
+  for (const auto& file : manual_files()) {
+    ASSERT_TRUE(fs::is_regular_file(file)) << file;
+    std::istringstream lines(read_text(file));
+    bool in_fence = false;
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      ++n;
+      if (is_fence(line)) {
+        in_fence = !in_fence;
+        continue;
+      }
+      if (in_fence || line.find("](") == std::string::npos) continue;
+      for (std::sregex_iterator m(line.begin(), line.end(), link), end; m != end; ++m) {
+        const std::string target = (*m)[1].str();
+        if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+        ++links;
+        const size_t hash = target.find('#');
+        const std::string path = target.substr(0, hash);
+        const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
+        const fs::path resolved =
+            (path.empty() ? file : file.parent_path() / path).lexically_normal();
+        const std::string where =
+            file.lexically_relative(source_dir()).string() + ":" + std::to_string(n) + ": ";
+        if (!fs::exists(resolved)) {
+          broken.push_back(where + target + " (no such file or folder)");
+        } else if (!anchor.empty() &&
+                   (resolved.extension() != ".md" || anchors_of(resolved).count(anchor) == 0)) {
+          broken.push_back(where + target + " (no heading has that anchor)");
+        }
+      }
+    }
+  }
+  EXPECT_GT(links, 0u);
+  std::string report;
+  for (const auto& b : broken) report += "  " + b + "\n";
+  EXPECT_TRUE(broken.empty()) << broken.size() << " broken link(s) of " << links << ":\n" << report;
+}
+
 TEST(Anchors, SlugFollowsGitHubsRules) {
   EXPECT_EQ(slug("The claim fence"), "the-claim-fence");
   EXPECT_EQ(slug("Rule 2: the id sequence is CACHE 1"), "rule-2-the-id-sequence-is-cache-1");

@@ -80,9 +80,9 @@ TEST_F(CliDead, AnExactIdDiscardsOnlyThatDeadLetter) {
       0);
 }
 
-// A kept row (status `parked`: README "Versions a group does not accept (yet)") is not a dead
-// letter: `dead list` leaves it out, `dead list --kept` and `dead show --kept` show it with its
-// reason and payload, and retry/discard do not take it.
+// A kept row (status `parked`: docs/tutorial.md#versions-a-group-does-not-accept-yet) is not
+// a dead letter: `dead list` leaves it out, `dead list --kept` and `dead show --kept` show it with
+// its reason and payload, and retry/discard do not take it.
 TEST_F(CliDead, KeptMessagesAreListedAndShownApartFromDeadLetters) {
   query(db_.url(), "INSERT INTO " + exceptions_ +
                        " (group_id, message_id, status, attempts, can_run_after, last_error, "

@@ -105,8 +105,9 @@ class Trickle {
 
 // Regression (issue 27 §6): 80 trickling connections, more than the server's threads, each
 // dropped after the 2 s request timeout and opened again at once. /healthz from a fresh
-// connection used to wait behind 64 queued ones, 5-11 s; README "Logs and HTTP" promises about
-// one request timeout (2 s, plus the trickle's last byte) at most. The bound below is generous.
+// connection used to wait behind 64 queued ones, 5-11 s; docs/operating/security.md#logs-and-http
+// promises about one request timeout (2 s, plus the trickle's last byte) at most. The bound below
+// is generous.
 TEST(HostileInput, HealthzAnswersWithinItsPromiseUnderASlowlorisLoad) {
   testing::TestDatabase db;
   ScratchDir dir;

@@ -1,4 +1,4 @@
-// The install tree and the .deb (README.md#run-as-a-service): `cmake --install`
+// The install tree and the .deb (docs/operating/service.md#run-as-a-service): `cmake --install`
 // into a DESTDIR lays out the binary, plugins, SDK headers and CMake package, migrations, the
 // example config under /etc/sqlstreams and the systemd unit; a plugin built out of tree from a
 // temp folder with find_package(SQLStreamsPluginSDK) against that tree loads in the installed
@@ -66,8 +66,11 @@ TEST(Install, TreeLayoutAndAnOutOfTreePluginLoadsInTheInstalledHost) {
         "/usr/lib/sqlstreams/plugins/noop.so", "/usr/lib/sqlstreams/plugins/http.so",
         "/usr/include/sqlstreams/plugin.h", "/usr/include/sqlstreams/plugin.hpp",
         "/usr/share/sqlstreams/migrations/V001__control_plane.sql",
-        "/usr/share/doc/sqlstreams/README.md", "/etc/sqlstreams/sqlstreams.toml",
-        "/lib/systemd/system/sqlstreams.service"}) {
+        "/usr/share/doc/sqlstreams/README.md", "/usr/share/doc/sqlstreams/CHANGES.md",
+        "/usr/share/doc/sqlstreams/docs/README.md",
+        "/usr/share/doc/sqlstreams/docs/operating/service.md",
+        "/usr/share/doc/sqlstreams/docs/reference/configuration.md",
+        "/etc/sqlstreams/sqlstreams.toml", "/lib/systemd/system/sqlstreams.service"}) {
     EXPECT_TRUE(fs::exists(stage + f)) << f;
   }
   bool sdk_package = false;

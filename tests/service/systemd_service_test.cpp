@@ -1,6 +1,7 @@
-// The .deb under a real systemd (issue 33, README.md#run-as-a-service): a PRIVATE systemd booted
+// The .deb under a real systemd (issue 33, docs/operating/service.md#run-as-a-service): a PRIVATE
+// systemd booted
 // as PID 1 (private_systemd.hpp: overlay root, its own /tmp and /run, only journald enabled)
-// installs this build tree's package with apt and runs it as the README says, checked through
+// installs this build tree's package with apt and runs it as the manual says, checked through
 // systemctl and journalctl only (the database and the sandbox's view aside):
 //   - `systemctl enable --now sqlstreams` returns, and the unit is active (running), only after
 //     the host's host-ready (Type=notify): while a lock the test holds in the database keeps the
@@ -27,8 +28,8 @@
 //     it, the env file, the system user and the unit's enablement.
 // Test-only settings, in a drop-in the test writes (never in the package): WatchdogSec=3s (the
 // unit's 30 s would cost 30 s of waiting), ASAN_OPTIONS=detect_leaks=0 (the packaged binary of
-// this tree is the ASan build, whose leak check at exit took up to 19 s under load, README
-// "Tests") and LimitCORE=0 (no core file of the watchdog's SIGABRT).
+// this tree is the ASan build, whose leak check at exit took up to 19 s under load,
+// CONTRIBUTING.md#tests) and LimitCORE=0 (no core file of the watchdog's SIGABRT).
 // It skips (saying why) where a private systemd cannot boot: not root, no systemd, no cgroup2.
 // The machine is left as it was: a marker file in its /tmp survives, its hostname is unchanged,
 // no mount of the private systemd stays (private_systemd.hpp removes its cgroups and folder).
@@ -177,7 +178,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
     EXPECT_TRUE(fs::exists(marker)) << "the boot emptied the machine's /tmp";
     std::cout << "boot: " << (Clock::now() - started) / 1ms << " ms\n";
 
-    // --- Install, as the README says. ---
+    // --- Install, as the manual says. ---
     std::string cpack_out;
     const std::string deb = build_deb(dir.file("deb"), &cpack_out);
     ASSERT_FALSE(deb.empty()) << cpack_out;
@@ -312,7 +313,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       const double exposure = std::stod(security.substr(at + overall.size()));
       std::istringstream lines(security);
       for (std::string l; std::getline(lines, l);) {
-        if (l.rfind("✗", 0) == 0) std::cout << l << "\n";  // what is left open (README)
+        if (l.rfind("✗", 0) == 0) std::cout << l << "\n";  // what is left open (the manual)
       }
       std::cout << security.substr(at) << "\n";
       // 0 = fully sandboxed, 10 = not at all; 3.0 before issue 33 added the system call filter,

@@ -1,8 +1,8 @@
 // store/group/fence_sql — INTERNAL to store/: the SQL expression of the fence's proof
-// (README "The fence"), for the statements that prove an observation (observe, claim,
-// declare at the head). The cheap case — every transaction older than the observation's xid
-// has ended — is tested inline; only when it fails does the statement call fence_proven()
-// (migrations/V006), which asks the lock manager for the stream's open producers.
+// (runtime/store/group/README.md#the-fence), for the statements that prove an observation
+// (observe, claim, declare at the head). The cheap case — every transaction older than the
+// observation's xid has ended — is tested inline; only when it fails does the statement call
+// fence_proven() (migrations/V006), which asks the lock manager for the stream's open producers.
 // Threading: pure.
 #pragma once
 

@@ -80,7 +80,8 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
                   tables_.leases, db_in("$4")));
   // Ordered groups: the same lease with the distinct hashtext() of the range's keys ($6, as
-  // read), computed here so one function hashes keys everywhere (README "Per-key ordering").
+  // read), computed here so one function hashes keys everywhere
+  // (runtime/store/group/README.md#per-key-ordering).
   lease_insert_keys_ = statement(
       kLeaseInsertKeys,
       fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder, key_hashes) "

@@ -3,9 +3,10 @@
 // (`INSERT … SELECT nextval(…), … FROM unnest($1::jsonb[])`) preceded by
 // `SELECT pg_current_xact_id()` in the same transaction (Rule 1), all-or-nothing. Both are
 // prepared once per connection; the payloads travel as one binary jsonb[] parameter (no
-// escaping, no batch-wide JSON document: bench/README.md "Producer transport"). A payload the
-// server cannot parse (bad UTF-8, NUL, not JSON, a number beyond numeric) is then located item
-// by item and reported as "payload N of the batch: …". A missing partition (SQLSTATE 23514 or
+// escaping, no batch-wide JSON document: bench/results/README.md#producer-transport-issue-14).
+// A payload the server cannot parse (bad UTF-8, NUL, not JSON, a number beyond numeric) is
+// then located item by item and reported as "payload N of the batch: …". A missing partition
+// (SQLSTATE 23514 or
 // 55000) is healed in a SEPARATE transaction after the failed one rolled back (ensure_partitions
 // past every id drawn so far) and the batch retried (at most twice). No DDL ever runs inside the
 // producing transaction (docs/design.md#no-ddl-in-a-producers-transaction); near the end of the

@@ -26,7 +26,8 @@ struct DeadFilter {
   std::optional<Millis> older_than;           // died at least this long ago (database clock)
   int32_t limit = 1000;
   // list_dead, discard_dead: the rows kept for a schema version the group does not accept
-  // (status `parked`, README "Versions a group does not accept (yet)") instead of dead letters.
+  // (status `parked`, docs/tutorial.md#versions-a-group-does-not-accept-yet) instead of dead
+  // letters.
   // A kept row runs once the group accepts its version; discard_dead deletes it for good (an
   // operator's explicit choice, audited); retry_dead refuses it.
   bool kept = false;

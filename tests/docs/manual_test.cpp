@@ -1,8 +1,9 @@
-// The README is checked against the code it describes (issue 15): the option table under
-// "Configuration" is exactly what `sqlstreams config schema` prints (config_schema_markdown),
-// the "Repository layout" block names every folder under runtime/ (and under runtime/store/)
-// and nothing that is gone, and the "Metrics" table lists every metric the host can expose
-// (ops::metric_catalog()), with its type, and nothing else.
+// The manual is checked against the code it describes (issue 15, issue 28 §2): the table of
+// docs/reference/configuration.md is exactly what `sqlstreams config schema` prints
+// (config_schema_markdown), the "Repository layout" block of CONTRIBUTING.md names every folder
+// under runtime/ (and under runtime/store/) and nothing that is gone, and the table of
+// docs/reference/metrics.md lists every metric the host can expose (ops::metric_catalog()),
+// with its type, and nothing else.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,8 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string readme() {
-  std::ifstream in(fs::path(SQLSTREAMS_SOURCE_DIR) / "README.md");
+// The text of a file of the source tree (`path` relative to its root).
+std::string source_text(const std::string& path) {
+  std::ifstream in(fs::path(SQLSTREAMS_SOURCE_DIR) / path);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -37,18 +39,22 @@ std::string table_at(const std::string& text, const std::string& first) {
   return out;
 }
 
-TEST(Readme, OptionTableIsTheConfigSchema) {
+constexpr const char* kConfigKeys = "docs/reference/configuration.md";
+constexpr const char* kContributing = "CONTRIBUTING.md";
+constexpr const char* kMetrics = "docs/reference/metrics.md";
+
+TEST(Manual, ConfigKeysTableIsTheConfigSchema) {
   const std::string schema = sqlstreams::config::config_schema_markdown();
   const std::string header = schema.substr(0, schema.find('\n'));
-  const std::string in_readme = table_at(readme(), header);
-  ASSERT_FALSE(in_readme.empty()) << "README has no table starting with: " << header;
-  EXPECT_EQ(in_readme, schema)
-      << "regenerate the README table with `sqlstreams config schema` (README: Configuration)";
+  const std::string in_manual = table_at(source_text(kConfigKeys), header);
+  ASSERT_FALSE(in_manual.empty()) << kConfigKeys << " has no table starting with: " << header;
+  EXPECT_EQ(in_manual, schema) << "regenerate the table of " << kConfigKeys
+                               << " with `sqlstreams config schema`";
 }
 
 // The lines of the "Repository layout" block.
 std::vector<std::string> layout_lines() {
-  const std::string text = readme();
+  const std::string text = source_text(kContributing);
   const size_t section = text.find("## Repository layout");
   if (section == std::string::npos) return {};
   const size_t end = text.find("```", text.find("```", section) + 3);
@@ -67,17 +73,17 @@ std::set<std::string> folders_in(const std::string& dir) {
   return folders;
 }
 
-TEST(Readme, LayoutNamesEveryRuntimeFolder) {
+TEST(Manual, ContributingLayoutNamesEveryRuntimeFolder) {
   std::set<std::string> described;
   for (const auto& line : layout_lines()) {
     if (line.rfind("runtime/", 0) == 0) described.insert(line.substr(0, line.find(' ')));
   }
   EXPECT_EQ(described, folders_in("runtime"))
-      << "README \"Repository layout\" and runtime/ disagree";
+      << kContributing << " \"Repository layout\" and runtime/ disagree";
 }
 
 // The indented lines after "runtime/store" ("  core/  ...") are store/'s folders (issue 15).
-TEST(Readme, LayoutNamesEveryStoreFolder) {
+TEST(Manual, ContributingLayoutNamesEveryStoreFolder) {
   std::set<std::string> described;
   bool in_store = false;
   for (const auto& line : layout_lines()) {
@@ -92,16 +98,14 @@ TEST(Readme, LayoutNamesEveryStoreFolder) {
     }
   }
   EXPECT_EQ(described, folders_in("runtime/store"))
-      << "README \"Repository layout\" and runtime/store/ disagree";
+      << kContributing << " \"Repository layout\" and runtime/store/ disagree";
 }
 
-// The "Metrics" section's table: `name` → type, from its rows "| `sqlstreams_...` | type | ...".
-std::map<std::string, std::string> readme_metrics() {
-  const std::string text = readme();
-  const size_t section = text.find("\n### Metrics\n");
-  if (section == std::string::npos) return {};
-  const size_t end = text.find("\n#", section + 1);
-  std::istringstream lines(text.substr(section, end - section));
+// The metrics page's table: `name` → type, from its rows "| `sqlstreams_...` | type | ...".
+std::map<std::string, std::string> listed_metrics() {
+  const std::string text = source_text(kMetrics);
+  if (text.rfind("# Metrics\n", 0) != 0) return {};
+  std::istringstream lines(text);
   std::map<std::string, std::string> out;
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("| `", 0) != 0) continue;
@@ -114,26 +118,26 @@ std::map<std::string, std::string> readme_metrics() {
 }
 
 // Every metric the host can expose (ops::metric_catalog(), which tests/ops checks against what
-// render_metrics emits) is listed in the README, with its type, and every listed one exists.
-TEST(Readme, MetricsSectionListsEveryMetricTheHostExposes) {
+// render_metrics emits) is listed in the manual, with its type, and every listed one exists.
+TEST(Manual, MetricsPageListsEveryMetricTheHostExposes) {
   const char* kType[] = {"counter", "gauge", "histogram"};  // ops::MetricType order
   std::map<std::string, std::string> exposed;
   for (const auto& m : sqlstreams::ops::metric_catalog()) {
     exposed[std::string(m.name)] = kType[static_cast<int>(m.type)];
   }
-  const auto listed = readme_metrics();
-  ASSERT_FALSE(listed.empty()) << "README has no \"### Metrics\" table";
+  const auto listed = listed_metrics();
+  ASSERT_FALSE(listed.empty()) << kMetrics << " has no \"# Metrics\" table";
   for (const auto& [name, type] : exposed) {
     auto it = listed.find(name);
     if (it == listed.end()) {
-      ADD_FAILURE() << "README \"Metrics\" does not list " << name;
+      ADD_FAILURE() << kMetrics << " does not list " << name;
     } else {
       EXPECT_EQ(it->second, type) << name;
     }
   }
   for (const auto& [name, type] : listed) {
     EXPECT_TRUE(exposed.count(name))
-        << "README \"Metrics\" lists " << name << ", which the host does not expose";
+        << kMetrics << " lists " << name << ", which the host does not expose";
   }
 }
 
