@@ -218,11 +218,11 @@ class GroupStore {
   OrderingMode ordering() const { return ordering_; }
 
   // For each distinct non-null key of `range`'s messages that may not run now, in one
-  // statement (one snapshot: README "Per-key ordering"): blocked_from = the lowest message id
-  // of an unresolved row (ready, inflight, deferred; dead too under kKeyHold) of the group with
-  // lane_key = key and message_id <= range.low; gated_by_other = a lease of the group with
-  // low < range.low, token not in `own_tokens`, whose key_hashes hold hashtext(key), expired or
-  // not. Keys absent from the result are free. Read-only; no transaction is left open.
+  // statement (one snapshot: runtime/store/group/README.md#per-key-ordering): blocked_from = the
+  // lowest message id of an unresolved row (ready, inflight, deferred; dead too under kKeyHold) of
+  // the group with lane_key = key and message_id <= range.low; gated_by_other = a lease of the
+  // group with low < range.low, token not in `own_tokens`, whose key_hashes hold hashtext(key),
+  // expired or not. Keys absent from the result are free. Read-only; no transaction is left open.
   [[nodiscard]] std::vector<KeyGate> gate_keys(const ClaimedRange& range,
                                                const std::vector<std::string>& own_tokens);
   // TEST ONLY: the unsafe form of gate_keys() — rows in one statement, then leases in another,

@@ -1,5 +1,5 @@
-// Per-key ordering's side of GroupStore (README "Per-key ordering"): the key gate a host asks
-// about each claimed range, and the SQL the claim and retry paths share with it.
+// Per-key ordering's side of GroupStore (runtime/store/group/README.md#per-key-ordering): the key
+// gate a host asks about each claimed range, and the SQL the claim and retry paths share with it.
 #include <fmt/format.h>
 
 #include <map>
@@ -97,7 +97,8 @@ std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
 
 std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due) {
   // `IN (SELECT …)` (hashed subplans), not a join of the group's rows with `chain`: that form
-  // ran 30 s and more per claim with three hosts at work (README "Retry chains").
+  // ran 30 s and more per claim with three hosts at work
+  // (runtime/store/group/README.md#per-key-ordering).
   return fmt::format(
       "links AS (SELECT message_id FROM chain WHERE pos > 0), "
       "due AS (SELECT e.message_id, e.status AS was FROM {0} e WHERE e.group_id = $1 AND "
