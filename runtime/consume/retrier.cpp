@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
 #include "common/thread.hpp"
 #include "store/group/group_store.hpp"
@@ -87,9 +88,11 @@ void Retrier::run() {
       }
       using Pick = store::GroupStore::RetryPick;
       // Ordered groups: each key's head brings its retry chain (up to the whole room).
+      const auto claim_started = clock.now();
       auto due = store.claim_due_retries(g.lease_ttl, static_cast<int32_t>(room),
                                          suspects ? Pick::kSuspects : Pick::kReady,
                                          g.retry.max_retries, static_cast<int32_t>(room));
+      warn_if_slow(clock.now() - claim_started, due.size());
       next_poll = clock.now();
       if (suspects) {
         isolating = !due.empty();
@@ -143,6 +146,22 @@ void Retrier::run() {
       backlog = false;
       next_poll = clock.now() + outage.on_failure().delay;
     }
+  }
+}
+
+void Retrier::warn_if_slow(std::chrono::nanoseconds took, size_t rows) {
+  // A row starts only with most of its lease left (lease_timing.hpp): a claim that takes a
+  // large part of lease_ttl hands what it claimed straight back, and one that always does so
+  // stalls the group's retries without an error (a 30-minute chaos run's ordered claims did).
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took);
+  if (rows == 0 || ms * 4 < options_.group.lease_ttl) return;
+  if (auto n = warn_limiter_.admit("retry-claim-slow")) {
+    spdlog::warn(
+        "retry-claim-slow stream={} group={} took_ms={} rows={} lease_ttl={}: the retry claim "
+        "took over a quarter of the lease; rows whose lease is too short to start are handed "
+        "back unrun (a larger lease_ttl, or fewer open exception rows){}",
+        options_.ref.stream, options_.ref.name, ms.count(), rows,
+        format_duration(options_.group.lease_ttl), ops::suppressed_suffix(*n));
   }
 }
 

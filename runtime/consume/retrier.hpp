@@ -12,6 +12,7 @@
 // metrics.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <thread>
 
@@ -35,6 +36,9 @@ class Retrier {
  private:
   void run();
   size_t capacity() const;  // retry rows in flight at most
+  // Logs `retry-claim-slow` (rate-limited) when a claim that took rows took over a quarter of
+  // lease_ttl.
+  void warn_if_slow(std::chrono::nanoseconds took, size_t rows);
 
   const PipelineOptions& options_;
   RangeQueue& queue_;

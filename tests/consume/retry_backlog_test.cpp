@@ -6,7 +6,10 @@
 // hours. The bound below is 100× what the fix needs, not a performance goal (bench/ measures the
 // rate).
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <sstream>
 #include <thread>
 
 #include "process.hpp"
@@ -63,6 +66,57 @@ TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
   EXPECT_EQ(left, 0) << "retry backlog not drained within 60 s";
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
             static_cast<uint64_t>(kBacklog));
+}
+
+// A retry claim that takes a large part of the lease hands its rows back unrun (too short to
+// start); when every claim is that slow the group's retries stall with no error. A 30-minute
+// chaos run's ordered claims did (5 s against a 3-s lease). The retrier now says so: here a
+// statement trigger makes each UPDATE of the exception table sleep 1.5 s, a quarter of the
+// 6-s lease is 1.5 s, so the claim logs `retry-claim-slow`, and its rows, with 4.5 s left, run.
+TEST_F(RetryBacklog, ARetryClaimTakingAQuarterOfTheLeaseIsLogged) {
+  declare_stream("payments.requested", 100000);
+  auto group = declare_group("charge-cards");
+  produce({R"({"order_id":"order-1","amount_cents":100,"currency":"EUR"})",
+           R"({"order_id":"order-2","amount_cents":100,"currency":"EUR"})"});
+  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 2, committed = 2, settled_head = 2");
+  db_.sql(
+      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+      "can_run_after, last_error) SELECT " +
+      std::to_string(group.id) +
+      ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
+      "sqlstreams.messages_1");
+  db_.sql(
+      "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM "
+      "pg_sleep(1.6); RETURN NULL; END $$");
+  db_.sql(
+      "CREATE TRIGGER slow_claims BEFORE UPDATE ON sqlstreams.exceptions_1 FOR EACH STATEMENT "
+      "EXECUTE FUNCTION pg_temp_slow()");
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  config::GroupConfig g;
+  g.name = "charge-cards";
+  g.stream = "payments.requested";
+  g.plugin = "payments_faults.so";
+  g.handler = "charge-cards";
+  g.concurrency = 1;
+  g.poll_interval = 10ms;
+  g.lease_ttl = 6s;
+  g.handler_timeout = 500ms;
+  g.plugin_config_json = R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
+  auto p = plugin_pipeline(g, group);
+  p->start();
+  const bool drained = eventually_sql("SELECT count(*) = 0 FROM sqlstreams.exceptions_1", 60s);
+  p->stop(std::chrono::steady_clock::now() + 10s);
+  spdlog::set_default_logger(previous);
+  db_.sql("DROP TRIGGER slow_claims ON sqlstreams.exceptions_1");
+  EXPECT_TRUE(drained) << out.str();
+  const std::string log = out.str();
+  EXPECT_NE(log.find("retry-claim-slow stream=payments.requested group=charge-cards"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("rows=2"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -156,6 +156,36 @@ TEST_F(OrderingTest, AFailureRowOfAnEarlierRangeBlocksItsKey) {
   EXPECT_EQ(b.advance_cursor().committed_after, 4) << "the open rows hold the cursor at 4";
 }
 
+// The gate reads a group's open keyed rows in one scan when there are at most as many as the
+// range has keys, and probes the index per key otherwise: both ways give the same answer, under
+// release and under hold (a dead row blocks its key only under hold).
+TEST_F(OrderingTest, TheGateAgreesWhetherItScansTheOpenRowsOrProbesEachKey) {
+  auto sa = session();
+  auto sb = session();
+  auto a = ordered_store(*sa, ordered_, "a:1");
+  auto b = ordered_store(*sb, ordered_, "b:1");
+  auto b_hold = ordered_store(*sb, ordered_, "b:1", OrderingMode::kKeyHold);
+  auto l1 = claim(a, 10);  // (0,10]
+  auto l2 = claim(b, 10);  // (10,20]: k@15, j@17, x11, x13, x19 — five keys
+  EXPECT_EQ(a.commit_ranges({commit(l1, {failure(5, ExceptionStatus::kReady, "k"),
+                                         failure(9, ExceptionStatus::kDeferred, "k"),
+                                         failure(7, ExceptionStatus::kDead, "j")})}),
+            std::vector<bool>{true});
+  // Two open rows under release, three under hold: fewer than the five keys — one scan.
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
+  EXPECT_EQ(gates(b_hold.gate_keys(l2, {l2.token})), "j:7:free k:5:free");
+  // Six more open rows of other keys below the range: more rows than keys — a probe per key.
+  for (int id : {1, 2, 3, 4, 6, 8})
+    insert_row(ordered_.id, id, "deferred", "q" + std::to_string(id));
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
+  EXPECT_EQ(gates(b_hold.gate_keys(l2, {l2.token})), "j:7:free k:5:free");
+  // A row above the range's low does not block it, either way.
+  insert_row(ordered_.id, 12, "deferred", "x13");
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
+  db_.sql("DELETE FROM sqlstreams.exceptions_1 WHERE lane_key LIKE 'q%'");
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
+}
+
 // A host vanishes: its lease expires but still gates its keys until another host has reclaimed
 // it (the key set travels with the lease; the token rotates) and committed it.
 TEST_F(OrderingTest, AnExpiredLeaseOfAVanishedHolderStillGatesUntilReclaimedAndCommitted) {

@@ -20,20 +20,19 @@ std::string gate_keys_sql(const StreamTables& tables, GateParts parts);
 // its `due` CTE: `cand` = the message ids that head their key — the lowest unresolved row of a
 // lane_key ($hold_param: dead counts) — and that no lease of the group with a lower `low`
 // holds, for the keys of the rows that are due (`due`: the claim's condition on unqualified
-// columns). One index probe per key with a due row: a per-row NOT EXISTS probed every
-// deferred row of a hot key at every poll (113 ms for 10,000 of them), a skip scan over every
-// key of the group walked the keys of all dead letters too (400 ms with 50,000); README.
-// `chain` (head, pos, message_id) = each head at pos 0, then its key's next rows in id order
-// (at most $chain_param) while each is `deferred` and no lease with a lower `low` holds the key:
-// the retry chain (runtime/store/group/README.md#per-key-ordering, "Retry chains"). A key's rows
-// below a chain row are all in the chain.
+// columns); `held` = the leases' (low, key hash) pairs. One index probe per key with a due row:
+// a per-row NOT EXISTS probed every deferred row of a hot key at every poll (113 ms for 10,000
+// of them), a skip scan over every key of the group walked the keys of all dead letters too
+// (400 ms with 50,000); README.
 std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
-                           const std::string& hold_param, const std::string& chain_param);
-// The claim's `due` and `taken` CTEs for an ordered group, after retry_key_ctes: `due` locks
-// (SKIP LOCKED) unkeyed rows and heads that are due, then chain rows that are `deferred` (heads
-// first), at most $3; `taken` keeps of each chain only the prefix whose rows were all locked
-// (a successor whose head another host holds is left alone). Columns: message_id, was,
-// chained (pos > 0).
-std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due);
+                           const std::string& hold_param);
+// The claim's CTEs for an ordered group, after retry_key_ctes: `due` locks (SKIP LOCKED) due
+// unkeyed rows and heads, at most $3; then the retry chains of the heads locked here — each
+// head's next rows in id order (at most $chain_param) while each is `deferred` and no lease with
+// a lower `low` holds the key (runtime/store/group/README.md#per-key-ordering, "Retry chains") —
+// are locked in the room left, and `taken` keeps of each chain the prefix that was locked.
+// Columns of `taken`: message_id, was, chained.
+std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due,
+                                   const std::string& chain_param);
 
 }  // namespace sqlstreams::store

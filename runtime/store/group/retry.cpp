@@ -56,8 +56,8 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
       "AND {1} ORDER BY {2} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) ",
       tables_.exceptions, which, order);
   std::string ctes = "WITH ";
-  if (keyed) ctes += retry_key_ctes(tables_, which, "$5::boolean", "$6::integer") + ", ";
-  ctes += chains ? retry_chain_claim_ctes(tables_, which) + " " : plain_due;
+  if (keyed) ctes += retry_key_ctes(tables_, which, "$5::boolean") + ", ";
+  ctes += chains ? retry_chain_claim_ctes(tables_, which, "$6::integer") + " " : plain_due;
   const char* src = chains ? "taken" : "due";
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
@@ -79,10 +79,13 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
         src);
     // Suspects run alone, one at a time: no chain.
     const int32_t chain_rows = pick == RetryPick::kSuspects ? 0 : std::max(0, chain);
-    auto rows = keyed ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
-                             max_retries, ordering_ == OrderingMode::kKeyHold, chain_rows)
-                      : exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
-                             max_retries);
+    const bool hold = ordering_ == OrderingMode::kKeyHold;
+    auto rows = chains  ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
+                               max_retries, hold, chain_rows)
+                : keyed ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
+                               max_retries, hold)
+                        : exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
+                               max_retries);
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
     std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message
