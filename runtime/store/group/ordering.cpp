@@ -118,14 +118,18 @@ std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string
       "message_id FROM cand)) ORDER BY e.can_run_after, e.message_id LIMIT $3 FOR UPDATE OF e "
       "SKIP LOCKED), "
       // Each locked head's next rows: the prefix that is deferred and not held by an earlier
-      // lease, numbered from 1.
+      // lease, numbered from 1. Only behind a head that never ran (`deferred`): a head being
+      // retried fails again often (a key failing for minutes), and each of its attempts would
+      // lock its chain and hand it back (the bench's hot-key row: p99 pickup of the healthy
+      // keys 3x). Once such a head succeeds, the key's next row is a deferred head.
       "next AS (SELECT d.message_id AS head, n.message_id, n.pos FROM due d CROSS JOIN LATERAL "
       "(SELECT r.message_id, r.pos FROM (SELECT x.message_id, row_number() OVER (ORDER BY "
       "x.message_id) AS pos, count(*) FILTER (WHERE NOT x.good) OVER (ORDER BY x.message_id) "
       "AS bad FROM (SELECT s.message_id, s.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM held "
       "WHERE held.kh = hashtext(d.lane_key) AND held.low < s.message_id) AS good FROM {0} s WHERE "
       "s.group_id = $1 AND s.lane_key = d.lane_key AND s.message_id > d.message_id ORDER BY "
-      "s.message_id LIMIT {2}) x) r WHERE r.bad = 0) n WHERE d.lane_key IS NOT NULL), "
+      "s.message_id LIMIT {2}) x) r WHERE r.bad = 0) n WHERE d.lane_key IS NOT NULL AND d.was = "
+      "'deferred'), "
       "more AS (SELECT e.message_id FROM {0} e WHERE e.group_id = $1 AND e.status = 'deferred' "
       "AND e.message_id IN (SELECT message_id FROM next) ORDER BY e.message_id LIMIT "
       "greatest($3 - (SELECT count(*) FROM due), 0) FOR UPDATE OF e SKIP LOCKED), "
