@@ -125,9 +125,10 @@ void cite_from_code(const fs::path& file, std::vector<Citation>& out) {
   }
 }
 
-// In markdown: the target of an inline link `](target)` to a markdown file or to an anchor of
-// this file, relative to this file; code fences are skipped.
-void cite_from_markdown(const fs::path& file, std::vector<Citation>& out) {
+// Calls visit(line number, target) for each inline link `](target)` of a markdown file that is
+// not a URL, outside code fences.
+template <class Visit>
+void for_each_relative_link(const fs::path& file, Visit visit) {
   static const std::regex link(R"(\]\(([^)\s]*)\))");
   std::istringstream lines(read_text(file));
   bool in_fence = false;
@@ -142,16 +143,24 @@ void cite_from_markdown(const fs::path& file, std::vector<Citation>& out) {
     for (std::sregex_iterator m(line.begin(), line.end(), link), end; m != end; ++m) {
       const std::string target = (*m)[1].str();
       if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
-      const size_t hash = target.find('#');
-      const std::string path = target.substr(0, hash);
-      const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
-      if (path.empty()) {
-        if (!anchor.empty()) out.push_back({file, n, file, anchor, target});
-      } else if (fs::path(path).extension() == ".md") {
-        out.push_back({file, n, file.parent_path() / path, anchor, target});
-      }
+      visit(n, target);
     }
   }
+}
+
+// In markdown: the target of an inline link `](target)` to a markdown file or to an anchor of
+// this file, relative to this file; code fences are skipped.
+void cite_from_markdown(const fs::path& file, std::vector<Citation>& out) {
+  for_each_relative_link(file, [&](int n, const std::string& target) {
+    const size_t hash = target.find('#');
+    const std::string path = target.substr(0, hash);
+    const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
+    if (path.empty()) {
+      if (!anchor.empty()) out.push_back({file, n, file, anchor, target});
+    } else if (fs::path(path).extension() == ".md") {
+      out.push_back({file, n, file.parent_path() / path, anchor, target});
+    }
+  });
 }
 
 std::vector<Citation> all_citations() {
@@ -182,40 +191,26 @@ std::vector<fs::path> manual_files() {
 // anchor of a markdown target is one of its headings. The citations test above covers links to
 // markdown files anywhere in the tree; this one also covers images, folders and other files.
 TEST(Anchors, EveryRelativeLinkOfTheManualResolves) {
-  static const std::regex link(R"(\]\(([^)\s]*)\))");
   std::vector<std::string> broken;
   size_t links = 0;
   for (const auto& file : manual_files()) {
     ASSERT_TRUE(fs::is_regular_file(file)) << file;
-    std::istringstream lines(read_text(file));
-    bool in_fence = false;
-    int n = 0;
-    for (std::string line; std::getline(lines, line);) {
-      ++n;
-      if (is_fence(line)) {
-        in_fence = !in_fence;
-        continue;
+    for_each_relative_link(file, [&](int n, const std::string& target) {
+      ++links;
+      const size_t hash = target.find('#');
+      const std::string path = target.substr(0, hash);
+      const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
+      const fs::path resolved =
+          (path.empty() ? file : file.parent_path() / path).lexically_normal();
+      const std::string where =
+          file.lexically_relative(source_dir()).string() + ":" + std::to_string(n) + ": ";
+      if (!fs::exists(resolved)) {
+        broken.push_back(where + target + " (no such file or folder)");
+      } else if (!anchor.empty() &&
+                 (resolved.extension() != ".md" || anchors_of(resolved).count(anchor) == 0)) {
+        broken.push_back(where + target + " (no heading has that anchor)");
       }
-      if (in_fence || line.find("](") == std::string::npos) continue;
-      for (std::sregex_iterator m(line.begin(), line.end(), link), end; m != end; ++m) {
-        const std::string target = (*m)[1].str();
-        if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
-        ++links;
-        const size_t hash = target.find('#');
-        const std::string path = target.substr(0, hash);
-        const std::string anchor = hash == std::string::npos ? "" : target.substr(hash + 1);
-        const fs::path resolved =
-            (path.empty() ? file : file.parent_path() / path).lexically_normal();
-        const std::string where =
-            file.lexically_relative(source_dir()).string() + ":" + std::to_string(n) + ": ";
-        if (!fs::exists(resolved)) {
-          broken.push_back(where + target + " (no such file or folder)");
-        } else if (!anchor.empty() &&
-                   (resolved.extension() != ".md" || anchors_of(resolved).count(anchor) == 0)) {
-          broken.push_back(where + target + " (no heading has that anchor)");
-        }
-      }
-    }
+    });
   }
   EXPECT_GT(links, 0u);
   std::string report;
