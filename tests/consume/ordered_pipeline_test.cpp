@@ -116,6 +116,16 @@ class OrderedPipelineTest : public StreamFixture {
     return o;
   }
 
+  // True once the group's cursor has committed `n` and it has no exception row left.
+  std::string drained(const store::GroupRef& g, int n) const {
+    const std::string id = std::to_string(g.id);
+    const std::string stream = std::to_string(stream_.id);
+    return "SELECT (SELECT committed FROM sqlstreams.cursors_" + stream +
+           " WHERE group_id = " + id + ") = " + std::to_string(n) +
+           " AND NOT EXISTS (SELECT 1 FROM sqlstreams.exceptions_" + stream +
+           " WHERE group_id = " + id + ")";
+  }
+
   // The checks of the contract over the recorded calls; `dead` may not succeed.
   void expect_key_order(CallLog& log, const std::set<int64_t>& dead, bool hold) {
     std::lock_guard l(log.mu);
@@ -161,12 +171,7 @@ TEST_F(OrderedPipelineTest, OneHostRunsEachKeyInIdOrderThroughRetriesAndDelays) 
   auto p = std::make_unique<GroupPipeline>(ordered_options(g, "test:1"),
                                            std::make_unique<OrderRecorder>(log, script));
   p->start();
-  const std::string done =
-      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ") = 240 AND NOT EXISTS (SELECT 1 FROM " +
-      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ")";
-  EXPECT_TRUE(eventually_sql(done, 60s));
+  EXPECT_TRUE(eventually_sql(drained(g, 240), 60s));
   p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
   std::lock_guard l(log->mu);
@@ -197,12 +202,7 @@ TEST_F(OrderedPipelineTest, ABlockedKeysDeferredRowsRunAsChainsThatStopAtAFailur
   o.group.batch_size = 200;  // one range: the heads fail, the rest of each key is deferred
   auto p = std::make_unique<GroupPipeline>(o, std::make_unique<OrderRecorder>(log, script));
   p->start();
-  const std::string done =
-      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ") = 180 AND NOT EXISTS (SELECT 1 FROM " +
-      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ")";
-  EXPECT_TRUE(eventually_sql(done, 60s));
+  EXPECT_TRUE(eventually_sql(drained(g, 180), 60s));
   p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
   EXPECT_GT(p->metrics().get(GroupCounter::kDeferred), 100u);
@@ -231,12 +231,7 @@ TEST_F(OrderedPipelineTest, ThreeHostsKeepEachKeyInOrderAcrossRangesAndHolders) 
                                                     std::make_unique<OrderRecorder>(log, script)));
   }
   for (auto& p : hosts) p->start();
-  const std::string done =
-      "SELECT (SELECT committed FROM sqlstreams.cursors_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ") = 300 AND NOT EXISTS (SELECT 1 FROM " +
-      "sqlstreams.exceptions_" + std::to_string(stream_.id) +
-      " WHERE group_id = " + std::to_string(g.id) + ")";
-  EXPECT_TRUE(eventually_sql(done, 90s));
+  EXPECT_TRUE(eventually_sql(drained(g, 300), 90s));
   for (auto& p : hosts) p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
 }

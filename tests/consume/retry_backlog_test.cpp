@@ -20,7 +20,34 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class RetryBacklog : public StreamFixture {};
+class RetryBacklog : public StreamFixture {
+ protected:
+  // Every message of the stream failed once and is due now; the range side has nothing left.
+  void all_failed_once(const store::GroupRef& group, int messages) {
+    const std::string n = std::to_string(messages);
+    db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = " + n + ", committed = " + n +
+            ", settled_head = " + n);
+    db_.sql(
+        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
+        "can_run_after, last_error) SELECT " +
+        std::to_string(group.id) +
+        ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
+        "sqlstreams.messages_1");
+  }
+  // The test plugin's charge-cards handler on `group`, one worker.
+  static config::GroupConfig charge_cards() {
+    config::GroupConfig g;
+    g.name = "charge-cards";
+    g.stream = "payments.requested";
+    g.plugin = "payments_faults.so";
+    g.handler = "charge-cards";
+    g.concurrency = 1;
+    g.poll_interval = std::chrono::milliseconds(10);
+    g.plugin_config_json =
+        R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
+    return g;
+  }
+};
 
 TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
   declare_stream("payments.requested", 100000);
@@ -32,27 +59,12 @@ TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
                     R"(","amount_cents":100,"currency":"EUR"})");
   }
   produce(batch);
-  // Every message failed once and is due now; the range side has nothing left to claim.
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3000, committed = 3000, settled_head = 3000");
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error) SELECT " +
-      std::to_string(group.id) +
-      ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
-      "sqlstreams.messages_1");
-
-  config::GroupConfig g;
-  g.name = "charge-cards";
-  g.stream = "payments.requested";
-  g.plugin = "payments_faults.so";
-  g.handler = "charge-cards";
-  g.concurrency = 1;
+  all_failed_once(group, kBacklog);
+  config::GroupConfig g = charge_cards();
   g.batch_size = 500;
-  g.poll_interval = 10ms;
   g.max_poll_interval = 5s;  // an idle claimer sleeps long: retries must not wait for it
   g.lease_ttl = 10s;
   g.handler_timeout = 2s;
-  g.plugin_config_json = R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
   auto p = plugin_pipeline(g, group);
   p->start();
   const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -78,13 +90,7 @@ TEST_F(RetryBacklog, ARetryClaimTakingAQuarterOfTheLeaseIsLogged) {
   auto group = declare_group("charge-cards");
   produce({R"({"order_id":"order-1","amount_cents":100,"currency":"EUR"})",
            R"({"order_id":"order-2","amount_cents":100,"currency":"EUR"})"});
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 2, committed = 2, settled_head = 2");
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error) SELECT " +
-      std::to_string(group.id) +
-      ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
-      "sqlstreams.messages_1");
+  all_failed_once(group, 2);
   db_.sql(
       "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM "
       "pg_sleep(1.6); RETURN NULL; END $$");
@@ -95,16 +101,9 @@ TEST_F(RetryBacklog, ARetryClaimTakingAQuarterOfTheLeaseIsLogged) {
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
-  config::GroupConfig g;
-  g.name = "charge-cards";
-  g.stream = "payments.requested";
-  g.plugin = "payments_faults.so";
-  g.handler = "charge-cards";
-  g.concurrency = 1;
-  g.poll_interval = 10ms;
+  config::GroupConfig g = charge_cards();
   g.lease_ttl = 6s;
   g.handler_timeout = 500ms;
-  g.plugin_config_json = R"({"record_file":")" + testing::write_temp_file("calls.log", "") + "\"}";
   auto p = plugin_pipeline(g, group);
   p->start();
   const bool drained = eventually_sql("SELECT count(*) = 0 FROM sqlstreams.exceptions_1", 60s);
