@@ -50,14 +50,16 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   // old statement. (The chaos plant `ordering-retry-any-row`, test builds: no key predicate — a
   // later row of a blocked key runs.)
   const bool chains = keyed && !chaos_plant("ordering-retry-any-row");
-  const std::string order = keyed ? "can_run_after, message_id" : "can_run_after";
-  const std::string plain_due = fmt::format(
-      "due AS (SELECT message_id, status AS was, false AS chained FROM {0} e WHERE group_id = $1 "
-      "AND {1} ORDER BY {2} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) ",
-      tables_.exceptions, which, order);
   std::string ctes = "WITH ";
   if (keyed) ctes += retry_key_ctes(tables_, which, "$5::boolean") + ", ";
-  ctes += chains ? retry_chain_claim_ctes(tables_, which, "$6::integer") + " " : plain_due;
+  if (chains) {
+    ctes += retry_chain_claim_ctes(tables_, which, "$6::integer") + " ";
+  } else {
+    ctes += fmt::format(
+        "due AS (SELECT message_id, status AS was, false AS chained FROM {0} e WHERE group_id = "
+        "$1 AND {1} ORDER BY {2} LIMIT $3 FOR UPDATE OF e SKIP LOCKED) ",
+        tables_.exceptions, which, keyed ? "can_run_after, message_id" : "can_run_after");
+  }
   const char* src = chains ? "taken" : "due";
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
