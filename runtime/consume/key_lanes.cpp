@@ -23,6 +23,7 @@ void KeyLanes::close(const std::string& key, const std::string& token) {
 KeyLanes::Admission KeyLanes::admit(const std::string& key, LaneEntry entry,
                                     const std::string& token, bool db_free, uint64_t gate_epoch) {
   forget_markers(gate_epoch);
+  entry.token = token;
   auto it = lanes_.find(key);
   // Closed here: a failed or handed-back head, or a deferred message, whose range's commit the
   // gate may not have seen. An open row below, or another holder's earlier lease: the retry
@@ -68,9 +69,14 @@ std::optional<LaneEntry> KeyLanes::resolve_head(const std::string& key, int64_t 
     return lane.front();
   }
   held_ -= lane.size();
-  for (auto& e : lane) rest->push_back(std::move(e));
-  lanes_.erase(it);
   close(key, head_token);
+  // Each rest entry's range writes its `deferred` row (or its hand-back) only when it commits:
+  // until then neither the database nor the head's marker alone keeps the key closed here.
+  for (auto& e : lane) {
+    close(key, e.token);
+    rest->push_back(std::move(e));
+  }
+  lanes_.erase(it);
   return std::nullopt;
 }
 

@@ -5,10 +5,10 @@
 // "release"`, a schema version the group passes over) the next entry becomes the head. When it does
 // not (a failed attempt, a DELAY, a timeout, dead under "hold", or a hand-back), the lane ends: the
 // caller defers or hands back the rest, and a marker keeps the key closed on this host until the
-// head's range has been committed — after that the database (an open exception row of the key, or
-// the handed-back lease) says the key is blocked. The cross-host part (another host's earlier
-// lease, open rows) is the database gate (store/group/README.md "Per-key ordering"); the caller
-// passes its verdict to admit().
+// head's range and the ranges of the rest have been committed — after that the database (an open
+// exception row of the key, or the handed-back lease) says the key is blocked. The cross-host part
+// (another host's earlier lease, open rows) is the database gate (store/group/README.md "Per-key
+// ordering"); the caller passes its verdict to admit().
 //
 // Why a gate epoch: the claimer reads the epoch, then runs the gate statement, then admits. A
 // range released (committed) after the epoch was read may have written the row that blocks a
@@ -36,8 +36,9 @@ class RangeWork;
 
 struct LaneEntry {
   std::shared_ptr<RangeWork> range;
-  size_t index = 0;  // the message's slot in its range
-  int64_t id = 0;    // the message id
+  size_t index = 0;   // the message's slot in its range
+  int64_t id = 0;     // the message id
+  std::string token;  // its range's lease token (set by admit)
 };
 
 class KeyLanes {
@@ -60,7 +61,10 @@ class KeyLanes {
   // resolved. `lane_goes_on`: it no longer holds the key back (success, dead under "release",
   // passed over). Returns the next head to run, if any. Otherwise the lane ends: its other
   // entries are moved to `rest` in id order (the caller defers or hands them back) and the key
-  // stays closed here until range_released(head_token).
+  // stays closed here until range_released() of head_token and of every rest entry's range:
+  // their `deferred` rows (or hand-backs) block the key in the database only once their ranges
+  // commit, which may be long after the head's range did (and the head's row may be retried
+  // and resolved elsewhere in between).
   std::optional<LaneEntry> resolve_head(const std::string& key, int64_t id,
                                         const std::string& head_token, bool lane_goes_on,
                                         std::vector<LaneEntry>* rest);
