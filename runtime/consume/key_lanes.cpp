@@ -23,25 +23,30 @@ void KeyLanes::close(const std::string& key, const std::string& token) {
 KeyLanes::Admission KeyLanes::admit(const std::string& key, LaneEntry entry,
                                     const std::string& token, bool db_free, uint64_t gate_epoch) {
   forget_markers(gate_epoch);
-  entry.token = token;
-  auto it = lanes_.find(key);
   // Closed here: a failed or handed-back head, or a deferred message, whose range's commit the
   // gate may not have seen. An open row below, or another holder's earlier lease: the retry
   // path runs it in order. A lane here with a later message: never queued behind it (a range
   // reclaimed below the ones held here).
-  if (markers_.count(key) != 0 || !db_free ||
-      (it != lanes_.end() && it->second.back().id >= entry.id)) {
+  if (!db_free || (!markers_.empty() && markers_.count(key) != 0)) {
     close(key, token);
     return Admission::kDefer;
   }
-  if (it != lanes_.end()) {
-    it->second.push_back(std::move(entry));
+  // One lookup for the usual case, a key with no lane here yet.
+  auto [it, fresh] = lanes_.try_emplace(key);
+  Lane& lane = it->second;
+  if (fresh) {
+    lane.head = std::move(entry);
     ++held_;
-    return Admission::kQueued;
+    return Admission::kRun;
   }
-  lanes_[key].push_back(std::move(entry));
+  if (lane.last_id() >= entry.id) {
+    close(key, token);
+    return Admission::kDefer;
+  }
   ++held_;
-  return Admission::kRun;
+  entry.token = token;  // should the lane end, its range keeps the key closed (resolve_head)
+  lane.waiting.push_back(std::move(entry));
+  return Admission::kQueued;
 }
 
 std::optional<LaneEntry> KeyLanes::resolve_head(const std::string& key, int64_t id,
@@ -49,32 +54,43 @@ std::optional<LaneEntry> KeyLanes::resolve_head(const std::string& key, int64_t 
                                                 std::vector<LaneEntry>* rest) {
   auto it = lanes_.find(key);
   if (it == lanes_.end()) return std::nullopt;
-  auto& lane = it->second;
-  if (lane.front().id != id) {
+  Lane& lane = it->second;
+  if (lane.head.id != id) {
     // Not the head (resolved out of turn, e.g. handed back with its range): just leaves.
-    auto e = std::find_if(lane.begin(), lane.end(), [&](const LaneEntry& x) { return x.id == id; });
-    if (e != lane.end()) {
-      lane.erase(e);
+    auto first = lane.waiting.begin() + static_cast<std::ptrdiff_t>(lane.next);
+    auto e =
+        std::find_if(first, lane.waiting.end(), [&](const LaneEntry& x) { return x.id == id; });
+    if (e != lane.waiting.end()) {
+      lane.waiting.erase(e);
       --held_;
     }
     return std::nullopt;
   }
-  lane.pop_front();
   --held_;
   if (lane_goes_on) {
-    if (lane.empty()) {
+    if (lane.queued() == 0) {
       lanes_.erase(it);
       return std::nullopt;
     }
-    return lane.front();
+    lane.head = std::move(lane.waiting[lane.next++]);
+    if (lane.next == lane.waiting.size()) {
+      lane.waiting.clear();
+      lane.next = 0;
+    } else if (lane.next >= 64 && 2 * lane.next >= lane.waiting.size()) {
+      // Drop the consumed prefix now and then: a hot key's long lane stays linear.
+      lane.waiting.erase(lane.waiting.begin(),
+                         lane.waiting.begin() + static_cast<std::ptrdiff_t>(lane.next));
+      lane.next = 0;
+    }
+    return lane.head;
   }
-  held_ -= lane.size();
+  held_ -= lane.queued();
   close(key, head_token);
   // Each rest entry's range writes its `deferred` row (or its hand-back) only when it commits:
   // until then neither the database nor the head's marker alone keeps the key closed here.
-  for (auto& e : lane) {
-    close(key, e.token);
-    rest->push_back(std::move(e));
+  for (size_t i = lane.next; i < lane.waiting.size(); ++i) {
+    close(key, lane.waiting[i].token);
+    rest->push_back(std::move(lane.waiting[i]));
   }
   lanes_.erase(it);
   return std::nullopt;

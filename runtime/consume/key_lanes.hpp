@@ -38,7 +38,7 @@ struct LaneEntry {
   std::shared_ptr<RangeWork> range;
   size_t index = 0;   // the message's slot in its range
   int64_t id = 0;     // the message id
-  std::string token;  // its range's lease token (set by admit)
+  std::string token;  // its range's lease token: set by admit() when queued behind a head
 };
 
 class KeyLanes {
@@ -90,7 +90,17 @@ class KeyLanes {
   // Drops markers released no later than `gate_epoch`: the database saw their commits.
   void forget_markers(uint64_t gate_epoch);
 
-  std::unordered_map<std::string, std::deque<LaneEntry>> lanes_;
+  // A lane: its head (running or about to) and the entries queued behind it, in id order from
+  // `next`. No allocation beyond the map's node for the usual lane of one message (every key
+  // distinct): a std::deque per lane cost ~1.4 ms of the claim loop per 5,000-key range.
+  struct Lane {
+    LaneEntry head;
+    std::vector<LaneEntry> waiting;
+    size_t next = 0;
+    size_t queued() const { return waiting.size() - next; }
+    int64_t last_id() const { return queued() ? waiting.back().id : head.id; }
+  };
+  std::unordered_map<std::string, Lane> lanes_;
   std::unordered_map<std::string, Marker> markers_;             // by key
   std::unordered_multimap<std::string, std::string> by_token_;  // token -> keys it closes
   std::deque<std::pair<uint64_t, std::string>> released_;       // (epoch, key), by epoch

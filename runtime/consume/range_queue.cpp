@@ -67,7 +67,7 @@ void RangeQueue::enqueue(store::ClaimedRange range, const OrderedGate* gate) {
       tasks_.push_back(Task{work, i, nullptr});
       continue;
     }
-    const bool db_free = !gate_failed && closed.count(*msg.key) == 0;
+    const bool db_free = !gate_failed && (closed.empty() || closed.count(*msg.key) == 0);
     switch (
         lanes_.admit(*msg.key, LaneEntry{work, i, msg.id}, work->range().token, db_free, epoch)) {
       case KeyLanes::Admission::kRun:

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <set>
 
 #include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
@@ -12,6 +11,7 @@
 #include "store/group/claim_plan.hpp"
 #include "store/group/fence_holders_tx.hpp"
 #include "store/group/group_store.hpp"
+#include "store/group/ordering_sql.hpp"
 
 namespace sqlstreams::store {
 namespace {
@@ -237,13 +237,9 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       } else {
         // An ordered group's lease carries the range's key hashes (same transaction: the lease
         // and the cursor still commit together).
-        std::set<std::string> keys;
-        for (const auto& m : range.messages) {
-          if (m.key) keys.insert(*m.key);
-        }
+        range.key_array = distinct_key_array(range.messages);
         auto lease = exec_prepared(tx, conn, lease_insert_keys_, group_id_, claimed, new_claimed,
-                                   ms_param(lease_ttl), holder_,
-                                   text_array(std::vector<std::string>(keys.begin(), keys.end())));
+                                   ms_param(lease_ttl), holder_, range.key_array);
         range.token = lease.at(0)[0].as<std::string>();
       }
       result.range = std::move(range);

@@ -62,6 +62,9 @@ struct ClaimedRange {
   // range read; cached_high == low when nothing came from the cache.
   bool from_cache = false;
   int64_t cached_high = 0;
+  // Ordered groups: the text[] literal of the distinct keys of `messages`, built by the claim for
+  // the lease's key hashes and reused by gate_keys(); empty = not built.
+  std::string key_array;
 };
 
 // A claim's byte budget (issue 27 §2.2): how many payload bytes (octet_length(payload::text),
@@ -356,12 +359,12 @@ class GroupStore {
   // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
   // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
   // lease_insert_keys_ is lease_insert_ with the range's key hashes (ordered groups); gate_ is
-  // gate_keys()'s statement. read_checked_ is a claim's read when the range is far below
-  // its byte budget, read_budget_ the read that cuts it (the budget's running sum);
-  // read_range_ re-reads a reclaimed lease's whole range.
+  // gate_keys()'s statement, gate_anything_ its keyless first check. read_checked_ is a claim's
+  // read when the range is far below its byte budget, read_budget_ the read that cuts it (the
+  // budget's running sum); read_range_ re-reads a reclaimed lease's whole range.
   Statement observe_, claim_lock_, claim_update_, lease_insert_, lease_insert_keys_, read_range_,
       read_budget_, read_checked_, count_range_, reclaim_, commit_complete_, commit_partial_,
-      renew_, advance_read_, advance_apply_, gate_;
+      renew_, advance_read_, advance_apply_, gate_, gate_anything_;
   OrderingMode ordering_ = OrderingMode::kNone;
   std::optional<InDoubtCommit> in_doubt_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "store/core/stream_tables.hpp"
 
@@ -15,6 +16,14 @@ namespace sqlstreams::store {
 // gated_by_other. kRows / kLeases: only that half (the other column NULL / false).
 enum class GateParts { kBoth, kRows, kLeases };
 std::string gate_keys_sql(const StreamTables& tables, GateParts parts);
+// Whether the gate can find anything at all, without the keys: $1 group, $2 range.low, $3 own
+// tokens (uuid[]), $4 dead rows hold their key. One row: true when another holder has a keyed
+// lease below the range or the group has an open keyed row at or below it.
+std::string gate_anything_sql(const StreamTables& tables);
+
+struct StoredMessage;
+// The text[] literal of the distinct keys of `messages` (first-seen order), "{}" when none.
+std::string distinct_key_array(const std::vector<StoredMessage>& messages);
 
 // The retry claim's key predicate (claim_due_retries, ordered groups), as CTEs to put before
 // its `due` CTE: `cand` = the message ids that head their key — the lowest unresolved row of a
