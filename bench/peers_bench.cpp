@@ -1,7 +1,7 @@
-// bench/peers_bench — the peer rows of the table (issue 14): reads the JSON that
-// bench/peers/run.sh wrote (graphile-worker and pg-boss measured on the same server just before
-// sqlstreams_bench ran) and sets each peer's enqueue, batched drain and NOTIFY pickup beside the
-// runtime's figures of the same run (recorded by the produce, drain and latency phases), with
+// bench/peers_bench — the peer rows of the table (bench/README.md#peers-phase-9): reads the JSON
+// that bench/peers/run.sh wrote (graphile-worker and pg-boss measured on the same server just
+// before sqlstreams_bench ran) and sets each peer's enqueue, batched drain and NOTIFY pickup beside
+// the runtime's figures of the same run (recorded by the produce, drain and latency phases), with
 // the ratio to the best peer. A peer that failed to install or run is a row that says why.
 #include <fmt/format.h>
 

@@ -28,7 +28,7 @@ for name in $(compgen -e); do  # exported names only (a value with a newline can
 done
 export LC_ALL=C.UTF-8
 
-# One line per phase with its duration (CONTRIBUTING.md#build-speed-issue-34).
+# One line per phase with its duration (CONTRIBUTING.md#build-speed).
 phase_start=$SECONDS
 run_start=$SECONDS
 phase() { echo "== phase $1: $((SECONDS - phase_start)) s (total $((SECONDS - run_start)) s)"; phase_start=$SECONDS; }

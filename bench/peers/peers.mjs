@@ -1,6 +1,6 @@
-// bench/peers/peers.mjs — the peers' side of `bench/run.sh` (issue 14): graphile-worker and
-// pg-boss, pinned in bench/peers/package.json, measured on the bench's own PostgreSQL with the
-// same shapes as sqlstreams_bench, each in its own schema:
+// bench/peers/peers.mjs — the peers' side of `bench/run.sh` (bench/README.md#peers-phase-9):
+// graphile-worker and pg-boss, pinned in bench/peers/package.json, measured on the bench's own
+// PostgreSQL with the same shapes as sqlstreams_bench, each in its own schema:
 //   enqueue  batches of 500 jobs of a 100 B JSON payload for --enqueue-seconds
 //            (graphile-worker addJobs, pg-boss insert);
 //   drain    a --backlog of those jobs pre-filled, then one worker process with its batched

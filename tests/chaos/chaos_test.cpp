@@ -2,12 +2,12 @@
 // planted-defect runs that show the checker is not blind: each plants one known bug in the
 // hosts (SQLSTREAMS_CHAOS_PLANT, compiled only into test builds) and expects its violation.
 // The short run and the plant runs include the ordered group g-o (ChaosOptions::ordered, with
-// `ordering = "key"` in its config): they need a runtime that knows the setting (issue 29).
-// A plant run lasts what its margin needs: the label runs serially and is most of the suite's
-// time (430 of the 665 s of asan tests, issue 34), so a plant caught hundreds of times in 15-20 s
-// runs 8-10 s; the rare ones (claim without proof, split gate) keep 40-45 s. Most plants outside
-// ordering run without g-o: after the producers stop, its hot keys' chains of deferred rows were
-// most of each run's drain (CONTRIBUTING.md#build-speed-issue-34).
+// `ordering = "key"` in its config): they need a runtime that knows the setting
+// (docs/operating/ordering.md). A plant run lasts what its margin needs: the label runs serially
+// and is most of the suite's time (430 of the 665 s of asan tests), so a plant caught hundreds of
+// times in 15-20 s runs 8-10 s; the rare ones (claim without proof, split gate) keep 40-45 s. Most
+// plants outside ordering run without g-o: after the producers stop, its hot keys' chains of
+// deferred rows were most of each run's drain (CONTRIBUTING.md#build-speed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,10 +33,11 @@ TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
   ChaosOptions o;
   o.seed = 20261130;
   o.duration = 45s;
-  // Every host down first, until producers have written past the partitions made ahead (issue
-  // 26: those ids commit into the default partitions and are re-homed when the hosts return).
-  // Then the plugin file rewritten in place three times (truncated, a text file, a good copy)
-  // under the isolated group's children (issue 27).
+  // Every host down first, until producers have written past the partitions made ahead
+  // (runtime/store/fleet/README.md#the-default-partition-v007: those ids commit into the default
+  // partitions and are re-homed when the hosts return). Then the plugin file rewritten in place
+  // three times (truncated, a text file, a good copy) under the isolated group's children
+  // (runtime/isolation/README.md#the-supervisor).
   o.first_faults = {"all-down", "replace-plugin", "replace-plugin", "replace-plugin"};
   const auto result = run_chaos_session(o);
   std::printf("chaos seed %llu: %s\n", static_cast<unsigned long long>(o.seed),
@@ -128,8 +129,9 @@ TEST(ChaosPlantTest, UnorderedDispatchOfAKeyedWorkloadIsCaught) {
   EXPECT_EQ(result.verdict.count("log-order"), 0) << result.summary();
 }
 
-// store::Producer's keyed insert neither finds a key's live row nor keeps it (issue 30): a batch
-// sent twice at once by the idem producers and their twins is written twice.
+// store::Producer's keyed insert neither finds a key's live row nor keeps it
+// (docs/design.md#idempotent-produce): a batch sent twice at once by the idem producers and their
+// twins is written twice.
 TEST(ChaosPlantTest, IdempotencyIgnoringLiveKeysIsReportedAsAKeyStoredTwice) {
   ChaosOptions o;
   o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run
@@ -142,9 +144,9 @@ TEST(ChaosPlantTest, IdempotencyIgnoringLiveKeysIsReportedAsAKeyStoredTwice) {
   EXPECT_GT(result.verdict.count("idempotency"), 0) << result.summary();
 }
 
-// Isolated children load the plugin file on disk instead of the host's sealed image (issue 27,
-// as before its fix): while the file is rewritten in place (truncated, then a text file), every
-// child restart fails and charges its message an attempt.
+// Isolated children load the plugin file on disk instead of the host's sealed image (as before the
+// fix; runtime/isolation/README.md#the-supervisor): while the file is rewritten in place
+// (truncated, then a text file), every child restart fails and charges its message an attempt.
 TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   ChaosOptions o;
   o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run
@@ -161,9 +163,9 @@ TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   EXPECT_GT(result.verdict.count("child-start"), 0) << result.summary();
 }
 
-// The ordering plants (issue 29; `chaos_plant("ordering-…")` in runtime/consume and
-// runtime/store). Run with faults off, like the other plants: the behaviours' retries, delays and
-// dead letters block keys often enough.
+// The ordering plants (docs/design.md#per-key-ordering; `chaos_plant("ordering-…")` in
+// runtime/consume and runtime/store). Run with faults off, like the other plants: the behaviours'
+// retries, delays and dead letters block keys often enough.
 
 // The consume dispatcher runs every message as if unordered (a lane ignored): successors start
 // while a predecessor runs or waits for its retry.

@@ -45,8 +45,10 @@ struct ChaosOptions {
   std::string lease_ttl = "3s";
   std::chrono::milliseconds lease_ttl_ms{3000};
   bool log_progress = false;  // one line per fault on stderr
-  // The ordered workload (issue 29): keyed producers, and a third group `g-o` on each stream
-  // that the checker judges with the per-key invariants (order, overlap, early).
+  // The ordered workload
+  // (tests/chaos/README.md#the-ordered-workload-chaosoptionsordered-on-by-default):
+  // keyed producers, and a third group `g-o` on each stream that the checker judges with the
+  // per-key invariants (order, overlap, early).
   bool ordered = true;
   // Write `ordering = "key"` and `ordering_dead` into g-o's config. Off: g-o is an unordered
   // group given the keyed workload — the checker must then report order/overlap/early (how the

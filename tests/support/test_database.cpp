@@ -116,7 +116,7 @@ TestDatabase::TestDatabase(Schema schema) {
   pqxx::connection admin(admin_url());
   pqxx::nontransaction tx(admin);
   // FILE_COPY: a copy of the template's files and two checkpoints (cheap on the suite's fsync-off
-  // cluster) instead of WAL-logging every block of it (CONTRIBUTING.md#build-speed-issue-34).
+  // cluster) instead of WAL-logging every block of it (CONTRIBUTING.md#build-speed).
   tx.exec("CREATE DATABASE " + tx.quote_name(name_) + " TEMPLATE " + tx.quote_name(from) +
           " STRATEGY FILE_COPY");
   url_ = with_database(admin_url(), name_);
