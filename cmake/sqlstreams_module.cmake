@@ -1,5 +1,5 @@
 # sqlstreams_module(<target> <folder> PUBLIC_HEADERS <header>...): the include discipline of a
-# runtime module (issue 15 §3). Every runtime header is included by its path below runtime/
+# runtime module (CONTRIBUTING.md#repository-layout). Every runtime header is included by its path below runtime/
 # (`#include "store/group/group_store.hpp"`). The module's own sources see its whole folder;
 # every target that links it sees only the listed public headers (paths relative to
 # runtime/<folder>). Both views are directories of symbolic links generated in the build tree:

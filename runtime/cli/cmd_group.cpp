@@ -1,4 +1,5 @@
-// `sqlstreams group pause|resume|drop GROUP --stream S` (issue 13; store/group_lifecycle):
+// `sqlstreams group pause|resume|drop GROUP --stream S` (docs/operating/service.md#group-lifecycle;
+// store/group_lifecycle):
 //   pause   running hosts stop claiming for the group within about a poll interval; in-flight
 //           work finishes and commits, queued work is handed back. Idempotent.
 //   resume  claiming restarts. Idempotent.

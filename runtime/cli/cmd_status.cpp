@@ -167,7 +167,8 @@ void print_text(const store::FleetStatus& f) {
           escape_for_text(g.advancer.value_or("not running")).c_str());
     }
     for (const auto& g : s.groups) {
-      if (g.ordering == "key") {  // issue 29: per-key ordering, and what waits behind a key
+      // Per-key ordering, and what waits behind a key (docs/operating/ordering.md).
+      if (g.ordering == "key") {
         std::printf(
             "  ordering: %s by key, dead %s its key; %lld key(s) blocked, %lld deferred row(s)\n",
             g.name.c_str(), g.ordering_dead == "hold" ? "holds" : "releases",
@@ -180,7 +181,8 @@ void print_text(const store::FleetStatus& f) {
             "sqlstreams dead list %s %s --kept)\n",
             g.name.c_str(), static_cast<long long>(g.parked), s.name.c_str(), g.name.c_str());
       }
-      for (const auto& p : g.plugins) {  // issue 27 §1: which version runs, on how many hosts
+      // Which version runs, on how many hosts (docs/operating/service.md#which-version-runs).
+      for (const auto& p : g.plugins) {
         std::printf("  plugin: %s runs %s %s (sha256 %s) on %lld host(s)%s\n", g.name.c_str(),
                     escape_for_text(p.name).c_str(), escape_for_text(p.version).c_str(),
                     escape_for_text(p.sha256.substr(0, 16)).c_str(),

@@ -1,10 +1,10 @@
 // `sqlstreams stream set STREAM [--retention D|forever] [--allow-drop-past-committed B]
-// [--max-payload-bytes N] [--notify B] [--from-config]` (issue 27 §3): the one way to change a
-// stream's fleet-wide settings. Hosts declaring an existing stream keep the database's values
-// and log `stream-setting-differs`; this command changes them for the whole fleet and records
-// who did it in stream_actions (store/reporting/stream_settings.hpp). --from-config takes every
-// fleet setting from the config file's stream of that name; a flag given beside it wins.
-// Nothing to change is a usage error (64); an unknown stream is 65.
+// [--max-payload-bytes N] [--notify B] [--from-config]` (docs/operating/service.md#fleet-settings):
+// the one way to change a stream's fleet-wide settings. Hosts declaring an existing stream keep the
+// database's values and log `stream-setting-differs`; this command changes them for the whole fleet
+// and records who did it in stream_actions (store/reporting/stream_settings.hpp). --from-config
+// takes every fleet setting from the config file's stream of that name; a flag given beside it
+// wins. Nothing to change is a usage error (64); an unknown stream is 65.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 

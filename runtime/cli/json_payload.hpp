@@ -1,4 +1,5 @@
-// cli/json_payload — checks one producer JSON text before anything is sent (issue 11).
+// cli/json_payload — checks one producer JSON text before anything is sent
+// (docs/operating/security.md#producers-and-roles).
 // Owns: the CLI's syntax rules for a payload: a JSON object, valid UTF-8, no raw NUL byte (a
 // JSON parser would stop at it and silently drop the rest), no \u0000 escape (PostgreSQL's
 // jsonb refuses it), nested at most kMaxJsonDepth levels. Parsing uses nlohmann's SAX

@@ -1,5 +1,5 @@
 // common/thread — how the runtime starts its own threads, and the one policy for an exception
-// that escapes one (issue 15 §4). Every long-lived runtime thread (claimer, committer,
+// that escapes one (docs/design.md#the-host). Every long-lived runtime thread (claimer, committer,
 // retrier, workers, maintenance lanes, the status poller) is started with start_thread():
 //   - the thread gets a name (`top -H`, `ps -L`, gdb and core files show it; Linux keeps 15
 //     bytes, the rest is cut);

@@ -129,8 +129,9 @@ struct GroupConfig {
   int32_t batch_size = 500;               // 1..100000 ids per range claim
   int32_t queue_ranges = 4;               // 1..1024 claimed ranges buffered per group
   // Payload bytes (octet_length of the payload text) of one claimed range, and of all the claimed
-  // ranges this host holds for the group until they are committed (issue 27 §2.2); a message
-  // larger than either is still claimed, alone. 1..64 GiB each.
+  // ranges this host holds for the group until they are committed
+  // (docs/operating/configuration.md#byte-budgets); a message larger than either is still claimed,
+  // alone. 1..64 GiB each.
   int64_t batch_bytes = int64_t{64} << 20;
   int64_t queue_bytes = int64_t{256} << 20;
   Millis poll_interval{100};       // poll period while busy / after a non-empty claim

@@ -14,7 +14,8 @@ namespace {
 
 constexpr Millis kPositive{1};
 constexpr Millis kZero{0};
-// Upper bounds: no key accepts a value that cannot work (issue 11: "1e11 days" was accepted).
+// Upper bounds: no key accepts a value that cannot work ("1e11 days" was once accepted;
+// docs/operating/security.md#secrets-and-configuration).
 constexpr Millis kHour{3'600'000};
 constexpr Millis kDay{86'400'000};
 constexpr Millis kYear{365 * kDay.count()};

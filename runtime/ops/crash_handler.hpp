@@ -1,4 +1,5 @@
-// ops/crash_handler — the host's last words when a plugin takes it down (issue 11).
+// ops/crash_handler — the host's last words when a plugin takes it down
+// (docs/operating/security.md#plugins).
 //   - A fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT — abort() and std::terminate, e.g. a
 //     non-std exception thrown across the C ABI) writes ONE line to stderr naming the group,
 //     handler, plugin and message id the faulting thread was running (plugin_host/in_flight),

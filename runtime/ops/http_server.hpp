@@ -13,8 +13,8 @@
 // of a new connection gets a thread within one request timeout, and up to threads + 2 × queue
 // stalled connections delay /healthz by about one request timeout at most (threads - 1 of them
 // not at all). More than that fill the backlog: the kernel drops new connections' SYNs, and a
-// check waits for its own retransmits. (Issue 27: with 16 threads behind 32 + 33 queued, a
-// trickling load held /healthz 5–11 s.)
+// check waits for its own retransmits (docs/operating/security.md#logs-and-http). With 16 threads
+// behind 32 + 33 queued, a trickling load once held /healthz 5–11 s.
 // Threading: the handler runs on civetweb's worker threads (up to `threads` at once) and must
 // be thread-safe. The destructor stops the server and waits for running requests.
 #pragma once

@@ -23,12 +23,14 @@
 //     sqlstreams_group_completions_dropped_total   async completions dropped (late, repeated)
 //     sqlstreams_group_plugin_info{stream,group,plugin,version,sha256} 1   the plugin image the
 //                                        group's handler runs (manifest name and version, the
-//                                        sealed image's SHA-256; issue 27 §1)
+//                                        sealed image's SHA-256;
+//                                        docs/operating/service.md#which-version-runs)
 //   From the database (store::read_status, the figures of `sqlstreams status`, refreshed every
 //   host.status_interval), labelled {stream, group} or {stream}:
 //     sqlstreams_group_lag, sqlstreams_group_exceptions{status=ready|inflight|dead},
 //     sqlstreams_group_leases{state=open|expired}, sqlstreams_group_lost_messages,
-//     sqlstreams_group_operator_paused, sqlstreams_group_unseen (issue 13),
+//     sqlstreams_group_operator_paused (docs/operating/service.md#group-lifecycle),
+//     sqlstreams_group_unseen (docs/operating/retention.md#who-holds-retention-back),
 //     sqlstreams_stream_head_id, sqlstreams_stream_partitions,
 //     sqlstreams_stream_oldest_message_age_seconds, sqlstreams_hosts_live
 //   The host: sqlstreams_host_info{name,version}, sqlstreams_host_ready,
@@ -51,7 +53,8 @@
 
 namespace sqlstreams::ops {
 
-// The plugin image a group's handler was created from (issue 27 §1: which version runs).
+// The plugin image a group's handler was created from
+// (docs/operating/service.md#which-version-runs).
 struct PluginVersion {
   std::string file;     // the plugin file, resolved inside plugin_dir
   std::string name;     // the manifest's name

@@ -38,7 +38,7 @@ std::string duration_cell(const char* cls, const std::optional<Millis>& d, const
 }
 
 // "payments 1.2.0 · 3f2a9c1e0b7d4a55" with the whole SHA-256 and the file in data-* attributes
-// (issue 27 §1: which version runs).
+// (docs/operating/service.md#which-version-runs).
 std::string plugin_cell(const PluginVersion& p) {
   return fmt::format(
       "<td class=\"plugin\" data-plugin=\"{0}\" data-version=\"{1}\" data-sha256=\"{2}\" "

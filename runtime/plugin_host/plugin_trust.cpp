@@ -11,7 +11,8 @@
 //     writable by group or others — unless it has the sticky bit (/tmp): there only an entry's
 //     owner can rename or remove it, and the entry below it is checked to be root's or ours,
 //     so nobody else can swap it.
-// Every such problem is reported at once (one per run was issue 27 §5.1).
+// Every such problem is reported at once, not one per run
+// (runtime/plugin_host/README.md#loading-step-by-step).
 // The caller dlopens the real path it returns, so a symlink swapped after the check does not
 // matter: every component of that path was checked to be unchangeable by anybody else.
 #include <fmt/format.h>
@@ -77,7 +78,7 @@ void check_dir(const fs::path& plugin, const fs::path& dir, bool sticky_ok,
   }
 }
 
-// One problem: its own message (as before issue 27). Several: every one of them at once, with
+// One problem: its own message, as it always was. Several: every one of them at once, with
 // the commands that fix them all, so an author does not fix them one run at a time.
 [[noreturn]] void refuse_all(const fs::path& plugin, const std::vector<Problem>& problems) {
   if (problems.size() == 1) {

@@ -1,4 +1,4 @@
-// declare_all and prepare_database (moved here from cli/, issue 15 §2).
+// declare_all and prepare_database (moved here from cli/).
 #include "service/declare.hpp"
 
 #include <fmt/format.h>

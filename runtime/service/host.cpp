@@ -178,7 +178,8 @@ void Host::start() {
   const config::Config config = this->config();
   {
     // Every plugin is loaded (constructor) and every handler created before the database is
-    // written: a start that fails on a plugin leaves no trace there (issue 13).
+    // written: a start that fails on a plugin leaves no trace there
+    // (docs/operating/running.md#running-the-host).
     std::map<std::string, std::unique_ptr<plugin_host::HandlerInstance>> handlers;
     for (const auto& g : config.groups) handlers[group_key(g.stream, g.name)] = make_handler(g);
     store::Session session(options_.session);

@@ -71,7 +71,8 @@ struct HostOptions {
 };
 
 // Logs `group-plugin`: the manifest name and version, the image's SHA-256 and the file a group
-// runs (at start-up, and for each group a reload starts or restarts; issue 27 §1).
+// runs (at start-up, and for each group a reload starts or restarts;
+// docs/operating/service.md#which-version-runs).
 void log_group_plugin(const config::GroupConfig& group, const ops::PluginVersion& plugin);
 
 // Sets each group's schema_versions from its handler's declared version when the config

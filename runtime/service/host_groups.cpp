@@ -1,8 +1,9 @@
-// Host::reap_dropped — a group dropped by an operator while this host runs it (issue 13). Its
-// pipeline noticed (consume/ logs `group-dropped` once and stops claiming); here it is stopped
-// and forgotten: removed from the running config, so that the next reload (SIGHUP) with the
-// group still in the file plans it as added and declares it again (a new group, at its start
-// position), and the maintenance runner restarts without its advancer.
+// Host::reap_dropped — a group dropped by an operator while this host runs it
+// (docs/operating/service.md#group-lifecycle). Its pipeline noticed (consume/ logs `group-dropped`
+// once and stops claiming); here it is stopped and forgotten: removed from the running config, so
+// that the next reload (SIGHUP) with the group still in the file plans it as added and declares it
+// again (a new group, at its start position), and the maintenance runner restarts without its
+// advancer.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

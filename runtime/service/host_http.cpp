@@ -21,10 +21,10 @@ namespace sqlstreams::service {
 namespace {
 
 constexpr size_t kDeadLetterLimit = 100;
-// Byte budgets of the dead-letter page (issue 27 §2: 100 dead letters of 1 MB made a 407 MB
-// page): a prefix of each payload and error, the newest history rows, a cap on the page
-// (ops::DeadLetterPage::max_bytes), and at most kDeadLetterPagesAtOnce built at a time; the rest
-// is `sqlstreams dead show`.
+// Byte budgets of the dead-letter page (docs/operating/service.md#http: 100 dead letters of 1 MB
+// made a 407 MB page): a prefix of each payload and error, the newest history rows, a cap on the
+// page (ops::DeadLetterPage::max_bytes), and at most kDeadLetterPagesAtOnce built at a time; the
+// rest is `sqlstreams dead show`.
 constexpr store::Preview kDeadLetterPreview{
     .payload_chars = 2048, .error_chars = 400, .history_rows = 10};
 constexpr size_t kDeadLetterPageBytes = 1 << 20;

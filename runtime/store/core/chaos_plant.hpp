@@ -12,7 +12,7 @@
 // idempotency-ignore-live (store::Producer's keyed insert neither finds a key's live row nor
 // keeps it: a repeat writes its messages again; in the producing process, tests/chaos sets it),
 // child-loads-plugin-file (service: isolated groups' children load the plugin file on disk,
-// not the host's sealed image, as before issue 27).
+// not the host's sealed image, as they once did: runtime/isolation/README.md#the-supervisor).
 // Threading: the environment is read once; thread-safe.
 #pragma once
 

@@ -3,8 +3,8 @@
 // subclasses (serialization_failure 40001, deadlock_detected 40P01, statement_completion_unknown
 // 40003) are not even `sql_error`s and carry no code, and others (insufficient_privilege...) are
 // thrown with an empty one. So a deadlock or a serialization failure would reach callers as
-// StoreError::Kind::kOther instead of kTransient (found in issue 30). The code is recovered from
-// the type where the library dropped it; a code the library kept always wins.
+// StoreError::Kind::kOther instead of kTransient. The code is recovered from the type where the
+// library dropped it; a code the library kept always wins.
 // Threading: pure functions.
 #pragma once
 

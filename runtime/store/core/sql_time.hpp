@@ -1,6 +1,6 @@
-// store/core/sql_time — INTERNAL to store/: the one SQL time helper (issue 15). Owns how time
-// crosses into and out of SQL (no statement spells to_timestamp, extract(epoch ...) or an
-// interval literal itself):
+// store/core/sql_time — INTERNAL to store/: the one SQL time helper (docs/how-it-works.md#clocks).
+// Owns how time crosses into and out of SQL (no statement spells to_timestamp, extract(epoch ...)
+// or an interval literal itself):
 //  - every expiry and due time (range lease, row lease, can_run_after, worker lease, host
 //    heartbeat) and every "has it expired?" comparison uses the DATABASE's clock: the host
 //    passes a duration in milliseconds (ms_param) and the SQL adds it to kDbNow (db_in). Hosts

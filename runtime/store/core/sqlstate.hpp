@@ -1,4 +1,5 @@
-// store/core/sqlstate — INTERNAL to store/: the one classification of SQLSTATE codes (issue 15).
+// store/core/sqlstate — INTERNAL to store/: the one classification of SQLSTATE codes
+// (docs/design.md#errors-and-trust).
 // Owns: the Condition of a code (store/errors.hpp, public: callers decide on it), the
 // StoreError::Kind a failed statement gets, and the few codes store/ itself raises. Nothing in
 // or outside store/ compares SQLSTATE text anywhere else.

@@ -1,5 +1,5 @@
-// store/core/statement — INTERNAL to store/: every statement store/ sends has a name (issue 15;
-// STYLE L1, userver's named queries). A name is a constexpr StatementName declared at the top of
+// store/core/statement — INTERNAL to store/: every statement store/ sends has a name
+// (STYLE L1, userver's named queries). A name is a constexpr StatementName declared at the top of
 // the file that builds the statement's text (the text needs the schema and the stream's
 // tables, so it is built at run time). Statements run through exec() / exec1() /
 // exec_prepared() (store/core/pq.hpp), which attach the name to a failure: guarded() then

@@ -67,12 +67,13 @@ struct ClaimedRange {
   std::string key_array;
 };
 
-// A claim's byte budget (issue 27 §2.2): how many payload bytes (octet_length(payload::text),
-// the text the host holds) one claimed range may carry. A range that would exceed it ends right
-// after the last message that fits, so the next claim starts at the first one that did not: no
-// id is skipped. With `first_always`, a first message larger than `bytes` is still claimed,
-// alone (a group is never stuck behind one large message); without it (the group already holds
-// bytes) such a claim takes nothing and says so (ClaimResult::budget_full).
+// A claim's byte budget (runtime/store/group/README.md#the-fence, step 4): how many payload bytes
+// (octet_length(payload::text), the text the host holds) one claimed range may carry. A range that
+// would exceed it ends right after the last message that fits, so the next claim starts at the
+// first one that did not: no id is skipped. With `first_always`, a first message larger than
+// `bytes` is still claimed, alone (a group is never stuck behind one large message); without it
+// (the group already holds bytes) such a claim takes nothing and says so
+// (ClaimResult::budget_full).
 struct ClaimBudget {
   int64_t bytes = std::numeric_limits<int64_t>::max();
   bool first_always = true;

@@ -1,6 +1,7 @@
-// store/reporting/group_lifecycle — a group's life after declaration (issue 13): pause, resume and
-// drop by an operator, the state a running pipeline polls, and the `last_seen_at` that running
-// hosts refresh with their heartbeat (store/worker_leases heartbeat_host).
+// store/reporting/group_lifecycle — a group's life after declaration
+// (docs/operating/service.md#group-lifecycle): pause, resume and drop by an operator, the state a
+// running pipeline polls, and the `last_seen_at` that running hosts refresh with their heartbeat
+// (store/worker_leases heartbeat_host).
 //   pause   groups.paused_at/paused_by set; every running host stops claiming for the group
 //           within about a poll interval (consume/ polls read_group_state), finishes and
 //           commits its in-flight work and hands the rest back.

@@ -47,8 +47,8 @@ struct DeadLetter {
 };
 
 // Byte budgets for views that show many dead letters at once (the host's dead-letter page,
-// issue 27 §2): only a prefix of each payload and error crosses from the database, and only the
-// newest history rows. 0 = whole / every row (the CLI's `dead show`).
+// docs/operating/service.md#http): only a prefix of each payload and error crosses from the
+// database, and only the newest history rows. 0 = whole / every row (the CLI's `dead show`).
 struct Preview {
   int32_t payload_chars = 0;
   int32_t error_chars = 0;

@@ -94,8 +94,9 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
     g.parked = row[22].as<int64_t>();
     st.groups.push_back(std::move(g));
   }
-  // The plugin each live host reports running the group with (its heartbeat's stats: the
-  // manifest name and version, the image's SHA-256; issue 27 §1), with how many hosts run it.
+  // The plugin each live host reports running the group with (its heartbeat's stats: the manifest
+  // name and version, the image's SHA-256; docs/operating/service.md#which-version-runs), with how
+  // many hosts run it.
   auto plugins = exec(
       tx, kStatusPlugins,
       fmt::format("SELECT g.id, x.p ->> 'name', x.p ->> 'version', x.p ->> 'sha256', count(*) "

@@ -32,7 +32,8 @@ struct OrphanLease {
   bool handed_back = false;
 };
 
-// A plugin version live hosts run a group with (their heartbeat stats; issue 27 §1).
+// A plugin version live hosts run a group with (their heartbeat stats;
+// docs/operating/service.md#which-version-runs).
 struct GroupPlugin {
   std::string name, version, sha256;  // the manifest's name and version, the image's SHA-256
   int64_t hosts = 0;                  // live hosts running the group with it

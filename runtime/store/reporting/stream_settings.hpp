@@ -1,10 +1,10 @@
-// store/reporting/stream_settings — changing a stream's fleet-wide settings on purpose (issue 27
-// §3, V008). retention, allow_drop_past_committed, max_payload_bytes, notify and (V011)
-// idempotency_window hold for every
-// host of the fleet; declaring an existing stream never writes them (catalog.hpp), so the only
-// way to change them is set_stream_settings() — `sqlstreams stream set` — which runs the
-// SECURITY DEFINER function of the same name: the change and its stream_actions row (session
-// role, application, client address, the operator's actor text, from and to) commit together.
+// store/reporting/stream_settings — changing a stream's fleet-wide settings on purpose (V008,
+// docs/operating/service.md#fleet-settings). retention, allow_drop_past_committed,
+// max_payload_bytes, notify and (V011) idempotency_window hold for every host of the fleet;
+// declaring an existing stream never writes them (catalog.hpp), so the only way to change them is
+// set_stream_settings() — `sqlstreams stream set` — which runs the SECURITY DEFINER function of the
+// same name: the change and its stream_actions row (session role, application, client address, the
+// operator's actor text, from and to) commit together.
 // Running hosts read retention and allow_drop_past_committed at each janitor pass, SQL producers
 // read max_payload_bytes and notify at each call; a running host's own producer and claimer take
 // max_payload_bytes and notify at their next start or reload. Every producer reads
