@@ -1,9 +1,9 @@
-// tests/chaos — the per-key invariants of the ordered groups (issue 29): order, overlap, early,
-// and the log's own key order (log-order), judged on the plugin's timed call records, the
-// workload's History (host pids, stops and kills) and what the database says at the end (keys,
-// the audit trail's decisions, rewinds). The checker (checker.hpp) reads the database and calls
-// check_ordered(); ordered_check_test.cpp calls it on histories written by hand. The rules are
-// in README.md ("The checker").
+// tests/chaos — the per-key invariants of the ordered groups
+// (tests/chaos/README.md#the-checker-checker): order, overlap, early, and the log's own key order
+// (log-order), judged on the plugin's timed call records, the workload's History (host pids, stops
+// and kills) and what the database says at the end (keys, the audit trail's decisions, rewinds).
+// The checker (checker.hpp) reads the database and calls check_ordered(); ordered_check_test.cpp
+// calls it on histories written by hand. The rules are in README.md ("The checker").
 // Threading: pure functions of their arguments.
 #pragma once
 

@@ -44,7 +44,8 @@ TEST(Utf8Test, TruncatedMultibyteAtTheEndIsReplaced) {
 }
 
 TEST(Utf8Test, CutsAtACodePointBoundaryAndMarksTheCut) {
-  // 'a' then 5000 × é: 10001 bytes, the case of issue 9 (a cut at 8192 bytes lands mid-é).
+  // 'a' then 5000 × é: 10001 bytes, the poison message of
+  // tests/e2e/poison_drain_test.cpp (a cut at 8192 bytes lands mid-é).
   std::string s = "a";
   for (int i = 0; i < 5000; ++i) s += kE;
   std::string out = sanitize_utf8(s, 8192);

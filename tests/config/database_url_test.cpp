@@ -123,7 +123,8 @@ TEST_F(DatabaseUrl, EmptyUrlFileIsAnErrorThatDoesNotLeakTheRest) {
   }
 }
 
-// Issue 11: /dev/zero as url_file exhausted memory (getline never finds a newline).
+// Regression (docs/operating/security.md#secrets-and-configuration): /dev/zero as url_file
+// exhausted memory (getline never finds a newline).
 TEST_F(DatabaseUrl, DevZeroIsRefusedWithoutReadingIt) {
   config_.database.url_file = "/dev/zero";
   ScopedEnv env(nullptr);

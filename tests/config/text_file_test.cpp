@@ -1,6 +1,7 @@
-// Issue 11, "Config and files": the exact hostile inputs of the probe — a dotted key of 50,000
-// parts (segfaulted `config check`), 30,000 parts inside [groups.config], /dev/zero as the config
-// file — and the nesting pre-scan's edges (strings and comments do not count, the limit is exact).
+// Hostile config files (docs/operating/security.md#secrets-and-configuration), exactly as found — a
+// dotted key of 50,000 parts (segfaulted `config check`), 30,000 parts inside [groups.config],
+// /dev/zero as the config file — and the nesting pre-scan's edges (strings and comments do not
+// count, the limit is exact).
 #include "config/text_file.hpp"
 
 #include <gtest/gtest.h>

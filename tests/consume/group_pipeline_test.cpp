@@ -166,9 +166,10 @@ TEST_F(GroupPipelineTest, DeliversEveryMessageAndRecordsFailures) {
       << "the first ready exception (id 50) holds committed back";
 }
 
-// `committed` follows the commits, not the advancer's second (issue 32): with the periodic
-// advancer off, as under a host (whose fleet worker advances about once a second), the
-// committer advances the cursor itself soon after each commit batch. Before, it stayed at 0.
+// `committed` follows the commits, not the advancer's second
+// (docs/design.md#the-committed-cursor-and-the-advancer): with the periodic advancer off, as under
+// a host (whose fleet worker advances about once a second), the committer advances the cursor
+// itself soon after each commit batch. Before, it stayed at 0.
 TEST_F(GroupPipelineTest, TheCursorFollowsTheCommitsWithoutThePeriodicAdvancer) {
   produce(49);  // ids 1..49: all succeed but 7 (dead, which holds nothing back)
   PipelineOptions o = fast_options(group_, "h:1");
@@ -236,10 +237,11 @@ TEST_F(GroupPipelineTest, ReportsEveryClaimedRangeWithItsTimes) {
   EXPECT_EQ(at, 450);
 }
 
-// Byte budgets (issue 27 §2.2): with payloads of ~1 MB, each range holds what fits in
-// batch_bytes (not batch_size messages), the group never holds more than queue_bytes of claimed
-// payloads (the gauge sqlstreams_group_queued_bytes, sampled throughout), and the claimer waits
-// for commits to free bytes; every message is still delivered once, in ranges that chain.
+// Byte budgets (runtime/consume/README.md#byte-budgets): with payloads of ~1 MB, each range holds
+// what fits in batch_bytes (not batch_size messages), the group never holds more than queue_bytes
+// of claimed payloads (the gauge sqlstreams_group_queued_bytes, sampled throughout), and the
+// claimer waits for commits to free bytes; every message is still delivered once, in ranges that
+// chain.
 TEST_F(GroupPipelineTest, HoldsAtMostQueueBytesOfClaimedPayloads) {
   const std::string big = R"({"order_id":"o","pad":")" + std::string(1'000'000, 'x') + R"("})";
   produce_same(40, big);

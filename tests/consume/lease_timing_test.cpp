@@ -1,8 +1,9 @@
 // lease_timing: a lease renewed on time keeps enough left for a message to start until its next
-// renewal, for every valid (lease_ttl > handler_timeout) config. Regression (issue 9 item 7):
-// renewal every lease_ttl / 3 with a start needing handler_timeout + margin left made workers
-// refuse tasks for part of every period when lease_ttl < 1.5 × handler_timeout + margin
-// (e.g. 4 s / 2 s, 40 s / 30 s): hand-backs and reclaims with no crash.
+// renewal, for every valid (lease_ttl > handler_timeout) config. Regression
+// (docs/design.md#range-leases-and-token-guarded-transitions): renewal every lease_ttl / 3 with a
+// start needing handler_timeout + margin left made workers refuse tasks for part of every period
+// when lease_ttl < 1.5 × handler_timeout + margin (e.g. 4 s / 2 s, 40 s / 30 s): hand-backs and
+// reclaims with no crash.
 #include "consume/lease_timing.hpp"
 
 #include <gtest/gtest.h>

@@ -284,11 +284,12 @@ TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
   }
 }
 
-// A message of a schema version the group does not accept (issue 27 §5.2) is kept, not skipped:
-// a `parked` row with its payload and the reason, which lets the cursor pass but keeps an ordered
-// group's key blocked. Once the group accepts the version (a new pipeline: a reload or an
-// upgrade), the kept message runs, and its key's later messages after it, in order, even when
-// retention has removed the message from the log meanwhile. (Before: passed over for good.)
+// A message of a schema version the group does not accept
+// (runtime/store/group/README.md#versions-a-group-does-not-accept) is kept, not skipped: a `parked`
+// row with its payload and the reason, which lets the cursor pass but keeps an ordered group's key
+// blocked. Once the group accepts the version (a new pipeline: a reload or an upgrade), the kept
+// message runs, and its key's later messages after it, in order, even when retention has removed
+// the message from the log meanwhile. (Before: passed over for good.)
 TEST_F(OrderedPipelineTest, AnUnacceptedVersionIsKeptBlocksItsKeyAndRunsOnceAccepted) {
   // acct-a: 1 (v1), 2 (v2), 3 (v1); acct-b: 4 (v1); keyless: 5 (v2).
   produce_messages({{R"({"n":1})", 1, "acct-a"},

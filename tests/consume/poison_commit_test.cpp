@@ -1,8 +1,7 @@
-// Poison-proof commits (docs/design.md#poison-proof-commits, issue 9 item 1) through a real
-// pipeline and a real
-// PostgreSQL: an outcome the database refuses deterministically is isolated to its message,
-// which ends dead with "commit rejected: …"; its innocent neighbours commit normally; nothing
-// retries the refusal forever; stop() honours its deadline.
+// Poison-proof commits (docs/design.md#poison-proof-commits) through a real pipeline and a real
+// PostgreSQL: an outcome the database refuses deterministically is isolated to its message, which
+// ends dead with "commit rejected: …"; its innocent neighbours commit normally; nothing retries the
+// refusal forever; stop() honours its deadline.
 // The refusal is real: a CHECK constraint on exceptions_1 that refuses a marked error text
 // (SQLSTATE 23514), since everything a plugin hands over is already sanitized upstream.
 #include <gtest/gtest.h>

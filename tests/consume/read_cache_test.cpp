@@ -388,9 +388,9 @@ TEST_F(ReadCacheTest, AReclaimMayUseTheCache) {
   expect_fresh(*r.range);
 }
 
-// Issue 27 §6: retention may remove rows a cache still holds (a lagging group under
-// allow_drop_past_committed, a rewind into swept history); the claim must then get what a fresh
-// read gives. Retention here is the janitor's own steps on a 1 ms retention, age alone.
+// docs/how-it-works.md#fan-out: retention may remove rows a cache still holds (a lagging group
+// under allow_drop_past_committed, a rewind into swept history); the claim must then get what a
+// fresh read gives. Retention here is the janitor's own steps on a 1 ms retention, age alone.
 void expire_everything(store::Session& session) {
   store::StreamSettingsChange change;
   change.retention = std::optional<Millis>(Millis{1});

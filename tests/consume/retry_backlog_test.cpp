@@ -1,10 +1,9 @@
-// A retry backlog drains at range speeds (issue 9 item 9,
-// docs/design.md#retries-exception-rows-and-dead-letters): due exception rows are claimed in
-// batches sized to the free capacity, on the retry loop's own cadence. Regression: they were
-// claimed 2 × concurrency at a time, once per claimer cycle, and an idle claimer sleeps up to
-// max_poll_interval — 3,000 due rows with concurrency 1 and a 5 s idle ceiling took about two
-// hours. The bound below is 100× what the fix needs, not a performance goal (bench/ measures the
-// rate).
+// A retry backlog drains at range speeds (docs/design.md#retries-exception-rows-and-dead-letters):
+// due exception rows are claimed in batches sized to the free capacity, on the retry loop's own
+// cadence. Regression: they were claimed 2 × concurrency at a time, once per claimer cycle, and an
+// idle claimer sleeps up to max_poll_interval — 3,000 due rows with concurrency 1 and a 5 s idle
+// ceiling took about two hours. The bound below is 100× what the fix needs, not a performance goal
+// (bench/ measures the rate).
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>

@@ -1,7 +1,7 @@
-// The test command is hermetic (issue 34): scripts/test.sh clears the caller's SQLSTREAMS_*
-// and PG* variables and fixes the locale before any test runs, so a user who followed the
-// README (`export SQLSTREAMS_DATABASE_URL=...`) gets the same results as CI. This test sees
-// the environment every other test sees; it fails when a variable leaked through.
+// The test command is hermetic (CONTRIBUTING.md#hermetic): scripts/test.sh clears the caller's
+// SQLSTREAMS_* and PG* variables and fixes the locale before any test runs, so a user who followed
+// the README (`export SQLSTREAMS_DATABASE_URL=...`) gets the same results as CI. This test sees the
+// environment every other test sees; it fails when a variable leaked through.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,9 +1,8 @@
-// The manual is checked against the code it describes (issue 15, issue 28 §2): the table of
-// docs/reference/configuration.md is exactly what `sqlstreams config schema` prints
-// (config_schema_markdown), the "Repository layout" block of CONTRIBUTING.md names every folder
-// under runtime/ (and under runtime/store/) and nothing that is gone, and the table of
-// docs/reference/metrics.md lists every metric the host can expose (ops::metric_catalog()),
-// with its type, and nothing else.
+// The manual is checked against the code it describes: the table of docs/reference/configuration.md
+// is exactly what `sqlstreams config schema` prints (config_schema_markdown), the "Repository
+// layout" block of CONTRIBUTING.md names every folder under runtime/ (and under runtime/store/) and
+// nothing that is gone, and the table of docs/reference/metrics.md lists every metric the host can
+// expose (ops::metric_catalog()), with its type, and nothing else.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -82,7 +81,8 @@ TEST(Manual, ContributingLayoutNamesEveryRuntimeFolder) {
       << kContributing << " \"Repository layout\" and runtime/ disagree";
 }
 
-// The indented lines after "runtime/store" ("  core/  ...") are store/'s folders (issue 15).
+// The indented lines after "runtime/store" ("  core/  ...") are store/'s folders
+// (CONTRIBUTING.md#repository-layout).
 TEST(Manual, ContributingLayoutNamesEveryStoreFolder) {
   std::set<std::string> described;
   bool in_store = false;

@@ -126,9 +126,10 @@ TEST_F(CliDead, KeptMessagesAreListedAndShownApartFromDeadLetters) {
             1);
 }
 
-// `dead discard --kept` (issue 27 §5.2): only kept rows, only when named (ids, a filter or
-// --all), audited; an id that is a dead letter, unknown, or no longer kept (a host released it
-// and runs it) is refused with exit 65 saying which, and changes nothing.
+// `dead discard --kept` (docs/tutorial.md#versions-a-group-does-not-accept-yet): only kept rows,
+// only when named (ids, a filter or --all), audited; an id that is a dead letter, unknown, or no
+// longer kept (a host released it and runs it) is refused with exit 65 saying which, and changes
+// nothing.
 TEST_F(CliDead, KeptMessagesAreDiscardedOnlyWhenNamedAndEachRefusalSaysWhy) {
   for (int id : {9, 10, 11, 12}) {
     query(db_.url(), "INSERT INTO " + exceptions_ +

@@ -1,8 +1,9 @@
-// Hostile input to the CLI (issue 11), fed exactly as found: `sqlstreams produce` with a
-// 100,000-deep document, a raw NUL byte, huge numbers, payloads whose size only the stored
-// (jsonb) measure decides, an oversized key — each a located `stdin:N:` error, exit 65, and
-// nothing produced; and `dead list` / `dead show` printing forged lines and terminal escape
-// sequences as visible escapes.
+// Hostile input to the CLI (docs/reference/cli.md#commands,
+// docs/operating/security.md#logs-and-http), fed exactly as found: `sqlstreams produce` with a
+// 100,000-deep document, a raw NUL byte, huge numbers, payloads whose size only the stored (jsonb)
+// measure decides, an oversized key — each a located `stdin:N:` error, exit 65, and nothing
+// produced; and `dead list` / `dead show` printing forged lines and terminal escape sequences as
+// visible escapes.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 

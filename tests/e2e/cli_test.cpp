@@ -118,9 +118,9 @@ TEST_F(CliProduce, SingleArgumentPrintsTheNewId) {
   EXPECT_EQ(messages(), 1);
 }
 
-// --idempotency-key K (issue 30 A): line N of stdin gets the key K:N, the argument the key K;
-// the same command on the same input again writes nothing (the argument form prints the first
-// id again); another key writes; bad keys exit 65 before anything is written.
+// --idempotency-key K (docs/operating/idempotent-produce.md): line N of stdin gets the key K:N, the
+// argument the key K; the same command on the same input again writes nothing (the argument form
+// prints the first id again); another key writes; bad keys exit 65 before anything is written.
 TEST_F(CliProduce, TheSameCommandWithTheSameIdempotencyKeyWritesOnce) {
   const std::string ndjson = kPayment + "\n" + kPayment + "\n\n" + kPayment + "\n";
   for (int i = 0; i < 2; ++i) {

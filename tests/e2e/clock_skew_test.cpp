@@ -1,9 +1,9 @@
-// Hosts whose wall clocks disagree by far more than a lease agree on every lease (issue 9 item
-// 7): every expiry is set and judged on the database's clock. Each host runs under libfaketime
-// (package faketime, scripts/install-deps.sh) shifted by an hour. Regression: expiries were
-// `to_timestamp(<host wall clock> + ttl)` compared with another host's wall clock, so a host an
-// hour ahead reclaimed every live lease at once (duplicates, `lease-lost`), and a host an hour
-// behind left a dead host's leases alone for two hours.
+// Hosts whose wall clocks disagree by far more than a lease agree on every lease
+// (docs/how-it-works.md#clocks): every expiry is set and judged on the database's clock. Each host
+// runs under libfaketime (package faketime, scripts/install-deps.sh) shifted by an hour.
+// Regression: expiries were `to_timestamp(<host wall clock> + ttl)` compared with another host's
+// wall clock, so a host an hour ahead reclaimed every live lease at once (duplicates,
+// `lease-lost`), and a host an hour behind left a dead host's leases alone for two hours.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-// Errors that point at the key (issue 12): a [groups.config] a handler's validate() rejects is
-// a config error — `config check` and `run` exit 2 (not 3) and name file:line:col of the key
-// the handler named (set_error_key; the C++ SDK's ConfigReader names it), with every group's
-// problem at once and each hint once. A plugin that does not load beside it makes it exit 3.
-// Fixtures: tests/e2e/fixtures/*.toml.
+// Errors that point at the key (plugin-sdk/README.md#config-errors-that-point-at-the-key): a
+// [groups.config] a handler's validate() rejects is a config error — `config check` and `run`
+// exit 2 (not 3) and name file:line:col of the key the handler named (set_error_key; the C++
+// SDK's ConfigReader names it), with every group's problem at once and each hint once. A plugin
+// that does not load beside it makes it exit 3. Fixtures: tests/e2e/fixtures/*.toml.
 #include <gtest/gtest.h>
 
 #include "e2e_support.hpp"

@@ -1,5 +1,6 @@
-// Group lifecycle with real processes (issue 13): `sqlstreams group pause|resume|drop` against
-// running `sqlstreams run` hosts, and `run` writing nothing when a plugin fails to start.
+// Group lifecycle with real processes (docs/operating/service.md#group-lifecycle): `sqlstreams
+// group pause|resume|drop` against running `sqlstreams run` hosts, and `run` writing nothing when a
+// plugin fails to start.
 //   pause   in-flight work finishes and commits, no lease stays held, messages produced while
 //           paused are not handled; resume handles every one of them, nothing lost;
 //   drop    of a group nobody runs releases the retention it held (the running host's janitor
@@ -266,8 +267,8 @@ TEST_F(GroupLifecycle, OnATerminalDropNeedsTheGroupsNameTyped) {
   EXPECT_EQ(groups_named(kCharge), 1);
 }
 
-// Issue 13: `run` used to declare streams and groups before loading plugins, so a start that
-// failed on a plugin had already written them.
+// Regression (docs/operating/running.md#running-the-host): `run` used to declare streams and groups
+// before loading plugins, so a start that failed on a plugin had already written them.
 TEST_F(GroupLifecycle, AStartThatFailsOnAPluginWritesNoStreamAndNoGroup) {
   auto [mc, mout] = cli({"migrate"}, url());
   ASSERT_EQ(mc, 0) << mout;
@@ -277,9 +278,10 @@ TEST_F(GroupLifecycle, AStartThatFailsOnAPluginWritesNoStreamAndNoGroup) {
                            "count(*) FROM sqlstreams.groups)") == 0;
   };
   // A handler the plugin does not export (fails while loading plugins, exit 3), a config the
-  // handler's validate() rejects (a config error at the key, exit 2, issue 12) and a handler
-  // whose create() throws (fails while creating handler instances, after every check passed:
-  // the case the handler-first start order is for, exit 3).
+  // handler's validate() rejects (a config error at the key, exit 2:
+  // plugin-sdk/README.md#config-errors-that-point-at-the-key) and a handler whose create() throws
+  // (fails while creating handler instances, after every check passed: the case the handler-first
+  // start order is for, exit 3).
   struct Case {
     std::string name, broken;
     int exit_code;

@@ -1,8 +1,8 @@
-// Issue 11, "Secrets" and "Config and files", through the real binary: the connection-string
-// matrix libpq used to echo with the password (refused by `config check`, `run`, `status` and
-// `migrate` from the flag, the environment and url_file, with no trace of the password), good
-// URLs with passwords that work and stay masked, the schema name checked at every entry, and a
-// role holding the migrations' advisory lock named after a bounded wait.
+// docs/operating/security.md#secrets-and-configuration, through the real binary: the
+// connection-string matrix libpq used to echo with the password (refused by `config check`, `run`,
+// `status` and `migrate` from the flag, the environment and url_file, with no trace of the
+// password), good URLs with passwords that work and stay masked, the schema name checked at every
+// entry, and a role holding the migrations' advisory lock named after a bounded wait.
 #include <gtest/gtest.h>
 
 #include <fstream>

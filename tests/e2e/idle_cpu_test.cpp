@@ -1,8 +1,8 @@
-// An idle host costs (almost) nothing (issue 9 item 8): with nothing to consume, every loop of
-// every group sleeps until its next deadline. Regression: the committer's wake-up included the
-// cursor advancer's deadline even when the fleet's advancer runs it instead, so the deadline
-// stayed in the past and each group spun a core. The bound is generous (sanitizer build, shared
-// CI machine); the benchmark measures the real figure (bench/README.md, idle CPU row).
+// An idle host costs (almost) nothing: with nothing to consume, every loop of every group sleeps
+// until its next deadline. Regression: the committer's wake-up included the cursor advancer's
+// deadline even when the fleet's advancer runs it instead, so the deadline stayed in the past and
+// each group spun a core. The bound is generous (sanitizer build, shared CI machine); the benchmark
+// measures the real figure (bench/README.md, idle CPU row).
 #include <gtest/gtest.h>
 
 #include <fstream>

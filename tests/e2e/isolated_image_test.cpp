@@ -1,16 +1,17 @@
-// Issue 27 §1: `isolation = "process"` children run the host's sealed plugin image, never the
-// file on disk. A real host runs group "isolated" (upgrade_probe v1, one handler child, whose
-// handler SIGKILLs its process on order-15, forcing child restarts); the plugin file is then
-// rewritten in place WITHOUT a SIGHUP — with version 2, with version 2 cut in half, with text
-// that is no ELF at all — and more messages are produced. Every restarted child still runs
-// version 1: each innocent message is handled once, by v1, and only order-15 ends dead (it crashed
-// each of its attempts). Before the fix the restarted child loaded the file: version 2 ran beside
-// the old one, and a broken file failed every restart and dead-lettered innocent messages.
-// For version 2 a SIGHUP afterwards upgrades the group: from then on its children run v2.
+// runtime/isolation/README.md#the-supervisor: `isolation = "process"` children run the host's
+// sealed plugin image, never the file on disk. A real host runs group "isolated" (upgrade_probe v1,
+// one handler child, whose handler SIGKILLs its process on order-15, forcing child restarts); the
+// plugin file is then rewritten in place WITHOUT a SIGHUP — with version 2, with version 2 cut in
+// half, with text that is no ELF at all — and more messages are produced. Every restarted child
+// still runs version 1: each innocent message is handled once, by v1, and only order-15 ends dead
+// (it crashed each of its attempts). Before the fix the restarted child loaded the file: version 2
+// ran beside the old one, and a broken file failed every restart and dead-lettered innocent
+// messages. For version 2 a SIGHUP afterwards upgrades the group: from then on its children run v2.
 // The host's log names the image each child maps (handler-process-started sha256=...).
-// GroupPluginVisible: which version a group runs is visible (issue 27 §1) — a group-plugin log
-// line at start and for each group a reload restarts (manifest name and version, the image's
-// SHA-256, the file), and `sqlstreams status` (text and --json) from the hosts' heartbeats.
+// GroupPluginVisible: which version a group runs is visible
+// (docs/operating/service.md#which-version-runs) — a group-plugin log line at start and for each
+// group a reload restarts (manifest name and version, the image's SHA-256, the file), and
+// `sqlstreams status` (text and --json) from the hosts' heartbeats.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,10 +1,11 @@
-// Several payload versions per handler, end to end (issue 12): payments.so's charge-cards
-// declares versions 1 and 2 (sqlstreams::Versions<PaymentV1, Payment>) and a real host runs it.
-// A v1 and a v2 message are both handled (the v1 one upcast); a payload that does not decode
-// into its version's type is dead at once naming that type; a message at version 3, which the
-// handler does not declare, is kept by the host (docs/design.md#payload-schema-versions,
-// `unaccepted_versions = "keep"`, the default: a `parked` row with its payload, logged
-// `version-kept`, never handled, never dead-lettered, not holding the cursor back).
+// Several payload versions per handler, end to end (plugin-sdk/README.md#several-payload-versions):
+// payments.so's charge-cards declares versions 1 and 2 (sqlstreams::Versions<PaymentV1, Payment>)
+// and a real host runs it. A v1 and a v2 message are both handled (the v1 one upcast); a payload
+// that does not decode into its version's type is dead at once naming that type; a message at
+// version 3, which the handler does not declare, is kept by the host
+// (docs/design.md#payload-schema-versions, `unaccepted_versions = "keep"`, the default: a `parked`
+// row with its payload, logged `version-kept`, never handled, never dead-lettered, not holding the
+// cursor back).
 #include <gtest/gtest.h>
 
 #include "e2e_support.hpp"

@@ -1,8 +1,9 @@
-// `sqlstreams plugin check FILE` and `sqlstreams plugin new NAME` (issue 12), run as real
-// processes: check loads a built .so through the real loader in a child process and prints
-// its manifest (exit 0) or the refusal `run` gives (exit 3), survives a plugin whose
-// constructor crashes or calls exit(), and applies the trust checks to the file's folder; new
-// refuses bad names, unknown languages and non-empty folders (exit 64) and writes nothing then.
+// `sqlstreams plugin check FILE` and `sqlstreams plugin new NAME`
+// (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail), run as real processes:
+// check loads a built .so through the real loader in a child process and prints its manifest
+// (exit 0) or the refusal `run` gives (exit 3), survives a plugin whose constructor crashes or
+// calls exit(), and applies the trust checks to the file's folder; new refuses bad names, unknown
+// languages and non-empty folders (exit 64) and writes nothing then.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -121,8 +122,9 @@ TEST(PluginCheck, AConstructorThatCrashesOrExitsCannotHurtTheCaller) {
   EXPECT_EQ(ok_code, 0) << ok_out;
 }
 
-// Issue 27 §4: a constructor that forks used to make `plugin check` wait out its whole --timeout
-// (the forked process keeps the answer pipe open) and report a hang, and the process stayed.
+// Regression (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail): a constructor
+// that forks used to make `plugin check` wait out its whole --timeout (the forked process keeps the
+// answer pipe open) and report a hang, and the process stayed.
 TEST(PluginCheck, AConstructorThatForksIsCheckedAtOnceAndLeavesNoProcessBehind) {
   ScratchDir dir;
   const std::string file = dir.file("grandchild.pid");

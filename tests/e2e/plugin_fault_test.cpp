@@ -1,5 +1,5 @@
-// Plugins that fault (issue 11), with a real host and a real crashing plugin
-// (tests/plugin_host/fixtures/crash_fixture.cpp):
+// Plugins that fault (docs/operating/security.md#plugins), with a real host and a real crashing
+// plugin (tests/plugin_host/fixtures/crash_fixture.cpp):
 //   - a segfault, abort(), an int thrown across the C ABI, SIGFPE: the host's last words name the
 //   group,
 //     handler and message in flight, and it dies by the signal (non-zero: Restart=on-failure);

@@ -1,5 +1,5 @@
-// The plugin image never kills the process that loads it (issue 27 §1), with real `sqlstreams`
-// processes:
+// The plugin image never kills the process that loads it
+// (runtime/plugin_host/README.md#loading-step-by-step), with real `sqlstreams` processes:
 //   - a truncated `.so` (ELF magic intact, segments pointing past the end of the file: a copy
 //     still in progress) is refused by `config check` and `run` with exit 3 and an error naming
 //     the file and what is wrong with it; it used to kill both with SIGBUS;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The plugin author's 10-minute path (issue 12, "done when"): runs the shell blocks of the SDK
-# README marked <!-- quickstart:NAME --> and nothing else, as a new author would:
+# The plugin author's 10-minute path (plugin-sdk/README.md#from-an-empty-folder-to-a-running-plugin):
+# runs the shell blocks of the SDK README marked <!-- quickstart:NAME --> and nothing else, as a
+# new author would:
 #   install   from the source checkout, into $HOME/.local (HOME is a scratch folder: no root)
 #   new-cpp / new-c, then build (configure, build, unit test, plugin check) from the INSTALLED
 #   README, then run (`sqlstreams run` in the background, until host-ready) and produce; the
@@ -93,8 +94,8 @@ for lang in cpp c; do
   export SQLSTREAMS_DATABASE_URL="${base%/*}/$db"
 
   # `plugin new` and the build under umask 0002, the default for users on Ubuntu and Fedora
-  # (issue 27 §5.1): the scaffold's folders and every link of the .so must still come out as
-  # the host accepts them.
+  # (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail): the scaffold's
+  # folders and every link of the .so must still come out as the host accepts them.
   block_umask=0002 run_block "$readme" "new-$lang" "$dir"
   project="$dir/greeter"
   block_umask=0002 run_block "$readme" build "$project"

@@ -1,5 +1,6 @@
-// Replacing a plugin under a running host (issue 13, safe upgrades), with real processes and a
-// plugin built in two versions (tests/plugin_host/fixtures/upgrade_probe.cpp: each call appends
+// Replacing a plugin under a running host
+// (docs/operating/service.md#upgrade-a-plugin-without-a-restart), with real processes and a plugin
+// built in two versions (tests/plugin_host/fixtures/upgrade_probe.cpp: each call appends
 // "v<version> <id>" to a record file):
 //   - the file is replaced by `cp` (rewritten in place: the same inode the old host mapped),
 //     `mv` or `install`; the host keeps running version 1 until SIGHUP;
@@ -7,7 +8,7 @@
 //     group restarts on version 2, a group on another plugin file is not restarted;
 //   - a SIGHUP with nothing changed upgrades nothing; a refused new file rejects the reload and
 //     version 1 keeps running;
-//   - issue 27 §1: a truncated new file or one whose constructor crashes is refused at SIGHUP
+//   - a truncated new file or one whose constructor crashes is refused at SIGHUP
 //     (no SIGBUS, no crash: the host keeps running version 1), and a reload rejected for another
 //     reason after the new file was loaded switches nothing and logs no plugin-upgraded; the next
 //     accepted reload upgrades.

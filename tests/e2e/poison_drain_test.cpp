@@ -1,4 +1,5 @@
-// Issue 9 item 1 end to end, with real `sqlstreams run` hosts and the real payments plugin:
+// Poison-proof commits (docs/design.md#poison-proof-commits) end to end, with real
+// `sqlstreams run` hosts and the real payments plugin:
 //   - a poison message (an order id of 10001 bytes whose TERMINAL text, cut at the ABI's 8 KiB,
 //     used to land mid-character and be refused by PostgreSQL forever) no longer wedges the
 //     group: it ends dead with a valid, cut error; its neighbours succeed; SIGTERM is honoured;

@@ -1,8 +1,8 @@
-// The shipped roles end to end (issue 11): an admin migrates; a real `sqlstreams run` host
-// connects as a LOGIN role holding only sqlstreams_host (database.migrate = "check"), declares
-// the stream (its family and partitions go to sqlstreams_host), and drains what a LOGIN role
-// holding only sqlstreams_producer produced; an operator LOGIN role runs `status` and
-// `dead list`.
+// The shipped roles end to end (docs/operating/security.md#producers-and-roles): an admin migrates;
+// a real `sqlstreams run` host connects as a LOGIN role holding only sqlstreams_host
+// (database.migrate = "check"), declares the stream (its family and partitions go to
+// sqlstreams_host), and drains what a LOGIN role holding only sqlstreams_producer produced; an
+// operator LOGIN role runs `status` and `dead list`.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

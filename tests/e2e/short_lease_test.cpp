@@ -1,7 +1,8 @@
 // A valid config with a lease barely longer than the handler timeout hands nothing back while
-// nothing fails (issue 9 item 7). Regression: with lease_ttl 4 s and handler_timeout 2 s the
-// committer renewed every 1.33 s while a start needed 3 s left, so for a third of every period
-// workers refused tasks: ranges were handed back and reclaimed with no crash.
+// nothing fails (docs/design.md#range-leases-and-token-guarded-transitions). Regression: with
+// lease_ttl 4 s and handler_timeout 2 s the committer renewed every 1.33 s while a start needed 3 s
+// left, so for a third of every period workers refused tasks: ranges were handed back and reclaimed
+// with no crash.
 #include <gtest/gtest.h>
 
 #include "e2e_support.hpp"

@@ -1,8 +1,9 @@
-// Fleet settings change only when someone means it (issue 27 §3, V008), with real processes: a
-// host whose config differs from the database about a stream's retention runs with the
-// database's value and says so (`stream-setting-differs`, naming the command that would change
-// it); `sqlstreams stream set` changes it for every host, audited; bad input is a usage error
-// (64), an unknown stream a data error (65), and nothing is written for either.
+// Fleet settings change only when someone means it (docs/operating/service.md#fleet-settings,
+// V008), with real processes: a host whose config differs from the database about a stream's
+// retention runs with the database's value and says so (`stream-setting-differs`, naming the
+// command that would change it); `sqlstreams stream set` changes it for every host, audited; bad
+// input is a usage error (64), an unknown stream a data error (65), and nothing is written for
+// either.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -94,7 +95,8 @@ TEST_F(StreamSettings, BadValuesAreUsageErrorsAnUnknownStreamIsNamedAndNothingIs
   EXPECT_EQ(retention(), "forever");
 }
 
-// The idempotency window (issue 30 A, V011): 1d by default, changed for the fleet by stream set.
+// The idempotency window (docs/operating/idempotent-produce.md, V011): 1d by default, changed
+// for the fleet by stream set.
 TEST_F(StreamSettings, StreamSetChangesTheIdempotencyWindow) {
   declare_host(dir_, url(), HostOptions{});
   EXPECT_EQ(scalar<std::string>(url(), "SELECT idempotency_window::text FROM sqlstreams.streams"),

@@ -90,9 +90,10 @@ TEST(Channel, AbsurdLengthPrefixIsRefusedAndADeadlineTimesOut) {
   EXPECT_THROW(b.receive(), FrameError);
 }
 
-// Issue 27: each direction has its own limit, checked on the header, before anything is read or
-// allocated for the body: the host end refuses a child's reply past kMaxFrameFromChild (1 MiB);
-// the child end takes a request up to kMaxFrameToChild (a 64 MiB payload and its names).
+// runtime/isolation/README.md#frames: each direction has its own limit, checked on the header,
+// before anything is read or allocated for the body: the host end refuses a child's reply past
+// kMaxFrameFromChild (1 MiB); the child end takes a request up to kMaxFrameToChild (a 64 MiB
+// payload and its names).
 TEST(Channel, EachEndRefusesAFrameLongerThanItsDirectionAllows) {
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);

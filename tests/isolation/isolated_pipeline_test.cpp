@@ -165,10 +165,11 @@ TEST_F(IsolatedPipeline, TheRestOfACrashedBatchRunsOnTheOtherChildUncharged) {
             kMessages - 1);
 }
 
-// Issue 27 §4: one timeout owner. The pipeline's watchdog used to write an isolated worker off at
-// handler_timeout while the isolation layer killed the child only at handler_timeout + 1 s: with
-// max_hung_handlers = 1 one hung message paused the group, and the rest of its batch was
-// requeued while the child still ran it. Now only the isolation layer times it out.
+// One timeout owner (runtime/isolation/README.md#the-supervisor). The pipeline's watchdog used to
+// write an isolated worker off at handler_timeout while the isolation layer killed the child only
+// at handler_timeout + 1 s: with max_hung_handlers = 1 one hung message paused the group, and the
+// rest of its batch was requeued while the child still ran it. Now only the isolation layer times
+// it out.
 TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNeverPauses) {
   constexpr int kMessages = 20;
   produce(kMessages);

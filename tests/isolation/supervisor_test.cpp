@@ -6,10 +6,10 @@
 // Batches (handle_batch): outcomes come back in order; a crash mid-batch charges the message
 // the child was running, keeps the answers before it and leaves the rest unrun; a stopped
 // batch runs nothing past the stop; large payloads flow both ways without a deadlock.
-// A child's stderr (issue 27 §4) reaches the host's JSON log only as escaped `child-stderr`
-// events (invalid UTF-8 replaced, long lines cut, forged fields kept inside the line field),
-// within its budget (what is dropped is counted), and restarts leak no file descriptor.
-// The children run with ASan's own fault handlers off, so a fault ends them BY the signal.
+// A child's stderr (runtime/isolation/README.md#stderr) reaches the host's JSON log only as escaped
+// `child-stderr` events (invalid UTF-8 replaced, long lines cut, forged fields kept inside the line
+// field), within its budget (what is dropped is counted), and restarts leak no file descriptor. The
+// children run with ASan's own fault handlers off, so a fault ends them BY the signal.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -188,8 +188,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Crash{"abort", "handler process crashed (signal 6)"},
                       Crash{"exit0", "handler process exited (status 70)"},
                       Crash{"hang", "handler process crashed (signal 9): killed, no answer"},
-                      // Issue 27: the host reserved what a child's header announced (up to
-                      // 1 GiB) and waited; a reply is at most kMaxFrameFromChild.
+                      // The host used to reserve what a child's header announced (up to
+                      // 1 GiB) and wait; a reply is at most kMaxFrameFromChild
+                      // (runtime/isolation/README.md#frames).
                       Crash{"huge_frame",
                             "handler process crashed (signal 9): handler process broke the "
                             "protocol: a frame announces 536870912 bytes (this end accepts "
@@ -223,8 +224,9 @@ TEST_F(Supervisor, WhileTheOnlyChildIsDownHandleReturnsADelayUntilItsRestartAtOn
   EXPECT_EQ(child_count(), 0);  // reaped at once, not restarted yet
 }
 
-// Issue 27 §4: a child that died while idle (the OOM killer, a plugin's own thread) used to charge
-// the next message an attempt it never ran ("handler process crashed (signal 9)", kRetry).
+// Regression (runtime/isolation/README.md#the-supervisor): a child that died while idle (the OOM
+// killer, a plugin's own thread) used to charge the next message an attempt it never ran ("handler
+// process crashed (signal 9)", kRetry).
 TEST_F(Supervisor, AChildThatDiedWhileIdleChargesTheNextMessageNothing) {
   auto h = make_isolated_handler(options("segv", 1));
   ASSERT_EQ(handle(*h, "{}").kind, OutcomeKind::kOk);
@@ -238,8 +240,9 @@ TEST_F(Supervisor, AChildThatDiedWhileIdleChargesTheNextMessageNothing) {
   EXPECT_EQ(handle_when_up(*h, "{}").kind, OutcomeKind::kOk);
 }
 
-// Issue 27 §4: the host blocks SIGHUP, SIGINT and SIGTERM in every thread; its children used to
-// inherit that (SigBlk: 0x4003), and a process a plugin forked outlived them and the host.
+// Regression (runtime/isolation/README.md#the-supervisor): the host blocks SIGHUP, SIGINT and
+// SIGTERM in every thread; its children used to inherit that (SigBlk: 0x4003), and a process a
+// plugin forked outlived them and the host.
 TEST_F(Supervisor, AChildStartsWithNoSignalBlockedAndWhatItForksEndsWithIt) {
   const std::string file =
       std::string(::testing::TempDir()) + "grandchild." + std::to_string(::getpid());
@@ -307,10 +310,10 @@ int memfd_with(const std::string& bytes, bool seal) {
   return fd;
 }
 
-// Issue 27 §1: a child maps the sealed image the host hands it (inherited fd, SHA-256 in the
-// init frame), never the file in plugin_dir: with the file replaced by garbage every child,
-// restarted or not, still runs the image. A hash that does not match, or an image that is not
-// sealed, is refused with a PluginLoadError naming both hashes / the seals.
+// runtime/isolation/README.md#the-supervisor: a child maps the sealed image the host hands it
+// (inherited fd, SHA-256 in the init frame), never the file in plugin_dir: with the file replaced
+// by garbage every child, restarted or not, still runs the image. A hash that does not match, or an
+// image that is not sealed, is refused with a PluginLoadError naming both hashes / the seals.
 TEST_F(Supervisor, ChildrenMapTheHostsSealedImageAndCheckItsHash) {
   const std::string original = std::string(SQLSTREAMS_FIXTURE_DIR) + "/crash_fixture.so";
   const std::string bytes = testing::read_file(original);

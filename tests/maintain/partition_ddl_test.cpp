@@ -194,8 +194,9 @@ TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerPr
   EXPECT_FALSE(table_exists("messages_1_p0"));
 }
 
-// Issue 27: on a healthy system a NOWAIT miss was logged `warning janitor-step-failed` and the
-// pass counted as failed (the runner logged `maintenance-failed` too).
+// Regression (docs/operating/retention.md#retention-and-maintenance): on a healthy system a NOWAIT
+// miss was logged `warning janitor-step-failed` and the pass counted as failed (the runner logged
+// `maintenance-failed` too).
 TEST_F(PartitionDdlTest, AStepThatFindsItsLocksTakenIsCountedAndWarnedOnlyWhenItPersists) {
   for (int i = 0; i < 15; ++i) ASSERT_EQ(sql_produce_error(), "");  // create ahead has work
   pqxx::connection reader_conn(db_.url());

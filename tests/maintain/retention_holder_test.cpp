@@ -1,7 +1,8 @@
-// Who holds retention back (issue 13), against a real PostgreSQL: a group no running config
-// mentions (a once-declared typo) keeps every partition; the janitor's report and `status` name
-// it with its position and "never seen", a heartbeat marks the groups a host runs as seen, and
-// once the group is dropped the janitor's run_once drops the partitions it held.
+// Who holds retention back (docs/operating/retention.md#who-holds-retention-back), against a real
+// PostgreSQL: a group no running config mentions (a once-declared typo) keeps every partition; the
+// janitor's report and `status` name it with its position and "never seen", a heartbeat marks the
+// groups a host runs as seen, and once the group is dropped the janitor's run_once drops the
+// partitions it held.
 #include "maintain_fixture.hpp"
 #include "process.hpp"
 #include "store/fleet/worker_leases.hpp"
@@ -78,8 +79,9 @@ TEST_F(RetentionHolderTest, AnUnseenGroupIsNamedAndDroppingItReleasesRetention) 
   EXPECT_FALSE(store::read_status(*session_, now_).streams[0].retention_held_by.has_value());
 }
 
-// Issue 27: `status` showed a dead host's lease only as "leases 1" (and lag) for as long as the
-// lease lived, without saying whose it was or when it would be reclaimed.
+// Regression (docs/operating/retention.md#retention-and-maintenance): `status` showed a dead host's
+// lease only as "leases 1" (and lag) for as long as the lease lived, without saying whose it was or
+// when it would be reclaimed.
 TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
   store::HostInfo host{"h", 1, "test", now_};
   const int64_t host_id = store::register_host(*session_, host, Millis(15'000));

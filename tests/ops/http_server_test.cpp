@@ -102,7 +102,8 @@ bool server_gave_up(int fd, std::chrono::milliseconds timeout) {
 }
 
 TEST(HttpServer, HalfOpenConnectionsDoNotBlockHealthChecks) {
-  // The probe: stalled connections each held a worker for 10 s, so /healthz waited.
+  // Regression (docs/operating/security.md#logs-and-http): stalled connections each held a
+  // worker for 10 s, so /healthz waited.
   // A long request timeout here makes the order the proof: /healthz must be answered while
   // every stalled connection is still open (not after they timed out).
   HttpLimits limits;

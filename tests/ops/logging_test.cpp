@@ -60,7 +60,8 @@ TEST(LogFields, QuotedValuesKeepSpacesAndInnerQuotes) {
 }
 
 TEST(LogFields, QuotedForeignTextCannotAddOrChangeFields) {
-  // A plugin error carrying producer text (issue 27): it tried to rewrite stream and group.
+  // A plugin error carrying producer text (docs/operating/security.md#logs-and-http): it tried
+  // to rewrite stream and group.
   const std::string forged = "card \\\" declined\" stream=forged group=forged x=\"";
   const std::string message =
       "dead-lettered stream=s group=g message_id=4 attempts=1 error=" + log_quoted(forged);

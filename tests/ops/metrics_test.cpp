@@ -120,8 +120,8 @@ TEST(Metrics, AsyncHandlerFiguresPerGroup) {
   EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_completions_dropped_total counter"));
 }
 
-// Issue 27 §4: what an isolated group's children wrote to stderr past their budget is counted
-// in lines and in bytes, per group, and a retuned group's counts carry over.
+// runtime/isolation/README.md#stderr: what an isolated group's children wrote to stderr past their
+// budget is counted in lines and in bytes, per group, and a retuned group's counts carry over.
 TEST(Metrics, ChildStderrDropsAreCountedInLinesAndBytes) {
   GroupSample g = sample();
   g.stderr_lines_dropped = 3;
@@ -138,8 +138,9 @@ TEST(Metrics, ChildStderrDropsAreCountedInLinesAndBytes) {
   EXPECT_TRUE(has_line(text, "# TYPE sqlstreams_group_child_stderr_dropped_bytes_total counter"));
 }
 
-// Issue 27 §1: which plugin version a group runs is a metric: an info gauge per group with the
-// manifest name and version and the image's SHA-256 as labels (escaped like any label).
+// docs/operating/service.md#which-version-runs: which plugin version a group runs is a metric: an
+// info gauge per group with the manifest name and version and the image's SHA-256 as labels
+// (escaped like any label).
 TEST(Metrics, GroupPluginInfoNamesTheVersionAndImage) {
   GroupSample g = sample();
   g.plugin = {"/srv/plugins/payments.so", "payments", "1.2.0-\"rc\"", std::string(64, 'a')};

@@ -78,7 +78,8 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
       std::string::npos)
       << html;
   EXPECT_NE(html.find("janitor payments.requested"), std::string::npos);
-  // Issue 27 §1: which plugin version and image this host runs the group with.
+  // Which plugin version and image this host runs the group with
+  // (docs/operating/service.md#which-version-runs).
   EXPECT_NE(html.find("<th>plugin</th>"), std::string::npos) << html;
   EXPECT_NE(html.find("data-plugin=\"payments&lt;script&gt;\" data-version=\"1.2.0\" "
                       "data-sha256=\"3f2a9c1e0b7d4a55" +
@@ -92,8 +93,9 @@ TEST(StatusPage, ShowsStreamsGroupsHostAndFleet) {
   EXPECT_NE(html.find("h1&lt;script&gt;"), std::string::npos);
 }
 
-// Issue 13: an operator sees on the page which group is paused (by whom, since when), which no
-// running host has seen, and which holds retention back — not only in `sqlstreams status`.
+// docs/operating/service.md#http: an operator sees on the page which group is paused (by whom,
+// since when), which no running host has seen, and which holds retention back — not only in
+// `sqlstreams status`.
 TEST(StatusPage, ShowsPausedUnseenGroupsAndWhoHoldsRetention) {
   StatusPageInput in = input();
   auto snapshot = std::make_shared<StatusSnapshot>(*in.status);
@@ -413,8 +415,8 @@ TEST(DeadLetterPage, PayloadAndHistory) {
   EXPECT_NE(html.find("<td>dead</td>"), std::string::npos);
 }
 
-// Issue 27 §2: a preview names its full size and where the rest is; a page at its byte cap says
-// how many it left out and from which id to list them.
+// docs/operating/service.md#http: a preview names its full size and where the rest is; a page at
+// its byte cap says how many it left out and from which id to list them.
 TEST(DeadLetterPage, APreviewNamesItsSizeAndACappedPageSaysWhatItLeftOut) {
   DeadLetterPage p;
   p.stream = "payments.requested";

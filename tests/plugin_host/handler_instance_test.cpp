@@ -74,7 +74,8 @@ TEST_F(CHandler, MapsEveryOutcome) {
   EXPECT_EQ(silent.error, "handler returned RETRY without an error message");
 }
 
-// Issue 9 item 1: what crosses the ABI is made valid where it enters the host.
+// What crosses the ABI is made valid where it enters the host
+// (runtime/plugin_host/README.md#calling-a-handler).
 TEST_F(CHandler, TextAndDelayAreSanitizedAtTheBoundary) {
   const auto huge = echo_->handle(Message{.payload = "huge-delay"}.view());
   EXPECT_EQ(huge.kind, OutcomeKind::kDelay);

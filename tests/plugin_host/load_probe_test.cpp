@@ -1,8 +1,9 @@
-// Reading a loader child's answer (plugin_host/load_probe.hpp) within its bound (issue 27 §4:
-// `plugin check` read whatever its child wrote, for as long as it wrote; a plugin constructor that
-// writes to the answer pipe could make the checking process grow without limit). The answer is
-// read up to kMaxLoaderAnswerBytes: past that the read stops at once, the child is killed and the
-// plugin is refused as one that wrote too much, never reported as hung after the timeout.
+// Reading a loader child's answer (plugin_host/load_probe.hpp) within its bound
+// (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail; `plugin check` used to read
+// whatever its child wrote, for as long as it wrote; a plugin constructor that writes to the answer
+// pipe could make the checking process grow without limit). The answer is read up to
+// kMaxLoaderAnswerBytes: past that the read stops at once, the child is killed and the plugin is
+// refused as one that wrote too much, never reported as hung after the timeout.
 #include "plugin_host/load_probe.hpp"
 
 #include <gtest/gtest.h>

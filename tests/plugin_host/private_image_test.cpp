@@ -174,8 +174,9 @@ TEST_F(PrivateImageTest, ARefusedNewFileKeepsTheRunningVersion) {
 }
 
 TEST_F(PrivateImageTest, ADlopenErrorNamesTheFileNotTheCopy) {
-  // Starts with ELF magic but is no shared object: refused before dlopen (the ELF check, issue
-  // 27 §1), and whichever step refuses it names the operator's file, never the private copy.
+  // Starts with ELF magic but is no shared object: refused before dlopen (the ELF check,
+  // runtime/plugin_host/README.md#loading-step-by-step), and whichever step refuses it names the
+  // operator's file, never the private copy.
   std::ofstream(dir_ / "fake.so", std::ios::binary) << "\x7f"
                                                        "ELF garbage that is not an object";
   ::chmod((dir_ / "fake.so").c_str(), 0755);

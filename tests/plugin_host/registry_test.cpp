@@ -53,8 +53,9 @@ TEST_F(PermissionsTest, OthersWritableIsRefused) {
   EXPECT_NE(what.find("found mode 0757 (writable by others)"), std::string::npos) << what;
 }
 
-// Issue 27 §5.1: under umask 0002 a file and the folders above it came out group-writable and
-// the host named one of them per run; now every one is named at once, with one command.
+// Regression (runtime/plugin_host/README.md#loading-step-by-step): under umask 0002 a file and the
+// folders above it came out group-writable and the host named one of them per run; now every one is
+// named at once, with one command.
 TEST_F(PermissionsTest, EveryPathOthersCouldChangeIsNamedAtOnce) {
   fs::create_directory(dir_ / "build");
   fs::copy_file(dir_ / "copy.so", dir_ / "build" / "nested.so");

@@ -156,7 +156,8 @@ TEST_F(TrustTest, AnAbsolutePathOutsidePluginDirIsRefused) {
   EXPECT_FALSE(constructor_ran());
 }
 
-// No registry is process-wide: each keeps the directory it was made with (issue 15).
+// No registry is process-wide: each keeps the directory it was made with
+// (runtime/plugin_host/README.md#threads-and-locks).
 TEST_F(TrustTest, TwoRegistriesInOneProcessEachLoadOnlyFromTheirOwnDirectory) {
   PluginRegistry inside(plugins());
   PluginRegistry outside(root_ / "outside");

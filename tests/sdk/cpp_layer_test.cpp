@@ -61,8 +61,8 @@ TEST(Outcomes, ExceptionsBecomeRetries) {
   EXPECT_EQ(thrown.code, SQLSTREAMS_OUTCOME_RETRY);
   EXPECT_EQ(thrown.error, "boom");
 
-  // Issue 27: every thrown type is named (it used to be "unknown exception" for both of these
-  // and "exception without a message").
+  // Every thrown type is named (plugin-sdk/README.md#a-handler-in-c; it used to be "unknown
+  // exception" for both of these and "exception without a message").
   auto unknown = host.handle({.payload = order("throw-int")});
   EXPECT_EQ(unknown.code, SQLSTREAMS_OUTCOME_RETRY);
   EXPECT_EQ(unknown.error, "exception of type int (not derived from std::exception)");

@@ -1,11 +1,12 @@
-// A group's byte budgets (issue 27 §2.2) on a real `sqlstreams run`: 300 payments of ~1 MiB
-// each, batch_bytes 4 MiB and queue_bytes 16 MiB, a handler held shut by a gate file until the
-// queue has filled. Before the budgets a claim took batch_size messages whatever their size,
-// and the group held every claimed range (300 × 1 MiB measured as 634 MB RSS in release). Now:
-// the gauge sqlstreams_group_queued_bytes, read throughout, never passes queue_bytes, and the
-// host's peak RSS (VmHWM) grows by far less than the 300 MiB the stream holds. Every message is
-// still handled. (The gate makes "the queue filled" certain: a handler merely slower than the
-// claims was not, on a loaded CI machine — the claims there were slower than the handler.)
+// A group's byte budgets (docs/operating/configuration.md#byte-budgets) on a real `sqlstreams run`:
+// 300 payments of ~1 MiB each, batch_bytes 4 MiB and queue_bytes 16 MiB, a handler held shut by a
+// gate file until the queue has filled. Before the budgets a claim took batch_size messages
+// whatever their size, and the group held every claimed range (300 × 1 MiB measured as 634 MB RSS
+// in release). Now: the gauge sqlstreams_group_queued_bytes, read throughout, never passes
+// queue_bytes, and the host's peak RSS (VmHWM) grows by far less than the 300 MiB the stream holds.
+// Every message is still handled. (The gate makes "the queue filled" certain: a handler merely
+// slower than the claims was not, on a loaded CI machine — the claims there were slower than the
+// handler.)
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,8 +1,8 @@
-// The host's dead-letter page within byte budgets (issue 27 §2): 100 dead letters of 1 MB used to
-// make a 407 MB page, and 8 parallel GETs took a host to 10.9 GB. Now each payload and error is
-// shown as a prefix with its full size and the command that shows the rest, the newest history
-// rows only, the page is capped, and at most two are built at a time (the others get 503 at
-// once: AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce).
+// The host's dead-letter page within byte budgets (docs/operating/service.md#http): 100 dead
+// letters of 1 MB used to make a 407 MB page, and 8 parallel GETs took a host to 10.9 GB. Now each
+// payload and error is shown as a prefix with its full size and the command that shows the rest,
+// the newest history rows only, the page is capped, and at most two are built at a time (the others
+// get 503 at once: AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce).
 #include <gtest/gtest.h>
 
 #include <future>

@@ -1,8 +1,8 @@
-// service::Host owns what it runs plugins with (issue 15 §2): each Host loads its groups'
-// plugins from its own plugin_dir — there is no process-wide registry that keeps the directory
-// of the first caller — and a registry handed in must load from the host's plugin_dir.
-// Real plugins (payments.so, noop.so) in real directories; no database (a Host that is not
-// started touches none).
+// service::Host owns what it runs plugins with (runtime/plugin_host/README.md#threads-and-locks):
+// each Host loads its groups' plugins from its own plugin_dir — there is no process-wide registry
+// that keeps the directory of the first caller — and a registry handed in must load from the host's
+// plugin_dir. Real plugins (payments.so, noop.so) in real directories; no database (a Host that is
+// not started touches none).
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>

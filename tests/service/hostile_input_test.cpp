@@ -1,8 +1,10 @@
-// Issue 11 against a real running host: a password in the database URL (upper-case scheme,
-// percent-encoded '/') appears in no log line, no /metrics sample or label, no /readyz answer
-// and no status page; and a SIGHUP reload of a file with a 50,000-part dotted key (or 30,000
-// parts inside [groups.config]) is rejected with a located error while the host keeps running.
-// Issue 27: /healthz stays within its promise under a slowloris load of trickling connections.
+// Hostile input (docs/operating/security.md#secrets-and-configuration) against a real running host:
+// a password in the database URL (upper-case scheme, percent-encoded '/') appears in no log line,
+// no /metrics sample or label, no /readyz answer and no status page; and a SIGHUP reload of a file
+// with a 50,000-part dotted key (or 30,000 parts inside [groups.config]) is rejected with a located
+// error while the host keeps running.
+// /healthz stays within its promise (docs/operating/security.md#logs-and-http) under a slowloris
+// load of trickling connections.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -103,11 +105,10 @@ class Trickle {
   std::thread thread_;
 };
 
-// Regression (issue 27 §6): 80 trickling connections, more than the server's threads, each
-// dropped after the 2 s request timeout and opened again at once. /healthz from a fresh
-// connection used to wait behind 64 queued ones, 5-11 s; docs/operating/security.md#logs-and-http
-// promises about one request timeout (2 s, plus the trickle's last byte) at most. The bound below
-// is generous.
+// Regression: 80 trickling connections, more than the server's threads, each dropped after the 2 s
+// request timeout and opened again at once. /healthz from a fresh connection used to wait behind 64
+// queued ones, 5-11 s; docs/operating/security.md#logs-and-http promises about one request timeout
+// (2 s, plus the trickle's last byte) at most. The bound below is generous.
 TEST(HostileInput, HealthzAnswersWithinItsPromiseUnderASlowlorisLoad) {
   testing::TestDatabase db;
   ScratchDir dir;

@@ -1,8 +1,10 @@
-// Hung handlers are capped per group (issue 11): a handler still running at handler_timeout is
-// written off (its thread cannot be killed); once `max_hung_handlers` written-off threads are
-// still running, the group pauses — claims nothing, hands its queued work back — with a log
-// line, the gauge sqlstreams_group_paused and /readyz 503, and resumes when they return.
-// A real plugin that hangs: the test plugin payments_faults.so's charge-cards with hang_orders.
+// Hung handlers are capped per group
+// (docs/tutorial.md#when-payments-fail-an-operators-walkthrough): a handler still running at
+// handler_timeout is written off (its thread cannot be killed); once `max_hung_handlers`
+// written-off threads are still running, the group pauses — claims nothing, hands its queued work
+// back — with a log line, the gauge sqlstreams_group_paused and /readyz 503, and resumes when they
+// return. A real plugin that hangs: the test plugin payments_faults.so's charge-cards with
+// hang_orders.
 #include <gtest/gtest.h>
 
 #include "service_support.hpp"

@@ -140,7 +140,8 @@ TEST(Install, TreeLayoutAndAnOutOfTreePluginLoadsInTheInstalledHost) {
   EXPECT_EQ(host.wait(30s), 0) << tail(host.log());
 }
 
-// The SDK alone (issue 12): no root, no DESTDIR, nothing but the SDK under the prefix.
+// The SDK alone (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail): no root,
+// no DESTDIR, nothing but the SDK under the prefix.
 TEST(Install, SdkComponentInstallsOnlyTheSdk) {
   ScratchDir dir;
   const std::string prefix = dir.file("sdk");

@@ -1,6 +1,5 @@
-// The .deb under a real systemd (issue 33, docs/operating/service.md#run-as-a-service): a PRIVATE
-// systemd booted
-// as PID 1 (private_systemd.hpp: overlay root, its own /tmp and /run, only journald enabled)
+// The .deb under a real systemd (docs/operating/service.md#run-as-a-service): a PRIVATE systemd
+// booted as PID 1 (private_systemd.hpp: overlay root, its own /tmp and /run, only journald enabled)
 // installs this build tree's package with apt and runs it as the manual says, checked through
 // systemctl and journalctl only (the database and the sandbox's view aside):
 //   - `systemctl enable --now sqlstreams` returns, and the unit is active (running), only after
@@ -316,8 +315,9 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
         if (l.rfind("✗", 0) == 0) std::cout << l << "\n";  // what is left open (the manual)
       }
       std::cout << security.substr(at) << "\n";
-      // 0 = fully sandboxed, 10 = not at all; 3.0 before issue 33 added the system call filter,
-      // ProtectProc and RemoveIPC. A directive dropped from the unit raises it.
+      // 0 = fully sandboxed, 10 = not at all; 3.0 before the system call filter, ProtectProc and
+      // RemoveIPC (docs/operating/service.md#the-sandbox). A directive dropped from the unit
+      // raises it.
       EXPECT_LE(exposure, 1.4) << security;
     }
 

@@ -1,6 +1,6 @@
 // tests/sql — the SQL surface as data: a small sqllogictest-style runner over tests/sql/*.test,
-// each file run top to bottom on its own copy of the migrated template database (issue 28 §4).
-// Records, separated by blank lines ('#' lines are comments):
+// each file run top to bottom on its own copy of the migrated template database
+// (CONTRIBUTING.md#tests). Records, separated by blank lines ('#' lines are comments):
 //   connect <role>          later records run as <role> (SET ROLE on a fresh connection of the
 //                           test's superuser; `connect superuser` goes back). The roles are the
 //                           migrations' NOLOGIN roles: sqlstreams_producer, _operator, _host.

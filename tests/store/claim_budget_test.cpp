@@ -1,8 +1,8 @@
-// The claim's byte budget (issue 27 §2.2, store::ClaimBudget): a claim over large payloads ends
-// right after the last message that fits — the cursor and the lease end exactly there, so the
-// next claim starts at the next id (no id skipped, none claimed twice), across gaps and across
-// a prefix served by a RangeCache — and a single message larger than the budget is claimed
-// alone (or not at all when the group already holds bytes: budget_full).
+// The claim's byte budget (runtime/store/group/README.md#the-fence step 4, store::ClaimBudget): a
+// claim over large payloads ends right after the last message that fits — the cursor and the lease
+// end exactly there, so the next claim starts at the next id (no id skipped, none claimed twice),
+// across gaps and across a prefix served by a RangeCache — and a single message larger than the
+// budget is claimed alone (or not at all when the group already holds bytes: budget_full).
 #include <map>
 
 #include "store_fixture.hpp"
@@ -233,7 +233,7 @@ TEST_F(ClaimBudgetTest, PayloadsWhoseTextIsLongerThanTheirStoredFormAreCountedAt
 
 // Numbers written with huge exponents (or long runs of zeros) are a few bytes stored and up to
 // ~131 KB of text each: {"a":1e131071} is 30 bytes stored, 131,079 of text. A size check that
-// trusted the stored size let a range of them through whole (issue 27 §2.2, the known hole).
+// trusted the stored size let a range of them through whole (the known hole).
 // Every produce path now records such a payload's text length (V012 text_bytes), and the
 // claim counts the row at it: the range is cut at the budget as for any large payload.
 TEST_F(ClaimBudgetTest, NumbersWithHugeExponentsAreCountedAtTheirTextOnEveryProducePath) {

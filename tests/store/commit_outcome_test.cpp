@@ -1,7 +1,9 @@
-// Range commits write the outcome they carry (issue 9 items 1 and 6): a re-delivery after a
-// rewind overwrites the old exception row (a success removes an old dead letter) but never
-// clobbers a row inflight under another host's retry lease; a commit the database refuses
-// deterministically is isolated to the refused row, which is recorded dead.
+// Range commits write the outcome they carry
+// (docs/tutorial.md#when-payments-fail-an-operators-walkthrough,
+// docs/design.md#poison-proof-commits): a re-delivery after a rewind overwrites the old exception
+// row (a success removes an old dead letter) but never clobbers a row inflight under another host's
+// retry lease; a commit the database refuses deterministically is isolated to the refused row,
+// which is recorded dead.
 #include <thread>
 
 #include "in_doubt_support.hpp"
@@ -187,10 +189,11 @@ TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
   EXPECT_EQ(row(6), "dead|2|terminal");
 }
 
-// Issue 9 item 10: a commit whose COMMIT reply was lost (in doubt) but which did commit is
-// recognised as committed (pg_xact_status), not as a lease lost to a reclaim. The COMMIT is
-// made to hang deterministically (waiting for a synchronous standby, after the local commit)
-// and its backend is terminated: the client sees a broken connection during COMMIT.
+// docs/design.md#range-leases-and-token-guarded-transitions: a commit whose COMMIT reply was lost
+// (in doubt) but which did commit is recognised as committed (pg_xact_status), not as a lease lost
+// to a reclaim. The COMMIT is made to hang deterministically (waiting for a synchronous standby,
+// after the local commit) and its backend is terminated: the client sees a broken connection during
+// COMMIT.
 TEST_F(CommitOutcomeTest, InDoubtCommitThatCommittedIsResolvedAsCommitted) {
   auto s = session();
   auto gs = group_store(*s, charge_.id);

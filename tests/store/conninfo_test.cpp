@@ -1,7 +1,8 @@
-// store/conninfo: the issue-11 matrix of connection strings libpq used to echo with the password
+// store/conninfo: the matrix of connection strings libpq used to echo with the password
 // (an unencoded '/' or '@' in the password, bad percent-encoding, a broken IPv6 bracket, an
 // upper-case scheme, an escaped quote in key=value form, a url_file holding only a password).
-// Each is either refused with a message free of the secret, or parsed with the secret masked.
+// Each is either refused with a message free of the secret, or parsed with the secret masked
+// (docs/operating/security.md#secrets-and-configuration).
 #include "store/connection/conninfo.hpp"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// Every expiry and due time is set on the database's clock (issue 9 item 7): the store is given
-// durations, never a host's wall-clock instant, so hosts whose clocks disagree still agree on
-// who holds what (tests/e2e/clock_skew_test runs real hosts with shifted clocks). Each check
+// Every expiry and due time is set on the database's clock (docs/how-it-works.md#clocks): the store
+// is given durations, never a host's wall-clock instant, so hosts whose clocks disagree still agree
+// on who holds what (tests/e2e/clock_skew_test runs real hosts with shifted clocks). Each check
 // reads the stored time back as "seconds from the database's now".
 #include "store/fleet/worker_leases.hpp"
 #include "store_fixture.hpp"

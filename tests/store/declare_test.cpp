@@ -68,8 +68,9 @@ TEST_F(DeclareTest, ChangingPartitionSizeIsAClearError) {
   }
 }
 
-// V008 (issue 27 §3): a host's config never writes the fleet-wide settings of an existing
-// stream; it learns what differs (declare_all logs it) and runs with the database's values.
+// V008 (docs/operating/service.md#fleet-settings): a host's config never writes the fleet-wide
+// settings of an existing stream; it learns what differs (declare_all logs it) and runs with the
+// database's values.
 TEST_F(DeclareTest, AnExistingStreamKeepsItsFleetSettingsAndTheDifferencesAreReported) {
   store::StreamSpec spec;
   spec.name = "payments.requested";

@@ -1,8 +1,8 @@
-// The fence waits only for the transactions that can still commit an id of its stream (issue
-// 26, runtime/store/group/README.md "The fence"): an application's long writer, a producer of
-// another stream, a transaction that locked the log but drew nothing, a prepared transaction
-// that drew nothing — none of them holds a claim back; a producer that drew an id earlier than
-// the head still does, however it got there (a later statement, a prepared transaction).
+// The fence waits only for the transactions that can still commit an id of its stream
+// (runtime/store/group/README.md#the-fence): an application's long writer, a producer of another
+// stream, a transaction that locked the log but drew nothing, a prepared transaction that drew
+// nothing — none of them holds a claim back; a producer that drew an id earlier than the head still
+// does, however it got there (a later statement, a prepared transaction).
 #include <gtest/gtest.h>
 
 #include "store/group/fence_holders.hpp"

@@ -1,9 +1,9 @@
-// Group lifecycle statements (issue 13, store/group_lifecycle) against a real PostgreSQL: pause
-// and resume are idempotent and audited; drop removes exactly the group's cursor, leases,
-// retries and dead letters (not another group's, not the audit trail) in one audited
-// transaction; everything a host still holds for a dropped group is token-guarded into a no-op
-// (its commit writes nothing, its advancer finds nothing); a dropped group is never touched again
-// through an old reference, and declaring it again makes a new group.
+// Group lifecycle statements (docs/operating/service.md#group-lifecycle, store/group_lifecycle)
+// against a real PostgreSQL: pause and resume are idempotent and audited; drop removes exactly the
+// group's cursor, leases, retries and dead letters (not another group's, not the audit trail) in
+// one audited transaction; everything a host still holds for a dropped group is token-guarded into
+// a no-op (its commit writes nothing, its advancer finds nothing); a dropped group is never touched
+// again through an old reference, and declaring it again makes a new group.
 #include "store/reporting/group_lifecycle.hpp"
 
 #include "store/fleet/worker_leases.hpp"

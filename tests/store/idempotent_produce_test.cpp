@@ -1,11 +1,11 @@
-// Idempotent produce (issue 30 A, V011, docs/design.md#idempotent-produce), on every producer
-// path (SQL produce / produce_batch, store::Producer): a key produced within the stream's
-// idempotency_window returns the first id and writes nothing (no row, no key row, no id drawn);
-// a key still in flight in another transaction makes the second wait, then answer with the
-// first's id after its COMMIT or write after its ROLLBACK; within a batch the first item of a
-// key wins; past the window the key writes again; the janitor deletes keys past the window;
-// a produce without keys writes no key row; keys are checked (class 22, the batch item named);
-// an in-doubt batch retried with the same keys is written once.
+// Idempotent produce (V011, docs/design.md#idempotent-produce), on every producer path (SQL produce
+// / produce_batch, store::Producer): a key produced within the stream's idempotency_window returns
+// the first id and writes nothing (no row, no key row, no id drawn); a key still in flight in
+// another transaction makes the second wait, then answer with the first's id after its COMMIT or
+// write after its ROLLBACK; within a batch the first item of a key wins; past the window the key
+// writes again; the janitor deletes keys past the window; a produce without keys writes no key row;
+// keys are checked (class 22, the batch item named); an in-doubt batch retried with the same keys
+// is written once.
 #include <future>
 #include <thread>
 

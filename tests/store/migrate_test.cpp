@@ -102,7 +102,8 @@ TEST_F(MigrateTest, CustomSchemaIsHonoured) {
   (void)st;
 }
 
-// Issue 11: the schema is spliced into the migrations' SQL, also inside string literals.
+// docs/operating/security.md#secrets-and-configuration: the schema is spliced into the
+// migrations' SQL, also inside string literals.
 TEST_F(MigrateTest, SchemaThatIsNotAnIdentifierIsRefusedBeforeConnecting) {
   for (const char* bad : {"it's", "a\"b", "Upper", "1st", "", "x y", "s$1"}) {
     store::SessionOptions o = options();
@@ -112,7 +113,8 @@ TEST_F(MigrateTest, SchemaThatIsNotAnIdentifierIsRefusedBeforeConnecting) {
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM pg_namespace WHERE nspname = 'it''s'"), 0);
 }
 
-// Issue 11: any role could block migrate (and host start-up) for ever by holding the lock.
+// Regression (docs/operating/security.md#secrets-and-configuration): any role could block
+// migrate (and host start-up) for ever by holding the lock.
 // Deterministic: the holder takes the lock before migrate starts waiting and keeps it.
 TEST_F(MigrateTest, LockHolderIsNamedAfterTheTimeoutAndNothingIsApplied) {
   pqxx::connection blocker(db_.url());

@@ -756,8 +756,9 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
             "'none'::text/'release'::text");
 }
 
-// V010 (issue 27 §5.2) on a database whose family V009 made, with rows: its status check takes
-// `parked` like the new template's, and the old rows stay.
+// V010 (runtime/store/group/README.md#versions-a-group-does-not-accept) on a database whose
+// family V009 made, with rows: its status check takes `parked` like the new template's, and the old
+// rows stay.
 TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
   TestDatabase db(TestDatabase::Schema::kEmpty);
   auto apply = [&](const store::EmbeddedMigration& m) {

@@ -1,6 +1,7 @@
-// Producer limits (issue 11): message_key at most 1024 bytes in SQL and in store::Producer;
-// produce_batch refuses schema_version < 1; the C++ producer measures a payload exactly as the
-// SQL functions do (octet_length(payload::jsonb::text)) and stores numbers exactly as sent.
+// Producer limits (docs/operating/security.md#producers-and-roles): message_key at most 1024 bytes
+// in SQL and in store::Producer; produce_batch refuses schema_version < 1; the C++ producer
+// measures a payload exactly as the SQL functions do (octet_length(payload::jsonb::text)) and
+// stores numbers exactly as sent.
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

@@ -1,7 +1,8 @@
-// The producer's transport (issue 14): payloads travel as one binary jsonb[] parameter to a
-// prepared INSERT. Each payload is parsed on its own (a payload cannot smuggle in a second
-// message), a payload PostgreSQL refuses is named by its position in the batch, nothing of a
-// refused batch is written, and the prepared statements survive a lost connection.
+// The producer's transport (docs/operating/security.md#producers-and-roles): payloads travel as one
+// binary jsonb[] parameter to a prepared INSERT. Each payload is parsed on its own (a payload
+// cannot smuggle in a second message), a payload PostgreSQL refuses is named by its position in the
+// batch, nothing of a refused batch is written, and the prepared statements survive a lost
+// connection.
 #include "store_fixture.hpp"
 
 namespace sqlstreams::testing {

@@ -1,6 +1,7 @@
 // A retry commit whose COMMIT reply was lost (in doubt) but which did commit is recognised as
 // committed (pg_xact_status), as range commits are — not as retry leases lost to another host
-// (issue 9, the retry side of item 10). See in_doubt_support.hpp for how the doubt is made.
+// (docs/design.md#range-leases-and-token-guarded-transitions). See in_doubt_support.hpp for how the
+// doubt is made.
 #include "in_doubt_support.hpp"
 #include "store_fixture.hpp"
 

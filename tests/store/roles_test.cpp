@@ -1,7 +1,8 @@
-// The roles V004 ships (issue 11), each used through a LOGIN role granted it, as a deployment
-// would: sqlstreams_producer produces and can read or change nothing else; sqlstreams_operator
-// runs what status/dead/group need; sqlstreams_host's janitor creates partitions that belong to
-// sqlstreams_host (so any host can drop them) and that the producer role can produce into.
+// The roles V004 ships (docs/operating/security.md#producers-and-roles), each used through a LOGIN
+// role granted it, as a deployment would: sqlstreams_producer produces and can read or change
+// nothing else; sqlstreams_operator runs what status/dead/group need; sqlstreams_host's janitor
+// creates partitions that belong to sqlstreams_host (so any host can drop them) and that the
+// producer role can produce into.
 #include <unistd.h>
 
 #include "store/fleet/janitor.hpp"
@@ -121,9 +122,10 @@ TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
   EXPECT_EQ(sqlstate_of(url, "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')"), "42501");
 }
 
-// V005 (issue 13): `group pause|resume|drop` as sqlstreams_operator, on a stream declared before
-// V005's grants (SetUp) and on one declared after (grant_family covers new families too); the
-// host role refreshes last_seen_at with its heartbeat; a producer can do none of it.
+// V005 (docs/operating/service.md#group-lifecycle): `group pause|resume|drop` as
+// sqlstreams_operator, on a stream declared before V005's grants (SetUp) and on one declared after
+// (grant_family covers new families too); the host role refreshes last_seen_at with its heartbeat;
+// a producer can do none of it.
 TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksThemSeen) {
   store::Producer(*session_).produce_batch("payments.requested", {{R"({"a":1})"}});
   auto gs = group_store(*session_, charge_.id);
@@ -147,9 +149,9 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
   // An operator changes no other column of groups, and runs no DDL.
   EXPECT_EQ(sqlstate_of(url, "UPDATE sqlstreams.groups SET name = 'x'"), "42501");
   EXPECT_EQ(sqlstate_of(url, "DELETE FROM sqlstreams.streams"), "42501");
-  // V008 (issue 27 §3): pause, resume and drop only through the audited functions; the tables
-  // behind them, and the audit trail itself, are not writable by hand (families declared before
-  // and after V008's grants alike: cursors_1 and cursors_2).
+  // V008 (docs/operating/security.md#producers-and-roles): pause, resume and drop only through the
+  // audited functions; the tables behind them, and the audit trail itself, are not writable by hand
+  // (families declared before and after V008's grants alike: cursors_1 and cursors_2).
   for (const char* sql :
        {"UPDATE sqlstreams.groups SET paused_at = now(), paused_by = 'nobody'",
         "DELETE FROM sqlstreams.groups", "DELETE FROM sqlstreams.workers",

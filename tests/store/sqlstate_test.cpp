@@ -1,5 +1,6 @@
-// The one SQLSTATE classification (store/core/sqlstate.cpp, issue 15) as a table: the condition
-// of a code, the Kind a failed statement gets, and what counts as deterministic.
+// The one SQLSTATE classification (store/core/sqlstate.cpp, docs/design.md#errors-and-trust) as a
+// table: the condition of a code, the Kind a failed statement gets, and what counts as
+// deterministic.
 #include "store/core/sqlstate.hpp"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// How a failed statement reaches the caller (issue 15): the StoreError names the statement that
-// failed — a prepared one under its prepared name, any other under its StatementName — and
-// carries the classified SQLSTATE condition callers decide on (the CLI's "no schema yet" hint,
-// the producer's heal), never SQLSTATE text.
+// How a failed statement reaches the caller (docs/design.md#errors-and-trust): the StoreError names
+// the statement that failed — a prepared one under its prepared name, any other under its
+// StatementName — and carries the classified SQLSTATE condition callers decide on (the CLI's "no
+// schema yet" hint, the producer's heal), never SQLSTATE text.
 #include <chrono>
 #include <future>
 #include <optional>

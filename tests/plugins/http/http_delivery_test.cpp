@@ -379,10 +379,10 @@ std::string fetch_page(int port, const std::string& path) {
   return out;
 }
 
-// The secret matrix (issue 11's, extended to the http plugin, issue 31): the bearer token and
-// the signing secret appear in no log line, metric, status output or page, dead letter, retry
-// error or config error — while deliveries succeed, fail, are retried against a receiver that is
-// down, and are dead-lettered.
+// The secret matrix (docs/operating/security.md#secrets-and-configuration, extended to the http
+// plugin: plugins/http/README.md): the bearer token and the signing secret appear in no log line,
+// metric, status output or page, dead letter, retry error or config error — while deliveries
+// succeed, fail, are retried against a receiver that is down, and are dead-lettered.
 TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
   const int port = free_tcp_port(), http_port = free_tcp_port();
   std::optional<Receiver> receiver;
