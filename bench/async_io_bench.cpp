@@ -1,11 +1,12 @@
-// bench/async_io_bench — phase `async_io` (issue 14, "I/O-bound handlers"): one host draining a
-// backlog with an asynchronous handler whose every message waits 100 ms on "I/O" — the real
-// plugins/async_io.so (handler `timer-io`, one timer thread completing every message, ABI 1.2
-// handle_async) loaded through PluginRegistry. One group, 2 start threads, max_in_flight 8000.
-// The clock stops when every message was handled and every range commit was done; the peak of
-// messages in flight is the pipeline's own count (accepted, not yet completed).
-// Goal (issue 14): ≥ 20,000 msg/s with ≥ 4,000 in flight. For scale: a synchronous handler
-// waiting 100 ms is capped at concurrency × 10 msg/s (1024 threads: 10,240 msg/s).
+// bench/async_io_bench — phase `async_io`
+// (bench/results/README.md#asynchronous-io-bound-handler-issue-14-benchrunsh---phases-async_io):
+// one host draining a backlog with an asynchronous handler whose every message waits 100 ms on
+// "I/O" — the real plugins/async_io.so (handler `timer-io`, one timer thread completing every
+// message, ABI 1.2 handle_async) loaded through PluginRegistry. One group, 2 start threads,
+// max_in_flight 8000. The clock stops when every message was handled and every range commit was
+// done; the peak of messages in flight is the pipeline's own count (accepted, not yet completed).
+// Goal: ≥ 20,000 msg/s with ≥ 4,000 in flight. For scale: a synchronous handler waiting 100 ms is
+// capped at concurrency × 10 msg/s (1024 threads: 10,240 msg/s).
 #include <fmt/format.h>
 #include <unistd.h>
 

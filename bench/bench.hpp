@@ -217,15 +217,15 @@ std::vector<Row> run_e2e(Db& db, const Options& o);
 // Phase 7: the same backlog drained by noop.so in-process and with isolation = "process".
 std::vector<Row> run_isolation(Db& db, const Options& o);
 std::vector<Row> run_latency(Db& db, const Options& o);
-// Phase trail (issue 32): how far `committed` trails handling on a steady stream.
+// Phase trail: how far `committed` trails handling on a steady stream.
 std::vector<Row> run_trail(Db& db, const Options& o);
 // Phase pickup_load: phase 4's NOTIFY pickup while 4 groups consume a steady produce load.
 std::vector<Row> run_pickup_load(Db& db, const Options& o);
 // Also appends its time series (Markdown) to `notes`.
 std::vector<Row> run_retention(Db& db, const Options& o, std::string& notes);
-// Phase 8 (issue 14): WAL bytes per message, produce + consume vs a raw append.
+// Phase 8: WAL bytes per message, produce + consume vs a raw append.
 std::vector<Row> run_wal(Db& db, const Options& o);
-// Phase async_io (issue 14): an asynchronous 100 ms "I/O" handler (async_io_bench.cpp).
+// Phase async_io: an asynchronous 100 ms "I/O" handler (async_io_bench.cpp).
 std::vector<Row> run_async_io(Db& db, const Options& o);
 // One group of an asynchronous handler draining a pre-filled backlog (async_io_bench.cpp), the
 // shape of phases async_io and http: kAsyncStartThreads start threads, batch_size kAsyncBatch.
@@ -238,7 +238,7 @@ struct AsyncDrained {
 AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std::string& plugin,
                          const std::string& handler, const std::string& config_json,
                          int max_in_flight);
-// Phase http (issue 31): plugins/http.so to a loopback receiver (http_bench.cpp).
+// Phase http: plugins/http.so to a loopback receiver (http_bench.cpp).
 std::vector<Row> run_http(Db& db, const Options& o);
 // Phase ordering: per-key ordering against the unordered drain (ordering_bench.cpp).
 std::vector<Row> run_ordering(Db& db, const Options& o);

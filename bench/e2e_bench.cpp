@@ -8,11 +8,11 @@
 // Reference: the raw multi-row INSERT of phase 1 (same payload), run for e2e_seconds/4 just
 // before and just after each workload (the disk's speed drifts); ratio = the slowest group's
 // consumed rate / that reference.
-// Fan-out (issue 14): a workload with several groups runs twice, with the stream's read cache
-// (consume/read_cache, Options::read_cache_bytes, the host's default) and without it (every
-// group reads its ranges itself, as before the cache); a row per payload size and group count
-// then gives each group's consumed rate ÷ the single-group rate (the slowest group's), goal
-// >= 0.9.
+// Fan-out (bench/results/README.md#fan-out-read-cache-issue-14): a workload with several groups
+// runs twice, with the stream's read cache (consume/read_cache, Options::read_cache_bytes, the
+// host's default) and without it (every group reads its ranges itself, as before the cache); a row
+// per payload size and group count then gives each group's consumed rate ÷ the single-group rate
+// (the slowest group's), goal >= 0.9.
 #include <fmt/format.h>
 
 #include <atomic>

@@ -1,11 +1,12 @@
-// bench/http_bench — phase `http` (issue 31, "handlers in any language"): one host draining a
-// backlog through the stock push-delivery plugin plugins/http.so (handler `http`, libcurl multi)
-// to a receiver in this process (Boost.Beast on one thread of its own, loopback, keep-alive)
-// that answers 204 at once or after 50 ms. The reference for the immediate receiver is the
-// asynchronous no-op (async_io.so `timer-io` with delay 0) on the same backlog shape. The
-// clock stops when every message was handled and every range commit was done.
-// Goals (issue 31): 50 ms receiver ≥ 10,000 msg/s with ≥ 1,000 in flight; immediate receiver
-// ≥ 0.3 × the async no-op; batch mode (100 per request) ≥ 50,000/s.
+// bench/http_bench — phase `http` (docs/operating/http-push.md): one host draining a backlog
+// through the stock push-delivery plugin plugins/http.so (handler `http`, libcurl multi) to a
+// receiver in this process (Boost.Beast on one thread of its own, loopback, keep-alive) that
+// answers 204 at once or after 50 ms. The reference for the immediate receiver is the asynchronous
+// no-op (async_io.so `timer-io` with delay 0) on the same backlog shape. The clock stops when every
+// message was handled and every range commit was done.
+// Goals (bench/results/README.md#http-push-delivery-issue-31-benchrunsh---phases-http):
+// 50 ms receiver ≥ 10,000 msg/s with ≥ 1,000 in flight; immediate receiver ≥ 0.3 × the async no-op;
+// batch mode (100 per request) ≥ 50,000/s.
 #include <fmt/format.h>
 #include <unistd.h>
 

@@ -1,11 +1,12 @@
-// bench/isolation_bench — phase `isolation` (issue 13): what `isolation = "process"` costs.
-// One stream pre-filled with `isolation_backlog` 100-byte messages through
-// Producer::produce_batch, drained twice in the same run by two groups with the same tuning
-// (concurrency 4): once by the real noop.so in-process (PluginRegistry), once by the real
-// noop.so through the real isolated handler (runtime/isolation: 4 `sqlstreams __handler-child`
-// processes of the release binary beside sqlstreams_bench, plugins from ../plugins). Each
-// clock stops when every message was handled and every range commit was done (GroupMetrics).
-// Goal (issue 13): isolated ≥ 0.5× in-process.
+// bench/isolation_bench — phase `isolation`
+// (bench/results/README.md#process-isolation-issue-13-benchrunsh---phases-isolation): what
+// `isolation = "process"` costs. One stream pre-filled with `isolation_backlog` 100-byte messages
+// through Producer::produce_batch, drained twice in the same run by two groups with the same tuning
+// (concurrency 4): once by the real noop.so in-process (PluginRegistry), once by the real noop.so
+// through the real isolated handler (runtime/isolation: 4 `sqlstreams __handler-child` processes of
+// the release binary beside sqlstreams_bench, plugins from ../plugins). Each clock stops when every
+// message was handled and every range commit was done (GroupMetrics).
+// Goal: isolated ≥ 0.5× in-process.
 #include <fmt/format.h>
 
 #include <filesystem>

@@ -4,9 +4,9 @@
 // StampHandler records (id, steady time of the handler call). Latency = call − commit:
 // p50/p99/max, and the share within 10 ms, over the messages produced after a 1 s warm-up.
 // Three modes on separate streams: poll-only (stream notify = false), NOTIFY (stream
-// notify = true, PipelineOptions::notify), and NOTIFY while an unrelated application
-// transaction holds an xid for the whole measurement (issue 26: the claim fence waits only for
-// the stream's own producers, so its p99 stays within 2× of the NOTIFY mode's).
+// notify = true, PipelineOptions::notify), and NOTIFY while an unrelated application transaction
+// holds an xid for the whole measurement (runtime/store/group/README.md#the-fence: the claim fence
+// waits only for the stream's own producers, so its p99 stays within 2× of the NOTIFY mode's).
 // The group uses the config defaults (batch_size 500, concurrency 4, queue_ranges 4,
 // poll_interval 100 ms, max_poll_interval 1 s).
 #include <fmt/format.h>
@@ -126,7 +126,8 @@ std::vector<Row> run_latency(Db& db, const Options& o) {
   Measured poll = measure(db, o, Mode::kPoll);
   Measured notify = measure(db, o, Mode::kNotify);
   Measured beside = measure(db, o, Mode::kNotifyBesideAWriter);
-  // Issue 26: an open transaction outside the stream holds no claim back.
+  // An open transaction outside the stream holds no claim back
+  // (runtime/store/group/README.md#the-fence).
   const double ratio = notify.p99 > 0 ? beside.p99 / notify.p99 : 0;
   beside.row.ratio = fmt_ratio(ratio);
   beside.row.goal = fmt::format("p99 ≤ 2× the notify row's (issue 26): {}",

@@ -1,5 +1,6 @@
-// bench/ordering_bench — phase ordering (issue 29): per-key ordering against the unordered drain
-// of the same backlog, in the same run.
+// bench/ordering_bench — phase ordering
+// (bench/results/README.md#per-key-ordering-issue-29-phase-ordering): per-key ordering against
+// the unordered drain of the same backlog, in the same run.
 //   distinct keys: `ordering_backlog` 100-byte messages, every one with its own key; drained by an
 //            unordered group and by an ordered group (`ordering = "key"`), first with one
 //            pipeline each ("1 host"), then with three pipelines each under distinct holders
@@ -16,7 +17,7 @@
 //            successors are deferred meanwhile), then the same window again with "hot" healthy.
 //            Pickup = the handler call − the produce's commit, for the healthy keys' messages
 //            after a 2 s warm-up; the row is p99 failing ÷ p99 healthy.
-// Goals (issue 29): ordered ÷ unordered ≥ 0.8 (1 host) and ≥ 0.6 (3 hosts); 16 keys ≥ 1,440/s;
+// Goals: ordered ÷ unordered ≥ 0.8 (1 host) and ≥ 0.6 (3 hosts); 16 keys ≥ 1,440/s;
 // WAL per message ordered ÷ unordered ≤ 1.1; hot key p99 ratio ≤ 1.5.
 #include <fmt/format.h>
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/payload_column.sh URL [ROWS] — the payload column choice, measured (issue 14): the same
-# rows in a `jsonb` column (what messages_N uses) and in a `json` column (the producer's text
-# kept verbatim, validated only), on the given database, in a scratch schema it drops at the end.
+# bench/payload_column.sh URL [ROWS] — the payload column choice, measured
+# (bench/results/README.md#the-payload-column-jsonb-or-json-kept-verbatim): the same rows in a
+# `jsonb` column (what messages_N uses) and in a `json` column (the producer's text kept verbatim,
+# validated only), on the given database, in a scratch schema it drops at the end.
 # For 100 B and 1 KB payloads (an order-like object), each a median of 3 runs (ms):
 #   produce     INSERT … SELECT text::jsonb / text::json from a staged text column (the parse and
 #               store cost; WAL bytes per row from pg_current_wal_insert_lsn)

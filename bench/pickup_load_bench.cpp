@@ -1,12 +1,12 @@
-// bench/pickup_load_bench — phase `pickup_load` (issue 14): pickup latency while the stream is
-// busy. One stream with notify = true is read by 4 groups in this process (one StampHandler
-// group, three no-op groups; the config defaults: batch_size 500, concurrency 4, queue_ranges
-// 4). A background producer keeps a steady load (pickup_load_rate msgs/s of 100 B, in batches
-// of 100, paced) while a second producer commits one message per transaction at latency_rate
-// msgs/s and records (id, steady time when produce() returned). Latency = the stamp group's
-// handler call − that commit, for the paced messages after a 1 s warm-up: p50/p99/max.
-// Phase 4 measures the same on a quiet stream with one group.
-// Goal (issue 14): p99 ≤ 10 ms.
+// bench/pickup_load_bench — phase `pickup_load` (bench/README.md#what-each-row-means): pickup
+// latency while the stream is busy. One stream with notify = true is read by 4 groups in this
+// process (one StampHandler group, three no-op groups; the config defaults: batch_size 500,
+// concurrency 4, queue_ranges 4). A background producer keeps a steady load (pickup_load_rate
+// msgs/s of 100 B, in batches of 100, paced) while a second producer commits one message per
+// transaction at latency_rate msgs/s and records (id, steady time when produce() returned).
+// Latency = the stamp group's handler call − that commit, for the paced messages after a 1 s
+// warm-up: p50/p99/max. Phase 4 measures the same on a quiet stream with one group.
+// Goal: p99 ≤ 10 ms.
 #include <fmt/format.h>
 #include <unistd.h>
 

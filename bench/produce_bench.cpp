@@ -5,10 +5,10 @@
 //            autocommit, into a plain table (identity bigint PK, jsonb column).
 // With 100 B and 1 KB payloads. The two paths alternate in 1 s rounds (0.5 s with --quick)
 // until each has run produce_seconds, so disk-speed drift hits both alike; rows/s and ratio.
-// Idempotent produce (issue 30 A): the runtime path with a fresh idempotency key on every
-// message (the keyed INSERT, producer.cpp) against the same path without keys, 100 B payloads,
-// alternating rounds as above; then WAL bytes per message of each (pg_current_wal_lsn deltas
-// over the same number of batches, each side after a CHECKPOINT).
+// Idempotent produce (bench/README.md#what-each-row-means): the runtime path with a fresh
+// idempotency key on every message (the keyed INSERT, producer.cpp) against the same path without
+// keys, 100 B payloads, alternating rounds as above; then WAL bytes per message of each
+// (pg_current_wal_lsn deltas over the same number of batches, each side after a CHECKPOINT).
 #include <fmt/format.h>
 
 #include "bench.hpp"
@@ -96,7 +96,7 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
         Row{"1 produce",
             fmt::format("{} payload, batches of {}", bytes == 100 ? "100 B" : "1 KB", kBatch),
             rate(rt), rate(rw) + " multi-row INSERT", fmt_ratio(rt / rw),
-            // Issue 14's goal is for 100 B payloads; 1 KB is shown for scale.
+            // The goal is for 100 B payloads; 1 KB is shown for scale.
             bytes == 100 ? fmt::format("≥ 0.95× (issue 14): {}", rt >= 0.95 * rw ? "MET" : "MISSED")
                          : ""});
   }

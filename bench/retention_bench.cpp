@@ -1,7 +1,7 @@
-// bench/retention_bench — phase 5: retention under load (issue 5). A stream with small
-// partitions (retention_partition_size) and a short retention (retention_seconds) takes
-// retention_messages × 100 B messages from one producer thread (Producer::produce_batch, 500 per
-// batch) while one GroupPipeline (in-process no-op handler, Options::tuning, run_advancer on)
+// bench/retention_bench — phase 5: retention under load (bench/README.md#what-each-row-means). A
+// stream with small partitions (retention_partition_size) and a short retention (retention_seconds)
+// takes retention_messages × 100 B messages from one producer thread (Producer::produce_batch, 500
+// per batch) while one GroupPipeline (in-process no-op handler, Options::tuning, run_advancer on)
 // consumes them, and a janitor thread with its own Session calls
 // StreamJanitor::run_once(now, JanitorSettings{}) about once a second (no fence: there is no
 // maintenance fleet). Every ~2 s the main thread samples produced, handled, the stream's head and

@@ -3,8 +3,8 @@
 //            `ready`, due exception row per message (as after a provider outage of `retries`
 //            messages: each failed once); one GroupPipeline with the in-process no-op handler
 //            (Options::tuning). The clock stops when the group has no exception row left.
-//   goal:    ≥ 10,000 retried messages/s per group (issue 9); also shown against phase 2's raw
-//            SKIP LOCKED drain rate.
+//   goal:    ≥ 10,000 retried messages/s per group (bench/README.md#what-each-row-means); also
+//            shown against phase 2's raw SKIP LOCKED drain rate.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,11 +1,11 @@
-// bench/trail_bench — phase trail (issue 32): how far the cursor `committed` trails handling on
-// a steady stream. A producer thread commits batches of 20 every 10 ms (2,000 msgs/s) for
-// latency_seconds into a stream consumed by one GroupPipeline (config defaults, the pipeline's
-// own once-a-second advancer on, as the fleet's worker runs beside a host) with an in-process
-// StampHandler (id, steady time of the call); this thread samples the group's `committed`
-// every 5 ms. A message's trail = the first sample whose `committed` covers it − its handler
-// call: what status, `lag` and retention see late. p50 / p99 / max over the messages after a
-// 1 s warm-up; the goal is p99 ≤ 100 ms (the sampling adds up to ~5 ms).
+// bench/trail_bench — phase trail (bench/README.md#what-each-row-means): how far the cursor
+// `committed` trails handling on a steady stream. A producer thread commits batches of 20 every
+// 10 ms (2,000 msgs/s) for latency_seconds into a stream consumed by one GroupPipeline (config
+// defaults, the pipeline's own once-a-second advancer on, as the fleet's worker runs beside a host)
+// with an in-process StampHandler (id, steady time of the call); this thread samples the group's
+// `committed` every 5 ms. A message's trail = the first sample whose `committed` covers it − its
+// handler call: what status, `lag` and retention see late. p50 / p99 / max over the messages after
+// a 1 s warm-up; the goal is p99 ≤ 100 ms (the sampling adds up to ~5 ms).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// bench/wal_bench — phase `wal` (issue 14): WAL bytes per message, from pg_current_wal_lsn()
-// deltas on the bench's own server (nothing else writes to it during the phase).
+// bench/wal_bench — phase `wal` (bench/README.md#what-each-row-means): WAL bytes per message, from
+// pg_current_wal_lsn() deltas on the bench's own server (nothing else writes to it during the
+// phase).
 //   runtime: `wal_messages` messages (100 B, then 1 KB) produced through Producer::produce_batch
 //            (500 per batch) into a fresh stream, then consumed by one GroupPipeline (no-op
 //            handler, phase-2 tuning) until the group's cursor `committed` reaches the head;
