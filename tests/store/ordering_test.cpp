@@ -105,6 +105,10 @@ class OrderingTest : public StoreTest {
         (status == "deferred" ? "0" : "1") + ", now() - interval '1 s', " +
         (lane_key ? "'" + *lane_key + "'" : "NULL") + ", " +
         (lane_key ? "'" + *lane_key + "'" : "NULL") + ")");
+    // A row exists only for a message the cursor has claimed (the ordered retry claim takes
+    // nothing above `claimed`: AfterARewindARowAboveTheClaimedPositionWaitsForTheReDelivery).
+    db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = greatest(claimed, " + std::to_string(id) +
+            ") WHERE group_id = " + std::to_string(group));
   }
 
   store::GroupRef ordered_, held_;
@@ -672,6 +676,36 @@ TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
     EXPECT_EQ(a.commit_ranges({commit(l1), commit(fresh)}), (std::vector<bool>{true, true}));
     EXPECT_EQ(b.commit_ranges({commit(l2)}), std::vector<bool>{true});
   }
+}
+
+// Found by a 30-minute chaos run: a rewind revokes the leases at or above its position, and the
+// messages in them become unclaimed — under no lease, in no row. A `deferred` row above the
+// position, written by the restarted history behind such a lease, then looked like the lowest
+// unresolved row of its key, and the retry claim ran it before the re-delivery of the earlier
+// messages of its key. Rows above the cursor's `claimed` wait until the claims pass them again.
+TEST_F(OrderingTest, AfterARewindARowAboveTheClaimedPositionWaitsForTheReDelivery) {
+  auto sa = session();
+  auto sb = session();
+  auto a = ordered_store(*sa, ordered_, "a:1");
+  auto b = ordered_store(*sb, ordered_, "b:1");
+  auto l1 = claim(a, 10);  // (0,10]: k@5, k@9, j@7
+  auto l2 = claim(b, 10);  // (10,20]: k@15, j@17 — behind l1, so deferred
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "j:-:gated k:-:gated");
+  EXPECT_EQ(b.commit_ranges({commit(l2, {failure(15, ExceptionStatus::kDeferred, "k"),
+                                         failure(17, ExceptionStatus::kDeferred, "j")})}),
+            std::vector<bool>{true});
+  store::rewind_group(*session_, ordered_, 0, std::nullopt, "test");  // revokes l1
+  EXPECT_EQ(ids(b.claim_due_retries(kTtl, 10)), "[]")
+      << "5, 7 and 9 are unresolved and unclaimed: 15 and 17 must wait";
+  auto again = claim(a, 10);  // (0,10] re-delivered
+  EXPECT_EQ(again.low, 0);
+  EXPECT_EQ(ids(b.claim_due_retries(kTtl, 10)), "[]") << "15 and 17 are still above claimed";
+  EXPECT_EQ(a.commit_ranges({commit(again)}), std::vector<bool>{true});
+  EXPECT_EQ(ids(b.claim_due_retries(kTtl, 10)), "[]") << "still above claimed (10)";
+  auto l2b = claim(b, 10);  // (10,20] re-delivered: its lease holds k and j below 15 and 17
+  EXPECT_EQ(ids(a.claim_due_retries(kTtl, 10)), "[]");
+  EXPECT_EQ(b.commit_ranges({commit(l2b)}), std::vector<bool>{true});
+  EXPECT_EQ(row(ordered_.id, 15), "none") << "the re-delivery's commit replaced the old row";
 }
 
 // V009 on a database that already has a family (made by V008's template, with rows): the

@@ -119,9 +119,14 @@ std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
       "h.message_id FROM {0} h WHERE h.group_id = $1 AND h.lane_key = keys.lane_key AND "
       "(h.status <> 'dead' OR {2}) ORDER BY h.message_id LIMIT 1) h), "
       "held AS (SELECT l.low, unnest(l.key_hashes) AS kh FROM {1} l WHERE l.group_id = $1), "
-      "cand AS (SELECT h.message_id FROM heads h WHERE NOT EXISTS (SELECT 1 FROM held WHERE "
-      "held.kh = hashtext(h.lane_key) AND held.low < h.message_id))",
-      tables.exceptions, tables.leases, hold_param, due);
+      // Only rows the cursor has claimed: after a rewind, a row above `claimed` (written by the
+      // history the rewind restarted) may have earlier messages of its key that are now under no
+      // lease and in no row — unclaimed, unresolved (README "Rewind").
+      "cur AS (SELECT c.claimed FROM {4} c WHERE c.group_id = $1), "
+      "cand AS (SELECT h.message_id FROM heads h WHERE h.message_id <= (SELECT claimed FROM cur) "
+      "AND NOT EXISTS (SELECT 1 FROM held WHERE held.kh = hashtext(h.lane_key) AND held.low < "
+      "h.message_id))",
+      tables.exceptions, tables.leases, hold_param, due, tables.cursors);
 }
 
 std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due,
@@ -146,7 +151,8 @@ std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string
       "x.message_id) AS pos, count(*) FILTER (WHERE NOT x.good) OVER (ORDER BY x.message_id) "
       "AS bad FROM (SELECT s.message_id, s.status = 'deferred' AND NOT EXISTS (SELECT 1 FROM held "
       "WHERE held.kh = hashtext(d.lane_key) AND held.low < s.message_id) AS good FROM {0} s WHERE "
-      "s.group_id = $1 AND s.lane_key = d.lane_key AND s.message_id > d.message_id ORDER BY "
+      "s.group_id = $1 AND s.lane_key = d.lane_key AND s.message_id > d.message_id AND "
+      "s.message_id <= (SELECT claimed FROM cur) ORDER BY "
       "s.message_id LIMIT {2}) x) r WHERE r.bad = 0) n WHERE d.lane_key IS NOT NULL AND d.was = "
       "'deferred'), "
       "more AS (SELECT e.message_id FROM {0} e WHERE e.group_id = $1 AND e.status = 'deferred' "
