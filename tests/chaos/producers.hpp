@@ -26,6 +26,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -62,9 +63,15 @@ class Producers {
   class Keys {
    public:
     Keys(std::string prefix, int hot, int cold, bool keyed)
-        : prefix_(std::move(prefix)), hot_(hot), cold_(cold), keyed_(keyed) {}
+        : prefix_(std::move(prefix)),
+          hot_(hot),
+          cold_(cold),
+          keyed_(keyed),
+          began_(std::chrono::steady_clock::now()) {}
     // A key for one message (hot, cold or none), with its next seq on `stream`.
     KeySeq pick(uint64_t r, const std::string& stream);
+    // The hot key `n` of the generation `elapsed` falls in (see kHotKeyGeneration).
+    std::string hot_key(uint64_t n, std::chrono::steady_clock::duration elapsed) const;
     // A cold key (or none) for every message of one CLI invocation.
     std::string pick_key(uint64_t r);
     KeySeq next(const std::string& stream, const std::string& key);
@@ -73,6 +80,7 @@ class Producers {
     std::string prefix_;
     int hot_, cold_;
     bool keyed_;
+    std::chrono::steady_clock::time_point began_;
     std::map<std::string, int64_t> next_seq_;  // "<stream>/<key>" -> the next seq
   };
 
