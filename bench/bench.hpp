@@ -242,6 +242,24 @@ AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std:
 std::vector<Row> run_http(Db& db, const Options& o);
 // Phase ordering: per-key ordering against the unordered drain (ordering_bench.cpp).
 std::vector<Row> run_ordering(Db& db, const Options& o);
+// Phase emits: outputs committed with the ack against the same drain without (emit_bench.cpp).
+std::vector<Row> run_emits(Db& db, const Options& o);
+
+// One group `name` of `s` (ordered or not) draining the stream's backlog from the beginning with
+// `hosts` pipelines (distinct holders), each with a handler from `handler` (phases ordering,
+// emits). Each clock stops when the group's `committed` reaches the head (`rate`) and when every
+// message was handled and its range committed (`handled_rate`).
+struct Drain {
+  double rate = 0;
+  double handled_rate = 0;
+  double wal_per_message = 0;  // WAL written during the drain, per message
+  uint64_t deferred = 0;
+};
+Drain drain_group(
+    Db& db, const ss::store::StreamRef& s, const std::string& name, bool ordered, int hosts,
+    Tuning t, const std::function<std::unique_ptr<ss::plugin_host::HandlerInstance>()>& handler);
+// The drain with the median handled rate (its WAL and deferred counts with it).
+Drain median_drain(std::vector<Drain> v);
 
 // Figures a phase records for the peer rows: "produce_100b", "drain_cursor" (msgs/s),
 // "pickup_notify_p50", "pickup_notify_p99" (ms). Thread-safe.

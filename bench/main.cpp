@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   app.add_option("--http-backlog", o.http_backlog,
                  "phase http messages per drain (default 100,000; --quick 20,000)");
   app.add_option("--ordering-backlog", o.ordering_backlog,
-                 "phase ordering distinct-key backlog (default 100,000; --quick 50,000)");
+                 "phases ordering and emits: backlog (default 100,000; --quick 50,000)");
   app.add_option("--ordering-hot-seconds", o.ordering_hot_seconds,
                  "phase ordering: each hot-key window in seconds (default 300; --quick 15)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
          "--phases", o.phases,
          "subset: "
          "produce,drain,e2e,latency,trail,pickup_load,retention,idle,isolation,wal,async_io,http,"
-         "ordering,peers")
+         "ordering,emits,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "async_io")) add(bench::run_async_io(db, o));
     if (wanted(o, "http")) add(bench::run_http(db, o));
     if (wanted(o, "ordering")) add(bench::run_ordering(db, o));
+    if (wanted(o, "emits")) add(bench::run_emits(db, o));
     if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());

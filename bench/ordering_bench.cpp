@@ -115,71 +115,9 @@ HotKeyRun hot_key_run(Db& db, const Options& o, bool failing) {
   return out;
 }
 
-struct Drain {
-  double rate = 0;          // messages / seconds until `committed` reached the head
-  double handled_rate = 0;  // messages / seconds until every one was handled and committed
-  double wal_per_message = 0;
-  uint64_t deferred = 0;
-};
-
-Drain drain(Db& db, const ss::store::StreamRef& s, const std::string& name, bool ordered, int hosts,
-            Tuning t,
-            const std::function<std::unique_ptr<ss::plugin_host::HandlerInstance>()>& handler) {
-  t.ordering = ordered ? ss::config::Ordering::kKey : ss::config::Ordering::kNone;
-  auto g = db.group(s, name, t.ordering);
-  const int64_t head = db.head(s);
-  db.quiesce();
-  std::vector<std::unique_ptr<ss::consume::GroupPipeline>> pipelines;
-  for (int h = 0; h < hosts; ++h) {
-    t.holder_suffix = fmt::format("h{}", h);
-    pipelines.push_back(db.pipeline(g, t, false, handler()));
-  }
-  const int64_t lsn0 = db.wal_lsn();
-  auto t0 = Clock::now();
-  for (auto& p : pipelines) p->start();
-  const double limit = 120 + static_cast<double>(head) / 500;
-  double t_handled = 0;
-  auto succeeded = [&] {
-    uint64_t n = 0;
-    size_t in_flight = 0;
-    for (auto& p : pipelines) {
-      n += p->metrics().get(ss::consume::GroupCounter::kSucceeded);
-      in_flight += p->ranges_in_flight();
-    }
-    return n >= static_cast<uint64_t>(head) && in_flight == 0;
-  };
-  for (;;) {
-    if (t_handled == 0 && succeeded()) t_handled = seconds_since(t0);
-    if (db.committed(g) >= head) break;
-    if (seconds_since(t0) > limit) {
-      throw std::runtime_error(fmt::format("ordering drain {} did not finish", name));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  Drain out;
-  const double t_cursor = seconds_since(t0);
-  out.rate = static_cast<double>(head) / t_cursor;
-  out.handled_rate = static_cast<double>(head) / (t_handled > 0 ? t_handled : t_cursor);
-  out.wal_per_message = static_cast<double>(db.wal_lsn() - lsn0) / static_cast<double>(head);
-  for (auto& p : pipelines) {
-    p->stop(Clock::now() + std::chrono::seconds(30));
-    out.deferred += p->metrics().get(ss::consume::GroupCounter::kDeferred);
-  }
-  fmt::print(stderr, "  ordering {}: cursor {} handled {} ({:.1f} WAL B/msg, {} deferred)\n", name,
-             rate(out.rate), rate(out.handled_rate), out.wal_per_message, out.deferred);
-  return out;
-}
-
 std::string verdict(bool met) { return met ? "MET" : "MISSED"; }
 
 constexpr int kTrials = 5;
-
-// The drain with the median handled rate (its WAL and deferred counts with it).
-Drain median(std::vector<Drain> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Drain& a, const Drain& b) { return a.handled_rate < b.handled_rate; });
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -199,15 +137,15 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
     std::vector<Drain> u, od;
     std::vector<double> ratios;
     for (int i = 0; i < kTrials; ++i) {
-      u.push_back(
-          drain(db, s, fmt::format("unordered-{}-{}", hosts, i), false, hosts, o.tuning, noop));
+      u.push_back(drain_group(db, s, fmt::format("unordered-{}-{}", hosts, i), false, hosts,
+                              o.tuning, noop));
       od.push_back(
-          drain(db, s, fmt::format("ordered-{}-{}", hosts, i), true, hosts, o.tuning, noop));
+          drain_group(db, s, fmt::format("ordered-{}-{}", hosts, i), true, hosts, o.tuning, noop));
       ratios.push_back(od.back().handled_rate / u.back().handled_rate);
     }
     std::sort(ratios.begin(), ratios.end());
     *spread = fmt::format("pairs {:.2f}–{:.2f}", ratios.front(), ratios.back());
-    return std::pair{median(u), median(od)};
+    return std::pair{median_drain(u), median_drain(od)};
   };
   std::string spread1, spread3;
   const auto [u1, o1] = trials(1, &spread1);
@@ -249,7 +187,7 @@ std::vector<Row> run_ordering(Db& db, const Options& o) {
   Tuning t16 = o.tuning;
   t16.concurrency = 16;
   t16.batch_size = 500;
-  const Drain k16 = drain(db, s16, "ordered-16keys", true, 1, t16, [] {
+  const Drain k16 = drain_group(db, s16, "ordered-16keys", true, 1, t16, [] {
     return std::make_unique<SleepHandler>(std::chrono::milliseconds(10));
   });
   rows.push_back(Row{"ordering",

@@ -213,4 +213,59 @@ double Pickup::pct(double p) const {
   return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))];
 }
 
+Drain drain_group(
+    Db& db, const ss::store::StreamRef& s, const std::string& name, bool ordered, int hosts,
+    Tuning t, const std::function<std::unique_ptr<ss::plugin_host::HandlerInstance>()>& handler) {
+  t.ordering = ordered ? ss::config::Ordering::kKey : ss::config::Ordering::kNone;
+  auto g = db.group(s, name, t.ordering);
+  const int64_t head = db.head(s);
+  db.quiesce();
+  std::vector<std::unique_ptr<ss::consume::GroupPipeline>> pipelines;
+  for (int h = 0; h < hosts; ++h) {
+    t.holder_suffix = fmt::format("h{}", h);
+    pipelines.push_back(db.pipeline(g, t, false, handler()));
+  }
+  const int64_t lsn0 = db.wal_lsn();
+  auto t0 = Clock::now();
+  for (auto& p : pipelines) p->start();
+  const double limit = 120 + static_cast<double>(head) / 500;
+  double t_handled = 0;
+  auto succeeded = [&] {
+    uint64_t n = 0;
+    size_t in_flight = 0;
+    for (auto& p : pipelines) {
+      n += p->metrics().get(ss::consume::GroupCounter::kSucceeded);
+      in_flight += p->ranges_in_flight();
+    }
+    return n >= static_cast<uint64_t>(head) && in_flight == 0;
+  };
+  for (;;) {
+    if (t_handled == 0 && succeeded()) t_handled = seconds_since(t0);
+    if (db.committed(g) >= head) break;
+    if (seconds_since(t0) > limit) {
+      throw std::runtime_error(fmt::format("drain {} did not finish", name));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Drain out;
+  const double t_cursor = seconds_since(t0);
+  out.rate = static_cast<double>(head) / t_cursor;
+  out.handled_rate = static_cast<double>(head) / (t_handled > 0 ? t_handled : t_cursor);
+  out.wal_per_message = static_cast<double>(db.wal_lsn() - lsn0) / static_cast<double>(head);
+  for (auto& p : pipelines) {
+    p->stop(Clock::now() + std::chrono::seconds(30));
+    out.deferred += p->metrics().get(ss::consume::GroupCounter::kDeferred);
+  }
+  fmt::print(stderr, "  drain {}: cursor {} handled {} ({:.1f} WAL B/msg, {} deferred)\n", name,
+             rate(out.rate), rate(out.handled_rate), out.wal_per_message, out.deferred);
+  return out;
+}
+
+// The drain with the median handled rate (its WAL and deferred counts with it).
+Drain median_drain(std::vector<Drain> v) {
+  std::sort(v.begin(), v.end(),
+            [](const Drain& a, const Drain& b) { return a.handled_rate < b.handled_rate; });
+  return v[v.size() / 2];
+}
+
 }  // namespace bench

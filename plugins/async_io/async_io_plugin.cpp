@@ -9,7 +9,9 @@
 //                           "complete_late" (completed OK by a detached thread 50 ms after the
 //                           instance is gone — harmless, the host drops and counts them)
 // Payload (optional fields, any others ignored): {"delay_ms": N} overrides the delay for this
-// message; {"outcome": "ok" | "retry" | "terminal" | "delay"} chooses the result.
+// message; {"outcome": "ok" | "retry" | "terminal" | "delay"} chooses the result;
+// {"emit_to": "stream"} emits {"from": <message id>} to that stream when the message is accepted
+// (ABI 1.3: written only if the later completion is OK and commits).
 // Threading: concurrent; handle_async() from any number of host threads, completions from the
 // timer thread.
 #include <chrono>
@@ -24,6 +26,7 @@ namespace async_io {
 struct Io {
   int64_t delay_ms = -1;  // -1: the configured delay
   std::string outcome = "ok";
+  std::string emit_to;  // "" = emit nothing
 };
 
 inline void from_json(const nlohmann::json& j, Io& io) {
@@ -33,6 +36,9 @@ inline void from_json(const nlohmann::json& j, Io& io) {
   }
   if (auto it = j.find("outcome"); it != j.end() && it->is_string()) {
     io.outcome = it->get<std::string>();
+  }
+  if (auto it = j.find("emit_to"); it != j.end() && it->is_string()) {
+    io.emit_to = it->get<std::string>();
   }
 }
 
@@ -55,8 +61,11 @@ class TimerIo : public sqlstreams::AsyncTypedHandler<Io> {
     }).detach();
   }
 
-  void handle_async(Io io, const sqlstreams::MessageContext& /*message*/,
+  void handle_async(Io io, const sqlstreams::MessageContext& message,
                     sqlstreams::Completion done) override {
+    if (!io.emit_to.empty()) {
+      message.emit_json(io.emit_to, "{\"from\": " + std::to_string(message.id) + "}");
+    }
     const int64_t ms = io.delay_ms >= 0 ? io.delay_ms : settings_.delay_ms;
     timers_.add(TimerQueue::Clock::now() + std::chrono::milliseconds(ms), std::move(done),
                 result_of(io.outcome));

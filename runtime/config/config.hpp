@@ -166,6 +166,12 @@ struct GroupConfig {
   // refuses the group). ordering_dead may only be written when ordering = "key".
   Ordering ordering = Ordering::kNone;
   OrderingDead ordering_dead = OrderingDead::kRelease;
+  // Outputs committed with the ack (docs/operating/emits.md): the streams a handler may emit
+  // to (each a declared [[streams]] entry), and each call's budget of outputs and their
+  // payload bytes. Empty: the group does not emit (nothing of it is set up).
+  std::vector<std::string> emits;
+  int32_t max_emits_per_message = 100;                    // 1..100000
+  int64_t max_emit_bytes_per_message = int64_t{4} << 20;  // 1 KiB .. 1 GiB
   RetryPolicy retry;
   bool operator==(const GroupConfig&) const = default;  // a reload compares with pos cleared
 };

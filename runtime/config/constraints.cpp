@@ -46,6 +46,8 @@ std::string_view type_name(Type type) {
       return "duration";
     case Type::kIntList:
       return "array of integers";
+    case Type::kStringList:
+      return "array of strings";
     case Type::kTable:
       return "table";
     case Type::kTableArray:
@@ -70,6 +72,8 @@ std::string expected(Type type) {
       return "expected a duration string such as \"500ms\", \"5s\", \"5m\", \"2h\" or \"30d\"";
     case Type::kIntList:
       return "expected an array of integers";
+    case Type::kStringList:
+      return "expected an array of strings";
     case Type::kTable:
       return "expected a table";
     case Type::kTableArray:
@@ -91,6 +95,11 @@ std::string format_value(const Value& value) {
     std::string operator()(const std::vector<int64_t>& list) const {
       std::string out = "[";
       for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + std::to_string(list[i]);
+      return out + "]";
+    }
+    std::string operator()(const std::vector<std::string>& list) const {
+      std::string out = "[";
+      for (size_t i = 0; i < list.size(); ++i) out += (i ? ", \"" : "\"") + list[i] + "\"";
       return out + "]";
     }
   };
@@ -138,6 +147,21 @@ Value convert(Type type, const toml::node& node, std::string& problem, std::stri
         std::vector<int64_t> list;
         for (size_t i = 0; i < array->size(); ++i) {
           const auto* item = array->get(i)->as_integer();
+          if (!item) {
+            problem = expected(type);
+            got = describe_node(*array->get(i)) + " at index " + std::to_string(i);
+            return {};
+          }
+          list.push_back(item->get());
+        }
+        return list;
+      }
+      break;
+    case Type::kStringList:
+      if (const auto* array = node.as_array()) {
+        std::vector<std::string> list;
+        for (size_t i = 0; i < array->size(); ++i) {
+          const auto* item = array->get(i)->as_string();
           if (!item) {
             problem = expected(type);
             got = describe_node(*array->get(i)) + " at index " + std::to_string(i);
@@ -278,6 +302,23 @@ Constraint listen_address() {
 Constraint non_empty() {
   return {"non-empty", [](const Value& v) {
             return std::get<std::string>(v).empty() ? "must not be empty" : std::string();
+          }};
+}
+
+Constraint stream_list() {
+  return {"at most 64 distinct stream names", [](const Value& v) {
+            const auto& list = std::get<std::vector<std::string>>(v);
+            if (list.size() > 64) return std::string("must list at most 64 streams");
+            std::set<std::string> seen;
+            for (const auto& name : list) {
+              if (!is_valid_name(name)) {
+                return "'" + name +
+                       "' is not a stream name: use 1 to 128 of a-z 0-9 . _ -, starting with a-z "
+                       "or 0-9";
+              }
+              if (!seen.insert(name).second) return "lists stream '" + name + "' twice";
+            }
+            return std::string();
           }};
 }
 

@@ -43,6 +43,40 @@ void check_streams(const Config& config, const toml::table& root, Problems& prob
   }
 }
 
+// A group's `emits` (docs/operating/emits.md): declared streams only; not (yet) from a handler
+// child (isolation = "process": its outputs would have to cross the frame protocol); the
+// budgets only beside `emits`.
+void check_emits(const Config& config, const toml::table& root, size_t i,
+                 const std::vector<std::string_view>& stream_names, Problems& problems) {
+  const GroupConfig& group = config.groups[i];
+  const std::string path = index_path("groups", i);
+  const toml::array* items = root["groups"].as_array();
+  const toml::table* item = items && i < items->size() ? items->get(i)->as_table() : nullptr;
+  for (const auto& name : group.emits) {
+    if (config.find_stream(name)) continue;
+    std::string problem = "emits to '" + name + "', which no [[streams]] entry declares";
+    if (auto near = suggest(name, stream_names)) {
+      problem += "; did you mean '" + std::string(*near) + "'?";
+    }
+    problems.add(key_position(root, "groups", i, "emits"), path + ".emits", problem, quoted(name));
+  }
+  if (!group.emits.empty() && group.isolation == Isolation::kProcess) {
+    problems.add(key_position(root, "groups", i, "emits"), path + ".emits",
+                 "emits is not supported with isolation = \"process\" (a handler child cannot "
+                 "hand its outputs to the commit yet); run the group in process or drop emits",
+                 "isolation = \"process\"");
+  }
+  if (group.emits.empty() && item) {
+    for (const char* key : {"max_emits_per_message", "max_emit_bytes_per_message"}) {
+      if (item->contains(key)) {
+        problems.add(key_position(root, "groups", i, key), path + "." + key,
+                     "applies only to a group that emits; list its streams in emits or remove it",
+                     render_node(*item->get(key)));
+      }
+    }
+  }
+}
+
 void check_groups(const Config& config, const toml::table& root, Problems& problems) {
   std::vector<std::string_view> stream_names;
   for (const StreamConfig& stream : config.streams) stream_names.push_back(stream.name);
@@ -90,6 +124,7 @@ void check_groups(const Config& config, const toml::table& root, Problems& probl
         }
       }
     }
+    check_emits(config, root, i, stream_names, problems);
     if (group.name.empty() || group.stream.empty()) continue;  // already reported
     auto [first, inserted] = seen.emplace(std::pair(group.stream, group.name), &group);
     if (inserted) continue;

@@ -27,6 +27,7 @@ enum class Type {
   kBool,
   kDuration,
   kIntList,
+  kStringList,
   kTable,
   kTableArray,
   kFreeTable
@@ -34,8 +35,8 @@ enum class Type {
 std::string_view type_name(Type type);
 
 // A converted, typed value. kFloat keys always hold double (an integer is accepted and widened).
-using Value =
-    std::variant<std::monostate, bool, int64_t, double, std::string, Millis, std::vector<int64_t>>;
+using Value = std::variant<std::monostate, bool, int64_t, double, std::string, Millis,
+                           std::vector<int64_t>, std::vector<std::string>>;
 std::string format_value(const Value& value);  // TOML spelling: 4, "5s", [1], "auto"
 
 // A check on an already-typed value: returns "" when fine, otherwise the problem.
@@ -55,6 +56,7 @@ Constraint file_name();       // 1..255 bytes, no '/', not "." or ".."
 Constraint listen_address();  // "host:port" or ""
 Constraint non_empty();
 Constraint version_list();  // 1..1000 entries, each 1..INT32_MAX, no repeats
+Constraint stream_list();   // <= 64 stream names, no repeats
 
 template <typename S>
 using Apply = std::function<void(S&, const Value&)>;

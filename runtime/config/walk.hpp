@@ -90,6 +90,9 @@ inline void assign(int32_t& to, const Value& v) {  // the key's range keeps it i
 inline void assign(double& to, const Value& v) { to = std::get<double>(v); }
 inline void assign(Millis& to, const Value& v) { to = std::get<Millis>(v); }
 inline void assign(std::optional<Millis>& to, const Value& v) { to = std::get<Millis>(v); }
+inline void assign(std::vector<std::string>& to, const Value& v) {
+  to = std::get<std::vector<std::string>>(v);
+}
 inline void assign(std::vector<int32_t>& to, const Value& v) {
   const auto& list = std::get<std::vector<int64_t>>(v);
   to.assign(list.begin(), list.end());

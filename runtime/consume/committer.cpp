@@ -298,7 +298,8 @@ bool Committer::commit_together(store::GroupStore& store,
   for (const auto& r : ranges) {
     // Test builds: the planted defect also commits a range its renewal found lost (without this
     // the planted store check is reached only in the moment between a renewal and a commit).
-    if (r->lost.load() && !store::chaos_plant("commit-without-token")) {
+    if (r->lost.load() && !store::chaos_plant("commit-without-token") &&
+        !store::chaos_plant("emit-without-token")) {
       all_held = false;
       if (dropped()) continue;
       metrics_.add(GroupCounter::kLeaseLost);

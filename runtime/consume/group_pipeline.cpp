@@ -13,6 +13,14 @@ namespace sqlstreams::consume {
 GroupPipeline::GroupPipeline(PipelineOptions options,
                              std::unique_ptr<plugin_host::HandlerInstance> handler)
     : options_(std::move(options)) {
+  if (!options_.emit_targets.empty() && handler) {
+    auto policy = std::make_shared<plugin_host::EmitPolicy>();
+    for (const auto& t : options_.emit_targets)
+      policy->max_payload_bytes[t.name] = t.max_payload_bytes;
+    policy->max_count = static_cast<size_t>(options_.group.max_emits_per_message);
+    policy->max_bytes = options_.group.max_emit_bytes_per_message;
+    handler->set_emit_policy(std::move(policy));
+  }
   queue_ = std::make_unique<RangeQueue>(options_, metrics_);
   pool_ = std::make_unique<WorkerPool>(options_, *queue_, metrics_, std::move(handler));
   committer_ = std::make_unique<Committer>(options_, *queue_, metrics_,

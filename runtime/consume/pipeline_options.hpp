@@ -54,6 +54,9 @@ struct PipelineOptions {
   // Shared by the groups of one stream on this host (ReadCaches::for_stream); null = every claim
   // reads its range itself.
   std::shared_ptr<ReadCache> read_cache;
+  // The streams the group emits to (config `emits`, looked up in the database): with any, each
+  // handler call may emit under EmitPolicy (docs/operating/emits.md).
+  std::vector<store::StreamRef> emit_targets;
   // Diagnostics: called on the claim thread after each claim that took a fresh range (not a
   // reclaim). Null (the host): nothing is measured.
   std::function<void(const ClaimTiming&)> on_claim;

@@ -32,6 +32,8 @@ store::RangeCommit RangeWork::to_commit(config::AuditMode audit) const {
   for (size_t i = 0; i < k; ++i) {
     const MessageSlot& s = slots_[i];
     if (s.decision) commit.failures.push_back(*s.decision);
+    if (!s.decision)
+      commit.outputs.insert(commit.outputs.end(), s.outputs.begin(), s.outputs.end());
     bool write_audit = audit == config::AuditMode::kAll ||
                        (audit == config::AuditMode::kFailures && s.decision.has_value());
     if (write_audit && !s.audit_outcome.empty()) {

@@ -26,6 +26,8 @@ struct MessageSlot {
   std::string audit_outcome;                     // "" = nothing to audit
   std::string audit_error;
   SysTime decided_at{};
+  // A success's outputs (the group emits: docs/operating/emits.md), written with the commit.
+  std::vector<store::EmittedMessage> outputs;
   // A member of a key lane (ordering = "key"; guarded by the range queue's lock): its
   // resolution moves the lane on (consume/key_lanes.hpp).
   bool laned = false;

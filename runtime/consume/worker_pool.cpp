@@ -195,6 +195,15 @@ void WorkerPool::complete(const Task& task, const plugin_host::Outcome& outcome)
   // Ordered groups: a failure's row carries its key, which it blocks (store/group/README.md).
   if (decision && queue_.ordered() && msg->key) decision->lane_key = msg->key;
   std::string audit = audit_outcome(decision, outcome);
+  // A success's outputs go with its outcome to the commit (plugin_host keeps none otherwise).
+  std::vector<store::EmittedMessage> outputs;
+  if (!decision) {
+    outputs.reserve(outcome.outputs.size());
+    for (const auto& o : outcome.outputs) {
+      outputs.push_back(store::EmittedMessage{
+          o.stream, store::NewMessage{o.payload, o.schema_version, o.key, o.idempotency_key}});
+    }
+  }
   if (!decision) {
     metrics_.add(GroupCounter::kSucceeded);
   } else if (decision->status == store::ExceptionStatus::kDead) {
@@ -210,10 +219,12 @@ void WorkerPool::complete(const Task& task, const plugin_host::Outcome& outcome)
     slot.audit_error = outcome.error;
     slot.decided_at = now;
     slot.decision = std::move(decision);
+    slot.outputs = std::move(outputs);
     queue_.finish_slot(task.range, task.index, MessageState::kDone);
     return;
   }
   store::RetryResult result{msg->id, task.retry->claim.token, std::move(decision), false, {}};
+  result.outputs = std::move(outputs);
   bool write_audit = g.audit == config::AuditMode::kAll ||
                      (g.audit == config::AuditMode::kFailures && result.decision.has_value());
   if (write_audit) {

@@ -40,8 +40,7 @@ AsyncRegistry::Shard& AsyncRegistry::shard(uint64_t token) const {
   return *shards()[token % kShards];
 }
 
-uint64_t AsyncRegistry::add(std::unique_ptr<AsyncEntry> entry) {
-  const uint64_t token = next_.fetch_add(1);
+uint64_t AsyncRegistry::add(uint64_t token, std::unique_ptr<AsyncEntry> entry) {
   Shard& s = shard(token);
   std::lock_guard lock(s.mu);
   s.entries.emplace(token, std::move(entry));
@@ -94,11 +93,20 @@ void AsyncRegistry::cancel_owner(uint64_t owner) noexcept {
   }
 }
 
-void AsyncRegistry::erase_owner(uint64_t owner) noexcept {
+std::vector<uint64_t> AsyncRegistry::erase_owner(uint64_t owner) noexcept {
+  std::vector<uint64_t> erased;
   for (Shard* s : shards()) {
     std::lock_guard lock(s->mu);
-    std::erase_if(s->entries, [&](const auto& kv) { return kv.second->owner == owner; });
+    std::erase_if(s->entries, [&](const auto& kv) {
+      if (kv.second->owner != owner) return false;
+      try {
+        erased.push_back(kv.first);
+      } catch (...) {  // out of memory: that call's emit buffer stays until the process ends
+      }
+      return true;
+    });
   }
+  return erased;
 }
 
 size_t AsyncRegistry::pending() const {

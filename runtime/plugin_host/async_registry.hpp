@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "plugin_host/plugin_host.hpp"
 
@@ -38,16 +39,22 @@ class AsyncRegistry {
  public:
   static AsyncRegistry& instance();  // never destroyed (plugin threads may complete at exit)
 
+  // A new token (>= 1, never reused in the process): asynchronous messages and the emit tokens
+  // of synchronous calls (emit_registry.hpp) draw from this one counter.
+  uint64_t draw_token() { return next_.fetch_add(1); }
   // Registers an entry and returns its token (>= 1). The entry's message stays where it is
   // until the entry is completed or erased.
-  uint64_t add(std::unique_ptr<AsyncEntry> entry);
+  uint64_t add(std::unique_ptr<AsyncEntry> entry) { return add(draw_token(), std::move(entry)); }
+  // The same under a token drawn beforehand.
+  uint64_t add(uint64_t token, std::unique_ptr<AsyncEntry> entry);
   // The plugin's completion: false when dropped (see above).
   bool complete(uint64_t token, int32_t code, int64_t delay_ms, std::string error) noexcept;
   // The host gives up on a message: a later completion is dropped. True when it was pending.
   bool cancel(uint64_t token) noexcept;
   // cancel() for every entry of `owner` (before destroy()); then erase_owner() frees them.
   void cancel_owner(uint64_t owner) noexcept;
-  void erase_owner(uint64_t owner) noexcept;
+  // Returns the tokens it erased.
+  std::vector<uint64_t> erase_owner(uint64_t owner) noexcept;
 
   uint64_t unknown_completions() const { return unknown_.load(); }  // unknown or repeated tokens
   size_t pending() const;                                           // entries held now

@@ -16,6 +16,7 @@
 
 #include "common/utf8.hpp"
 #include "plugin_host/async_registry.hpp"
+#include "plugin_host/emit_registry.hpp"
 #include "plugin_host/in_flight.hpp"
 #include "plugin_host/loaded_plugin.hpp"
 
@@ -82,13 +83,19 @@ class PluginHandlerInstance final : public HandlerInstance {
     api_.host_ctx = this;
     api_.log = &PluginHandlerInstance::log;
     api_.complete = &host_complete;
+    api_.emit = &host_emit;
   }
 
   ~PluginHandlerInstance() override {
     auto& registry = AsyncRegistry::instance();
     registry.cancel_owner(serial_);  // completions from now on (even inside destroy) are dropped
     if (created_) handler_.descriptor.destroy(instance_);
-    registry.erase_owner(serial_);  // the messages it never completed are freed now
+    // The messages it never completed are freed now, and what they emitted dropped.
+    for (uint64_t token : registry.erase_owner(serial_)) EmitRegistry::instance().close(token);
+  }
+
+  void set_emit_policy(std::shared_ptr<const EmitPolicy> policy) override {
+    emit_policy_ = std::move(policy);
   }
 
   void create(const std::string& config_json) {
@@ -120,13 +127,24 @@ class PluginHandlerInstance final : public HandlerInstance {
       sqlstreams_type_outcome out{};
       out.struct_size = sizeof out;
       out.error = error.get();
+      // A group that emits: this call's outputs are kept under a token of its own until it
+      // returns (emit_registry.hpp).
+      if (emit_policy_) {
+        msg.call_token = AsyncRegistry::instance().draw_token();
+        EmitRegistry::instance().open(msg.call_token, emit_policy_);
+      }
       {
         std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
         if (!handler_.concurrent()) lock.lock();
         InFlightScope in_flight(crash_label_.c_str(), m.id, m.attempt);  // read by a crash
         handler_.descriptor.handle(instance_, &msg, &out);
       }
-      return to_outcome(out, error.text().value_or(""));
+      Outcome outcome = to_outcome(out, error.text().value_or(""));
+      if (msg.call_token != 0) {
+        auto outputs = EmitRegistry::instance().close(msg.call_token);
+        if (outcome.kind == OutcomeKind::kOk) outcome.outputs = std::move(outputs);
+      }
+      return outcome;
     } catch (const std::exception& e) {
       clear_this_thread_in_flight();  // the call is over after all
       return {OutcomeKind::kRetry,
@@ -159,15 +177,25 @@ class PluginHandlerInstance final : public HandlerInstance {
       entry->keep_alive = std::move(keep_alive);
       entry->done = std::move(done);
       entry->dropped = dropped_;
+      auto& registry = AsyncRegistry::instance();
+      const uint64_t drawn = registry.draw_token();
+      const bool emits = emit_policy_ != nullptr;
+      if (emits) msg.call_token = drawn;  // emits name the call by its completion token
       // Runs only while the entry is not cancelled, so before this instance is destroyed.
-      entry->to_outcome = [this](int32_t code, int64_t delay_ms, std::string error) {
+      entry->to_outcome = [this, drawn, emits](int32_t code, int64_t delay_ms, std::string error) {
         sqlstreams_type_outcome out{};
         out.code = code;
         out.delay_ms = delay_ms;
-        return to_outcome(out, std::move(error));
+        Outcome outcome = to_outcome(out, std::move(error));
+        if (emits) {
+          auto outputs = EmitRegistry::instance().close(drawn);
+          if (outcome.kind == OutcomeKind::kOk) outcome.outputs = std::move(outputs);
+        }
+        return outcome;
       };
       const sqlstreams_type_message* view = &entry->message;
-      token = AsyncRegistry::instance().add(std::move(entry));
+      if (emits) EmitRegistry::instance().open(drawn, emit_policy_);
+      token = registry.add(drawn, std::move(entry));
       std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
       if (!handler_.concurrent()) lock.lock();
       InFlightScope in_flight(crash_label_.c_str(), m.id, m.attempt);  // read by a crash
@@ -183,7 +211,9 @@ class PluginHandlerInstance final : public HandlerInstance {
   }
 
   bool cancel_async(uint64_t token) noexcept override {
-    return AsyncRegistry::instance().cancel(token);
+    const bool pending = AsyncRegistry::instance().cancel(token);
+    if (emit_policy_) EmitRegistry::instance().close(token);  // its outputs are dropped
+    return pending;
   }
   uint64_t dropped_completions() const override { return dropped_->load(); }
 
@@ -251,7 +281,8 @@ class PluginHandlerInstance final : public HandlerInstance {
   std::mutex mu_;  // serialises handle() unless the handler is concurrent
   std::atomic<bool> warned_{false};
   std::atomic<bool> delay_warned_{false};
-  const std::string stream_, group_;  // what async messages' views point at
+  const std::string stream_, group_;               // what async messages' views point at
+  std::shared_ptr<const EmitPolicy> emit_policy_;  // set before the first call; null: no emits
   const uint64_t serial_ = next_serial_.fetch_add(1);
   const std::shared_ptr<std::atomic<uint64_t>> dropped_ =
       std::make_shared<std::atomic<uint64_t>>(0);

@@ -47,12 +47,32 @@ enum class OutcomeKind { kOk, kRetry, kDelay, kTerminal };
 // far inside PostgreSQL's timestamp range whatever the plugin returns.
 inline constexpr std::chrono::milliseconds kMaxDelay{30LL * 24 * 3600 * 1000};
 
+// ABI 1.3: one message a handler emitted during a call, checked when emitted
+// (plugin_host/emit_registry.hpp; docs/operating/emits.md).
+struct Output {
+  std::string stream;
+  std::string payload;  // a JSON object that fits the stream once stored
+  int32_t schema_version = 1;
+  std::optional<std::string> key;
+  std::optional<std::string> idempotency_key;
+};
+
+// What one group's handler may emit: its `emits` streams with each one's max_payload_bytes, and
+// each call's budget (max_emits_per_message, max_emit_bytes_per_message).
+struct EmitPolicy {
+  std::map<std::string, int64_t, std::less<>> max_payload_bytes;
+  size_t max_count = 100;
+  int64_t max_bytes = int64_t{4} << 20;
+};
+
 // What a handler decided for one message. The runtime owns the policy
 // (docs/design.md#retries-exception-rows-and-dead-letters).
 struct Outcome {
   OutcomeKind kind = OutcomeKind::kOk;
   std::chrono::milliseconds delay{0};  // kDelay only
   std::string error;  // copied from the plugin, sanitized (valid UTF-8, no NUL, <= 8 KiB)
+  // kOk only: what the call emitted, in emit order (a call that did not end OK keeps none).
+  std::vector<Output> outputs;
 };
 
 // One message handed to a handler; every view is borrowed for the duration of handle().
@@ -124,6 +144,10 @@ class HandlerInstance {
   virtual Outcome handle(const MessageView& message) noexcept = 0;
   virtual bool concurrent() const = 0;
   virtual const std::string& plugin_name() const = 0;
+  // ABI 1.3: from now on each call may emit under `policy` (set before the first call; null: no
+  // call may emit). An instance that cannot pass outputs on (an isolated handler) ignores it:
+  // config refuses `emits` there.
+  virtual void set_emit_policy(std::shared_ptr<const EmitPolicy> /*policy*/) {}
 
   // The most messages one handle_batch() call is worth giving at once: 1 (the default) means
   // batching buys nothing (an in-process call costs no round trip); an isolated handler takes

@@ -127,8 +127,8 @@ void log_group_plugin(const config::GroupConfig& g, const ops::PluginVersion& p)
 }
 
 std::unique_ptr<consume::GroupPipeline> Host::make_pipeline(
-    const config::Config& config, const config::GroupConfig& g, const store::GroupRef& ref,
-    std::unique_ptr<plugin_host::HandlerInstance> handler) {
+    store::Session& session, const config::Config& config, const config::GroupConfig& g,
+    const store::GroupRef& ref, std::unique_ptr<plugin_host::HandlerInstance> handler) {
   const auto* stream = config.find_stream(g.stream);
   consume::PipelineOptions o;
   o.group = g;
@@ -139,6 +139,17 @@ std::unique_ptr<consume::GroupPipeline> Host::make_pipeline(
   o.holder = holder_;
   o.run_advancer = false;  // the fleet's advancer worker runs it (maintain/)
   o.read_cache = read_caches_.for_stream(ref.stream_id, config.host.read_cache_bytes);
+  // The streams it emits to, as the database has them (max_payload_bytes is the fleet's).
+  for (const auto& name : g.emits) {
+    auto target = store::find_stream(session, name);
+    if (!target) {
+      throw ControlPlaneError(ExitCode::kDatabase,
+                              fmt::format("group {}/{} emits to stream {}, which is not declared",
+                                          g.stream, g.name, name),
+                              "run `sqlstreams declare --config FILE`");
+    }
+    o.emit_targets.push_back(*target);
+  }
   return std::make_unique<consume::GroupPipeline>(std::move(o), std::move(handler));
 }
 
@@ -192,9 +203,10 @@ void Host::start() {
                                 fmt::format("group {}/{} is not declared", g.stream, g.name),
                                 "run `sqlstreams declare --config FILE`");
       }
-      Running r{g, *ref,
-                make_pipeline(config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
-                plugin_version(g)};
+      Running r{
+          g, *ref,
+          make_pipeline(session, config, g, *ref, std::move(handlers[group_key(g.stream, g.name)])),
+          plugin_version(g)};
       refs.push_back(*ref);
       pipelines_.add(group_key(g.stream, g.name), std::move(r), /*start=*/false);
     }

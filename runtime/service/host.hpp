@@ -134,9 +134,10 @@ class Host {
 
   std::unique_ptr<plugin_host::HandlerInstance> make_handler(const config::GroupConfig& group)
       SQLSTREAMS_EXCLUDES(mu_);
+  // Throws ControlPlaneError when a stream the group emits to is not in the database.
   std::unique_ptr<consume::GroupPipeline> make_pipeline(
-      const config::Config& config, const config::GroupConfig& group, const store::GroupRef& ref,
-      std::unique_ptr<plugin_host::HandlerInstance> handler);
+      store::Session& session, const config::Config& config, const config::GroupConfig& group,
+      const store::GroupRef& ref, std::unique_ptr<plugin_host::HandlerInstance> handler);
   std::unique_ptr<maintain::MaintenanceRunner> make_maintenance(
       const config::Config& config, store::Session& session,
       const std::vector<store::GroupRef>& groups);

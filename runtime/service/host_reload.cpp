@@ -78,8 +78,9 @@ bool Host::prepare(const config::Config& next, const ReloadPlan& plan, Prepared&
       }
       refs.push_back(*ref);
       if (auto h = handlers.find(key); h != handlers.end()) {
-        out.fresh.emplace(key, Running{g, *ref, make_pipeline(next, g, *ref, std::move(h->second)),
-                                       plugin_version(g)});
+        out.fresh.emplace(
+            key, Running{g, *ref, make_pipeline(session, next, g, *ref, std::move(h->second)),
+                         plugin_version(g)});
       }
     }
     if (plan.maintenance_changed && problems.empty()) {

@@ -8,8 +8,12 @@
 // for every process of the machine: the checker compares runs of different hosts). outcome is
 // ok | retry | terminal | delay | hang (a call that slept past handler_timeout: its host gave
 // up on it, whatever it returned). A call whose host died in it leaves no line. Config:
-// seed (required), record_file (required), slow_ms (20), hang_ms (60000), delay_ms (100).
-// Threading: concurrent; the instance is immutable after construction.
+// seed (required), record_file (required), slow_ms (20), hang_ms (60000), delay_ms (100),
+// emit_to ("": none) — a call that returns OK first emits outputs_of(id) messages to that stream
+// (ABI 1.3, the group's `emits`): {"tag": "chain-<id>-<i>-<pid>-<start_ns>", "origin": id,
+// "i": i} for i = 0 .. outputs_of(id) - 1
+// (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default). Threading: concurrent; the
+// instance is immutable after construction.
 #include "chaos_plugin.hpp"
 
 #include <fcntl.h>
@@ -35,6 +39,7 @@ class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
     uint64_t seed = 0;
     std::string record_file;
     int64_t slow_ms = 20, hang_ms = 60000, delay_ms = 100;
+    std::string emit_to;
   };
 
   static Settings parse(const nlohmann::json& config) {
@@ -48,6 +53,7 @@ class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
     s.slow_ms = r.get<int64_t>("slow_ms", s.slow_ms);
     s.hang_ms = r.get<int64_t>("hang_ms", s.hang_ms);
     s.delay_ms = r.get<int64_t>("delay_ms", s.delay_ms);
+    s.emit_to = r.get<std::string>("emit_to", "");
     r.reject_unknown_keys();
     return s;
   }
@@ -135,6 +141,20 @@ class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
   }
   sqlstreams::Result done(const sqlstreams::MessageContext& m, const Call& call,
                           const char* outcome, sqlstreams::Result r) const {
+    if (r.code == sqlstreams::Code::kOk && !settings_.emit_to.empty()) {
+      try {
+        for (int i = 0; i < outputs_of(m.id); ++i) {
+          const std::string tag = "chain-" + std::to_string(m.id) + "-" + std::to_string(i) + "-" +
+                                  std::to_string(::getpid()) + "-" + std::to_string(call.start_ns);
+          m.emit_json(settings_.emit_to, R"({"tag": ")" + tag + R"(", "origin": )" +
+                                             std::to_string(m.id) + R"(, "i": )" +
+                                             std::to_string(i) + "}");
+        }
+      } catch (const sqlstreams::EmitError& e) {  // a call the host gave up on: not OK either
+        record(m, call, "retry");
+        return sqlstreams::retry(std::string("chaos: emit refused: ") + e.what());
+      }
+    }
     record(m, call, outcome);
     return r;
   }

@@ -45,6 +45,10 @@ inline Behaviour behaviour_of(uint64_t seed, std::string_view group, int64_t id)
   return Behaviour::kTimeout;
 }
 
+// The chain (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default): how many outputs a
+// call of the emitting group that returns OK emits for message `id` (1 or 2).
+inline int outputs_of(int64_t id) { return 1 + static_cast<int>(id % 2); }
+
 // True for behaviours whose message must end dead (with no fault and no operator action).
 inline bool ends_dead(Behaviour b) {
   return b == Behaviour::kFail || b == Behaviour::kTerminal || b == Behaviour::kDelayFail;

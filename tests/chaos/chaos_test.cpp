@@ -85,6 +85,24 @@ TEST(ChaosPlantTest, ClaimWithoutProofIsReportedAsSkipped) {
 // the planted check was reached only between a renewal and a commit, and a quiet run of this test
 // once found no double commit. The plant now also commits a range marked lost: ~100 double
 // commits per SIGSTOP past the lease.)
+// Writing a range's outputs although its lease was lost (its outcomes are discarded, its outputs
+// are not) writes a second set of outputs for messages the reclaiming host committed: the chain's
+// `emits` invariant counts outputs per committed OK outcome.
+TEST(ChaosPlantTest, EmitWithoutTokenIsReportedAsEmits) {
+  ChaosOptions o;
+  o.ordered = false;
+  o.seed = 13;
+  o.duration = 10s;
+  o.faults = {"stop"};
+  o.fault_every_min = 500ms;
+  o.fault_every_max = 1000ms;
+  o.plant = "emit-without-token";
+  const auto result = run_chaos_session(o);
+  print_run(result);
+  EXPECT_GT(result.verdict.count("emits"), 0) << result.summary();
+  EXPECT_EQ(result.verdict.count("double-commits"), 0) << result.summary();
+}
+
 TEST(ChaosPlantTest, CommitWithoutTokenIsReportedAsDoubleCommit) {
   ChaosOptions o;
   o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run

@@ -13,14 +13,15 @@
 
 #include "chaos_plugin.hpp"
 #include "ordered_check.hpp"
+#include "workload.hpp"
 
 namespace sqlstreams::chaos {
 namespace {
 
 const std::vector<std::string> kInvariants = {
-    "lost",     "skipped",   "stuck",        "wrong-attempts", "double-commits",
-    "phantoms", "backward",  "passed-lease", "order",          "overlap",
-    "early",    "log-order", "idempotency",  "child-start",    "host-exit"};
+    "lost",        "skipped",      "stuck",     "wrong-attempts", "double-commits", "phantoms",
+    "backward",    "passed-lease", "order",     "overlap",        "early",          "log-order",
+    "idempotency", "child-start",  "host-exit", "emits"};
 
 struct DeadRow {
   std::string status;
@@ -41,7 +42,10 @@ struct StreamData {
   std::set<std::pair<std::string, int64_t>> ok, discarded, operator_retried;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
   std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
-  OrderedStream ordered;                                         // what the per-key invariants read
+  std::map<std::pair<std::string, int64_t>, int> ok_commits;     // committed OK outcomes
+  // The chain's outputs in this stream: (origin id, index) -> how many were written.
+  std::map<std::pair<int64_t, int>, int> outputs;
+  OrderedStream ordered;  // what the per-key invariants read
   // Attempts charged because an isolated group's handler process could not start: "g/id attempt
   // N: error" (the children map the host's sealed image, so a plugin file replaced in place
   // must never stop one from starting).
@@ -103,6 +107,11 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
             KeySeq{r[2].as<std::string>(), r[3].is_null() ? -1 : r[3].as<int64_t>()};
       }
     }
+    for (const auto& r : tx.exec("SELECT (payload->>'origin')::bigint, (payload->>'i')::int, "
+                                 "count(*) FROM sqlstreams.messages_" +
+                                 n + " WHERE payload ? 'origin' GROUP BY 1, 2")) {
+      s.outputs[{r[0].as<int64_t>(), r[1].as<int>()}] = r[2].as<int>();
+    }
     for (const auto& r :
          tx.exec("SELECT group_id, committed, claimed FROM sqlstreams.cursors_" + n)) {
       s.cursor[group_name[r[0].as<int64_t>()]] = {r[1].as<int64_t>(), r[2].as<int64_t>()};
@@ -148,6 +157,7 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
       }
       if (attempt > 0) s.committed_attempts[{g, id, attempt}]++;
       if (attempt > 0 && outcome == "ok") s.ok.insert({g, id});
+      if (attempt > 0 && outcome == "ok") s.ok_commits[{g, id}]++;
       if (outcome == "operator-discard") s.discarded.insert({g, id});
       if (outcome == "operator-retry") s.operator_retried.insert({g, id});
       if (outcome == "operator-rewind") {
@@ -380,6 +390,47 @@ Verdict check(const CheckInput& in, History& h) {
     for (const auto& [g, n] : s.leases) {
       if (n > 0)
         t.violation("stuck", name + "/" + g + ": " + std::to_string(n) + " range leases left");
+    }
+  }
+
+  // The chain: each committed OK outcome of the emitting group wrote its outputs once, whole, and
+  // nothing else wrote any (docs/operating/emits.md). A rewind re-delivers on purpose: its second
+  // OK commit writes a second set, counted the same way.
+  if (auto chain = db.find(kChainStream); chain != db.end() && db.count(kEmittingGroup.first)) {
+    const auto& source = db.at(kEmittingGroup.first);
+    std::map<int64_t, int> commits;  // origin id -> committed OK outcomes of the emitting group
+    for (const auto& [key, n] : source.ok_commits) {
+      if (key.first == kEmittingGroup.second) commits[key.second] = n;
+    }
+    std::set<int64_t> origins;
+    for (const auto& [key, n] : chain->second.outputs) origins.insert(key.first);
+    for (const auto& [id, n] : commits) origins.insert(id);
+    int64_t written = 0;
+    for (int64_t id : origins) {
+      const int k = commits.count(id) ? commits.at(id) : 0;
+      for (int i = 0; i < outputs_of(id) + 1; ++i) {  // one index past the last: must be empty
+        auto it = chain->second.outputs.find({id, i});
+        const int n = it == chain->second.outputs.end() ? 0 : it->second;
+        written += n;
+        const int want = i < outputs_of(id) ? k : 0;
+        if (n != want) {
+          t.violation("emits", where(kEmittingGroup.first, kEmittingGroup.second, id) + " output " +
+                                   std::to_string(i) + " written " + std::to_string(n) +
+                                   " times for " + std::to_string(k) + " committed OK outcomes");
+        }
+      }
+    }
+    t.info("chain outputs", written);
+    // The chain's consumer resolved every output (no producer history covers this stream).
+    const auto& c = chain->second;
+    const int64_t committed = c.cursor.count(kChainGroup) ? c.cursor.at(kChainGroup).first : 0;
+    for (const auto& [id, tag] : c.messages) {
+      const auto key = std::make_pair(kChainGroup, id);
+      auto ex = c.exceptions.find(key);
+      const bool dead = ex != c.exceptions.end() && ex->second.status == "dead";
+      if (c.ok.count(key) || dead || c.discarded.count(key)) continue;
+      t.violation(committed >= id && ex == c.exceptions.end() ? "skipped" : "stuck",
+                  where(kChainStream, kChainGroup, id) + " (" + tag + ") unresolved");
     }
   }
 

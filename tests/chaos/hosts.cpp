@@ -28,8 +28,26 @@ void ChaosHost::write_config() {
       << "retention = \"2s\"\nallow_drop_past_committed = "
       << (s.allow_drop_past_committed ? "true" : "false") << "\n";
   }
+  if (options_.chain) {
+    t << "\n[[streams]]\nname = \"" << kChainStream << "\"\npartition_size = 1000\n";
+  }
+  // The chain's consumer: like g-a, without faults of its own (rewinds and operator actions
+  // pick the producers' streams).
+  if (options_.chain) {
+    t << "\n[[groups]]\nname = \"" << kChainGroup << "\"\nstream = \"" << kChainStream << "\"\n"
+      << "plugin = \"chaos.so\"\nhandler = \"chaos\"\nconcurrency = 4\nbatch_size = 50\n"
+      << "lease_ttl = \"" << options_.lease_ttl << "\"\nhandler_timeout = \"500ms\"\n"
+      << "poll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\naudit = \"all\"\n"
+      << "[groups.retry]\nmax_retries = " << options_.max_retries << "\n"
+      << "initial_backoff = \"50ms\"\nbase_delay = \"50ms\"\nexponent = 2\n"
+      << "max_delay = \"200ms\"\njitter = 0\n"
+      << "[groups.config]\nseed = " << static_cast<int64_t>(options_.seed & 0x7fffffffffff)
+      << "\nrecord_file = \"" << record_file_ << "\"\nhang_ms = 1500\ndelay_ms = 100\n";
+  }
   for (const auto& s : kStreams) {
     for (const auto& g : groups_of(options_)) {
+      const bool emits =
+          options_.chain && s.name == kEmittingGroup.first && g == kEmittingGroup.second;
       t << "\n[[groups]]\nname = \"" << g << "\"\nstream = \"" << s.name << "\"\n"
         << "plugin = \"chaos.so\"\nhandler = \"chaos\"\n"
         << "concurrency = " << (g == "g-b" ? concurrency_b_ : 4) << "\n"
@@ -42,11 +60,13 @@ void ChaosHost::write_config() {
       if (g == kOrderedGroup && options_.ordering_config) {
         t << "ordering = \"key\"\nordering_dead = \"" << ordering_dead_of(s.name) << "\"\n";
       }
+      if (emits) t << "emits = [\"" << kChainStream << "\"]\n";
       t << "[groups.retry]\nmax_retries = " << options_.max_retries << "\n"
         << "initial_backoff = \"50ms\"\nbase_delay = \"50ms\"\nexponent = 2\n"
         << "max_delay = \"200ms\"\njitter = 0\n"
         << "[groups.config]\nseed = " << static_cast<int64_t>(options_.seed & 0x7fffffffffff)
         << "\nrecord_file = \"" << record_file_ << "\"\nhang_ms = 1500\ndelay_ms = 100\n";
+      if (emits) t << "emit_to = \"" << kChainStream << "\"\n";
     }
   }
   std::ofstream out(config_file_ + ".tmp");

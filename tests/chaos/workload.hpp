@@ -54,10 +54,20 @@ struct ChaosOptions {
   // group given the keyed workload — the checker must then report order/overlap/early (how the
   // checker is validated without a runtime that orders, and how it stays honest).
   bool ordering_config = true;
+  // The chain (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default): g-b of chaos.keep
+  // emits outputs_of(id) messages to chaos.chain with each OK call (`emits`), and g-c consumes
+  // chaos.chain; the checker's `emits` invariant holds the outputs to the committed OK outcomes,
+  // one set each.
+  bool chain = true;
 };
 
 inline const std::vector<StreamSpec> kStreams = {{"chaos.keep", false}, {"chaos.lose", true}};
 inline const std::vector<std::string> kGroups = {"g-a", "g-b"};
+// The chain: no producer writes chaos.chain (only the emitting group's commits), and it has no
+// retention, so the checker counts every output ever written.
+inline const std::string kChainStream = "chaos.chain";
+inline const std::pair<std::string, std::string> kEmittingGroup = {"chaos.keep", "g-b"};
+inline const std::string kChainGroup = "g-c";
 inline const std::string kOrderedGroup = "g-o";
 // The group that runs its handlers in child processes (`isolation = "process"`), beside the
 // in-process ones: the fault `replace-plugin` rewrites the plugin file under its children.

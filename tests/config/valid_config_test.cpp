@@ -205,7 +205,13 @@ TEST(ValidConfig, FullFileSetsEveryKey) {
   EXPECT_EQ(audit.audit, AuditMode::kOff);
   EXPECT_EQ(audit.ordering, Ordering::kKey);
   EXPECT_EQ(audit.ordering_dead, OrderingDead::kRelease);  // the default of an ordered group
-  EXPECT_EQ(audit.retry.exponent, 3.0);                    // an integer is accepted for a float
+  EXPECT_EQ(audit.emits, (std::vector<std::string>{"payments.requested", "orders_2"}));
+  EXPECT_EQ(audit.max_emits_per_message, 7);
+  EXPECT_EQ(audit.max_emit_bytes_per_message, 2048);
+  EXPECT_TRUE(g.emits.empty());
+  EXPECT_EQ(g.max_emits_per_message, 100);
+  EXPECT_EQ(g.max_emit_bytes_per_message, int64_t{4} << 20);
+  EXPECT_EQ(audit.retry.exponent, 3.0);  // an integer is accepted for a float
   EXPECT_EQ(audit.retry.jitter, 0.0);
   EXPECT_EQ(audit.retry.max_retries, 3);  // the rest of an inline retry table keeps defaults
 }
@@ -305,7 +311,7 @@ TEST(ConfigSchema, DescribesEveryKeyOnce) {
     EXPECT_FALSE(row.type.empty()) << row.path;
     EXPECT_FALSE(row.description.empty()) << row.path;
   }
-  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 8 + 29 + 6);
+  EXPECT_EQ(rows.size(), 4u + 5 + 11 + 8 + 32 + 6);
   EXPECT_TRUE(paths.count("groups[].retry.max_delay"));
   const auto max_delay = std::find_if(rows.begin(), rows.end(), [](const KeyDoc& r) {
     return r.path == "groups[].retry.max_delay";

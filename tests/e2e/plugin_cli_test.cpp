@@ -43,7 +43,7 @@ TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   ASSERT_EQ(json_code, 0) << json_out;
   const auto doc = nlohmann::json::parse(json_out);
   EXPECT_EQ(doc["name"], "c-fixture");
-  EXPECT_EQ(doc["abi"], "1.2");
+  EXPECT_EQ(doc["abi"], "1.3");
   ASSERT_EQ(doc["handlers"].size(), 2u);
   EXPECT_EQ(doc["handlers"][1]["schema_version"], 2);
   EXPECT_EQ(doc["handlers"][1]["schema_versions"], nlohmann::json::array({2}));

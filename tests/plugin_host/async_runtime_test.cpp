@@ -59,7 +59,7 @@ std::shared_ptr<const void> owned(std::shared_ptr<Message> m) { return m; }
 TEST(AsyncIo, DeclaresAsynchronousAndCompletesOutOfOrderFromItsTimerThread) {
   PluginRegistry registry(kPluginDir);
   const auto& info = registry.load("async_io.so");
-  EXPECT_EQ(info.abi_minor, 2u);
+  EXPECT_EQ(info.abi_minor, 3u);
   ASSERT_EQ(info.handler_infos.size(), 1u);
   EXPECT_TRUE(info.handler_infos[0].asynchronous);
   auto h = registry.create("async_io.so", "timer-io", R"({"delay_ms": 10})", "s", "g");

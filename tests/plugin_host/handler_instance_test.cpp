@@ -56,7 +56,7 @@ TEST_F(CHandler, PassesEveryMessageField) {
   Message m{.payload = "echo", .attempt = 4, .id = 77, .key = "k-9", .schema_version = 2};
   const auto out = echo_->handle(m.view());
   EXPECT_EQ(out.kind, OutcomeKind::kRetry);
-  EXPECT_EQ(out.error, "payments.requested|charge-cards|77|4|2|k-9|1700000000000|96");
+  EXPECT_EQ(out.error, "payments.requested|charge-cards|77|4|2|k-9|1700000000000|104");
   Message keyless{.payload = "echo"};
   EXPECT_NE(echo_->handle(keyless.view()).error.find("|(none)|"), std::string::npos);
 }

@@ -88,14 +88,14 @@ const std::vector<Case> kCases = {
      Step::kLoad,
      "",
      "{}",
-     {"expected plugin ABI v1.0 to v1.2", "found a plugin built for ABI v2.0",
+     {"expected plugin ABI v1.0 to v1.3", "found a plugin built for ABI v2.0",
       "rebuild the plugin against plugin-sdk 1.x"}},
     {"newer_minor",
      "newer_minor.so",
      Step::kLoad,
      "",
      "{}",
-     {"found ABI v1.3, newer than this runtime", "upgrade the SQLStreams runtime"}},
+     {"found ABI v1.4, newer than this runtime", "upgrade the SQLStreams runtime"}},
     {"oversized_manifest",
      "oversized_manifest.so",
      Step::kLoad,
@@ -241,7 +241,7 @@ TEST(LoadErrorFields, CarryPathSymbolExpectedFound) {
   } catch (const PluginLoadError& e) {
     EXPECT_EQ(e.path(), kFixtureDir + "/abi_major_2.so");
     EXPECT_EQ(e.symbol(), "sqlstreams_plugin_manifest_v1");
-    EXPECT_EQ(e.expected(), "plugin ABI v1.0 to v1.2");
+    EXPECT_EQ(e.expected(), "plugin ABI v1.0 to v1.3");
     EXPECT_EQ(e.found(), "a plugin built for ABI v2.0");
   }
 }

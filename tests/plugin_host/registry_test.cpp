@@ -91,7 +91,7 @@ TEST(Registry, LoadsOnceAndDescribesThePlugin) {
   EXPECT_EQ(info.version, "0.1.0");
   EXPECT_EQ(info.sdk_build, "hand-written C");
   EXPECT_EQ(info.abi_major, 1u);
-  EXPECT_EQ(info.abi_minor, 2u);  // c_plugin.c builds against the current header
+  EXPECT_EQ(info.abi_minor, 3u);  // c_plugin.c builds against the current header
   EXPECT_EQ(info.handlers, (std::vector<std::string>{"c-echo", "c-second"}));
   ASSERT_EQ(info.handler_infos.size(), 2u);
   EXPECT_EQ(info.handler_infos[0].schema_version, 1);
@@ -116,6 +116,19 @@ TEST(Registry, PluginsBuiltAgainstOlderFrozenHeadersStillLoad) {
   EXPECT_EQ(v11.handler_infos[1].schema_versions, (std::vector<int32_t>{1, 2, 3}));
   auto second = registry.create("frozen_abi_1_1.so", "c-second", "{}", "s", "g");
   EXPECT_EQ(second->handle(m.view()).kind, sqlstreams::plugin_host::OutcomeKind::kOk);
+
+  // ABI 1.2 (no call_token in its message, no emit in its host API): loads and runs, also in a
+  // group that emits (its payload "emit" is an ordinary OK there).
+  const auto& v12 = registry.load("frozen_abi_1_2.so");
+  EXPECT_EQ(v12.abi_minor, 2u);
+  auto v12_echo = registry.create("frozen_abi_1_2.so", "c-echo", "{}", "s", "g");
+  auto policy = std::make_shared<sqlstreams::plugin_host::EmitPolicy>();
+  policy->max_payload_bytes["test.out"] = 1 << 20;
+  v12_echo->set_emit_policy(policy);
+  plugin_host_test::Message emit{.payload = "emit"};
+  auto outcome = v12_echo->handle(emit.view());
+  EXPECT_EQ(outcome.kind, sqlstreams::plugin_host::OutcomeKind::kOk);
+  EXPECT_TRUE(outcome.outputs.empty());
 }
 
 TEST(Registry, RelativePluginDirAndDotDotInsideItAreFine) {

@@ -12,7 +12,7 @@
   _Static_assert(offsetof(T, f) == (n), "offsetof(" #T ", " #f ") changed");
 SQLSTREAMS_ABI_PINS(C_PIN_SIZE, C_PIN_OFFSET)
 
-_Static_assert(SQLSTREAMS_ABI_MAJOR == 1 && SQLSTREAMS_ABI_MINOR == 2, "ABI version changed");
+_Static_assert(SQLSTREAMS_ABI_MAJOR == 1 && SQLSTREAMS_ABI_MINOR == 3, "ABI version changed");
 _Static_assert(SQLSTREAMS_OUTCOME_UNSET == 0, "a zeroed outcome must mean 'not set'");
 
 #define C_ROW_SIZE(T, n) {"sizeof(" #T ")", sizeof(T), (n)},

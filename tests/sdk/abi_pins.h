@@ -19,13 +19,21 @@
   OFFSET(sqlstreams_type_error, host_ctx, 8)                \
   OFFSET(sqlstreams_type_error, set_error, 16)              \
   OFFSET(sqlstreams_type_error, set_error_key, 24)          \
-  SIZE(sqlstreams_type_host_api, 32)                        \
+  SIZE(sqlstreams_type_host_api, 40)                        \
   OFFSET(sqlstreams_type_host_api, struct_size, 0)          \
   OFFSET(sqlstreams_type_host_api, reserved, 4)             \
   OFFSET(sqlstreams_type_host_api, host_ctx, 8)             \
   OFFSET(sqlstreams_type_host_api, log, 16)                 \
   OFFSET(sqlstreams_type_host_api, complete, 24)            \
-  SIZE(sqlstreams_type_message, 96)                         \
+  OFFSET(sqlstreams_type_host_api, emit, 32)                \
+  SIZE(sqlstreams_type_output, 72)                          \
+  OFFSET(sqlstreams_type_output, struct_size, 0)            \
+  OFFSET(sqlstreams_type_output, schema_version, 4)         \
+  OFFSET(sqlstreams_type_output, stream, 8)                 \
+  OFFSET(sqlstreams_type_output, payload, 24)               \
+  OFFSET(sqlstreams_type_output, message_key, 40)           \
+  OFFSET(sqlstreams_type_output, idempotency_key, 56)       \
+  SIZE(sqlstreams_type_message, 104)                        \
   OFFSET(sqlstreams_type_message, struct_size, 0)           \
   OFFSET(sqlstreams_type_message, schema_version, 4)        \
   OFFSET(sqlstreams_type_message, id, 8)                    \
@@ -36,6 +44,7 @@
   OFFSET(sqlstreams_type_message, group, 48)                \
   OFFSET(sqlstreams_type_message, payload, 64)              \
   OFFSET(sqlstreams_type_message, message_key, 80)          \
+  OFFSET(sqlstreams_type_message, call_token, 96)           \
   SIZE(sqlstreams_type_outcome, 24)                         \
   OFFSET(sqlstreams_type_outcome, struct_size, 0)           \
   OFFSET(sqlstreams_type_outcome, code, 4)                  \

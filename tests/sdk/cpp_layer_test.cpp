@@ -24,10 +24,10 @@ TEST(Manifest, MacroWritesAVersionedManifest) {
   EXPECT_EQ(m->magic, SQLSTREAMS_PLUGIN_MAGIC);
   EXPECT_EQ(m->struct_size, sizeof(sqlstreams_type_manifest));
   EXPECT_EQ(m->abi_major, 1u);
-  EXPECT_EQ(m->abi_minor, 2u);
+  EXPECT_EQ(m->abi_minor, 3u);
   EXPECT_STREQ(m->plugin_name, "sdk-test");
   EXPECT_STREQ(m->plugin_version, "9.9.9");
-  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.2.1 (ABI 1.2)"),
+  EXPECT_NE(std::string(m->sdk_build).find("sqlstreams-plugin-sdk 1.3.0 (ABI 1.3)"),
             std::string::npos);
   ASSERT_EQ(m->handler_count, 2u);
   EXPECT_STREQ(m->handlers[0]->name, "scripted");

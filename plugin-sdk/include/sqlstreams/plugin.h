@@ -3,7 +3,7 @@
  * crosses it. A plugin exports ONE function, sqlstreams_plugin_manifest_v1, returning a static
  * manifest that describes its handlers.
  *
- * Versioning (ABI 1.2; 1.0 and 1.1 plugins load unchanged):
+ * Versioning (ABI 1.3; 1.0, 1.1 and 1.2 plugins load unchanged):
  *   - The host loads a plugin only when abi_major == SQLSTREAMS_ABI_MAJOR and
  *     abi_minor <= the host's SQLSTREAMS_ABI_MINOR, and refuses it otherwise.
  *   - Every struct but the two plain views (str, bytes) starts with uint32_t struct_size (the
@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define SQLSTREAMS_ABI_MAJOR 1
-#define SQLSTREAMS_ABI_MINOR 2
+#define SQLSTREAMS_ABI_MINOR 3
 /* "SQLSTRM1" read as a big-endian 64-bit number. */
 #define SQLSTREAMS_PLUGIN_MAGIC UINT64_C(0x53514C5354524D31)
 /* The name of the one exported entry function (see sqlstreams_on_manifest_fn). */
@@ -150,9 +150,46 @@ typedef void (*sqlstreams_host_log_fn)(void* host_ctx, int32_t level, const char
 typedef bool (*sqlstreams_host_complete_fn)(uint64_t completion_token, int32_t code,
                                             int64_t delay_ms, const char* error, size_t error_len);
 
+/* ABI 1.3: one message a handler emits during a call (see sqlstreams_host_emit_fn).
+ * OWNERSHIP: borrowed for the emit() call only; the host copies every view before it returns.
+ * THREADING: read-only during the call. */
+typedef struct sqlstreams_type_output {
+  uint32_t struct_size;
+  int32_t schema_version;              /* >= 1 */
+  sqlstreams_type_str stream;          /* one of the group's `emits` */
+  sqlstreams_type_bytes payload;       /* a JSON object as text, not NUL-terminated */
+  sqlstreams_type_str message_key;     /* data == NULL: no key */
+  sqlstreams_type_str idempotency_key; /* data == NULL: none (1 .. 255 bytes otherwise) */
+} sqlstreams_type_output;
+
+/* What emit() answers. */
+#define SQLSTREAMS_EMIT_OK 0       /* kept; written iff this call's OK outcome is committed */
+#define SQLSTREAMS_EMIT_REJECTED 1 /* the output is invalid (the reason says why); not kept */
+#define SQLSTREAMS_EMIT_LIMIT 2    /* the call's budget (count or bytes) is spent; not kept */
+#define SQLSTREAMS_EMIT_CLOSED 3   /* the call is over, unknown, or may not emit; not kept */
+
+/* ABI 1.3: emits `output` from the call named by `call_token` (the message's call_token; for
+ * handle_async the completion token). The host checks the output at once — the stream is one
+ * the group declares in `emits`, the payload a JSON object within the stream's
+ * max_payload_bytes, the schema version >= 1, the keys within their limits, the call's budget
+ * (the group's max_emits_per_message and max_emit_bytes_per_message) — and keeps a copy with
+ * the call. The kept outputs are written to their streams in the same transaction that commits
+ * the call's OK outcome, and only then: RETRY, DELAY, TERMINAL, a timeout, a lost lease, a crash
+ * of the host write none of them. A call that is handled again emits again; only the committed
+ * call's outputs appear. On a refusal the host writes NUL-terminated text saying why into
+ * `reason` (at most reason_size bytes; reason may be NULL).
+ * OWNERSHIP: `output` and its views are borrowed for the call; `reason` is the plugin's buffer.
+ *   The function is host code valid for the life of the process (a stale token is CLOSED).
+ * THREADING: any thread, concurrently, while the call it names is in progress (for
+ *   handle_async: until the plugin completes the message). */
+typedef int32_t (*sqlstreams_host_emit_fn)(uint64_t call_token,
+                                           const sqlstreams_type_output* output, char* reason,
+                                           size_t reason_size);
+
 /* What the host offers one handler instance; handed to create().
  * ABI 1.2 appends `complete` (non-NULL in every 1.2 host; a plugin may check
- * SQLSTREAMS_HAS_FIELD(api, sqlstreams_type_host_api, complete)).
+ * SQLSTREAMS_HAS_FIELD(api, sqlstreams_type_host_api, complete)). ABI 1.3 appends `emit`
+ * (non-NULL in every 1.3 host).
  * OWNERSHIP: host-owned; the pointer and host_ctx stay valid until destroy() of that instance
  *   returns, so an instance may keep them (copy `complete` to call it later).
  * THREADING: every function may be called from any thread. */
@@ -162,9 +199,12 @@ typedef struct sqlstreams_type_host_api {
   void* host_ctx;    /* opaque; pass back to the functions below */
   sqlstreams_host_log_fn log;
   sqlstreams_host_complete_fn complete; /* ABI 1.2 */
+  sqlstreams_host_emit_fn emit;         /* ABI 1.3 */
 } sqlstreams_type_host_api;
 
 /* One message handed to handle().
+ * ABI 1.3 appends call_token: what host_api->emit names the call by. It is 0 when the group
+ * declares no `emits` (emit then answers CLOSED); for handle_async it is the completion token.
  * OWNERSHIP: host-owned; the struct and every view in it (stream, group, payload,
  *   message_key) are borrowed for the duration of the handle() call only: copy what you keep.
  * THREADING: read-only; each call gets its own message. */
@@ -179,6 +219,7 @@ typedef struct sqlstreams_type_message {
   sqlstreams_type_str group;
   sqlstreams_type_bytes payload;   /* JSON text, not NUL-terminated */
   sqlstreams_type_str message_key; /* data == NULL when the message has no key */
+  uint64_t call_token;             /* ABI 1.3: for host_api->emit; 0 = this call may not emit */
 } sqlstreams_type_message;
 
 /* What handle() decided. The host zeroes it, fills struct_size and error, and the plugin sets

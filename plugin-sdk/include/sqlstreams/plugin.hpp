@@ -1,8 +1,8 @@
 // sqlstreams/plugin.hpp — the C++ layer for handler authors; header-only, compiled INTO the
 // plugin, on top of the C ABI in sqlstreams/plugin.h (nothing from here crosses the boundary).
-// Owns: Result and its helpers (ok, retry, delay, terminal), MessageContext, Host (logging),
-// TypedHandler<Payload>, AsyncTypedHandler<Payload> with Completion (ABI 1.2) and the
-// SQLSTREAMS_PLUGIN export macro.
+// Owns: Result and its helpers (ok, retry, delay, terminal), MessageContext (with emit, ABI
+// 1.3), Host (logging), TypedHandler<Payload>, AsyncTypedHandler<Payload> with Completion (ABI
+// 1.2) and the SQLSTREAMS_PLUGIN export macro.
 // Threading: a handler declaring `static constexpr bool kConcurrent = true` gets handle()
 // called from many threads at once on one object; otherwise the host serialises the calls.
 //
@@ -43,6 +43,14 @@
 //       });
 //     }
 //   };
+//
+// Outputs committed with the ack (ABI 1.3): a handler of a group that declares `emits` hands
+// messages to other streams through its context; the host writes them in the transaction that
+// commits the call's OK outcome, and only then (docs/operating/emits.md):
+//   m.emit("orders.enriched", Enriched{...});                    // T::kSchemaVersion, or 1
+//   m.emit("orders.enriched", Enriched{...}, {.key = "o-17"});   // keyed like its source
+//   m.emit_json("audit", R"({"seen": 17})");
+// A refused emit throws EmitError (uncaught: a RETRY with its reason).
 #pragma once
 
 #include <sqlstreams/plugin.h>
@@ -63,7 +71,7 @@
 
 #include "sqlstreams/config_reader.hpp"
 
-#define SQLSTREAMS_SDK_VERSION "1.2.1"
+#define SQLSTREAMS_SDK_VERSION "1.3.0"
 
 namespace sqlstreams {
 
@@ -93,6 +101,25 @@ class TerminalError : public std::runtime_error {
 // No retry can fix this message: dead-letter it now with `error`.
 [[noreturn]] inline void terminal(const std::string& error) { throw TerminalError(error); }
 
+// An emit the host refused (ABI 1.3): code() is SQLSTREAMS_EMIT_REJECTED, _LIMIT or _CLOSED,
+// what() the host's reason. A handler that lets it escape gets a RETRY carrying that reason.
+class EmitError : public std::runtime_error {
+ public:
+  EmitError(int32_t code, const std::string& reason) : std::runtime_error(reason), code_(code) {}
+  int32_t code() const noexcept { return code_; }
+
+ private:
+  int32_t code_;
+};
+
+// What an output carries besides its stream and payload. schema_version nullopt: the emitted
+// type's kSchemaVersion when it declares one, else 1.
+struct EmitOptions {
+  std::optional<std::string_view> key;              // the output's message_key
+  std::optional<int32_t> schema_version;            // >= 1
+  std::optional<std::string_view> idempotency_key;  // 1 .. 255 bytes (the stream's window)
+};
+
 // Everything about one message except its decoded payload. Views are borrowed for the call.
 struct MessageContext {
   int64_t id = 0;
@@ -103,6 +130,45 @@ struct MessageContext {
   int32_t attempt = 1;  // 1 = first delivery
   std::optional<std::string_view> message_key;
   int64_t created_at_unix_ms = 0;
+  // ABI 1.3: what emit() reaches (0 / NULL: this call may not emit; emit() throws CLOSED).
+  uint64_t call_token = 0;
+  sqlstreams_host_emit_fn emit_fn = nullptr;
+
+  // Emits `json` (a JSON object as text) to the stream `to`, one of the group's `emits`: written
+  // iff this call's OK outcome commits. Any thread, until the call returns (an async handler: until
+  // it completes). Throws EmitError when the host refuses it.
+  void emit_json(std::string_view to, std::string_view json,
+                 const EmitOptions& options = {}) const {
+    sqlstreams_type_output out{};
+    out.struct_size = sizeof out;
+    out.schema_version = options.schema_version.value_or(1);
+    out.stream = {to.data(), to.size()};
+    out.payload = {reinterpret_cast<const uint8_t*>(json.data()), json.size()};
+    if (options.key) out.message_key = {options.key->data(), options.key->size()};
+    if (options.idempotency_key) {
+      out.idempotency_key = {options.idempotency_key->data(), options.idempotency_key->size()};
+    }
+    if (emit_fn == nullptr) {
+      throw EmitError(SQLSTREAMS_EMIT_CLOSED,
+                      "this host cannot emit (it speaks plugin ABI 1.2 or older)");
+    }
+    char reason[512] = {0};
+    const int32_t code = emit_fn(call_token, &out, reason, sizeof reason);
+    if (code != SQLSTREAMS_EMIT_OK) {
+      throw EmitError(code, reason[0] != '\0' ? std::string(reason)
+                                              : "emit refused with code " + std::to_string(code));
+    }
+  }
+  // Emits `value` serialised with nlohmann/json (to_json) as above.
+  template <class T>
+  void emit(std::string_view to, const T& value, EmitOptions options = {}) const {
+    if (!options.schema_version) {
+      if constexpr (requires { T::kSchemaVersion; }) {
+        options.schema_version = static_cast<int32_t>(T::kSchemaVersion);
+      }
+    }
+    emit_json(to, nlohmann::json(value).dump(), options);
+  }
 };
 
 enum class LogLevel : int32_t {
@@ -126,6 +192,8 @@ class Host {
   }
   // The host's completion function (ABI 1.2; NULL from an older or fake host without it).
   sqlstreams_host_complete_fn completer() const noexcept { return api_.complete; }
+  // The host's emit function (ABI 1.3; NULL from an older host).
+  sqlstreams_host_emit_fn emitter() const noexcept { return api_.emit; }
   void log(LogLevel level, std::string_view text) const noexcept {
     if (api_.log != nullptr)
       api_.log(api_.host_ctx, static_cast<int32_t>(level), text.data(), text.size());

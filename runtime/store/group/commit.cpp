@@ -2,6 +2,7 @@
 // refuses, resolving in-doubt commits) and lease renewal.
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 #include "store/core/chaos_plant.hpp"
@@ -23,7 +24,13 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
                                             std::vector<RejectedWrite>* isolate) {
   in_doubt_.reset();
   if (ranges.empty()) return {};
-  return guarded(session_, "commit ranges", [&] {
+  std::vector<const EmittedMessage*> all_outputs;
+  for (const auto& r : ranges) {
+    for (const auto& o : r.outputs) all_outputs.push_back(&o);
+  }
+  std::map<std::string, std::pair<int64_t, size_t>> written;
+  auto committed_ranges = guarded(session_, "commit ranges", [&] {
+    prepare_outputs(all_outputs);
     auto& conn = connection_of(session_);
     pqxx::work tx(conn);
     std::vector<std::string> complete, partial;
@@ -60,10 +67,15 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     std::vector<FailedMessage> failures;
     std::vector<AuditEntry> audit;
     std::vector<bool> committed;
+    std::vector<const EmittedMessage*> outputs;  // of the ranges still ours, in range order
     for (const auto& r : ranges) {
       bool ok = ours.count(r.token) > 0 || chaos_plant("commit-without-token");  // test builds
       committed.push_back(ok);
-      if (!ok) continue;  // lease lost to a reclaim: discard these outcomes
+      // Test builds: the planted defect writes a lost range's outputs (tests/chaos `emits`).
+      if (ok || chaos_plant("emit-without-token")) {
+        for (const auto& o : r.outputs) outputs.push_back(&o);
+      }
+      if (!ok) continue;  // lease lost to a reclaim: discard these outcomes and outputs
       if (isolate != nullptr) {
         insert_exceptions_isolated(tx, tables_.exceptions, tables_.messages, group_id_, r.failures,
                                    *isolate);
@@ -75,10 +87,13 @@ std::vector<bool> GroupStore::commit_ranges(const std::vector<RangeCommit>& rang
     }
     insert_exceptions(tx, tables_.exceptions, tables_.messages, group_id_, failures);
     insert_audit(tx, tables_.deliveries, group_id_, holder_, audit);
+    written = write_outputs(tx, outputs);
     if (!ours.empty()) in_doubt_ = InDoubtCommit{xid, committed};
     commit_keeping_doubt(tx, in_doubt_);
     return committed;
   });
+  make_room_after(written);
+  return committed_ranges;
 }
 
 InDoubtResolution GroupStore::resolve_in_doubt() {

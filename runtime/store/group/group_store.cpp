@@ -158,11 +158,13 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                   message_still_stored(tables_.messages)));
   commit_partial_ = statement(
       kCommitPartial,
+      // The token is consumed (a new one for the rest, which nobody holds): a partial commit
+      // replayed after an in-doubt COMMIT finds no lease and writes its outputs no second time.
       fmt::format("WITH l AS (UPDATE {0} l SET low = GREATEST(l.low, p.low), expires_at = "
-                  "'-infinity' FROM "
+                  "'-infinity', token = gen_random_uuid() FROM "
                   "unnest($2::uuid[], $3::bigint[]) AS p(token, low), {0} was WHERE "
                   "l.group_id = $1 AND l.token = p.token AND was.group_id = l.group_id AND "
-                  "was.token = l.token RETURNING l.token, was.low AS old_low, p.low AS "
+                  "was.token = p.token RETURNING was.token, was.low AS old_low, p.low AS "
                   "upto), old AS (DELETE FROM {1} e USING l WHERE e.group_id = $1 AND "
                   "e.message_id > l.old_low AND e.message_id <= l.upto AND e.status <> "
                   "'inflight' AND {3}) "

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +27,12 @@
 #include "store/group/fence_holders.hpp"
 #include "store/group/ordering_mode.hpp"
 #include "store/group/range_cache.hpp"
+#include "store/produce/producer.hpp"
 #include "store/reporting/group_lifecycle.hpp"
+
+namespace pqxx {
+class dbtransaction;
+}  // namespace pqxx
 
 namespace sqlstreams::store {
 
@@ -141,12 +148,22 @@ struct AuditEntry {
                  // database time)
 };
 
+// One message a handler emitted during a call whose OK outcome this commit writes
+// (docs/operating/emits.md): checked when emitted, written to `stream` in the same transaction as
+// the outcome, and only if its lease or row token still matched.
+struct EmittedMessage {
+  std::string stream;
+  NewMessage message;
+};
+
 struct RangeCommit {
   std::string token;
   int64_t resolved_upto = 0;  // == high for a complete range; less = partial (shutdown)
   bool complete = true;
   std::vector<FailedMessage> failures;
   std::vector<AuditEntry> audit;
+  // The outputs of the succeeded messages up to resolved_upto, in id order then emit order.
+  std::vector<EmittedMessage> outputs;
 };
 
 // A due exception row claimed for another attempt (status set to `inflight` under a row lease).
@@ -179,6 +196,7 @@ struct RetryResult {
   // is left (its chain's earlier rows succeed in this commit or before); otherwise the row goes
   // back to `deferred` and the result reports not committed.
   bool chained = false;
+  std::vector<EmittedMessage> outputs;  // a success's outputs, in emit order
 };
 
 // Statement 1 of the cursor advancer, read in one snapshot.
@@ -368,6 +386,15 @@ class GroupStore {
       renew_, advance_read_, advance_apply_, gate_, gate_anything_;
   OrderingMode ordering_ = OrderingMode::kNone;
   std::optional<InDoubtCommit> in_doubt_;
+  // Writes the outputs of a commit (emits.cpp); made on the first commit that has any.
+  std::unique_ptr<Producer> emitter_;
+  // Before a commit's transaction: looks up every target stream of `outputs` (a statement of its
+  // own). In it: owns an xid (Rule 1) and inserts them, one statement per stream, in order; returns
+  // per stream the highest id and the count (for make_room_after() once it committed).
+  void prepare_outputs(const std::vector<const EmittedMessage*>& outputs);
+  std::map<std::string, std::pair<int64_t, size_t>> write_outputs(
+      pqxx::dbtransaction& tx, const std::vector<const EmittedMessage*>& outputs);
+  void make_room_after(const std::map<std::string, std::pair<int64_t, size_t>>& written);
 };
 
 }  // namespace sqlstreams::store

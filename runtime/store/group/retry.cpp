@@ -164,7 +164,13 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
                                              std::vector<RejectedWrite>* isolate) {
   in_doubt_.reset();
   if (results.empty()) return {};
-  return guarded(session_, "commit retries", [&] {
+  std::vector<const EmittedMessage*> all_outputs;
+  for (const auto& r : results) {
+    for (const auto& o : r.outputs) all_outputs.push_back(&o);
+  }
+  std::map<std::string, std::pair<int64_t, size_t>> written;
+  auto committed_results = guarded(session_, "commit retries", [&] {
+    prepare_outputs(all_outputs);
     pqxx::work tx(connection_of(session_));
     std::vector<int64_t> ok_ids, back_ids, chain_ids;
     std::vector<std::string> ok_tok, back_tok, chain_tok;
@@ -257,6 +263,7 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     }
     std::vector<AuditEntry> audit;
     std::vector<bool> committed;
+    std::vector<const EmittedMessage*> outputs;  // of the successes whose row was ours
     for (const auto& r : results) {
       bool ok = ours.count(r.token) > 0;
       committed.push_back(ok);
@@ -264,7 +271,11 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
         audit.push_back(*r.audit);
         audit.back().message_id = r.message_id;
       }
+      if (ok && !r.decision && !r.hand_back) {
+        for (const auto& o : r.outputs) outputs.push_back(&o);
+      }
     }
+    written = write_outputs(tx, outputs);
     if (isolate != nullptr && !audit.empty()) {
       insert_audit_isolated(tx, tables_.deliveries, group_id_, holder_, audit, *isolate);
     } else if (isolate == nullptr) {
@@ -279,6 +290,8 @@ std::vector<bool> GroupStore::commit_retries(const std::vector<RetryResult>& res
     commit_keeping_doubt(tx, in_doubt_);
     return committed;
   });
+  make_room_after(written);
+  return committed_results;
 }
 
 std::vector<std::string> GroupStore::renew_retry_leases(const std::vector<std::string>& tokens,

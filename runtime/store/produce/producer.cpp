@@ -23,6 +23,7 @@ constexpr StatementName kLastValue{"heal_last_value"};
 constexpr StatementName kOwnXidNotify{"own_xid_notify"};
 constexpr StatementName kOwnXid{"own_xid"};
 constexpr StatementName kProduce{"produce"};
+constexpr StatementName kNotifyWithin{"notify_within"};
 
 }  // namespace
 
@@ -355,6 +356,84 @@ bool Producer::fits_when_stored(std::string_view json, int64_t max_bytes) {
   return true;
 }
 
+void Producer::insert_rows(pqxx::transaction_base& tx, pqxx::connection_base& conn, StreamState& st,
+                           const std::vector<NewMessage>& messages, size_t begin, size_t end,
+                           bool single, const std::string& channel, std::vector<int64_t>& out) {
+  std::vector<std::string_view> payloads;
+  std::vector<int64_t> versions;
+  std::vector<std::optional<std::string>> keys;
+  std::vector<std::optional<std::string>> idempotency_keys;
+  bool any_key = false, any_version = false, check = false, keyed = false;
+  for (size_t i = begin; i < end; ++i) {
+    check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
+    payloads.emplace_back(messages[i].payload);
+    versions.push_back(messages[i].schema_version);
+    keys.push_back(messages[i].key);
+    idempotency_keys.push_back(messages[i].idempotency_key);
+    any_key |= messages[i].key.has_value();
+    keyed |= messages[i].idempotency_key.has_value();
+    any_version |= messages[i].schema_version != 1;
+  }
+  const std::string array = jsonb_binary_array(payloads);
+  // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
+  const size_t v =
+      insert_variant(session_.schema_sql(), st, single, any_version, any_key, check, keyed);
+  const pqxx::binarystring bytes(array.data(), array.size());
+  const std::string versions_param = any_version ? int_array(versions) : "{}";
+  const std::string keys_param = any_key ? text_array(keys) : "{}";
+  const auto offset = static_cast<int64_t>(begin);
+  const bool notify = single && st.ref.notify;
+  pqxx::result r;
+  if (keyed) {
+    // Every parameter, always (keyed_insert_sql).
+    r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                      st.ref.max_payload_bytes, channel, text_array(idempotency_keys));
+  } else if (check && notify) {
+    r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                      st.ref.max_payload_bytes, channel);
+  } else if (check) {
+    r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
+                      st.ref.max_payload_bytes);
+  } else if (notify) {
+    r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, channel);
+  } else {
+    r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
+  }
+  for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+}
+
+void Producer::prepare(const std::string& stream) { (void)stream_state(stream); }
+
+std::vector<int64_t> Producer::insert_within(pqxx::transaction_base& tx,
+                                             pqxx::connection_base& conn, const std::string& stream,
+                                             const std::vector<NewMessage>& messages) {
+  std::vector<int64_t> out;
+  if (messages.empty()) return out;
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
+    throw std::logic_error("Producer::insert_within: prepare('" + stream + "') first");
+  }
+  StreamState& st = it->second;
+  const StreamTables tables(session_.schema_sql(), st.ref.id);
+  if (st.ref.notify) {
+    static const Statement kNotifyOnly{prepared_name(kNotifyWithin), "SELECT pg_notify($1, '')"};
+    exec_prepared(tx, conn, kNotifyOnly, tables.channel());
+  }
+  out.reserve(messages.size());
+  insert_rows(tx, conn, st, messages, 0, messages.size(), /*single=*/false, tables.channel(), out);
+  return out;
+}
+
+void Producer::make_room(const std::string& stream, int64_t top, size_t n) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  StreamState& st = it->second;
+  const auto count = static_cast<int64_t>(n);
+  if (st.partitions_upto > 0 && top + count < st.partitions_upto) return;
+  st.partitions_upto = ensure_partitions(
+      session_, st.ref.id, top + (st.partitions_upto > 0 ? st.ref.partition_size / 2 : 0) + count);
+}
+
 std::vector<int64_t> Producer::insert_batch(StreamState& st,
                                             const std::vector<NewMessage>& messages,
                                             const BatchOptions& options) {
@@ -364,53 +443,9 @@ std::vector<int64_t> Producer::insert_batch(StreamState& st,
   // (and sends the NOTIFY hint) first.
   const bool single = messages.size() <= chunk;
   const std::string channel = StreamTables(session_.schema_sql(), st.ref.id).channel();
-  std::vector<std::string_view> payloads;
-  std::vector<int64_t> versions;
-  std::vector<std::optional<std::string>> keys;
-  std::vector<std::optional<std::string>> idempotency_keys;
   auto insert_chunk = [&](pqxx::transaction_base& tx, pqxx::connection_base& conn, size_t begin,
                           size_t end, std::vector<int64_t>& out) {
-    payloads.clear();
-    versions.clear();
-    keys.clear();
-    idempotency_keys.clear();
-    bool any_key = false, any_version = false, check = false, keyed = false;
-    for (size_t i = begin; i < end; ++i) {
-      check = check || !needs_no_check(messages[i].payload, st.ref.max_payload_bytes);
-      payloads.emplace_back(messages[i].payload);
-      versions.push_back(messages[i].schema_version);
-      keys.push_back(messages[i].key);
-      idempotency_keys.push_back(messages[i].idempotency_key);
-      any_key |= messages[i].key.has_value();
-      keyed |= messages[i].idempotency_key.has_value();
-      any_version |= messages[i].schema_version != 1;
-    }
-    const std::string array = jsonb_binary_array(payloads);
-    // Absent versions/keys travel as empty arrays (every variant names $2 and $3).
-    const size_t v =
-        insert_variant(session_.schema_sql(), st, single, any_version, any_key, check, keyed);
-    const pqxx::binarystring bytes(array.data(), array.size());
-    const std::string versions_param = any_version ? int_array(versions) : "{}";
-    const std::string keys_param = any_key ? text_array(keys) : "{}";
-    const auto offset = static_cast<int64_t>(begin);
-    const bool notify = single && st.ref.notify;
-    pqxx::result r;
-    if (keyed) {
-      // Every parameter, always (keyed_insert_sql).
-      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
-                        st.ref.max_payload_bytes, channel, text_array(idempotency_keys));
-    } else if (check && notify) {
-      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
-                        st.ref.max_payload_bytes, channel);
-    } else if (check) {
-      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, offset,
-                        st.ref.max_payload_bytes);
-    } else if (notify) {
-      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param, channel);
-    } else {
-      r = exec_prepared(tx, conn, st.insert[v], bytes, versions_param, keys_param);
-    }
-    for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+    insert_rows(tx, conn, st, messages, begin, end, single, channel, out);
     if (options.progress) options.progress(out.size());
   };
   auto ids = guarded(session_, "produce", [&] {

@@ -40,6 +40,11 @@
 #include "store/core/statement.hpp"
 #include "store/schema/catalog.hpp"
 
+namespace pqxx {  // libpqxx stays inside store/: only the committer's transaction passes these
+class transaction_base;
+class connection_base;
+}  // namespace pqxx
+
 namespace sqlstreams::store {
 
 // A message key identifies or orders messages (an order id): 1 KiB is ample, and bounded keys
@@ -84,6 +89,20 @@ class Producer {
     return produce_batch(stream, messages, BatchOptions{});
   }
 
+  // Outputs committed with the ack (docs/operating/emits.md): the committer produces inside
+  // its own commit transaction. prepare() looks the stream up (a statement of its own: call it
+  // before that transaction opens); insert_within() then inserts `messages` in `tx` — which
+  // owns its xid already (Rule 1) — as one statement (plus the stream's NOTIFY hint) and returns
+  // their ids in input order. It creates no partition (no DDL in a producing transaction): an
+  // id past them lands in the default partition (V007), and make_room() after the commit
+  // creates ahead as produce_batch does. Throws pqxx errors as they come (the caller's commit
+  // classifies them).
+  void prepare(const std::string& stream);
+  std::vector<int64_t> insert_within(pqxx::transaction_base& tx, pqxx::connection_base& conn,
+                                     const std::string& stream,
+                                     const std::vector<NewMessage>& messages);
+  void make_room(const std::string& stream, int64_t top, size_t n);
+
   // Each payload's size as the SQL functions measure it (octet_length(payload::jsonb::text)),
   // in input order. Throws StoreError when PostgreSQL refuses the JSON.
   std::vector<int64_t> stored_sizes(const std::vector<std::string>& payloads);
@@ -117,6 +136,10 @@ class Producer {
   StreamState& stream_state(const std::string& stream);
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
                                     const BatchOptions& options);
+  // messages[begin, end) as one INSERT in `tx`; appends their ids to `out`.
+  void insert_rows(pqxx::transaction_base& tx, pqxx::connection_base& conn, StreamState& st,
+                   const std::vector<NewMessage>& messages, size_t begin, size_t end, bool single,
+                   const std::string& channel, std::vector<int64_t>& out);
 
   // Builds (once) the INSERT of a variant; returns its index in `insert`.
   static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool single,

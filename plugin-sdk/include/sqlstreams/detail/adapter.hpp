@@ -115,8 +115,11 @@ Payload decode(std::string_view text) {
   }
 }
 
-inline MessageContext context_of(const sqlstreams_type_message& m) noexcept {
+inline MessageContext context_of(const sqlstreams_type_message& m,
+                                 sqlstreams_host_emit_fn emit) noexcept {
   MessageContext c;
+  c.call_token = m.call_token;
+  c.emit_fn = emit;
   c.id = m.id;
   c.stream = {m.stream.data != nullptr ? m.stream.data : "", m.stream.len};
   c.group = {m.group.data != nullptr ? m.group.data : "", m.group.len};
@@ -369,7 +372,7 @@ struct Adapter {
       if (auto fn = self->host.completer()) fn(token, SQLSTREAMS_OUTCOME_RETRY, 0, nullptr, 0);
       return;
     }
-    start(*self->handler, context_of(read_sized(message)), std::move(state));
+    start(*self->handler, context_of(read_sized(message), self->host.emitter()), std::move(state));
   }
 
   static void handle(void* instance, const sqlstreams_type_message* message,
@@ -379,10 +382,11 @@ struct Adapter {
       auto* self = static_cast<Instance*>(instance);
       if constexpr (kAsync) {
         auto waiting = std::make_shared<WaitingCompletion>();
-        start(*self->handler, context_of(read_sized(message)), waiting);
+        start(*self->handler, context_of(read_sized(message), self->host.emitter()), waiting);
         write_outcome(outcome, waiting->wait());
       } else {
-        write_outcome(outcome, run(*self->handler, context_of(read_sized(message))));
+        write_outcome(outcome,
+                      run(*self->handler, context_of(read_sized(message), self->host.emitter())));
       }
     } catch (...) {  // only allocation failure can get here
       outcome->code = SQLSTREAMS_OUTCOME_RETRY;

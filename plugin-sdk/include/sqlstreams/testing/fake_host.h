@@ -73,6 +73,13 @@ typedef struct sqlstreams_fake_outcome {
   int32_t code; /* SQLSTREAMS_OUTCOME_* (UNSET when the handler set none) */
   int64_t delay_ms;
   char error[SQLSTREAMS_FAKE_TEXT_MAX]; /* "" when the handler set no text */
+  /* ABI 1.3: what the call emitted (host_api->emit), whatever its outcome: the real host
+   * writes them only with an OK outcome. The fake accepts any stream. */
+  int emit_count;
+  int32_t last_emit_schema_version;
+  char last_emit_stream[SQLSTREAMS_FAKE_TEXT_MAX];
+  char last_emit_payload[SQLSTREAMS_FAKE_TEXT_MAX];
+  char last_emit_key[SQLSTREAMS_FAKE_TEXT_MAX]; /* "" when it had none */
 } sqlstreams_fake_outcome;
 
 typedef struct sqlstreams_fake_host {
@@ -150,6 +157,50 @@ static inline sqlstreams_fake_async_slot_* sqlstreams_fake_async_slot_of_(uint64
   return &sqlstreams_fake_async_()->slots[(token - 1) % SQLSTREAMS_FAKE_ASYNC_SLOTS];
 }
 
+/* The synchronous call in progress (handle(): one at a time per process in the C fake) and the
+ * outcome its emits are recorded into. */
+typedef struct sqlstreams_fake_sync_call_ {
+  uint64_t token;
+  sqlstreams_fake_outcome* into;
+} sqlstreams_fake_sync_call_;
+
+static inline sqlstreams_fake_sync_call_* sqlstreams_fake_sync_call_state_(void) {
+  static sqlstreams_fake_sync_call_ call; /* zero: no call */
+  return &call;
+}
+
+static inline void sqlstreams_fake_record_emit_(sqlstreams_fake_outcome* into,
+                                                const sqlstreams_type_output* o) {
+  ++into->emit_count;
+  into->last_emit_schema_version = o->schema_version;
+  sqlstreams_fake_copy_text_(into->last_emit_stream, o->stream.data, o->stream.len);
+  sqlstreams_fake_copy_text_(into->last_emit_payload, (const char*)o->payload.data, o->payload.len);
+  sqlstreams_fake_copy_text_(into->last_emit_key, o->message_key.data, o->message_key.len);
+}
+
+/* host_api->emit (ABI 1.3): records into the call's outcome; CLOSED for a token that names no
+ * call in progress. */
+static inline int32_t sqlstreams_fake_emit_(uint64_t token, const sqlstreams_type_output* o,
+                                            char* reason, size_t reason_size) {
+  sqlstreams_fake_sync_call_* call = sqlstreams_fake_sync_call_state_();
+  sqlstreams_fake_outcome* into = NULL;
+  if (token != 0 && call->token == token) {
+    into = call->into;
+  } else if (token != 0) {
+    sqlstreams_fake_async_slot_* slot = sqlstreams_fake_async_slot_of_(token);
+    if (__atomic_load_n(&slot->pending, __ATOMIC_ACQUIRE) == token) into = &slot->outcome;
+  }
+  if (into == NULL || o == NULL) {
+    if (reason != NULL && reason_size > 0) {
+      sqlstreams_fake_copy_text_(reason, "fake host: no call in progress has this token",
+                                 reason_size > 46 ? 45 : reason_size - 1);
+    }
+    return SQLSTREAMS_EMIT_CLOSED;
+  }
+  sqlstreams_fake_record_emit_(into, o);
+  return SQLSTREAMS_EMIT_OK;
+}
+
 /* host_api->complete: any thread. */
 static inline bool sqlstreams_fake_complete_(uint64_t token, int32_t code, int64_t delay_ms,
                                              const char* error, size_t error_len) {
@@ -221,6 +272,7 @@ static inline bool sqlstreams_fake_host_create(sqlstreams_fake_host* host,
   host->api.host_ctx = host;
   host->api.log = sqlstreams_fake_log_;
   host->api.complete = sqlstreams_fake_complete_;
+  host->api.emit = sqlstreams_fake_emit_;
   if (h == NULL) {
     const char* msg = "no handler of that name in the manifest";
     sqlstreams_fake_copy_text_(host->error, msg, strlen(msg));
@@ -275,7 +327,12 @@ static inline sqlstreams_fake_outcome sqlstreams_fake_host_handle_message(
   sqlstreams_fake_build_message_(m, &msg);
   out.struct_size = (uint32_t)sizeof out;
   out.error = &e.slot;
+  msg.call_token = ++sqlstreams_fake_async_()->next_token; /* one counter for every call */
+  sqlstreams_fake_sync_call_state_()->token = msg.call_token;
+  sqlstreams_fake_sync_call_state_()->into = &result;
   host->handler->handle(host->instance, &msg, &out);
+  sqlstreams_fake_sync_call_state_()->token = 0;
+  sqlstreams_fake_sync_call_state_()->into = NULL;
   result.code = out.code;
   result.delay_ms = out.delay_ms;
   if (e.set) memcpy(result.error, e.text, sizeof result.error);
@@ -314,6 +371,7 @@ static inline uint64_t sqlstreams_fake_host_start(sqlstreams_fake_host* host,
   slot->owner = host;
   memset(&slot->outcome, 0, sizeof slot->outcome);
   sqlstreams_fake_build_message_(m, &slot->message);
+  slot->message.call_token = token;
   __atomic_store_n(&slot->done, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&slot->pending, token, __ATOMIC_RELEASE);
   host->handler->handle_async(host->instance, &slot->message, token);

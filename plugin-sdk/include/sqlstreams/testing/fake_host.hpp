@@ -15,12 +15,19 @@
 // completed from whatever thread the handler completes on:
 //   auto f = host.start({.payload = R"({"url":"x"})"});
 //   EXPECT_EQ(f.get().code, SQLSTREAMS_OUTCOME_OK);
+// Emits (ABI 1.3) are recorded with the call's outcome, whatever the outcome is (the host writes
+// them only with OK); allow_emits() makes other streams REJECTED, as an undeclared one is:
+//   host.allow_emits({"orders.enriched"});
+//   auto out = host.handle({.payload = R"({"id": 17})"});
+//   EXPECT_EQ(out.outputs.at(0).stream, "orders.enriched");
 #pragma once
 
 #include <sqlstreams/plugin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <map>
 #include <memory>
@@ -81,10 +88,20 @@ struct FakeMessage {
   int64_t created_at_unix_ms = 0;
 };
 
+// One output a call emitted (ABI 1.3).
+struct FakeOutput {
+  std::string stream;
+  std::string payload;
+  int32_t schema_version = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> idempotency_key;
+};
+
 struct FakeOutcome {
   int32_t code = SQLSTREAMS_OUTCOME_UNSET;  // SQLSTREAMS_OUTCOME_*
   int64_t delay_ms = 0;
   std::string error;
+  std::vector<FakeOutput> outputs;  // what the call emitted, in order
 };
 
 struct FakeLogLine {
@@ -122,8 +139,12 @@ class FakeHost {
  public:
   // Calls create(); throws std::runtime_error with the plugin's error when it fails.
   explicit FakeHost(const sqlstreams_type_handler& d, std::string_view config = "{}")
-      : d_(d),
-        api_{sizeof(sqlstreams_type_host_api), 0, this, &FakeHost::log, &FakeHost::complete} {
+      : d_(d), api_{sizeof(sqlstreams_type_host_api),
+                    0,
+                    this,
+                    &FakeHost::log,
+                    &FakeHost::complete,
+                    &FakeHost::emit} {
     FakeErrorSlot error;
     if (!d_.create(&api_, config.data(), config.size(), &instance_, error.get())) {
       throw std::runtime_error(error.text().value_or("create failed without an error message"));
@@ -136,6 +157,11 @@ class FakeHost {
     std::lock_guard<std::mutex> lock(registry().mu);
     std::erase_if(registry().pending, [&](const auto& kv) { return kv.second->owner == this; });
   }
+  // From now on an emit to a stream outside `streams` is REJECTED (default: any stream).
+  void allow_emits(std::vector<std::string> streams) {
+    std::lock_guard<std::mutex> lock(registry().mu);
+    allowed_ = std::move(streams);
+  }
   FakeHost(const FakeHost&) = delete;
   FakeHost& operator=(const FakeHost&) = delete;
 
@@ -145,8 +171,17 @@ class FakeHost {
     sqlstreams_type_outcome out{};
     out.struct_size = sizeof out;
     out.error = error.get();
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      msg.call_token = registry().next++;
+      registry().calls.emplace(msg.call_token, Call{this, {}});
+    }
     d_.handle(instance_, &msg, &out);
-    return {out.code, out.delay_ms, error.text().value_or("")};
+    FakeOutcome result{out.code, out.delay_ms, error.text().value_or(""), {}};
+    std::lock_guard<std::mutex> lock(registry().mu);
+    result.outputs = std::move(registry().calls[msg.call_token].outputs);
+    registry().calls.erase(msg.call_token);
+    return result;
   }
 
   // ABI 1.2: hands a copy of `m` to handle_async(); the future gets the outcome the handler
@@ -164,7 +199,9 @@ class FakeHost {
     {
       std::lock_guard<std::mutex> lock(registry().mu);
       token = registry().next++;
+      p->message.call_token = token;
       registry().pending.emplace(token, std::move(p));
+      registry().calls.emplace(token, Call{this, {}});
     }
     d_.handle_async(instance_, view, token);
     return future;
@@ -183,11 +220,16 @@ class FakeHost {
     sqlstreams_type_message message{};
     std::promise<FakeOutcome> promise;
   };
+  struct Call {
+    const FakeHost* owner = nullptr;
+    std::vector<FakeOutput> outputs;
+  };
   struct Registry {
     std::mutex mu;
     uint64_t next = 1;
     uint64_t dropped = 0;
     std::map<uint64_t, std::unique_ptr<Pending>> pending;
+    std::map<uint64_t, Call> calls;  // calls in progress (emit tokens)
   };
   static Registry& registry() {
     static Registry* r = new Registry();  // completions may come from threads at exit
@@ -206,8 +248,46 @@ class FakeHost {
       p = std::move(it->second);
       registry().pending.erase(it);
     }
-    p->promise.set_value({code, delay_ms, error != nullptr ? std::string(error, len) : ""});
+    FakeOutcome result{code, delay_ms, error != nullptr ? std::string(error, len) : "", {}};
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      result.outputs = std::move(registry().calls[token].outputs);
+      registry().calls.erase(token);
+    }
+    p->promise.set_value(std::move(result));
     return true;
+  }
+
+  static int32_t emit(uint64_t token, const sqlstreams_type_output* o, char* reason,
+                      size_t reason_size) {
+    auto refuse = [&](int32_t code, std::string_view why) {
+      if (reason != nullptr && reason_size > 0) {
+        const size_t n = why.size() < reason_size - 1 ? why.size() : reason_size - 1;
+        std::memcpy(reason, why.data(), n);
+        reason[n] = '\0';
+      }
+      return code;
+    };
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto it = registry().calls.find(token);
+    if (it == registry().calls.end() || o == nullptr) {
+      return refuse(SQLSTREAMS_EMIT_CLOSED, "fake host: no call in progress has this token");
+    }
+    FakeOutput out;
+    out.stream.assign(o->stream.data != nullptr ? o->stream.data : "", o->stream.len);
+    const auto& allowed = it->second.owner->allowed_;
+    if (allowed && std::find(allowed->begin(), allowed->end(), out.stream) == allowed->end()) {
+      return refuse(SQLSTREAMS_EMIT_REJECTED,
+                    "fake host: stream '" + out.stream + "' is not one the group emits to");
+    }
+    out.payload.assign(reinterpret_cast<const char*>(o->payload.data), o->payload.len);
+    out.schema_version = o->schema_version;
+    if (o->message_key.data != nullptr) out.key.emplace(o->message_key.data, o->message_key.len);
+    if (o->idempotency_key.data != nullptr) {
+      out.idempotency_key.emplace(o->idempotency_key.data, o->idempotency_key.len);
+    }
+    it->second.outputs.push_back(std::move(out));
+    return SQLSTREAMS_EMIT_OK;
   }
 
   static sqlstreams_type_message to_message(const FakeMessage& m) {
@@ -240,6 +320,7 @@ class FakeHost {
   void* instance_ = nullptr;
   std::mutex mu_;
   std::vector<FakeLogLine> logs_;
+  std::optional<std::vector<std::string>> allowed_;  // under registry().mu
 };
 
 }  // namespace sqlstreams::testing
