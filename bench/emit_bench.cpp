@@ -1,11 +1,12 @@
-// bench/emit_bench — phase emits (docs/operating/emits.md#cost): outputs committed with the ack (docs/operating/emits.md) against the same drain without them,
-// in the same run. A backlog of `ordering_backlog` 100-byte messages is drained by a group whose
-// handler emits one output per message (a copy of its payload, to a stream of its own) and by a
-// group whose handler emits nothing, 5 pairs in turn, judged by the medians of the handled rate
-// (every message handled and its range committed, the outputs with it). The WAL each drain
-// wrote, per message, gives the WAL per output: the emitting drain's minus the plain one's,
-// against what a batched produce of the same payloads wrote per message.
-// Goals (issue 30): chain ÷ plain ≥ 0.5; WAL per output ÷ batched produce ≤ 1.1.
+// bench/emit_bench — phase emits (docs/operating/emits.md#cost): outputs committed with the ack
+// (docs/operating/emits.md) against the same drain without them, in the same run. A backlog of
+// `ordering_backlog` 100-byte messages is drained by a group whose handler emits one output per
+// message (a copy of its payload, to a stream of its own) and by a group whose handler emits
+// nothing, 5 pairs in turn, judged by the medians of the handled rate (every message handled and
+// its range committed, the outputs with it). The WAL each drain wrote, per message, gives the WAL
+// per output: the emitting drain's minus the plain one's, against what a batched produce of the
+// same payloads wrote per message. Goals (issue 30): chain ÷ plain ≥ 0.5; WAL per output ÷ batched
+// produce ≤ 1.1.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,16 +61,16 @@ std::vector<Row> run_emits(Db& db, const Options& o) {
   const Drain p = median_drain(plain), c = median_drain(chain);
   const int64_t written = db.head(out);
   const double r = c.handled_rate / p.handled_rate;
-  rows.push_back(Row{
-      "emits",
-      fmt::format("{} × 100 B, batch_size {}: a group emitting 1 output per message ÷ the same "
-                  "drain without, handled, medians of {} (pairs {:.2f}–{:.2f}; {} outputs "
-                  "written in all, {} expected)",
-                  grouped(static_cast<double>(n)), o.tuning.batch_size, kTrials, ratios.front(),
-                  ratios.back(), grouped(static_cast<double>(written)),
-                  grouped(static_cast<double>(n * kTrials))),
-      rate(c.handled_rate), rate(p.handled_rate) + " without", fmt_ratio(r),
-      "≥ 0.5: " + verdict(r >= 0.5 && written == n * kTrials)});
+  rows.push_back(
+      Row{"emits",
+          fmt::format("{} × 100 B, batch_size {}: a group emitting 1 output per message ÷ the same "
+                      "drain without, handled, medians of {} (pairs {:.2f}–{:.2f}; {} outputs "
+                      "written in all, {} expected)",
+                      grouped(static_cast<double>(n)), o.tuning.batch_size, kTrials, ratios.front(),
+                      ratios.back(), grouped(static_cast<double>(written)),
+                      grouped(static_cast<double>(n * kTrials))),
+          rate(c.handled_rate), rate(p.handled_rate) + " without", fmt_ratio(r),
+          "≥ 0.5: " + verdict(r >= 0.5 && written == n * kTrials)});
   const double per_output = c.wal_per_message - p.wal_per_message;
   const double w = per_output / produce_wal;
   rows.push_back(Row{"emits",

@@ -74,7 +74,7 @@ class PayloadCheck : public nlohmann::json_sax<nlohmann::json> {
   }
   bool key(string_t& k) override {
     if (k.find('\0') != string_t::npos) return fail("a key holds \\u0000 (jsonb cannot)");
-    bound_ += 1;  // the space of ": "
+    bound_ += 1;                             // the space of ": "
     if (members_.back()++ > 0) bound_ += 1;  // the space of ", " before it
     return true;
   }
@@ -128,8 +128,8 @@ class PayloadCheck : public nlohmann::json_sax<nlohmann::json> {
   int64_t bound_;
   size_t depth_ = 0;
   bool seen_first_ = false;
-  std::vector<bool> in_object_;   // per open container: an object (else an array)
-  std::vector<size_t> members_;   // per open container: members or elements so far
+  std::vector<bool> in_object_;  // per open container: an object (else an array)
+  std::vector<size_t> members_;  // per open container: members or elements so far
 };
 
 // "" when `text` is 1..max bytes of UTF-8 without NUL.

@@ -63,10 +63,10 @@ class EmitPipelineTest : public StreamFixture {
     return from;
   }
   bool all_committed(int n) {
-    return eventually_sql(
-        "SELECT committed >= " + std::to_string(n) + " AND NOT EXISTS (SELECT 1 FROM sqlstreams." +
-        "leases_" + std::to_string(stream_.id) + ") FROM sqlstreams.cursors_" +
-        std::to_string(stream_.id));
+    return eventually_sql("SELECT committed >= " + std::to_string(n) +
+                          " AND NOT EXISTS (SELECT 1 FROM sqlstreams." + "leases_" +
+                          std::to_string(stream_.id) + ") FROM sqlstreams.cursors_" +
+                          std::to_string(stream_.id));
   }
   store::StreamRef out_;
   store::GroupRef ref_;
@@ -85,12 +85,12 @@ TEST_F(EmitPipelineTest, EachOkMessageHasExactlyOneOutputAndAFailedOneNone) {
   auto p = pipeline(group("{}"));
   p->start();
   // The failed ones wait a minute for their retry (and hold `committed` below them).
-  ASSERT_TRUE(eventually_sql("SELECT c.claimed >= 200 AND NOT EXISTS (SELECT 1 FROM "
-                             "sqlstreams.leases_" + std::to_string(stream_.id) +
-                             ") AND (SELECT count(*) FROM sqlstreams.exceptions_" +
-                             std::to_string(stream_.id) + ") = " +
-                             std::to_string(200 - ok.size()) + " FROM sqlstreams.cursors_" +
-                             std::to_string(stream_.id) + " c"));
+  ASSERT_TRUE(eventually_sql(
+      "SELECT c.claimed >= 200 AND NOT EXISTS (SELECT 1 FROM "
+      "sqlstreams.leases_" +
+      std::to_string(stream_.id) + ") AND (SELECT count(*) FROM sqlstreams.exceptions_" +
+      std::to_string(stream_.id) + ") = " + std::to_string(200 - ok.size()) +
+      " FROM sqlstreams.cursors_" + std::to_string(stream_.id) + " c"));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
   const auto out = outputs();
   EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()), ok);

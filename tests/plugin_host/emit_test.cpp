@@ -13,15 +13,15 @@
 
 namespace {
 
+using plugin_host_test::kFixtureDir;
+using plugin_host_test::kPluginDir;
+using plugin_host_test::Message;
 using sqlstreams::plugin_host::check_output_payload;
 using sqlstreams::plugin_host::EmitPolicy;
 using sqlstreams::plugin_host::EmitRegistry;
 using sqlstreams::plugin_host::Outcome;
 using sqlstreams::plugin_host::OutcomeKind;
 using sqlstreams::plugin_host::PluginRegistry;
-using plugin_host_test::kFixtureDir;
-using plugin_host_test::kPluginDir;
-using plugin_host_test::Message;
 
 struct PayloadCase {
   std::string json;
@@ -166,7 +166,8 @@ TEST(EmitAsync, AnAsynchronousHandlerEmitsBeforeItCompletesAndOnlyOkKeepsThem) {
             std::string::npos)
       << refused.error;
   // Given up (a timeout): the buffer goes with it.
-  auto m = std::make_shared<Message>(Message{.payload = R"({"emit_to": "test.out", "delay_ms": 500})"});
+  auto m =
+      std::make_shared<Message>(Message{.payload = R"({"emit_to": "test.out", "delay_ms": 500})"});
   const uint64_t token = h->start_async(m->view(), m, [](const Outcome&) {});
   EXPECT_TRUE(h->cancel_async(token));
   EXPECT_EQ(EmitRegistry::instance().open_calls(), 0u);

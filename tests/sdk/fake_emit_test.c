@@ -66,13 +66,30 @@ static void handle_async(void* self, const sqlstreams_type_message* m, uint64_t 
 
 static void destroy(void* self) { (void)self; }
 
-static const sqlstreams_type_handler handler = {
-    sizeof(sqlstreams_type_handler), 0, "c-emit", 1, 0, validate, create, handle, destroy, NULL,
-    0, 0, handle_async};
+static const sqlstreams_type_handler handler = {sizeof(sqlstreams_type_handler),
+                                                0,
+                                                "c-emit",
+                                                1,
+                                                0,
+                                                validate,
+                                                create,
+                                                handle,
+                                                destroy,
+                                                NULL,
+                                                0,
+                                                0,
+                                                handle_async};
 static const sqlstreams_type_handler* const handlers[] = {&handler};
-static const sqlstreams_type_manifest manifest = {
-    SQLSTREAMS_PLUGIN_MAGIC, sizeof(sqlstreams_type_manifest), SQLSTREAMS_ABI_MAJOR,
-    SQLSTREAMS_ABI_MINOR, 0, "fake-emit", "0.1.0", "test", handlers, 1};
+static const sqlstreams_type_manifest manifest = {SQLSTREAMS_PLUGIN_MAGIC,
+                                                  sizeof(sqlstreams_type_manifest),
+                                                  SQLSTREAMS_ABI_MAJOR,
+                                                  SQLSTREAMS_ABI_MINOR,
+                                                  0,
+                                                  "fake-emit",
+                                                  "0.1.0",
+                                                  "test",
+                                                  handlers,
+                                                  1};
 
 int main(void) {
   sqlstreams_fake_host host;

@@ -35,10 +35,9 @@ class EmitCommitTest : public StoreTest {
   }
   static EmittedMessage output(int source, int index, std::optional<std::string> key = {},
                                int32_t version = 1) {
-    return EmittedMessage{"orders.out",
-                          NewMessage{R"({"source": )" + std::to_string(source) + R"(, "i": )" +
-                                         std::to_string(index) + "}",
-                                     version, std::move(key)}};
+    return EmittedMessage{"orders.out", NewMessage{R"({"source": )" + std::to_string(source) +
+                                                       R"(, "i": )" + std::to_string(index) + "}",
+                                                   version, std::move(key)}};
   }
   // "source.i" of every output row, in id order.
   std::string outputs() {
@@ -130,10 +129,12 @@ TEST_F(EmitCommitTest, ARetrySuccessWritesItsOutputsOnceAndAFailureNone) {
   ASSERT_EQ(due.size(), 2u);
   store::RetryResult ok{2, due[0].token, std::nullopt, false, {}};
   ok.outputs = {output(2, 0), output(2, 1)};
-  store::RetryResult failed{4, due[1].token,
-                            store::FailedMessage{4, ExceptionStatus::kReady, 2, 0, Millis(0),
-                                                 "down again", {}},
-                            false, {}};
+  store::RetryResult failed{
+      4,
+      due[1].token,
+      store::FailedMessage{4, ExceptionStatus::kReady, 2, 0, Millis(0), "down again", {}},
+      false,
+      {}};
   failed.outputs = {output(4, 0)};  // a failure keeps none; the store must not write them either
   EXPECT_EQ(gs.commit_retries({ok, failed}), (std::vector<bool>{true, true}));
   EXPECT_EQ(gs.commit_retries({ok}), std::vector<bool>{false}) << "the row's token is gone";

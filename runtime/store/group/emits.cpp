@@ -46,8 +46,7 @@ std::map<std::string, std::pair<int64_t, size_t>> GroupStore::write_outputs(
   return written;
 }
 
-void GroupStore::make_room_after(
-    const std::map<std::string, std::pair<int64_t, size_t>>& written) {
+void GroupStore::make_room_after(const std::map<std::string, std::pair<int64_t, size_t>>& written) {
   for (const auto& [stream, top_count] : written) {
     try {
       emitter_->make_room(stream, top_count.first, top_count.second);
