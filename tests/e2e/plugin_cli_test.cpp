@@ -34,7 +34,7 @@ bool has(const std::string& text, const std::string& needle) {
 TEST(PluginCheck, PrintsTheManifestOfAGoodPlugin) {
   auto [code, out] = run_sqlstreams({"plugin", "check", kFixtures + "/c_ok.so"});
   EXPECT_EQ(code, 0) << out;
-  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.2", "c-echo", "schema version 1",
+  for (const char* s : {"plugin:   c-fixture 0.1.0", "ABI:      1.3", "c-echo", "schema version 1",
                         "one call at a time", "c-second", "schema version 2, concurrent", "OK"}) {
     EXPECT_TRUE(has(out, s)) << "missing '" << s << "' in:\n" << out;
   }
