@@ -16,6 +16,7 @@
 
 #include "consume/group_pipeline.hpp"
 #include "store/reporting/operator_actions.hpp"
+#include "store/schema/catalog.hpp"
 #include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
@@ -41,8 +42,11 @@ struct CallLog {
 
 // Message ids that fail: `retry_once` RETRY on the first attempt, `delay_once` DELAY on the
 // first, `always` TERMINAL (dead at once), `slow` sleep 20 ms.
+// `emit_to`: every call also emits {"from": id} keyed like its message there (what a plugin's
+// emit hands over; the pipeline keeps a success's outputs only).
 struct Script {
   std::set<int64_t> retry_once, delay_once, always, slow;
+  std::string emit_to;
 };
 
 class OrderRecorder final : public plugin_host::HandlerInstance {
@@ -69,6 +73,10 @@ class OrderRecorder final : public plugin_host::HandlerInstance {
       out = {plugin_host::OutcomeKind::kRetry, {}, "once"};
     } else if (m.attempt == 1 && script_->delay_once.count(m.id)) {
       out = {plugin_host::OutcomeKind::kDelay, 30ms, ""};
+    }
+    if (!script_->emit_to.empty()) {
+      out.outputs.push_back(plugin_host::Output{
+          script_->emit_to, R"({"from": )" + std::to_string(m.id) + "}", 1, c.key, {}});
     }
     c.end = Steady::now();
     c.ok = out.kind == plugin_host::OutcomeKind::kOk;
@@ -234,6 +242,52 @@ TEST_F(OrderedPipelineTest, ThreeHostsKeepEachKeyInOrderAcrossRangesAndHolders) 
   EXPECT_TRUE(eventually_sql(drained(g, 300), 90s));
   for (auto& p : hosts) p->stop(Steady::now() + 10s);
   expect_key_order(*log, {}, false);
+}
+
+// Outputs committed with the ack compose with ordering (docs/operating/emits.md): outputs keyed
+// like their source appear in the target stream in source order per key — across three hosts,
+// retries (whose failed calls' outputs are dropped) and deferred chains — one per message.
+TEST_F(OrderedPipelineTest, OutputsKeyedLikeTheirSourceAppearInSourceOrderPerKey) {
+  store::StreamRef out;
+  {
+    store::Session s(opts_);
+    store::StreamSpec spec;
+    spec.name = "ledger.out";
+    spec.partition_size = 100'000;
+    out = store::declare_stream(s, spec).stream;
+  }
+  auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
+  produce_keyed(10, 30);  // ids 1..300, 25 per range: every key in every range
+  auto script = std::make_shared<Script>();
+  for (int64_t id = 1; id <= 300; ++id) {
+    if (id % 19 == 0) script->retry_once.insert(id);
+    if (id % 5 == 0) script->slow.insert(id);
+  }
+  script->emit_to = "ledger.out";
+  auto log = std::make_shared<CallLog>();
+  std::vector<std::unique_ptr<GroupPipeline>> hosts;
+  for (int h = 0; h < 3; ++h) {
+    auto o = ordered_options(g, "host-" + std::to_string(h));
+    o.emit_targets = {out};
+    hosts.push_back(
+        std::make_unique<GroupPipeline>(o, std::make_unique<OrderRecorder>(log, script)));
+  }
+  for (auto& p : hosts) p->start();
+  EXPECT_TRUE(eventually_sql(drained(g, 300), 90s));
+  for (auto& p : hosts) p->stop(Steady::now() + 10s);
+  std::map<std::string, std::vector<int64_t>> by_key;
+  std::set<int64_t> sources;
+  for (const auto& row :
+       db_.sql("SELECT message_key, (payload->>'from')::bigint FROM sqlstreams.messages_" +
+               std::to_string(out.id) + " ORDER BY id")) {
+    by_key[row[0].as<std::string>()].push_back(row[1].as<int64_t>());
+    EXPECT_TRUE(sources.insert(row[1].as<int64_t>()).second)
+        << "two outputs of " << row[1].as<int64_t>();
+  }
+  EXPECT_EQ(sources.size(), 300u);
+  for (const auto& [key, from] : by_key) {
+    EXPECT_TRUE(std::is_sorted(from.begin(), from.end())) << key << "'s outputs out of order";
+  }
 }
 
 TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
