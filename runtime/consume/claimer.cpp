@@ -82,8 +82,19 @@ RangeQueue::OrderedGate Claimer::gate_for(store::GroupStore& store,
   RangeQueue::OrderedGate gate;
   const auto snapshot = queue_.gate_snapshot();
   gate.epoch = snapshot.epoch;
-  try {  // (a range without keys sends no statement: GroupStore::gate_keys)
-    gate.keys = store.gate_keys(range, snapshot.own_tokens);
+  try {  // (a range without keys sends no statement: GroupStore::gate_range)
+    auto verdict = store.gate_range(range, snapshot.own_tokens);
+    gate.keys = std::move(verdict.keys);
+    if (verdict.lease_gone) {
+      // A rewind or a reclaim took the range before its keys were gated: their earlier messages
+      // may be under no lease and in no row. None of its keyed messages runs here (deferred,
+      // and the commit finds no token).
+      spdlog::info(
+          "ordering-gate-lease-gone stream={} group={} low={} high={}: the range's lease is "
+          "gone (rewound or reclaimed); its keyed messages do not run here",
+          options_.ref.stream, options_.ref.name, range.low, range.high);
+      gate.failed = true;
+    }
   } catch (const store::StoreError& e) {
     metrics_.add(GroupCounter::kStoreErrors);
     spdlog::warn(

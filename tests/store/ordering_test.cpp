@@ -683,6 +683,30 @@ TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
 // position, written by the restarted history behind such a lease, then looked like the lowest
 // unresolved row of its key, and the retry claim ran it before the re-delivery of the earlier
 // messages of its key. Rows above the cursor's `claimed` wait until the claims pass them again.
+// Found by the 30-minute chaos run of 2026-12-05 (seed 494630039, order=5): host B had claimed
+// (10,20] while host A held (0,10] with the same keys, and a rewind to 0 revoked both leases
+// before B's gate ran. The gate then found no earlier lease holding k or j and no row of them —
+// free — and B ran 15 and 17 while 5, 7 and 9 were unresolved. The gate now also asks, in its
+// snapshot, whether the range's own lease still exists; when it is gone nothing of it runs.
+TEST_F(OrderingTest, AGateRunAfterARewindRevokedItsRangeFreesNoKey) {
+  auto sa = session();
+  auto sb = session();
+  auto a = ordered_store(*sa, ordered_, "a:1");
+  auto b = ordered_store(*sb, ordered_, "b:1");
+  auto l1 = claim(a, 10);  // (0,10]: k@5, k@9, j@7
+  auto l2 = claim(b, 10);  // (10,20]: k@15, j@17
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "j:-:gated k:-:gated");
+  store::rewind_group(*session_, ordered_, 0, std::nullopt, "test");  // revokes l1 and l2
+  EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "")
+      << "the keys alone say free: what the claimer acted on before";
+  EXPECT_TRUE(b.gate_range(l2, {l2.token}).lease_gone)
+      << "5, 7 and 9 are under no lease and in no row: 15 and 17 must not run";
+  auto again = claim(a, 10);  // (0,10] re-delivered
+  const auto verdict = a.gate_range(again, {again.token});
+  EXPECT_FALSE(verdict.lease_gone);
+  EXPECT_TRUE(verdict.keys.empty()) << "nothing below the first range";
+}
+
 TEST_F(OrderingTest, AfterARewindARowAboveTheClaimedPositionWaitsForTheReDelivery) {
   auto sa = session();
   auto sb = session();

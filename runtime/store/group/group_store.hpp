@@ -123,6 +123,13 @@ struct KeyGate {
   bool gated_by_other = false;
 };
 
+// What the gate found for a range: its keys that may not run now, or that the range's own lease
+// is gone (a rewind or a reclaim took it: run nothing of it; its commit will find no token).
+struct GateVerdict {
+  std::vector<KeyGate> keys;
+  bool lease_gone = false;
+};
+
 // One non-success outcome of a range, written as an exception row.
 struct FailedMessage {
   int64_t message_id = 0;
@@ -245,6 +252,10 @@ class GroupStore {
   // the group with lane_key = key and message_id <= range.low; gated_by_other = a lease of the
   // group with low < range.low, token not in `own_tokens`, whose key_hashes hold hashtext(key),
   // expired or not. Keys absent from the result are free. Read-only; no transaction is left open.
+  // In the same snapshot it also checks that the range's own lease (range.token) still exists
+  // (gate_range: lease_gone); gate_keys() returns the keys only (tests).
+  [[nodiscard]] GateVerdict gate_range(const ClaimedRange& range,
+                                       const std::vector<std::string>& own_tokens);
   [[nodiscard]] std::vector<KeyGate> gate_keys(const ClaimedRange& range,
                                                const std::vector<std::string>& own_tokens);
   // TEST ONLY: the unsafe form of gate_keys() — rows in one statement, then leases in another,

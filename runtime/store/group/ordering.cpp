@@ -77,19 +77,25 @@ std::string gate_keys_sql(const StreamTables& tables, GateParts parts) {
       "AND e.group_id = $1 AND e.lane_key = m.k AND e.message_id <= $3 AND (e.status <> 'dead' "
       "OR $5::boolean) ORDER BY e.message_id LIMIT 1) r ON true",
       tables.exceptions);
+  // In the same snapshot, a row without a key when the range's own lease ($6) is gone
+  // (GroupStore::gate_range).
   return fmt::format(
       "WITH {}, {}, {} SELECT m.k, coalesce(f.first, r.first), held.h IS NOT NULL FROM mine m "
       "LEFT JOIN held ON held.h = m.h LEFT JOIN firsts f ON f.k = m.k {} WHERE held.h IS NOT "
-      "NULL OR f.first IS NOT NULL OR r.first IS NOT NULL",
-      mine, held, open, probe);
+      "NULL OR f.first IS NOT NULL OR r.first IS NOT NULL UNION ALL SELECT NULL::text, "
+      "NULL::bigint, false WHERE NOT EXISTS (SELECT 1 FROM {} o WHERE o.group_id = $1 AND "
+      "o.token = $6::uuid)",
+      mine, held, open, probe, tables.leases);
 }
 
 std::string gate_anything_sql(const StreamTables& tables) {
+  // Second column: the range's own lease ($5) still exists (GroupStore::gate_range).
   return fmt::format(
-      "SELECT EXISTS (SELECT 1 FROM {} l WHERE l.group_id = $1 AND l.low < $2 AND l.key_hashes "
-      "IS NOT NULL AND NOT (l.token = ANY($3::uuid[]))) OR EXISTS (SELECT 1 FROM {} e WHERE "
+      "SELECT EXISTS (SELECT 1 FROM {0} l WHERE l.group_id = $1 AND l.low < $2 AND l.key_hashes "
+      "IS NOT NULL AND NOT (l.token = ANY($3::uuid[]))) OR EXISTS (SELECT 1 FROM {1} e WHERE "
       "e.group_id = $1 AND e.lane_key IS NOT NULL AND e.message_id <= $2 AND (e.status <> 'dead' "
-      "OR $4::boolean))",
+      "OR $4::boolean)), EXISTS (SELECT 1 FROM {0} o WHERE o.group_id = $1 AND o.token = "
+      "$5::uuid)",
       tables.leases, tables.exceptions);
 }
 
@@ -169,9 +175,16 @@ std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string
 
 std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,
                                            const std::vector<std::string>& own_tokens) {
+  return gate_range(range, own_tokens).keys;
+}
+
+GateVerdict GroupStore::gate_range(const ClaimedRange& range,
+                                   const std::vector<std::string>& own_tokens) {
   if (chaos_plant("ordering-split-gate")) {  // test builds: the split form, its window widened
-    return gate_keys_split(range, own_tokens,
-                           [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+    return GateVerdict{
+        gate_keys_split(range, own_tokens,
+                        [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }),
+        false};
   }
   const std::string keys =
       range.key_array.empty() ? distinct_key_array(range.messages) : range.key_array;
@@ -185,17 +198,32 @@ std::vector<KeyGate> GroupStore::gate_keys(const ClaimedRange& range,
     // group has no open keyed row (one healthy host), the answer is empty — in that statement's
     // snapshot, which is as good as the full statement's (README: "The gate"). Sending, hashing
     // and joining 5,000 keys cost ~2.5 ms of the claim loop a range.
-    if (!exec_prepared(tx, conn, gate_anything_, group_id_, range.low, tokens, hold)
-             .at(0)[0]
-             .as<bool>()) {
-      return std::vector<KeyGate>{};
-    }
+    // Each statement also asks whether the range's own lease still exists: a rewind (or a
+    // reclaim) that took it may also have deleted the earlier leases that held its keys, and
+    // their messages are then under no lease and in no row — unresolved, yet invisible to the
+    // gate (found by tests/chaos: README "What it found"). A range whose lease is gone runs none
+    // of its keyed messages.
+    const auto first =
+        exec_prepared(tx, conn, gate_anything_, group_id_, range.low, tokens, hold, range.token);
+    if (!first.at(0)[1].as<bool>()) return GateVerdict{{}, true};
+    if (!first.at(0)[0].as<bool>()) return GateVerdict{};
     // One statement: one snapshot, so a range of another holder that commits meanwhile is seen
     // either as its lease or as the rows it wrote, never as neither.
     std::map<std::string, KeyGate> gates;
-    read_gates(exec_prepared(tx, conn, gate_, group_id_, keys, range.low, tokens, hold), gates);
-    std::vector<KeyGate> out;
-    for (auto& [k, g] : gates) out.push_back(std::move(g));
+    GateVerdict out;
+    for (const auto& row :
+         exec_prepared(tx, conn, gate_, group_id_, keys, range.low, tokens, hold, range.token)) {
+      if (row[0].is_null()) {
+        out.lease_gone = true;
+        continue;
+      }
+      auto& g = gates[row[0].as<std::string>()];
+      g.key = row[0].as<std::string>();
+      if (!row[1].is_null()) g.blocked_from = row[1].as<int64_t>();
+      g.gated_by_other = g.gated_by_other || row[2].as<bool>();
+    }
+    if (out.lease_gone) return GateVerdict{{}, true};
+    for (auto& [k, g] : gates) out.keys.push_back(std::move(g));
     return out;
   });
 }
