@@ -118,6 +118,25 @@ bool node_matches(Type type, const toml::node& node) {
   }
 }
 
+namespace {
+// The items of a TOML array as T (int64_t or std::string); monostate with the first item of
+// another type named in `problem`/`got`.
+template <class T>
+Value list_of(const toml::array& array, Type type, std::string& problem, std::string& got) {
+  std::vector<T> list;
+  for (size_t i = 0; i < array.size(); ++i) {
+    const auto* item = array.get(i)->as<T>();
+    if (!item) {
+      problem = expected(type);
+      got = describe_node(*array.get(i)) + " at index " + std::to_string(i);
+      return {};
+    }
+    list.push_back(item->get());
+  }
+  return list;
+}
+}  // namespace
+
 Value convert(Type type, const toml::node& node, std::string& problem, std::string& got) {
   switch (type) {
     case Type::kString:
@@ -144,32 +163,12 @@ Value convert(Type type, const toml::node& node, std::string& problem, std::stri
       break;
     case Type::kIntList:
       if (const auto* array = node.as_array()) {
-        std::vector<int64_t> list;
-        for (size_t i = 0; i < array->size(); ++i) {
-          const auto* item = array->get(i)->as_integer();
-          if (!item) {
-            problem = expected(type);
-            got = describe_node(*array->get(i)) + " at index " + std::to_string(i);
-            return {};
-          }
-          list.push_back(item->get());
-        }
-        return list;
+        return list_of<int64_t>(*array, type, problem, got);
       }
       break;
     case Type::kStringList:
       if (const auto* array = node.as_array()) {
-        std::vector<std::string> list;
-        for (size_t i = 0; i < array->size(); ++i) {
-          const auto* item = array->get(i)->as_string();
-          if (!item) {
-            problem = expected(type);
-            got = describe_node(*array->get(i)) + " at index " + std::to_string(i);
-            return {};
-          }
-          list.push_back(item->get());
-        }
-        return list;
+        return list_of<std::string>(*array, type, problem, got);
       }
       break;
     default:
