@@ -160,7 +160,9 @@ std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string
       "s.group_id = $1 AND s.lane_key = d.lane_key AND s.message_id > d.message_id AND "
       "s.message_id <= (SELECT claimed FROM cur) ORDER BY "
       "s.message_id LIMIT {2}) x) r WHERE r.bad = 0) n WHERE d.lane_key IS NOT NULL AND d.was = "
-      "'deferred'), "
+      // No room left after the heads (a backlog of many keys): no chain is looked for. Walking
+      // them anyway was ~12 of a claim's ~60 ms with 85,000 deferred rows of 1,638 keys.
+      "'deferred' AND (SELECT count(*) FROM due) < $3), "
       "more AS (SELECT e.message_id FROM {0} e WHERE e.group_id = $1 AND e.status = 'deferred' "
       "AND e.message_id IN (SELECT message_id FROM next) ORDER BY e.message_id LIMIT "
       "greatest($3 - (SELECT count(*) FROM due), 0) FOR UPDATE OF e SKIP LOCKED), "
