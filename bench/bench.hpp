@@ -76,6 +76,7 @@ struct Options {
   int64_t http_backlog = 100'000;              // phase http backlog (each of its drains)
   int64_t ordering_backlog = 100'000;          // phase ordering: distinct-key backlog
   double ordering_hot_seconds = 300;           // phase ordering: each hot-key window
+  int64_t ordered_claim_backlog = 200'000;     // phase ordered_claim: keyed messages
   int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
   // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, http,
   // peers
@@ -244,6 +245,8 @@ std::vector<Row> run_http(Db& db, const Options& o);
 std::vector<Row> run_ordering(Db& db, const Options& o);
 // Phase emits: outputs committed with the ack against the same drain without (emit_bench.cpp).
 std::vector<Row> run_emits(Db& db, const Options& o);
+// Phase ordered_claim (ordered_claim_bench.cpp): one ordered retry claim, large backlog ÷ small.
+std::vector<Row> run_ordered_claim(Db& db, const Options& o);
 
 // One group `name` of `s` (ordered or not) draining the stream's backlog from the beginning with
 // `hosts` pipelines (distinct holders), each with a handler from `handler` (phases ordering,

@@ -81,12 +81,15 @@ int main(int argc, char** argv) {
                  "phases ordering and emits: backlog (default 100,000; --quick 50,000)");
   app.add_option("--ordering-hot-seconds", o.ordering_hot_seconds,
                  "phase ordering: each hot-key window in seconds (default 300; --quick 15)");
+  app.add_option("--ordered-claim-backlog", o.ordered_claim_backlog,
+                 "phase ordered_claim: keyed messages of the large backlog (default 200,000; "
+                 "--quick 20,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option(
          "--phases", o.phases,
          "subset: "
          "produce,drain,e2e,latency,trail,pickup_load,retention,idle,isolation,wal,async_io,http,"
-         "ordering,emits,peers")
+         "ordering,emits,ordered_claim,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
     if (!app.count("--http-backlog")) o.http_backlog = 20'000;
     if (!app.count("--ordering-backlog")) o.ordering_backlog = 50'000;
     if (!app.count("--ordering-hot-seconds")) o.ordering_hot_seconds = 15;
+    if (!app.count("--ordered-claim-backlog")) o.ordered_claim_backlog = 20'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "http")) add(bench::run_http(db, o));
     if (wanted(o, "ordering")) add(bench::run_ordering(db, o));
     if (wanted(o, "emits")) add(bench::run_emits(db, o));
+    if (wanted(o, "ordered_claim")) add(bench::run_ordered_claim(db, o));
     if (!o.peers_file.empty() && wanted(o, "peers")) add(bench::peer_rows(o));
     std::string text =
         table(header, rows) + notes + fmt::format("\nload average at end {}\n", load_average());
