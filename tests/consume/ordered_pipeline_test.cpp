@@ -49,6 +49,16 @@ struct Script {
   std::string emit_to;
 };
 
+// The three-host runs' script over ids 1..300: every 19th fails once, every 5th is slow.
+std::shared_ptr<Script> three_host_script() {
+  auto script = std::make_shared<Script>();
+  for (int64_t id = 1; id <= 300; ++id) {
+    if (id % 19 == 0) script->retry_once.insert(id);
+    if (id % 5 == 0) script->slow.insert(id);
+  }
+  return script;
+}
+
 class OrderRecorder final : public plugin_host::HandlerInstance {
  public:
   OrderRecorder(std::shared_ptr<CallLog> log, std::shared_ptr<const Script> script)
@@ -227,11 +237,7 @@ TEST_F(OrderedPipelineTest, ABlockedKeysDeferredRowsRunAsChainsThatStopAtAFailur
 TEST_F(OrderedPipelineTest, ThreeHostsKeepEachKeyInOrderAcrossRangesAndHolders) {
   auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
   produce_keyed(10, 30);  // ids 1..300, 25 per range: every key in every range
-  auto script = std::make_shared<Script>();
-  for (int64_t id = 1; id <= 300; ++id) {
-    if (id % 19 == 0) script->retry_once.insert(id);
-    if (id % 5 == 0) script->slow.insert(id);
-  }
+  auto script = three_host_script();
   auto log = std::make_shared<CallLog>();
   std::vector<std::unique_ptr<GroupPipeline>> hosts;
   for (int h = 0; h < 3; ++h) {
@@ -258,11 +264,7 @@ TEST_F(OrderedPipelineTest, OutputsKeyedLikeTheirSourceAppearInSourceOrderPerKey
   }
   auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
   produce_keyed(10, 30);  // ids 1..300, 25 per range: every key in every range
-  auto script = std::make_shared<Script>();
-  for (int64_t id = 1; id <= 300; ++id) {
-    if (id % 19 == 0) script->retry_once.insert(id);
-    if (id % 5 == 0) script->slow.insert(id);
-  }
+  auto script = three_host_script();
   script->emit_to = "ledger.out";
   auto log = std::make_shared<CallLog>();
   std::vector<std::unique_ptr<GroupPipeline>> hosts;
