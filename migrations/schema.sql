@@ -172,9 +172,11 @@ BEGIN
       PRIMARY KEY (group_id, message_id)
     )$q$, s, n);
   EXECUTE format($q$CREATE INDEX exceptions_%2$s_due ON %1$s.exceptions_%2$s (group_id, can_run_after)
-                    WHERE status <> 'dead'$q$, s, n);
+                    WHERE status NOT IN ('dead', 'deferred')$q$, s, n);
   EXECUTE format($q$CREATE INDEX exceptions_%2$s_lane ON %1$s.exceptions_%2$s (group_id, lane_key, message_id)
                     WHERE lane_key IS NOT NULL$q$, s, n);
+  EXECUTE format($q$CREATE INDEX exceptions_%2$s_open_keys ON %1$s.exceptions_%2$s (group_id, lane_key COLLATE "C")
+                    WHERE lane_key IS NOT NULL AND status <> 'dead'$q$, s, n);
   EXECUTE format($q$CREATE TABLE %1$s.deliveries_%2$s (
       id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
       group_id   bigint NOT NULL,
@@ -1210,9 +1212,11 @@ ALTER TABLE ONLY sqlstreams.workers
 
 CREATE INDEX deliveries_1_message ON sqlstreams.deliveries_1 USING btree (group_id, message_id);
 
-CREATE INDEX exceptions_1_due ON sqlstreams.exceptions_1 USING btree (group_id, can_run_after) WHERE (status <> 'dead'::text);
+CREATE INDEX exceptions_1_due ON sqlstreams.exceptions_1 USING btree (group_id, can_run_after) WHERE (status <> ALL (ARRAY['dead'::text, 'deferred'::text]));
 
 CREATE INDEX exceptions_1_lane ON sqlstreams.exceptions_1 USING btree (group_id, lane_key, message_id) WHERE (lane_key IS NOT NULL);
+
+CREATE INDEX exceptions_1_open_keys ON sqlstreams.exceptions_1 USING btree (group_id, lane_key COLLATE "C") WHERE ((lane_key IS NOT NULL) AND (status <> 'dead'::text));
 
 CREATE INDEX group_actions_group ON sqlstreams.group_actions USING btree (stream, group_name, at);
 

@@ -98,10 +98,16 @@ void Retrier::run() {
         isolating = !due.empty();
         if (!isolating) next_suspect_check = clock.now() + g.lease_ttl;
       } else {
-        backlog = due.size() == room;
+        // An ordered group's key walk that stopped part of the way goes on at once when it
+        // took rows, else at the next poll (a walk that finds nothing claimable in a group of
+        // many blocked keys must not spin).
+        const bool walk_left_keys = store.retry_claim_left_keys();
+        backlog = due.size() == room || (walk_left_keys && !due.empty());
         if (!backlog) {
           auto wait = g.max_poll_interval;
-          if (auto next = store.next_retry_due()) {
+          if (walk_left_keys) {
+            wait = g.poll_interval;
+          } else if (auto next = store.next_retry_due()) {
             // <= 0: claimable but not ours (locked by another host now): look again soon.
             wait = next->count() <= 0 ? g.poll_interval
                                       : std::clamp(*next, std::chrono::milliseconds(1), wait);

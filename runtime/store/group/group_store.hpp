@@ -333,6 +333,10 @@ class GroupStore {
                                                           int32_t max_retries = kNoRetryBudget,
                                                           int32_t chain = 0);
   static constexpr int32_t kNoRetryBudget = 1 << 30;
+  // Ordered groups: the last claim_due_retries() (not suspects) walked the group's keys only
+  // part of the way (its room filled, or its step budget ran out), so the next claim, which
+  // goes on from where it stopped, may find more at once. False for unordered groups.
+  bool retry_claim_left_keys() const { return retry_walk_more_; }
 
   // Time from database now until the next exception row becomes claimable (a `ready` row's
   // due time or an `inflight` row's lease expiry; <= 0 when one is claimable already); nullopt
@@ -396,6 +400,12 @@ class GroupStore {
       read_budget_, read_checked_, count_range_, reclaim_, commit_complete_, commit_partial_,
       renew_, advance_read_, advance_apply_, gate_, gate_anything_;
   OrderingMode ordering_ = OrderingMode::kNone;
+  // The ordered retry claim's key walk (README "The key walk"): the key after which the next
+  // walk starts, and whether the last one stopped before it had looked at every key. Touched
+  // only by claim_due_retries() (the retry loop's thread).
+  std::string retry_walk_start_;
+  bool retry_walk_more_ = false;
+  static constexpr int32_t kRetryWalkSteps = 1000;
   std::optional<InDoubtCommit> in_doubt_;
   // Writes the outputs of a commit (emits.cpp); made on the first commit that has any.
   std::unique_ptr<Producer> emitter_;

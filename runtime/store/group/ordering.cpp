@@ -117,22 +117,51 @@ std::string distinct_key_array(const std::vector<StoredMessage>& messages) {
 }
 
 std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
-                           const std::string& hold_param) {
+                           const RetryWalkParams& params) {
+  // The next key with an open row after `cond`, over exceptions_N_open_keys (V014) in byte
+  // order: one index probe. Dead-only keys are not in that index, so they cost nothing.
+  const auto key_after = [&](const std::string& cond, int pass) {
+    return fmt::format(
+        "(SELECT o.lane_key AS k, {2} AS pass FROM {0} o WHERE o.group_id = $1 AND o.lane_key "
+        "IS NOT NULL AND o.status <> 'dead' AND {1} ORDER BY o.lane_key COLLATE \"C\" LIMIT 1)",
+        tables.exceptions, cond, pass);
+  };
+  const std::string start = fmt::format("{}::text", params.start);
+  const std::string gt = "o.lane_key COLLATE \"C\" > ";
+  const std::string le = "o.lane_key COLLATE \"C\" <= ";
+  // Pass 0: the keys after the start; pass 1: from the first key up to the start (the wrap).
+  const std::string first_key = fmt::format("SELECT * FROM ({} UNION ALL {}) f LIMIT 1",
+                                            key_after(gt + start, 0), key_after(le + start, 1));
+  const std::string next_key = fmt::format(
+      "SELECT * FROM ({} UNION ALL {} UNION ALL {}) f LIMIT 1",
+      key_after("w.pass = 0 AND " + gt + "w.k", 0), key_after("w.pass = 0 AND " + le + start, 1),
+      key_after("w.pass = 1 AND " + gt + "w.k AND " + le + start, 1));
+  // The key's head: its lowest unresolved row ({hold}: dead counts), claimable when due, at or
+  // below `claimed` (README "Rewind").
+  const std::string head = fmt::format(
+      "LEFT JOIN LATERAL (SELECT h.message_id, ({1}) AND h.message_id <= (SELECT claimed FROM "
+      "cur) AS ok FROM {0} h WHERE h.group_id = $1 AND h.lane_key = f.k AND (h.status <> 'dead' "
+      "OR {2}) ORDER BY h.message_id LIMIT 1) hd ON true",
+      tables.exceptions, due, params.hold);
   return fmt::format(
-      "keys AS (SELECT DISTINCT k.lane_key FROM {0} k WHERE k.group_id = $1 AND k.status <> "
-      "'dead' AND k.lane_key IS NOT NULL AND {3}), "
-      "heads AS (SELECT h.message_id, keys.lane_key FROM keys CROSS JOIN LATERAL (SELECT "
-      "h.message_id FROM {0} h WHERE h.group_id = $1 AND h.lane_key = keys.lane_key AND "
-      "(h.status <> 'dead' OR {2}) ORDER BY h.message_id LIMIT 1) h), "
-      "held AS (SELECT l.low, unnest(l.key_hashes) AS kh FROM {1} l WHERE l.group_id = $1), "
       // Only rows the cursor has claimed: after a rewind, a row above `claimed` (written by the
       // history the rewind restarted) may have earlier messages of its key that are now under no
       // lease and in no row — unclaimed, unresolved (README "Rewind").
-      "cur AS (SELECT c.claimed FROM {4} c WHERE c.group_id = $1), "
-      "cand AS (SELECT h.message_id FROM heads h WHERE h.message_id <= (SELECT claimed FROM cur) "
-      "AND NOT EXISTS (SELECT 1 FROM held WHERE held.kh = hashtext(h.lane_key) AND held.low < "
-      "h.message_id))",
-      tables.exceptions, tables.leases, hold_param, due, tables.cursors);
+      "cur AS (SELECT c.claimed FROM {0} c WHERE c.group_id = $1), "
+      // The walk: one key a step, until `found` claimable heads fill the room or `steps` keys
+      // were looked at (the next claim goes on from where this one stopped).
+      "walk(k, pass, head, ok, found, steps) AS (SELECT f.k, f.pass, hd.message_id, "
+      "coalesce(hd.ok, false), coalesce(hd.ok, false)::integer, 1 FROM ({1}) f {3} "
+      "UNION ALL SELECT f.k, f.pass, hd.message_id, coalesce(hd.ok, false), w.found + "
+      "coalesce(hd.ok, false)::integer, w.steps + 1 FROM walk w CROSS JOIN LATERAL ({2}) f {3} "
+      "WHERE w.found < {4} AND w.steps < {5}), "
+      "walk_end AS (SELECT w.k, w.found >= {4} OR w.steps >= {5} AS more FROM walk w ORDER BY "
+      "w.steps DESC LIMIT 1), "
+      "held AS (SELECT l.low, unnest(l.key_hashes) AS kh FROM {6} l WHERE l.group_id = $1), "
+      // A head that a lease with a lower `low` holds waits (hash anti-join, once per claim).
+      "cand AS (SELECT w.head AS message_id FROM walk w WHERE w.ok AND NOT EXISTS (SELECT 1 FROM "
+      "held WHERE held.kh = hashtext(w.k) AND held.low < w.head))",
+      tables.cursors, first_key, next_key, head, params.room, params.steps, tables.leases);
 }
 
 std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due,
@@ -143,10 +172,14 @@ std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string
   // 30-minute chaos run's load — longer than the 3-s lease, so every row claimed was handed back
   // unrun, and the hold group's retries stalled.)
   return fmt::format(
+      // The oldest due keyless rows, by exceptions_N_due (which holds no deferred row: V014).
+      "loose AS (SELECT x.message_id FROM {0} x WHERE x.group_id = $1 AND x.lane_key IS NULL AND "
+      "x.status NOT IN ('dead', 'deferred') AND {1} ORDER BY x.can_run_after LIMIT $3), "
+      // The walk's heads and those, by primary key; the condition again under the lock.
       "due AS (SELECT e.message_id, e.status AS was, e.lane_key FROM {0} e WHERE e.group_id = $1 "
-      "AND e.status <> 'dead' AND {1} AND (e.lane_key IS NULL OR e.message_id IN (SELECT "
-      "message_id FROM cand)) ORDER BY e.can_run_after, e.message_id LIMIT $3 FOR UPDATE OF e "
-      "SKIP LOCKED), "
+      "AND e.status <> 'dead' AND {1} AND e.message_id IN (SELECT message_id FROM cand UNION ALL "
+      "SELECT message_id FROM loose) ORDER BY e.can_run_after, e.message_id LIMIT $3 FOR UPDATE "
+      "OF e SKIP LOCKED), "
       // Each locked head's next rows: the prefix that is deferred and not held by an earlier
       // lease, numbered from 1. Only behind a head that never ran (`deferred`): a head being
       // retried fails again often (a key failing for minutes), and each of its attempts would

@@ -26,21 +26,30 @@ struct StoredMessage;
 std::string distinct_key_array(const std::vector<StoredMessage>& messages);
 
 // The retry claim's key predicate (claim_due_retries, ordered groups), as CTEs to put before
-// its `due` CTE: `cand` = the message ids that head their key — the lowest unresolved row of a
-// lane_key ($hold_param: dead counts) — and that no lease of the group with a lower `low`
-// holds, for the keys of the rows that are due (`due`: the claim's condition on unqualified
-// columns); `held` = the leases' (low, key hash) pairs. One index probe per key with a due row:
-// a per-row NOT EXISTS probed every deferred row of a hot key at every poll (113 ms for 10,000
-// of them), a skip scan over every key of the group walked the keys of all dead letters too
-// (400 ms with 50,000); README.
+// its `due` CTE (WITH RECURSIVE): a walk of the group's keys that have an open row, in byte
+// order from `start` (exclusive) and wrapping around once, one index probe for the next key and
+// one for its head each step, that stops when `room` claimable heads were found or after `steps`
+// keys (runtime/store/group/README.md#per-key-ordering, "The key walk"). `cand` = the ids of the
+// heads found — the lowest unresolved row of a lane_key (`hold`: dead counts), due (`due`: the
+// claim's condition on unqualified columns), at or below `claimed`, and held by no lease of the
+// group with a lower `low`; `held` = the leases' (low, key hash) pairs; `walk_end` = one row
+// (k: the last key looked at, more: the walk stopped before it had looked at every key), none
+// when the group has no open keyed row. A claim costs O(room + steps), not O(open rows).
+struct RetryWalkParams {
+  std::string hold;   // boolean: dead rows hold their key
+  std::string room;   // integer: heads to find
+  std::string start;  // text: the key after which the walk starts ('' = the first key)
+  std::string steps;  // integer: keys to look at, at most
+};
 std::string retry_key_ctes(const StreamTables& tables, const std::string& due,
-                           const std::string& hold_param);
-// The claim's CTEs for an ordered group, after retry_key_ctes: `due` locks (SKIP LOCKED) due
-// unkeyed rows and heads, at most $3; then the retry chains of the heads locked here — each
-// head's next rows in id order (at most $chain_param) while each is `deferred` and no lease with
-// a lower `low` holds the key (runtime/store/group/README.md#per-key-ordering, "Retry chains") —
-// are locked in the room left, and `taken` keeps of each chain the prefix that was locked.
-// Columns of `taken`: message_id, was, chained.
+                           const RetryWalkParams& params);
+// The claim's CTEs for an ordered group, after retry_key_ctes: `due` locks (SKIP LOCKED) the
+// walk's heads and the oldest due unkeyed rows (`loose`), the oldest $3 of them; then the retry
+// chains of the heads locked here — each head's next rows in id order (at most $chain_param) while
+// each is `deferred` and no lease with a lower `low` holds the key
+// (runtime/store/group/README.md#per-key-ordering, "Retry chains") — are locked in the room left,
+// and `taken` keeps of each chain the prefix that was locked. Columns of `taken`: message_id, was,
+// chained.
 std::string retry_chain_claim_ctes(const StreamTables& tables, const std::string& due,
                                    const std::string& chain_param);
 

@@ -50,10 +50,15 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   // old statement. (The chaos plant `ordering-retry-any-row`, test builds: no key predicate — a
   // later row of a blocked key runs.)
   const bool chains = keyed && !chaos_plant("ordering-retry-any-row");
-  std::string ctes = "WITH ";
-  if (keyed) ctes += retry_key_ctes(tables_, which, "$5::boolean") + ", ";
+  // Ordered groups: $6 the key walk's start, $7 its step budget, $8 the chain length.
+  std::string ctes = keyed ? "WITH RECURSIVE " : "WITH ";
+  if (keyed) {
+    ctes +=
+        retry_key_ctes(tables_, which, {"$5::boolean", "$3::integer", "$6::text", "$7::integer"}) +
+        ", ";
+  }
   if (chains) {
-    ctes += retry_chain_claim_ctes(tables_, which, "$6::integer") + " ";
+    ctes += retry_chain_claim_ctes(tables_, which, "$8::integer") + " ";
   } else {
     ctes += fmt::format(
         "due AS (SELECT message_id, status AS was, false AS chained FROM {0} e WHERE group_id = "
@@ -64,8 +69,9 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
   return guarded(session_, "claim retries", [&] {
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     pqxx::work tx(connection_of(session_));
+    // Ordered groups: the UPDATE's rows, then one row with the key walk's end (message_id NULL).
     const std::string claim_sql = fmt::format(
-        "{4}UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
+        "{4}{6}UPDATE {0} e SET status = 'inflight', lease_token = gen_random_uuid(), "
         "lease_expires_at = {1}, updated_at = now(), "
         "attempts = e.attempts + CASE WHEN {5}.was = 'inflight' AND e.attempts - e.delays "
         "<= $4 THEN 1 ELSE 0 END, "
@@ -75,24 +81,34 @@ std::vector<RetryClaim> GroupStore::claim_due_retries(Millis lease_ttl, int32_t 
         "FROM {5} WHERE e.group_id = $1 AND e.message_id = {5}.message_id "
         "RETURNING e.message_id, e.attempts, e.delays, e.lease_token::text, {5}.was = "
         "'inflight', coalesce(e.last_error, ''), e.payload::text, "
-        "coalesce(e.schema_version, 0), coalesce({2}, 0), e.message_key, {3}, {5}.chained",
+        "coalesce(e.schema_version, 0), coalesce({2}, 0), e.message_key, {3}, {5}.chained{7}",
         tables_.exceptions, db_in("$2"), to_epoch_ms("e.message_created_at"),
         keyed ? fmt::format("e.lane_key, {}.was = 'deferred'", src) : "NULL::text, false", ctes,
-        src);
+        src, keyed ? ", took AS (" : "",
+        keyed ? ") SELECT t.*, NULL::text, NULL::boolean FROM took t UNION ALL SELECT NULL, "
+                "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, we.k, "
+                "we.more FROM walk_end we"
+              : "");
     // Suspects run alone, one at a time: no chain.
     const int32_t chain_rows = pick == RetryPick::kSuspects ? 0 : std::max(0, chain);
     const bool hold = ordering_ == OrderingMode::kKeyHold;
     auto rows = chains  ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
-                               max_retries, hold, chain_rows)
+                               max_retries, hold, retry_walk_start_, kRetryWalkSteps, chain_rows)
                 : keyed ? exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
-                               max_retries, hold)
+                               max_retries, hold, retry_walk_start_, kRetryWalkSteps)
                         : exec(tx, kClaimRetries, claim_sql, group_id_, ms_param(lease_ttl), limit,
                                max_retries);
+    retry_walk_more_ = false;
     std::vector<RetryClaim> out;
     std::map<int64_t, size_t> by_id;
     std::map<int64_t, StoredMessage> kept_payload;  // a dead letter's copy of its message
     std::vector<int64_t> ids;
     for (const auto& row : rows) {
+      if (row[0].is_null()) {  // the key walk's end: the next claim goes on after it
+        if (pick != RetryPick::kSuspects) retry_walk_start_ = row[13].as<std::string>();
+        retry_walk_more_ = row[14].as<bool>();
+        continue;
+      }
       RetryClaim c;
       c.message_id = row[0].as<int64_t>();
       c.attempts = row[1].as<int32_t>();
