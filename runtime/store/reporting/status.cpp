@@ -55,8 +55,10 @@ void read_groups(pqxx::transaction_base& tx, const Session& session, StreamStatu
           "h WHERE h.expires_at > {2})), false), "
           "(SELECT coalesce(max((h.stats -> 'groups' -> (g.id::text) ->> 'fence_wait_ms')::"
           "bigint), 0) FROM {0}.hosts h WHERE h.expires_at > {2}), "
-          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.status = "
-          "'deferred'), g.ordering, g.ordering_dead, "
+          // A deferred row always has a lane_key: with it, exceptions_N_open_keys serves the
+          // count (V014 took deferred rows out of exceptions_N_due).
+          "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.lane_key IS NOT NULL AND "
+          "e.status = 'deferred'), g.ordering, g.ordering_dead, "
           "(SELECT count(DISTINCT e.lane_key) FROM {7} e WHERE e.group_id = g.id AND e.lane_key "
           "IS NOT NULL AND (e.status <> 'dead' OR g.ordering_dead = 'hold')), "
           "(SELECT count(*) FROM {7} e WHERE e.group_id = g.id AND e.can_run_after = "

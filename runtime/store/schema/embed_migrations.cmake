@@ -1,7 +1,7 @@
-# Generates a .cpp holding every migrations/V*.sql file as a string, so the binary knows its
-# schema versions without reading files at run time. Inputs: MIGRATIONS_DIR, OUTPUT.
-file(GLOB files "${MIGRATIONS_DIR}/V*.sql")
-list(SORT files)
+# Generates a .cpp holding every migration file as a string, so the binary knows its schema
+# versions without reading files at run time. Inputs: MIGRATION_FILES (the paths, in order, as
+# runtime/store/CMakeLists.txt lists them), OUTPUT.
+set(files ${MIGRATION_FILES})
 set(body "")
 foreach(f ${files})
   get_filename_component(name "${f}" NAME)
