@@ -175,6 +175,12 @@ std::unique_ptr<maintain::MaintenanceRunner> Host::make_maintenance(
       std::move(mo), maintain::fleet_workers(config, streams, groups, holder_, janitor_counters_));
 }
 
+void Host::stop_poller() {
+  if (!poller_) return;
+  poller_->stop();
+  poller_.reset();
+}
+
 void Host::start_poller(Millis interval) {
   store::SessionOptions o = options_.session;
   o.application_name = "sqlstreams status";
@@ -212,8 +218,10 @@ void Host::start() {
     }
     maintenance_ = make_maintenance(config, session, refs);
   }
-  start_poller(config.host.status_interval);
+  // The fleet's status is read for the HTTP endpoints alone: a host without them reads nothing
+  // (an ordered group's status costs in proportion to its open rows; tests/service reload_test).
   if (!config.host.http_listen.empty()) {
+    start_poller(config.host.status_interval);
     try {
       start_http(config.host.http_listen);
     } catch (const ops::HttpError& e) {

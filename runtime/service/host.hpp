@@ -130,7 +130,10 @@ class Host {
   bool prepare(const config::Config& next, const ReloadPlan& plan, Prepared& out,
                std::vector<std::string>& problems);
   void apply(const config::Config& next, const ReloadPlan& plan, Prepared& prepared);
-  void restart_http(const std::string& old_listen, const std::string& new_listen);
+  // Stops the HTTP server and starts it on `new_listen` (nothing when ""); the status poller runs
+  // exactly while a server does (only /metrics, /readyz and the status page read it).
+  void restart_http(const std::string& old_listen, const std::string& new_listen,
+                    Millis status_interval);
 
   std::unique_ptr<plugin_host::HandlerInstance> make_handler(const config::GroupConfig& group)
       SQLSTREAMS_EXCLUDES(mu_);
@@ -143,6 +146,7 @@ class Host {
       const std::vector<store::GroupRef>& groups);
   void start_http(const std::string& listen);
   void start_poller(Millis interval);
+  void stop_poller();  // control thread, with no HTTP server running
   void log_rejected(const std::vector<std::string>& problems);
   // SIGHUP: stages every changed plugin file of `next` beside its running version (nothing
   // switches yet); false with `problems` when a changed file is refused.

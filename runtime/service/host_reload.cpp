@@ -135,15 +135,18 @@ void Host::apply(const config::Config& next, const ReloadPlan& plan, Prepared& p
     maintenance_->start();
   }
   if (plan.status_interval_changed && poller_) poller_->set_interval(next.host.status_interval);
-  if (plan.http_changed) restart_http(old_listen, next.host.http_listen);
+  if (plan.http_changed) restart_http(old_listen, next.host.http_listen, next.host.status_interval);
 }
 
-void Host::restart_http(const std::string& old_listen, const std::string& new_listen) {
+void Host::restart_http(const std::string& old_listen, const std::string& new_listen,
+                        Millis status_interval) {
   http_.reset();
   if (new_listen.empty()) {
+    stop_poller();
     spdlog::info("http-stopped: host.http_listen is \"\"");
     return;
   }
+  if (!poller_) start_poller(status_interval);
   try {
     start_http(new_listen);
   } catch (const std::exception& e) {
@@ -157,6 +160,7 @@ void Host::restart_http(const std::string& old_listen, const std::string& new_li
       }
     }
   }
+  if (!http_) stop_poller();  // nothing serves: nothing reads the status
 }
 
 bool Host::stage_plugins(const config::Config& next, std::vector<std::string>& problems) {

@@ -45,6 +45,12 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
   produce_payments(db.url(), kMessages);
   ASSERT_TRUE(wait_until([&] { return committed(db.url(), "audit-payments") > 20; }, 30s));
+  // Without HTTP nothing reads the fleet's status, so the host does not poll it (status_interval
+  // 300 ms: a poller would have connected long ago, and keeps its connection).
+  const std::string status_backends =
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sqlstreams status' AND "
+      "datname = current_database()";
+  EXPECT_EQ(testing::scalar<int64_t>(db.url(), status_backends), 0);
 
   // 1. Retune charge-cards, add fraud-check, keep audit-payments; turn HTTP on.
   const int port = free_tcp_port();
@@ -90,6 +96,9 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
             std::string::npos);
   EXPECT_NE(metrics.body.find(R"(sqlstreams_reloads_total{result="applied"} 1)"),
             std::string::npos);
+  EXPECT_TRUE(wait_until([&] { return http_get(port, "/readyz").status == 200; }, 10s))
+      << "the poller started with the server";
+  EXPECT_EQ(testing::scalar<int64_t>(db.url(), status_backends), 1);
 
   // 2. Remove fraud-check: drained and gone; the others keep running.
   HostSpec fewer = next;
@@ -141,6 +150,15 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   EXPECT_NE(
       http_get(port, "/metrics").body.find(R"(sqlstreams_reloads_total{result="rejected"} 2)"),
       std::string::npos);
+
+  // 5. HTTP off again: the status poller stops with the server and closes its connection.
+  HostSpec quiet = fewer;
+  quiet.http_listen = "";
+  host.rewrite_config(quiet);
+  host.process().signal(SIGHUP);
+  ASSERT_TRUE(host.wait_for_log("\"event\":\"reload-applied\"", 30s, 3)) << tail(host.log());
+  EXPECT_TRUE(
+      wait_until([&] { return testing::scalar<int64_t>(db.url(), status_backends) == 0; }, 10s));
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
 
