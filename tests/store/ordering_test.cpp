@@ -736,23 +736,7 @@ TEST_F(OrderingTest, AfterARewindARowAboveTheClaimedPositionWaitsForTheReDeliver
 // family gets what the new template makes — the same columns, status check and indexes.
 TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
   TestDatabase db(TestDatabase::Schema::kEmpty);
-  auto apply = [&](const store::EmbeddedMigration& m) {
-    std::string sql = m.sql;
-    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
-      sql.replace(at, 8, "\"sqlstreams\"");
-    }
-    db.sql(sql);
-  };
-  db.sql("CREATE SCHEMA sqlstreams");
-  db.sql(
-      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
-      "text)");
-  const auto& all = store::embedded_migrations();
-  ASSERT_GE(all.size(), 9u);
-  ASSERT_EQ(all[8].version, 9);
-  for (const auto& m : all) {
-    if (m.version < 9) apply(m);
-  }
+  apply_migrations_before(db, 9);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
   db.sql(
@@ -762,7 +746,7 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
                       "can_run_after) VALUES (1, 3, 'deferred', now())"),
                std::exception)
       << "before V009 there is no deferred status";
-  apply(all[8]);
+  apply_migration(db, 9);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
   db.sql(
@@ -819,23 +803,7 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
 // rows stay.
 TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
   TestDatabase db(TestDatabase::Schema::kEmpty);
-  auto apply = [&](const store::EmbeddedMigration& m) {
-    std::string sql = m.sql;
-    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
-      sql.replace(at, 8, "\"sqlstreams\"");
-    }
-    db.sql(sql);
-  };
-  db.sql("CREATE SCHEMA sqlstreams");
-  db.sql(
-      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
-      "text)");
-  const auto& all = store::embedded_migrations();
-  ASSERT_GE(all.size(), 10u);
-  ASSERT_EQ(all[9].version, 10);
-  for (const auto& m : all) {
-    if (m.version < 10) apply(m);
-  }
+  apply_migrations_before(db, 10);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
   db.sql(
@@ -845,7 +813,7 @@ TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
       "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) VALUES "
       "(1, 3, 'parked', 'infinity')";
   EXPECT_THROW(db.sql(parked), std::exception) << "before V010 there is no parked status";
-  apply(all[9]);
+  apply_migration(db, 10);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
   db.sql(parked);

@@ -161,30 +161,14 @@ TEST_F(RetryKeyWalkTest, KeylessRowsComeFromTheDueIndexBesideTheHeads) {
 // indexes the new template makes.
 TEST(RetryKeyWalkMigrationTest, V014GivesAnExistingFamilyWhatTheNewTemplateMakes) {
   TestDatabase db(TestDatabase::Schema::kEmpty);
-  auto apply = [&](const store::EmbeddedMigration& m) {
-    std::string sql = m.sql;
-    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
-      sql.replace(at, 8, "\"sqlstreams\"");
-    }
-    db.sql(sql);
-  };
-  db.sql("CREATE SCHEMA sqlstreams");
-  db.sql(
-      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
-      "text)");
-  const auto& all = store::embedded_migrations();
-  ASSERT_GE(all.size(), 14u);
-  ASSERT_EQ(all[13].version, 14);
-  for (const auto& m : all) {
-    if (m.version < 14) apply(m);
-  }
+  apply_migrations_before(db, 14);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
   db.sql(
       "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after, "
       "lane_key) VALUES (1, 1, 'ready', now(), NULL), (1, 2, 'deferred', now(), 'k'), (1, 3, "
       "'dead', now(), 'k')");
-  apply(all[13]);
+  apply_migration(db, 14);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
   auto indexes = [&](int n) {

@@ -1,6 +1,32 @@
 #include "store_fixture.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace sqlstreams::testing {
+
+void apply_migration(const TestDatabase& db, int version) {
+  for (const auto& m : store::embedded_migrations()) {
+    if (m.version != version) continue;
+    std::string sql = m.sql;
+    for (size_t at = sql.find("@schema@"); at != std::string::npos; at = sql.find("@schema@")) {
+      sql.replace(at, 8, "\"sqlstreams\"");
+    }
+    db.sql(sql);
+    return;
+  }
+  throw std::runtime_error("no embedded migration V" + std::to_string(version));
+}
+
+void apply_migrations_before(const TestDatabase& db, int version) {
+  db.sql("CREATE SCHEMA sqlstreams");
+  db.sql(
+      "CREATE TABLE sqlstreams.migrations (version integer PRIMARY KEY, file text, checksum "
+      "text)");
+  for (const auto& m : store::embedded_migrations()) {
+    if (m.version < version) apply_migration(db, m.version);
+  }
+}
 
 void StoreTest::SetUp() {
   session_ = session();

@@ -33,6 +33,12 @@ struct OpenProducer {
   pqxx::work tx;
 };
 
+// Tests of what one migration does to a family that an older template made: applies the embedded
+// migrations before `version` by hand to an empty `db` (schema "sqlstreams", its migrations table
+// made first), then apply_migration(db, version) applies that one.
+void apply_migrations_before(const TestDatabase& db, int version);
+void apply_migration(const TestDatabase& db, int version);
+
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override;
