@@ -133,6 +133,33 @@ TEST_F(RetryKeyWalkTest, AWalkOutOfStepsGoesOnNextClaimFromWhereItStopped) {
   EXPECT_TRUE(gs.retry_claim_left_keys());
 }
 
+// The walk's start is the last key of the previous claim, sent back as a parameter: an empty
+// key, quotes and backslashes, multibyte UTF-8 and a 1,024-byte key (the longest a producer may
+// send) are each walked once per wrap, in byte order, whatever the database's collation.
+TEST_F(RetryKeyWalkTest, NastyKeysAreEachReachedOncePerWrap) {
+  const auto g = declare("walk-nasty", OrderingMode::kKeyRelease);
+  const std::vector<std::string> nasty = {"", "\"'\\;--", "\xc3\xa9", std::string(1024, 'z'),
+                                          "\xc3\xbf"};
+  for (const auto& k : nasty) keyed_rows(g, k, 1, "deferred", "now() - interval '1 s'", true);
+  auto gs = ordered(g, OrderingMode::kKeyRelease);
+  std::vector<std::string> seen;
+  for (int i = 0; i < 3; ++i) {  // room 2, three claims: six keys
+    auto got = gs.claim_due_retries(kWalkTtl, 2, Pick::kReady, 3, 0);
+    for (const auto& k : keys(got)) seen.push_back(k);
+    hand_back(gs, got);
+  }
+  ASSERT_EQ(seen.size(), 6u);
+  std::vector<std::string> first_wrap(seen.begin(), seen.begin() + 5);
+  std::sort(first_wrap.begin(), first_wrap.end());
+  std::vector<std::string> want = nasty;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(first_wrap, want);
+  // The first walk starts after '' (the empty key comes last, in the wrap); the third claim
+  // takes it and, wrapping past its start, the lowest key after it again.
+  EXPECT_EQ(seen[4], "");
+  EXPECT_EQ(seen[5], nasty[1]);
+}
+
 // Keyless rows are claimed beside the walk's heads, oldest first, from the due index, which has
 // no deferred row any more (V014): 500 deferred rows of one key in front of them change nothing.
 TEST_F(RetryKeyWalkTest, KeylessRowsComeFromTheDueIndexBesideTheHeads) {
