@@ -20,6 +20,18 @@ as_pg() {
   if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 url() { echo "postgresql://postgres@127.0.0.1:${PORT}/${DB}"; }
+# The server runs at the caller's CPU priority (`nice -n 10 scripts/pg.sh start`: scripts/test.sh
+# runs the suite's cluster below the chaos runs' clusters). pg_ctl starts the postmaster in a
+# session of its own (setsid), and where the kernel schedules by autogroup (sched(7),
+# /proc/sys/kernel/sched_autogroup_enabled) each session is a group of its own at nice 0, whatever
+# its processes' nice: so the group's nice is set as well.
+keep_caller_priority() {
+  local n pm
+  n=$(nice)
+  [[ "$n" != 0 && -f /proc/self/autogroup && -f "$DIR/data/postmaster.pid" ]] || return 0
+  pm=$(head -1 "$DIR/data/postmaster.pid")
+  echo "$n" >"/proc/$pm/autogroup" 2>/dev/null || true
+}
 
 case "$cmd" in
   start)
@@ -43,6 +55,7 @@ CONF
     if ! as_pg "$PGBIN/pg_ctl" -D "$DIR/data" status >/dev/null 2>&1; then
       as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null ||
         { tail -20 "$DIR/server.log" >&2; exit 1; }
+      keep_caller_priority
     fi
     if ! as_pg "$PGBIN/psql" -h "$DIR/sock" -p "$PORT" -U postgres -Atqc \
         "SELECT 1 FROM pg_database WHERE datname = '${DB}'" postgres | grep -q 1; then
@@ -55,7 +68,8 @@ CONF
     fi ;;
   restart-immediate)
     as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
-    as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null ;;
+    as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null
+    keep_caller_priority ;;
   url) url ;;
   *) echo "usage: $0 start|stop|restart-immediate|url [DIR] [PORT]" >&2; exit 2 ;;
 esac

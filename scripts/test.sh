@@ -28,6 +28,14 @@ for name in $(compgen -e); do  # exported names only (a value with a newline can
 done
 export LC_ALL=C.UTF-8
 
+# Background work at a low CPU priority, in a session of its own (so that `kill -- -PID` stops all
+# of it). Where the kernel schedules by autogroup (sched(7)), a session is a scheduling group of
+# its own at nice 0 and `nice` only orders processes inside one group: the group's nice is set too,
+# or a "nice 19" build would take the same share of the cores as the tests.
+low_priority() {  # low_priority N command [args...]
+  setsid bash -c 'echo "$0" >/proc/self/autogroup 2>/dev/null || true; exec nice -n "$0" "$@"' "$@"
+}
+
 # One line per phase with its duration (CONTRIBUTING.md#build-speed).
 phase_start=$SECONDS
 run_start=$SECONDS
@@ -46,7 +54,7 @@ cmake --preset "$preset" >/dev/null
 # The lock-annotation check only parses (~40 CPU-s): it runs beside the build at a lower CPU
 # priority and its verdict is collected after the tests (a violation fails the run).
 ts_log="build/$preset/thread-safety.log"
-setsid nice -n 10 scripts/thread_safety.sh "build/$preset" >"$ts_log" 2>&1 &
+low_priority 10 scripts/thread_safety.sh "build/$preset" >"$ts_log" 2>&1 &
 ts_pid=$!
 phase checks
 cmake --build --preset "$preset" -j"$(nproc)"
@@ -67,26 +75,39 @@ if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
   done
   cmake --preset tsan >/dev/null
   tsan_log=build/tsan-job-build.log
-  setsid nice -n 19 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}" \
+  low_priority 19 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}" \
     >"$tsan_log" 2>&1 &
   tsan_build_pid=$!
 fi
+
+# Two lanes when the whole suite runs (CONTRIBUTING.md#scheduling): the chaos runs (label chaos;
+# each starts its own cluster and three hosts, and a planted defect must be caught within a fixed
+# run) one after another at normal CPU priority, and every other test beside them at nice 10, the
+# suite's cluster too. A chaos run keeps ~1.1 of the 2 cores busy and much of it is the wait for
+# its drain; the other lane takes what it leaves.
+lanes=0
+if [[ "$preset" == asan && $# -eq 0 ]]; then lanes=1; fi
+below_chaos=()
+if [[ "$lanes" == 1 ]]; then below_chaos=(nice -n 10); fi
 
 # A free TCP port for this run's cluster.
 port=55500
 while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 pgdir=$(mktemp -d /tmp/sqlstreams-test-pg.XXXXXX)
 cleanup() {
-  # An early exit (a failed start, ^C) also stops the overlapped TSan build (its own group).
+  # An early exit (a failed start, ^C) also stops the overlapped TSan build (its own group)
+  # and the chaos lane.
   # (|| true: under set -e a failed kill of a finished build would become the exit status.)
   if [[ -n "${tsan_build_pid:-}" ]]; then kill -- "-$tsan_build_pid" 2>/dev/null || true; fi
+  if [[ -n "${chaos_pid:-}" ]]; then kill "$chaos_pid" 2>/dev/null || true; fi
   kill -- "-$ts_pid" 2>/dev/null || true
   scripts/pg.sh stop "$pgdir" >/dev/null 2>&1 || true
   rm -rf "$pgdir"
 }
 trap cleanup EXIT
 # fsync off: acceptable for functional tests only, never for the benchmark.
-SQLSTREAMS_PG_FSYNC=off SQLSTREAMS_PG_DB=postgres scripts/pg.sh start "$pgdir" "$port" >/dev/null
+SQLSTREAMS_PG_FSYNC=off SQLSTREAMS_PG_DB=postgres "${below_chaos[@]}" scripts/pg.sh start "$pgdir" \
+  "$port" >/dev/null
 export SQLSTREAMS_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:${port}/postgres"
 export SQLSTREAMS_TEST_PG_DIR="$pgdir"
 export SQLSTREAMS_TEST_HERMETIC=1  # Hermetic.TheCallersEnvironmentIsCleared
@@ -100,11 +121,31 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:sup
 
 # Two tests per core: most of them wait on PostgreSQL, host processes, leases and timeouts
 # more than they compute (asan tests 521 s at -j2, 467 s at -j4, same CPU). Tests that need the
-# whole cluster and the chaos runs are RUN_SERIAL; long tests carry a COST so they start first.
+# whole cluster are RUN_SERIAL; long tests carry a COST so they start first.
 jobs=$(($(nproc) * 2))
 status=0
-ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
-phase "tests ($preset)"
+if [[ "$lanes" == 1 ]]; then
+  chaos_log="build/$preset/chaos-lane.log"
+  ctest --test-dir "build/$preset/tests/chaos" -L chaos -j1 --timeout 600 --output-on-failure \
+    >"$chaos_log" 2>&1 &
+  chaos_pid=$!
+  "${below_chaos[@]}" ctest --preset "$preset" -LE chaos -j"$jobs" --timeout 600 || status=$?
+  phase "tests ($preset but chaos, beside the chaos lane)"
+else
+  ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
+  phase "tests ($preset)"
+fi
+# The chaos lane's result: its ctest output (each run's verdict is in its LastTest.log).
+finish_chaos_lane() {
+  [[ -n "${chaos_pid:-}" ]] || return 0
+  local rc=0
+  wait "$chaos_pid" || rc=$?
+  chaos_pid=
+  echo "== chaos lane (build/$preset/tests/chaos, label chaos, one run at a time)"
+  cat "$chaos_log"
+  if [[ "$rc" != 0 ]]; then status=1; fi
+  phase "tests (chaos lane, the part left)"
+}
 check_thread_safety() {
   if wait "$ts_pid"; then
     tail -n 1 "$ts_log"
@@ -116,11 +157,12 @@ check_thread_safety() {
 }
 check_thread_safety
 if [[ "$tsan_job" != 1 ]]; then
+  finish_chaos_lane
   exit "$status"
 fi
 
 # The TSan job (CONTRIBUTING.md#the-tsan-job): the build started above, then the unit and
-# integration tests of the folders where threads meet.
+# integration tests of the folders where threads meet (beside the chaos lane, at nice 10).
 echo "== TSan job: ${tsan_dirs[*]}"
 if ! wait "$tsan_build_pid"; then
   cat "$tsan_log"
@@ -130,8 +172,9 @@ fi
 tail -n 1 "$tsan_log"
 phase "build (tsan job, the part left after the asan tests)"
 for dir in "${tsan_dirs[@]}"; do
-  ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 --timeout 600 \
-    --output-on-failure || status=$?
+  "${below_chaos[@]}" ctest --test-dir "build/tsan/tests/$dir" -L 'unit|integration' -j2 \
+    --timeout 600 --output-on-failure || status=$?
 done
 phase "tests (tsan job)"
+finish_chaos_lane
 exit "$status"

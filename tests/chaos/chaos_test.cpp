@@ -3,11 +3,12 @@
 // hosts (SQLSTREAMS_CHAOS_PLANT, compiled only into test builds) and expects its violation.
 // The short run and the plant runs include the ordered group g-o (ChaosOptions::ordered, with
 // `ordering = "key"` in its config): they need a runtime that knows the setting
-// (docs/operating/ordering.md). A plant run lasts what its margin needs: the label runs serially
-// and is most of the suite's time (430 of the 665 s of asan tests), so a plant caught hundreds of
-// times in 15-20 s runs 8-10 s; the rare ones (claim without proof, split gate) keep 40-45 s. Most
-// plants outside ordering run without g-o: after the producers stop, its hot keys' chains of
-// deferred rows were most of each run's drain (CONTRIBUTING.md#build-speed).
+// (docs/operating/ordering.md). A plant run lasts what its margin needs: the label is the suite's
+// longest lane (~455 s; scripts/test.sh runs it beside the other tests,
+// CONTRIBUTING.md#scheduling), so a plant caught hundreds of times in 15-20 s runs 8-10 s; the rare
+// ones (claim without proof, split gate) keep 40-45 s. Most plants outside ordering run without
+// g-o: after the producers stop, its hot keys' chains of deferred rows were most of each run's
+// drain (CONTRIBUTING.md#build-speed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
