@@ -90,8 +90,11 @@ if [[ "$preset" == asan && $# -eq 0 ]]; then lanes=1; fi
 below_chaos=()
 if [[ "$lanes" == 1 ]]; then below_chaos=(nice -n 10); fi
 
-# A free TCP port for this run's cluster.
-port=55500
+# A free TCP port for this run's cluster, below the kernel's range of ephemeral ports
+# (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 here): in that range a port nobody listens
+# on can still be the local end of an outgoing connection, and the server's bind then fails
+# (seen on 2026-12-06: 55500 was the local port of a connection to another cluster).
+port=25500
 while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 pgdir=$(mktemp -d /tmp/sqlstreams-test-pg.XXXXXX)
 cleanup() {
