@@ -60,6 +60,10 @@ struct PipelineOptions {
   // Diagnostics: called on the claim thread after each claim that took a fresh range (not a
   // reclaim). Null (the host): nothing is measured.
   std::function<void(const ClaimTiming&)> on_claim;
+  // Tests: called on the claim thread as it begins an idle, proof or outage sleep, with the time
+  // on steady_clock it sleeps until. A test that advances a ManualSteadyClock waits for it first:
+  // a sleep that began after the advance would end a whole sleep later. Null: nothing is called.
+  std::function<void(SteadyTime until)> on_claimer_sleep;
 };
 
 // The store's ordering mode for a group's config (`ordering`, `ordering_dead`).

@@ -286,6 +286,7 @@ bool RangeQueue::await_bytes_below(int64_t bytes, SteadyTime until) {
 
 void RangeQueue::sleep_idle(std::chrono::milliseconds d) {
   const SteadyTime until = options_.steady_clock->now() + d;
+  if (options_.on_claimer_sleep) options_.on_claimer_sleep(until);
   MutexLock lock(mu_);
   wait_until(claim_cv_, lock, until, [&]() SQLSTREAMS_REQUIRES(mu_) { return stop_claiming_; });
 }

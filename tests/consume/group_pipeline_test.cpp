@@ -146,6 +146,28 @@ class GroupPipelineTest : public StreamFixture {
   store::GroupRef group_;
 };
 
+// The claimer's sleeps (PipelineOptions::on_claimer_sleep). A test that advances a
+// ManualSteadyClock first waits until the claimer sleeps until a time it knows: the claimer's
+// look (observed_since) ends before its sleep begins, and a sleep begun after the advance would
+// end a whole sleep later (on a loaded machine that happened, and the test waited in vain).
+class ClaimerSleeps {
+ public:
+  void watch(PipelineOptions& o) {
+    o.on_claimer_sleep = [this](SteadyTime until) {
+      std::lock_guard lock(mu_);
+      last_ = until;
+    };
+  }
+  bool sleeping_until(SteadyTime t) const {
+    std::lock_guard lock(mu_);
+    return last_ == t;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<SteadyTime> last_;
+};
+
 TEST_F(GroupPipelineTest, DeliversEveryMessageAndRecordsFailures) {
   produce(1000);
   auto rec = std::make_shared<Recorder>();
@@ -428,6 +450,8 @@ TEST_F(GroupPipelineTest, IdleBackoffDoublesOnTheInjectedSteadyClock) {
   o.group.max_poll_interval = 40s;
   o.steady_clock = &clock;
   o.session.application_name = "idle-backoff-test";
+  ClaimerSleeps sleeps;
+  sleeps.watch(o);
   auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
   auto claimed = [&] { return p->metrics().get(GroupCounter::kRangesClaimed); };
   auto observed_since = [&](const std::string& since) {
@@ -438,11 +462,13 @@ TEST_F(GroupPipelineTest, IdleBackoffDoublesOnTheInjectedSteadyClock) {
   ASSERT_TRUE(eventually([&] { return claimed() == 1 && rec->total() == 1; }));
   // Caught up: asleep for poll_interval (10 s).
   ASSERT_TRUE(eventually([&] { return observed_since(started); }));
+  ASSERT_TRUE(eventually([&] { return sleeps.sleeping_until(clock.now() + 10s); }));
   const std::string first_sleep_ended = db_now();
   clock.advance(10s);
   // It looked again, found nothing and sleeps twice as long (20 s). (Within seconds of real
   // time: a sleep on the real clock would take 10 s.)
   ASSERT_TRUE(eventually([&] { return observed_since(first_sleep_ended); }, 5s));
+  ASSERT_TRUE(eventually([&] { return sleeps.sleeping_until(clock.now() + 20s); }, 5s));
   produce(1);
   clock.advance(19s);
   std::this_thread::sleep_for(300ms);  // many ManualSteadyClock::kRecheck periods
@@ -474,17 +500,25 @@ TEST_F(GroupPipelineTest, ReclaimsExpiredLeasesOnceASecondOnTheInjectedSteadyClo
   o.group.max_poll_interval = 100ms;
   o.steady_clock = &clock;
   o.session.application_name = "reclaim-cadence-test";
+  ClaimerSleeps sleeps;
+  sleeps.watch(o);
   auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
   auto reclaimed = [&] { return p->metrics().get(GroupCounter::kRangesReclaimed); };
   std::string since = db_now();
   p->start();
   // It looked for expired leases (none yet), found nothing to claim and sleeps.
   ASSERT_TRUE(eventually([&] { return observed_since("reclaim-cadence-test", since); }));
+  ASSERT_TRUE(eventually([&] { return sleeps.sleeping_until(clock.now() + 100ms); }));
   db_.sql("UPDATE sqlstreams.leases_1 SET expires_at = statement_timestamp() - interval '1 ms'");
   for (int step = 1; step < 10; ++step) {  // 100 ms … 900 ms: no look for expired leases yet
     since = db_now();
     clock.advance(100ms);
-    ASSERT_TRUE(eventually([&] { return observed_since("reclaim-cadence-test", since); }, 5s))
+    ASSERT_TRUE(eventually(
+        [&] {
+          return observed_since("reclaim-cadence-test", since) &&
+                 sleeps.sleeping_until(clock.now() + 100ms);
+        },
+        5s))
         << "the claimer did not wake after " << step * 100 << " ms";
     ASSERT_EQ(reclaimed(), 0u) << "reclaimed after " << step * 100 << " ms, before 1 s";
   }
