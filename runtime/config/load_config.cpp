@@ -43,9 +43,8 @@ void check_streams(const Config& config, const toml::table& root, Problems& prob
   }
 }
 
-// A group's `emits` (docs/operating/emits.md): declared streams only; not (yet) from a handler
-// child (isolation = "process": its outputs would have to cross the frame protocol); the
-// budgets only beside `emits`.
+// A group's `emits` (docs/operating/emits.md): declared streams only; the budgets only beside
+// `emits`.
 void check_emits(const Config& config, const toml::table& root, size_t i,
                  const std::vector<std::string_view>& stream_names, Problems& problems) {
   const GroupConfig& group = config.groups[i];
@@ -59,12 +58,6 @@ void check_emits(const Config& config, const toml::table& root, size_t i,
       problem += "; did you mean '" + std::string(*near) + "'?";
     }
     problems.add(key_position(root, "groups", i, "emits"), path + ".emits", problem, quoted(name));
-  }
-  if (!group.emits.empty() && group.isolation == Isolation::kProcess) {
-    problems.add(key_position(root, "groups", i, "emits"), path + ".emits",
-                 "emits is not supported with isolation = \"process\" (a handler child cannot "
-                 "hand its outputs to the commit yet); run the group in process or drop emits",
-                 "isolation = \"process\"");
   }
   if (group.emits.empty() && item) {
     for (const char* key : {"max_emits_per_message", "max_emit_bytes_per_message"}) {

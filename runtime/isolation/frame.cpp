@@ -12,7 +12,7 @@
 namespace sqlstreams::isolation {
 namespace {
 
-enum class Type : uint8_t { kInit = 1, kReady, kFailed, kRequest, kReply };
+enum class Type : uint8_t { kInit = 1, kReady, kFailed, kRequest, kReply, kEmitPolicy };
 
 class Writer {
  public:
@@ -120,6 +120,26 @@ struct Encode {
     w.u8(f.kind);
     w.i64(f.delay_ms);
     w.str(f.error);
+    w.u32(static_cast<uint32_t>(f.outputs.size()));
+    for (const auto& o : f.outputs) {
+      w.str(o.stream);
+      w.str(o.payload);
+      w.i32(o.schema_version);
+      w.u8(o.key ? 1 : 0);
+      if (o.key) w.str(*o.key);
+      w.u8(o.idempotency_key ? 1 : 0);
+      if (o.idempotency_key) w.str(*o.idempotency_key);
+    }
+  }
+  void operator()(const EmitPolicyFrame& f) {
+    w.u8(static_cast<uint8_t>(Type::kEmitPolicy));
+    w.u32(static_cast<uint32_t>(f.max_payload_bytes.size()));
+    for (const auto& [stream, max] : f.max_payload_bytes) {
+      w.str(stream);
+      w.i64(max);
+    }
+    w.u64(f.max_count);
+    w.i64(f.max_bytes);
   }
 };
 
@@ -178,6 +198,27 @@ Frame decode_body(std::string_view body) {
       f.kind = r.u8();
       f.delay_ms = r.i64();
       f.error = r.str();
+      // No reserve: the count is the peer's word; each output must be there (truncated frame).
+      for (uint32_t n = r.u32(); n > 0; --n) {
+        OutputFrame o;
+        o.stream = r.str();
+        o.payload = r.str();
+        o.schema_version = r.i32();
+        if (r.boolean()) o.key = r.str();
+        if (r.boolean()) o.idempotency_key = r.str();
+        f.outputs.push_back(std::move(o));
+      }
+      out = std::move(f);
+      break;
+    }
+    case Type::kEmitPolicy: {
+      EmitPolicyFrame f;
+      for (uint32_t n = r.u32(); n > 0; --n) {
+        std::string stream = r.str();
+        f.max_payload_bytes.emplace_back(std::move(stream), r.i64());
+      }
+      f.max_count = r.u64();
+      f.max_bytes = r.i64();
       out = std::move(f);
       break;
     }

@@ -10,13 +10,16 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 
@@ -26,9 +29,20 @@ inline constexpr uint32_t kMaxFrameBytes = 1u << 30;  // 1 GiB: jsonb's own ceil
 // What each end accepts from the other (a larger announced length is a FrameError before
 // anything is allocated for it; the host kills such a child). Host → child: one message
 // (payloads are at most 64 MiB, streams.max_payload_bytes) and its names. Child → host: a
-// reply (its error text at most plugin_host::kMaxErrorBytes) or a load failure.
+// reply (its error text at most plugin_host::kMaxErrorBytes) or a load failure; a child of a
+// group that emits may send its reply's outputs on top (max_frame_from_emitting_child).
 inline constexpr uint32_t kMaxFrameToChild = (64u << 20) + (1u << 20);
 inline constexpr uint32_t kMaxFrameFromChild = 1u << 20;
+
+// The host's limit for a reply with outputs: kMaxFrameFromChild, the budget's payload bytes, and
+// for each output its other fields at the most they can be (stream name, key, idempotency key;
+// kMaxOutputFieldBytes together), capped at kMaxFrameBytes.
+inline constexpr uint64_t kMaxOutputFieldBytes = 64u << 10;
+inline uint32_t max_frame_from_emitting_child(uint64_t max_count, int64_t max_bytes) {
+  const uint64_t bytes = uint64_t{kMaxFrameFromChild} + static_cast<uint64_t>(max_bytes) +
+                         max_count * kMaxOutputFieldBytes;
+  return static_cast<uint32_t>(std::min<uint64_t>(bytes, kMaxFrameBytes));
+}
 
 class FrameError : public std::runtime_error {
  public:
@@ -66,16 +80,36 @@ struct RequestFrame {
   std::optional<std::string> message_key;
   bool operator==(const RequestFrame&) const = default;
 };
-// Child → host: the outcome of request `seq`. kind is plugin_host::OutcomeKind as a number.
+// One message a call emitted (plugin_host::Output), in a reply.
+struct OutputFrame {
+  std::string stream, payload;
+  int32_t schema_version = 1;
+  std::optional<std::string> key, idempotency_key;
+  bool operator==(const OutputFrame&) const = default;
+};
+// Child → host: the outcome of request `seq`. kind is plugin_host::OutcomeKind as a number;
+// outputs: what an OK call emitted (a child sends none for any other outcome, and the host keeps
+// none then).
 struct ReplyFrame {
   uint64_t seq = 0;
   uint8_t kind = 0;
   int64_t delay_ms = 0;
   std::string error;
+  std::vector<OutputFrame> outputs;
   bool operator==(const ReplyFrame&) const = default;
 };
+// Host → child, between requests: from the next request on, each call may emit under this
+// policy (plugin_host::EmitPolicy: the group's `emits` streams with their max_payload_bytes, the
+// per-call budget). Sent before the first request a child gets after the group set its policy.
+struct EmitPolicyFrame {
+  std::vector<std::pair<std::string, int64_t>> max_payload_bytes;
+  uint64_t max_count = 0;
+  int64_t max_bytes = 0;
+  bool operator==(const EmitPolicyFrame&) const = default;
+};
 
-using Frame = std::variant<InitFrame, ReadyFrame, FailedFrame, RequestFrame, ReplyFrame>;
+using Frame =
+    std::variant<InitFrame, ReadyFrame, FailedFrame, RequestFrame, ReplyFrame, EmitPolicyFrame>;
 
 // The whole frame, length prefix included.
 std::string encode(const Frame& frame);
@@ -93,6 +127,8 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
 
   int fd() const { return fd_.get(); }
+  // The host's limit for a child that may emit: a reply then carries its outputs as well.
+  void set_max_frame_bytes(uint32_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
   // Sends a whole frame; false when the peer is gone (EPIPE, ECONNRESET). Never raises SIGPIPE.
   [[nodiscard]] bool send(const Frame& frame);
   // Receives one frame. nullopt: the peer closed the channel (or `deadline` passed: then

@@ -62,6 +62,18 @@ int run_handler_child(int fd, pid_t parent, int image_fd) {
     for (;;) {
       auto frame = channel.receive();
       if (!frame) break;  // the host closed the channel: stop
+      if (const auto* policy = std::get_if<EmitPolicyFrame>(&*frame)) {
+        // The group emits (docs/operating/emits.md): each call's outputs are checked here, as
+        // they are in a host, and travel back in the reply.
+        auto p = std::make_shared<plugin_host::EmitPolicy>();
+        for (const auto& [stream, max] : policy->max_payload_bytes) {
+          p->max_payload_bytes.emplace(stream, max);
+        }
+        p->max_count = static_cast<size_t>(policy->max_count);
+        p->max_bytes = policy->max_bytes;
+        instance->set_emit_policy(std::move(p));
+        continue;
+      }
       const auto* request = std::get_if<RequestFrame>(&*frame);
       if (request == nullptr) return protocol_error("expected a request frame");
       plugin_host::MessageView view;
@@ -74,7 +86,15 @@ int run_handler_child(int fd, pid_t parent, int image_fd) {
       view.created_at_unix_ms = request->created_at_unix_ms;
       if (request->message_key) view.message_key = *request->message_key;
       const plugin_host::Outcome out = instance->handle(view);
-      ReplyFrame reply{request->seq, static_cast<uint8_t>(out.kind), out.delay.count(), out.error};
+      ReplyFrame reply{
+          request->seq, static_cast<uint8_t>(out.kind), out.delay.count(), out.error, {}};
+      if (out.kind == plugin_host::OutcomeKind::kOk) {
+        for (auto& o : out.outputs) {
+          reply.outputs.push_back(OutputFrame{std::move(o.stream), std::move(o.payload),
+                                              o.schema_version, std::move(o.key),
+                                              std::move(o.idempotency_key)});
+        }
+      }
       if (!channel.send(reply)) break;
     }
   } catch (const FrameError& e) {

@@ -80,6 +80,7 @@ struct ChildSlot {
   int crashes = 0;                          // consecutive crashes (restart backoff)
   Clock::time_point started{};
   Clock::time_point restart_at{};
+  uint64_t policy_sent = 0;  // the emit policy generation this child has (0: none)
 };
 
 // Options whose stderr budget sums every child's dropped lines (and their bytes) in one counter.
@@ -165,6 +166,12 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
 
   bool concurrent() const override { return concurrent_; }
   const std::string& plugin_name() const override { return plugin_name_; }
+  // Each child gets the policy before its next request (run()), a restarted one too.
+  void set_emit_policy(std::shared_ptr<const plugin_host::EmitPolicy> policy) override {
+    std::lock_guard lock(mu_);
+    emit_policy_ = std::move(policy);
+    ++policy_generation_;
+  }
 
  private:
   // A free child (or a down one due for restart), waiting while every child is busy; nullptr
@@ -249,6 +256,23 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
     }
     const uint64_t first_seq = seq_.fetch_add(messages.size()) + 1;
     std::string out;
+    std::shared_ptr<const plugin_host::EmitPolicy> policy;
+    uint64_t generation = 0;
+    {
+      std::lock_guard lock(mu_);
+      policy = emit_policy_;
+      generation = policy_generation_;
+    }
+    if (policy && slot.policy_sent != generation) {
+      EmitPolicyFrame f{{}, policy->max_count, policy->max_bytes};
+      for (const auto& [stream, max] : policy->max_payload_bytes) {
+        f.max_payload_bytes.emplace_back(stream, max);
+      }
+      out += encode(f);
+      slot.channel->set_max_frame_bytes(
+          max_frame_from_emitting_child(policy->max_count, policy->max_bytes));
+      slot.policy_sent = generation;
+    }
     for (size_t i = 0; i < messages.size(); ++i) {
       out += encode(request_of(messages[i], first_seq + i));
     }
@@ -264,7 +288,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
           if (r == nullptr || r->seq != first_seq + answered) {
             throw FrameError("an unexpected frame");
           }
-          const bool go_on = sink.on_outcome(answered, to_outcome(*r));
+          const bool go_on = sink.on_outcome(answered, to_outcome(*r, policy.get()));
           ++answered;
           if (answered == messages.size()) return answered;
           if (!go_on) {
@@ -293,7 +317,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
             if (r == nullptr || r->seq != first_seq + answered) {
               throw FrameError("an unexpected frame");
             }
-            (void)sink.on_outcome(answered, to_outcome(*r));
+            (void)sink.on_outcome(answered, to_outcome(*r, policy.get()));
             if (++answered == messages.size()) break;
           }
           break;
@@ -416,6 +440,7 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         slot.channel = std::move(child.channel);
         slot.stderr_pump = std::move(pump);
         slot.started = Clock::now();
+        slot.policy_sent = 0;  // a new child: it gets the emit policy before its first request
         spdlog::info(
             "handler-process-started stream={} group={} pid={} plugin={} handler={} sha256={}",
             o_.stream, o_.group, slot.pid, o_.plugin, o_.handler,
@@ -445,11 +470,45 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         "\"inprocess\" under a debugger, or check the host's log above (child-stderr)");
   }
 
-  Outcome to_outcome(const ReplyFrame& r) {
+  // A reply's outputs are checked again here, against the policy the host gave the child: they
+  // come from the plugin's process. "" when they pass (appended to `into`), else why not.
+  static std::string take_outputs(const plugin_host::EmitPolicy* policy,
+                                  const std::vector<OutputFrame>& outputs,
+                                  std::vector<plugin_host::Output>& into) {
+    if (outputs.empty()) return "";
+    if (policy == nullptr) return "outputs from a group that does not emit";
+    if (outputs.size() > policy->max_count) {
+      return fmt::format("{} outputs (max_emits_per_message {})", outputs.size(),
+                         policy->max_count);
+    }
+    int64_t bytes = 0;
+    for (const auto& o : outputs) {
+      plugin_host::Output output{o.stream, o.payload, o.schema_version, o.key, o.idempotency_key};
+      if (auto why = plugin_host::check_output(*policy, output); !why.empty()) return why;
+      bytes += static_cast<int64_t>(output.payload.size());
+      if (bytes > policy->max_bytes) {
+        return fmt::format("more than max_emit_bytes_per_message ({}) of payloads",
+                           policy->max_bytes);
+      }
+      into.push_back(std::move(output));
+    }
+    return "";
+  }
+
+  Outcome to_outcome(const ReplyFrame& r, const plugin_host::EmitPolicy* policy) {
     std::string error = sanitize_utf8(r.error, 8192);
     switch (r.kind) {
-      case static_cast<uint8_t>(OutcomeKind::kOk):
-        return {OutcomeKind::kOk, {}, {}};
+      case static_cast<uint8_t>(OutcomeKind::kOk): {
+        Outcome ok{OutcomeKind::kOk, {}, {}};
+        if (auto why = take_outputs(policy, r.outputs, ok.outputs); !why.empty()) {
+          return {
+              OutcomeKind::kRetry,
+              {},
+              sanitize_utf8("handler process sent outputs outside the group's emit policy: " + why,
+                            8192)};
+        }
+        return ok;
+      }
       case static_cast<uint8_t>(OutcomeKind::kRetry):
         return {OutcomeKind::kRetry, {}, std::move(error)};
       case static_cast<uint8_t>(OutcomeKind::kTerminal):
@@ -476,6 +535,8 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   std::condition_variable cv_;
   std::vector<ChildSlot> slots_;
   std::atomic<uint64_t> seq_{0};
+  std::shared_ptr<const plugin_host::EmitPolicy> emit_policy_;  // guarded by mu_
+  uint64_t policy_generation_ = 0;                              // guarded by mu_
   std::string plugin_name_;  // set by the first start, before any handle()
   std::atomic<bool> concurrent_{false};
 };

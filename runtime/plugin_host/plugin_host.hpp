@@ -65,6 +65,11 @@ struct EmitPolicy {
   int64_t max_bytes = int64_t{4} << 20;
 };
 
+// "" when `output` may be kept under `policy` (besides the call's budget), else why not: the
+// check of each emit (emit_registry.cpp), and the host's second check of what a handler process
+// sent back (runtime/isolation).
+std::string check_output(const EmitPolicy& policy, const Output& output);
+
 // What a handler decided for one message. The runtime owns the policy
 // (docs/design.md#retries-exception-rows-and-dead-letters).
 struct Outcome {
@@ -145,8 +150,8 @@ class HandlerInstance {
   virtual bool concurrent() const = 0;
   virtual const std::string& plugin_name() const = 0;
   // ABI 1.3: from now on each call may emit under `policy` (set before the first call; null: no
-  // call may emit). An instance that cannot pass outputs on (an isolated handler) ignores it:
-  // config refuses `emits` there.
+  // call may emit). An isolated handler hands it to its children, which send each OK call's
+  // outputs back with the reply (runtime/isolation/README.md#frames).
   virtual void set_emit_policy(std::shared_ptr<const EmitPolicy> /*policy*/) {}
 
   // The most messages one handle_batch() call is worth giving at once: 1 (the default) means

@@ -31,7 +31,16 @@ TEST(Frame, EveryFrameTypeRoundTrips) {
       FailedFrame{"p.so", "sym", "exp", "found", "hint"},
       with_key,
       without_key,
-      ReplyFrame{7, 2, 1500, "later"},
+      ReplyFrame{7, 2, 1500, "later", {}},
+      ReplyFrame{9,
+                 0,
+                 0,
+                 "",
+                 {OutputFrame{"orders.enriched", "{\"from\": 1}", 2, "k\xc3\xa9y", "idem-1"},
+                  OutputFrame{"orders.audit", std::string("{\"a\":\0}", 7), 1, std::nullopt,
+                              std::nullopt}}},
+      EmitPolicyFrame{{{"orders.enriched", 1 << 20}, {"orders.audit", 1024}}, 100, 4 << 20},
+      EmitPolicyFrame{{}, 0, 0},
   };
   for (const auto& f : frames) {
     const std::string bytes = encode(f);
@@ -55,9 +64,24 @@ TEST(Frame, MalformedBodiesAreFrameErrors) {
   bad_bool.back() = '\x02';
   EXPECT_THROW(decode_body(bad_bool), FrameError);
   // A string length past the end of the body.
-  std::string long_string = body_of(ReplyFrame{1, 0, 0, "abc"});
-  long_string[long_string.size() - 7] = '\x7f';
+  std::string long_string = body_of(ReplyFrame{1, 0, 0, "abc", {}});
+  long_string[long_string.size() - 11] = '\x7f';  // the error's length (then "abc", 0 outputs)
   EXPECT_THROW(decode_body(long_string), FrameError);
+  // A reply's outputs and a policy: every cut is an error, and a count the bytes cannot hold is
+  // "truncated", not a 4-billion-element allocation.
+  for (const Frame& f : {Frame{ReplyFrame{1, 0, 0, "", {OutputFrame{"s", "{}", 1, "k", "i"}}}},
+                         Frame{EmitPolicyFrame{{{"s", 10}}, 5, 100}}}) {
+    const std::string body = body_of(f);
+    for (size_t cut = 0; cut < body.size(); ++cut) {
+      EXPECT_THROW(decode_body(body.substr(0, cut)), FrameError) << "cut at " << cut;
+    }
+  }
+  std::string many = body_of(ReplyFrame{1, 0, 0, "", {}});
+  many.replace(many.size() - 4, 4, "\xff\xff\xff\xff");
+  EXPECT_THROW(decode_body(many), FrameError);
+  std::string bad_key_flag = body_of(ReplyFrame{1, 0, 0, "", {OutputFrame{"s", "{}", 1, {}, {}}}});
+  bad_key_flag[bad_key_flag.size() - 2] = '\x05';  // the key's present flag
+  EXPECT_THROW(decode_body(bad_key_flag), FrameError);
 }
 
 TEST(Channel, CarriesFramesLargerThanTheSocketBufferAndReportsClose) {

@@ -51,7 +51,8 @@ class IsolatedPipeline : public ::testing::Test {
 
   std::unique_ptr<consume::GroupPipeline> pipeline(int children, const std::string& crash_on,
                                                    const std::string& how = "segv",
-                                                   int max_hung_handlers = 8) {
+                                                   int max_hung_handlers = 8,
+                                                   const store::StreamRef* emit_to = nullptr) {
     config::GroupConfig g;
     g.name = "isolated";
     g.stream = "payments.requested";
@@ -75,7 +76,9 @@ class IsolatedPipeline : public ::testing::Test {
     o.handler = g.handler;
     o.stream = g.stream;
     o.group = g.name;
-    o.config_json = "{\"crash_on\": \"\\\"" + crash_on + "\\\"\", \"how\": \"" + how + "\"}";
+    o.config_json = "{\"crash_on\": \"\\\"" + crash_on + "\\\"\", \"how\": \"" + how + "\"" +
+                    (emit_to ? ", \"emit_to\": \"" + emit_to->name + "\"" : std::string()) + "}";
+    if (emit_to) g.emits = {emit_to->name};
     o.children = children;
     o.handler_timeout = g.handler_timeout;
     o.restart.initial = 200ms;
@@ -87,6 +90,7 @@ class IsolatedPipeline : public ::testing::Test {
     p.session = opts_;
     p.ref = group_;
     p.holder = "test:1";
+    if (emit_to) p.emit_targets = {*emit_to};
     return std::make_unique<consume::GroupPipeline>(p, make_isolated_handler(o));
   }
 
@@ -196,6 +200,36 @@ TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNe
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
                                 "<> 5 AND outcome = 'ok'"),
             kMessages - 1);
+}
+
+// A group that emits, in handler processes (docs/operating/emits.md): each call emits
+// {"from": id}, then answers. The OK calls' outputs travel back with their replies and are
+// committed with the range, one each; message 7 emits and then crashes its child on every
+// attempt (it ends dead), so its output is never written.
+TEST_F(IsolatedPipeline, AnOkCallsOutputsAreCommittedAndACrashedCallsAreNot) {
+  store::StreamRef out;
+  {
+    store::Session s(opts_);
+    store::StreamSpec spec;
+    spec.name = "payments.done";
+    spec.partition_size = 1000;
+    out = store::declare_stream(s, spec).stream;
+  }
+  produce(30);
+  auto p = pipeline(2, "order-7", "segv", 8, &out);
+  p->start();
+  ASSERT_TRUE(eventually(settled(30, 7)));
+  p->stop(std::chrono::steady_clock::now() + 10s);
+  std::vector<int64_t> from;
+  for (const auto& row : db_.sql("SELECT (payload->>'from')::bigint FROM sqlstreams.messages_" +
+                                 std::to_string(out.id) + " ORDER BY 1")) {
+    from.push_back(row[0].as<int64_t>());
+  }
+  std::vector<int64_t> expected;
+  for (int64_t id = 1; id <= 30; ++id) {
+    if (id != 7) expected.push_back(id);
+  }
+  EXPECT_EQ(from, expected);
 }
 
 }  // namespace
