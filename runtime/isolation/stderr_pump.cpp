@@ -108,8 +108,11 @@ void StderrPump::end_line() {
   } else {
     ++dropped_lines_;
     dropped_bytes_ += line_bytes_;
-    if (budget_.dropped_lines_total) budget_.dropped_lines_total->fetch_add(1);
+    // Bytes before lines (both seq_cst): whoever reads the lines and then the bytes never sees
+    // a line whose bytes are not counted yet (the group's two metrics; a TSan run beside the
+    // chaos lane read the lines between the two adds once).
     if (budget_.dropped_bytes_total) budget_.dropped_bytes_total->fetch_add(line_bytes_);
+    if (budget_.dropped_lines_total) budget_.dropped_lines_total->fetch_add(1);
   }
   line_.clear();
   line_bytes_ = 0;
