@@ -9,12 +9,12 @@
 #include <optional>
 #include <string>
 
+#include "common/chaos_plant.hpp"
 #include "common/duration.hpp"
 #include "common/outage_backoff.hpp"
 #include "common/thread.hpp"
 #include "consume/lease_timing.hpp"
 #include "ops/logging.hpp"
-#include "store/core/chaos_plant.hpp"
 #include "store/group/group_store.hpp"
 
 namespace sqlstreams::consume {
@@ -298,8 +298,8 @@ bool Committer::commit_together(store::GroupStore& store,
   for (const auto& r : ranges) {
     // Test builds: the planted defect also commits a range its renewal found lost (without this
     // the planted store check is reached only in the moment between a renewal and a commit).
-    if (r->lost.load() && !store::chaos_plant("commit-without-token") &&
-        !store::chaos_plant("emit-without-token")) {
+    if (r->lost.load() && !chaos_plant("commit-without-token") &&
+        !chaos_plant("emit-without-token")) {
       all_held = false;
       if (dropped()) continue;
       metrics_.add(GroupCounter::kLeaseLost);

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "common/chaos_plant.hpp"
 #include "consume/lease_timing.hpp"
-#include "store/core/chaos_plant.hpp"
 
 namespace sqlstreams::consume {
 
@@ -16,8 +16,8 @@ RangeQueue::RangeQueue(const PipelineOptions& options, GroupMetrics& metrics)
       metrics_(metrics),
       ordered_(options.group.ordering == config::Ordering::kKey),
       dead_holds_key_(options.group.ordering_dead == config::OrderingDead::kHold),
-      plant_ignore_lanes_(store::chaos_plant("ordering-ignore-lanes")),
-      plant_chain_past_failure_(store::chaos_plant("ordering-chain-past-failure")),
+      plant_ignore_lanes_(chaos_plant("ordering-ignore-lanes")),
+      plant_chain_past_failure_(chaos_plant("ordering-chain-past-failure")),
       keep_unaccepted_(options_.group.unaccepted_versions == config::UnacceptedVersions::kKeep) {
   accepted_versions_.insert(options_.group.schema_versions.begin(),
                             options_.group.schema_versions.end());

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 
+#include "common/chaos_plant.hpp"
 #include "isolation/isolation.hpp"
 #include "ops/crash_handler.hpp"
 
@@ -59,6 +61,9 @@ int run_handler_child(int fd, pid_t parent, int image_fd) {
     }
     ops::rearm_exit_hook();  // newer than the statics the plugin just made
     if (!channel.send(ReadyFrame{instance->plugin_name(), instance->concurrent()})) return 0;
+    // Test builds: the previous OK reply's outputs, sent again (chaos plant).
+    const bool plant_repeat = chaos_plant("isolated-outputs-repeated");
+    std::vector<OutputFrame> previous;
     for (;;) {
       auto frame = channel.receive();
       if (!frame) break;  // the host closed the channel: stop
@@ -93,6 +98,11 @@ int run_handler_child(int fd, pid_t parent, int image_fd) {
           reply.outputs.push_back(OutputFrame{std::move(o.stream), std::move(o.payload),
                                               o.schema_version, std::move(o.key),
                                               std::move(o.idempotency_key)});
+        }
+        if (plant_repeat) {
+          const auto fresh = reply.outputs;
+          reply.outputs.insert(reply.outputs.end(), previous.begin(), previous.end());
+          previous = fresh;
         }
       }
       if (!channel.send(reply)) break;

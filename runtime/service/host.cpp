@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/chaos_plant.hpp"
 #include "common/duration.hpp"
 #include "common/errors.hpp"
 #include "common/host_name.hpp"
@@ -17,7 +18,6 @@
 #include "ops/crash_handler.hpp"
 #include "ops/logging.hpp"
 #include "service/reload_plan.hpp"
-#include "store/core/chaos_plant.hpp"
 #include "store/schema/catalog.hpp"
 
 namespace sqlstreams::service {
@@ -95,7 +95,7 @@ std::unique_ptr<plugin_host::HandlerInstance> Host::make_handler(const config::G
   const plugin_host::SealedImage image = registry_->image(g.plugin);
   o.image_fd = image.fd;
   o.image_sha256 = image.sha256;
-  if (store::chaos_plant("child-loads-plugin-file")) {  // test builds: the children read the file
+  if (chaos_plant("child-loads-plugin-file")) {  // test builds: the children read the file
     o.image_fd = -1;
     o.image_sha256.clear();
   }

@@ -10,8 +10,8 @@
 // up on it, whatever it returned). A call whose host died in it leaves no line. Config:
 // seed (required), record_file (required), slow_ms (20), hang_ms (60000), delay_ms (100),
 // emit_to ("": none) — a call that returns OK first emits outputs_of(id) messages to that stream
-// (ABI 1.3, the group's `emits`): {"tag": "chain-<id>-<i>-<pid>-<start_ns>", "origin": id,
-// "i": i} for i = 0 .. outputs_of(id) - 1
+// (ABI 1.3, the group's `emits`): {"tag": "chain-<id>-<i>-<pid>-<start_ns>", "src":
+// "<stream>/<group>", "origin": id, "i": i} for i = 0 .. outputs_of(id) - 1
 // (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default). Threading: concurrent; the
 // instance is immutable after construction.
 #include "chaos_plugin.hpp"
@@ -146,9 +146,10 @@ class ChaosHandler : public sqlstreams::TypedHandler<std::string_view> {
         for (int i = 0; i < outputs_of(m.id); ++i) {
           const std::string tag = "chain-" + std::to_string(m.id) + "-" + std::to_string(i) + "-" +
                                   std::to_string(::getpid()) + "-" + std::to_string(call.start_ns);
-          m.emit_json(settings_.emit_to, R"({"tag": ")" + tag + R"(", "origin": )" +
-                                             std::to_string(m.id) + R"(, "i": )" +
-                                             std::to_string(i) + "}");
+          m.emit_json(settings_.emit_to, R"({"tag": ")" + tag + R"(", "src": ")" +
+                                             std::string(m.stream) + "/" + std::string(m.group) +
+                                             R"(", "origin": )" + std::to_string(m.id) +
+                                             R"(, "i": )" + std::to_string(i) + "}");
         }
       } catch (const sqlstreams::EmitError& e) {  // a call the host gave up on: not OK either
         record(m, call, "retry");

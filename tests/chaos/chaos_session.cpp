@@ -60,7 +60,7 @@ SessionResult run_chaos_session(ChaosOptions options) {
   options.restart_database = [&cluster] { return cluster.restart_immediate().first == 0; };
   ::setenv("SQLSTREAMS_CHAOS_LSAN_OPTIONS", e2e::lsan_options_for_lost_connections().c_str(), 1);
   // The workload's own producers (store::Producer, in this process) see the plant too: the
-  // producer's plants live there (store/core/chaos_plant.hpp reads the variable once, and
+  // producer's plants live there (common/chaos_plant.hpp reads the variable once, and
   // nothing in this process has read it before the run).
   if (!options.plant.empty()) ::setenv("SQLSTREAMS_CHAOS_PLANT", options.plant.c_str(), 1);
 

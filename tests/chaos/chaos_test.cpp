@@ -182,6 +182,21 @@ TEST(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   EXPECT_GT(result.verdict.count("child-start"), 0) << result.summary();
 }
 
+// A handler process sends an OK reply's outputs again with its next OK reply (a buffer never
+// cleared): the isolated group g-a of chaos.lose writes outputs its commits do not account for.
+TEST(ChaosPlantTest, IsolatedOutputsRepeatedAreReportedAsEmits) {
+  ChaosOptions o;
+  o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run
+  o.seed = 41;
+  o.duration = 10s;
+  o.faults = {};
+  o.plant = "isolated-outputs-repeated";
+  const auto result = run_chaos_session(o);
+  print_run(result);
+  EXPECT_GT(result.verdict.count("emits"), 0) << result.summary();
+  EXPECT_EQ(result.verdict.count("double-commits"), 0) << result.summary();
+}
+
 // The ordering plants (docs/design.md#per-key-ordering; `chaos_plant("ordering-…")` in
 // runtime/consume and runtime/store). Run with faults off, like the other plants: the behaviours'
 // retries, delays and dead letters block keys often enough.

@@ -43,8 +43,9 @@ struct StreamData {
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> rewound;  // group -> (P, C]
   std::map<std::pair<std::string, int64_t>, std::string> audit;  // (group, id) -> its trail
   std::map<std::pair<std::string, int64_t>, int> ok_commits;     // committed OK outcomes
-  // The chain's outputs in this stream: (origin id, index) -> how many were written.
-  std::map<std::pair<int64_t, int>, int> outputs;
+  // The chain's outputs in this stream: (emitting "stream/group", origin id, index) -> how many
+  // were written.
+  std::map<std::tuple<std::string, int64_t, int>, int> outputs;
   OrderedStream ordered;  // what the per-key invariants read
   // Attempts charged because an isolated group's handler process could not start: "g/id attempt
   // N: error" (the children map the host's sealed image, so a plugin file replaced in place
@@ -107,10 +108,11 @@ std::map<std::string, StreamData> read_database(const std::string& url) {
             KeySeq{r[2].as<std::string>(), r[3].is_null() ? -1 : r[3].as<int64_t>()};
       }
     }
-    for (const auto& r : tx.exec("SELECT (payload->>'origin')::bigint, (payload->>'i')::int, "
-                                 "count(*) FROM sqlstreams.messages_" +
-                                 n + " WHERE payload ? 'origin' GROUP BY 1, 2")) {
-      s.outputs[{r[0].as<int64_t>(), r[1].as<int>()}] = r[2].as<int>();
+    for (const auto& r :
+         tx.exec("SELECT coalesce(payload->>'src', '-'), (payload->>'origin')::bigint, "
+                 "(payload->>'i')::int, count(*) FROM sqlstreams.messages_" +
+                 n + " WHERE payload ? 'origin' GROUP BY 1, 2, 3")) {
+      s.outputs[{r[0].as<std::string>(), r[1].as<int64_t>(), r[2].as<int>()}] = r[3].as<int>();
     }
     for (const auto& r :
          tx.exec("SELECT group_id, committed, claimed FROM sqlstreams.cursors_" + n)) {
@@ -393,31 +395,45 @@ Verdict check(const CheckInput& in, History& h) {
     }
   }
 
-  // The chain: each committed OK outcome of the emitting group wrote its outputs once, whole, and
-  // nothing else wrote any (docs/operating/emits.md). A rewind re-delivers on purpose: its second
-  // OK commit writes a second set, counted the same way.
-  if (auto chain = db.find(kChainStream); chain != db.end() && db.count(kEmittingGroup.first)) {
-    const auto& source = db.at(kEmittingGroup.first);
-    std::map<int64_t, int> commits;  // origin id -> committed OK outcomes of the emitting group
-    for (const auto& [key, n] : source.ok_commits) {
-      if (key.first == kEmittingGroup.second) commits[key.second] = n;
-    }
-    std::set<int64_t> origins;
-    for (const auto& [key, n] : chain->second.outputs) origins.insert(key.first);
-    for (const auto& [id, n] : commits) origins.insert(id);
+  // The chain: each committed OK outcome of an emitting group (in process and isolated) wrote
+  // its outputs once, whole, and nothing else wrote any (docs/operating/emits.md). A rewind
+  // re-delivers on purpose: its second OK commit writes a second set, counted the same way.
+  if (auto chain = db.find(kChainStream); chain != db.end()) {
     int64_t written = 0;
-    for (int64_t id : origins) {
-      const int k = commits.count(id) ? commits.at(id) : 0;
-      for (int i = 0; i < outputs_of(id) + 1; ++i) {  // one index past the last: must be empty
-        auto it = chain->second.outputs.find({id, i});
-        const int n = it == chain->second.outputs.end() ? 0 : it->second;
-        written += n;
-        const int want = i < outputs_of(id) ? k : 0;
-        if (n != want) {
-          t.violation("emits", where(kEmittingGroup.first, kEmittingGroup.second, id) + " output " +
-                                   std::to_string(i) + " written " + std::to_string(n) +
-                                   " times for " + std::to_string(k) + " committed OK outcomes");
+    std::set<std::string> sources;
+    for (const auto& [stream, group] : kEmittingGroups) {
+      const std::string src = stream + "/" + group;
+      sources.insert(src);
+      std::map<int64_t, int> commits;  // origin id -> committed OK outcomes of the group
+      if (auto source = db.find(stream); source != db.end()) {
+        for (const auto& [key, n] : source->second.ok_commits) {
+          if (key.first == group) commits[key.second] = n;
         }
+      }
+      std::set<int64_t> origins;
+      for (const auto& [key, n] : chain->second.outputs) {
+        if (std::get<0>(key) == src) origins.insert(std::get<1>(key));
+      }
+      for (const auto& [id, n] : commits) origins.insert(id);
+      for (int64_t id : origins) {
+        const int k = commits.count(id) ? commits.at(id) : 0;
+        for (int i = 0; i < outputs_of(id) + 1; ++i) {  // one index past the last: must be empty
+          auto it = chain->second.outputs.find({src, id, i});
+          const int n = it == chain->second.outputs.end() ? 0 : it->second;
+          written += n;
+          const int want = i < outputs_of(id) ? k : 0;
+          if (n != want) {
+            t.violation("emits", where(stream, group, id) + " output " + std::to_string(i) +
+                                     " written " + std::to_string(n) + " times for " +
+                                     std::to_string(k) + " committed OK outcomes");
+          }
+        }
+      }
+    }
+    for (const auto& [key, n] : chain->second.outputs) {
+      if (sources.count(std::get<0>(key)) == 0) {
+        t.violation("emits", std::to_string(n) + " outputs from '" + std::get<0>(key) +
+                                 "', which does not emit");
       }
     }
     t.info("chain outputs", written);

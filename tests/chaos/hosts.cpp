@@ -46,8 +46,7 @@ void ChaosHost::write_config() {
   }
   for (const auto& s : kStreams) {
     for (const auto& g : groups_of(options_)) {
-      const bool emits =
-          options_.chain && s.name == kEmittingGroup.first && g == kEmittingGroup.second;
+      const bool emits = options_.chain && emits_to_chain(s.name, g);
       t << "\n[[groups]]\nname = \"" << g << "\"\nstream = \"" << s.name << "\"\n"
         << "plugin = \"chaos.so\"\nhandler = \"chaos\"\n"
         << "concurrency = " << (g == "g-b" ? concurrency_b_ : 4) << "\n"

@@ -55,7 +55,8 @@ struct ChaosOptions {
   // checker is validated without a runtime that orders, and how it stays honest).
   bool ordering_config = true;
   // The chain (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default): g-b of chaos.keep
-  // emits outputs_of(id) messages to chaos.chain with each OK call (`emits`), and g-c consumes
+  // and g-a of chaos.lose (isolated) emit outputs_of(id) messages to chaos.chain with each OK
+  // call (`emits`), and g-c consumes
   // chaos.chain; the checker's `emits` invariant holds the outputs to the committed OK outcomes,
   // one set each.
   bool chain = true;
@@ -66,7 +67,16 @@ inline const std::vector<std::string> kGroups = {"g-a", "g-b"};
 // The chain: no producer writes chaos.chain (only the emitting group's commits), and it has no
 // retention, so the checker counts every output ever written.
 inline const std::string kChainStream = "chaos.chain";
-inline const std::pair<std::string, std::string> kEmittingGroup = {"chaos.keep", "g-b"};
+// The groups that emit to the chain: g-b of chaos.keep in the host's process, and g-a of
+// chaos.lose in handler processes (kIsolatedGroup: its outputs come back with its replies).
+inline const std::vector<std::pair<std::string, std::string>> kEmittingGroups = {
+    {"chaos.keep", "g-b"}, {"chaos.lose", "g-a"}};
+inline bool emits_to_chain(const std::string& stream, const std::string& group) {
+  for (const auto& [s, g] : kEmittingGroups) {
+    if (s == stream && g == group) return true;
+  }
+  return false;
+}
 inline const std::string kChainGroup = "g-c";
 inline const std::string kOrderedGroup = "g-o";
 // The group that runs its handlers in child processes (`isolation = "process"`), beside the

@@ -4,7 +4,7 @@
 // older lease rows and skip a range; the write applies only under the generation it read.
 #include <fmt/format.h>
 
-#include "store/core/chaos_plant.hpp"
+#include "common/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/group/group_store.hpp"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "store/core/chaos_plant.hpp"
+#include "common/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"

@@ -7,7 +7,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "store/core/chaos_plant.hpp"
+#include "common/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/group/group_store.hpp"

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "common/chaos_plant.hpp"
 #include "common/utf8.hpp"
-#include "store/core/chaos_plant.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/core/stream_tables.hpp"

@@ -1,4 +1,4 @@
-// store/core/chaos_plant — planted defects for the chaos checker's self-test (tests/chaos): each is
+// common/chaos_plant — planted defects for the chaos checker's self-test (tests/chaos): each is
 // a known bug the checker must report. Compiled only with SQLSTREAMS_CHAOS_PLANTS (the asan test
 // preset); a release build has no switch at all. At run time a host plants the one named by
 // SQLSTREAMS_CHAOS_PLANT: claim-without-proof, commit-without-token (the range commit applies
@@ -12,7 +12,10 @@
 // idempotency-ignore-live (store::Producer's keyed insert neither finds a key's live row nor
 // keeps it: a repeat writes its messages again; in the producing process, tests/chaos sets it),
 // child-loads-plugin-file (service: isolated groups' children load the plugin file on disk,
-// not the host's sealed image, as they once did: runtime/isolation/README.md#the-supervisor).
+// not the host's sealed image, as they once did: runtime/isolation/README.md#the-supervisor),
+// isolated-outputs-repeated (a handler process sends an OK reply's outputs again with its next OK
+// reply, as a buffer never cleared would). Each module that holds a plant compiles with
+// SQLSTREAMS_CHAOS_PLANTS (its CMakeLists.txt).
 // Threading: the environment is read once; thread-safe.
 #pragma once
 
@@ -21,7 +24,7 @@
 #include <string>
 #endif
 
-namespace sqlstreams::store {
+namespace sqlstreams {
 
 inline bool chaos_plant(const char* name) {
 #ifdef SQLSTREAMS_CHAOS_PLANTS
@@ -36,4 +39,4 @@ inline bool chaos_plant(const char* name) {
 #endif
 }
 
-}  // namespace sqlstreams::store
+}  // namespace sqlstreams
