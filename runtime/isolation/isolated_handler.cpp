@@ -470,37 +470,12 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
         "\"inprocess\" under a debugger, or check the host's log above (child-stderr)");
   }
 
-  // A reply's outputs are checked again here, against the policy the host gave the child: they
-  // come from the plugin's process. "" when they pass (appended to `into`), else why not.
-  static std::string take_outputs(const plugin_host::EmitPolicy* policy,
-                                  const std::vector<OutputFrame>& outputs,
-                                  std::vector<plugin_host::Output>& into) {
-    if (outputs.empty()) return "";
-    if (policy == nullptr) return "outputs from a group that does not emit";
-    if (outputs.size() > policy->max_count) {
-      return fmt::format("{} outputs (max_emits_per_message {})", outputs.size(),
-                         policy->max_count);
-    }
-    int64_t bytes = 0;
-    for (const auto& o : outputs) {
-      plugin_host::Output output{o.stream, o.payload, o.schema_version, o.key, o.idempotency_key};
-      if (auto why = plugin_host::check_output(*policy, output); !why.empty()) return why;
-      bytes += static_cast<int64_t>(output.payload.size());
-      if (bytes > policy->max_bytes) {
-        return fmt::format("more than max_emit_bytes_per_message ({}) of payloads",
-                           policy->max_bytes);
-      }
-      into.push_back(std::move(output));
-    }
-    return "";
-  }
-
   Outcome to_outcome(const ReplyFrame& r, const plugin_host::EmitPolicy* policy) {
     std::string error = sanitize_utf8(r.error, 8192);
     switch (r.kind) {
       case static_cast<uint8_t>(OutcomeKind::kOk): {
         Outcome ok{OutcomeKind::kOk, {}, {}};
-        if (auto why = take_outputs(policy, r.outputs, ok.outputs); !why.empty()) {
+        if (auto why = take_child_outputs(policy, r.outputs, ok.outputs); !why.empty()) {
           return {
               OutcomeKind::kRetry,
               {},
@@ -542,6 +517,31 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
 };
 
 }  // namespace
+
+std::string take_child_outputs(const plugin_host::EmitPolicy* policy,
+                               const std::vector<OutputFrame>& outputs,
+                               std::vector<plugin_host::Output>& into) {
+  if (outputs.empty()) return "";
+  if (policy == nullptr) return "outputs from a group that does not emit";
+  if (outputs.size() > policy->max_count) {
+    return fmt::format("{} outputs (max_emits_per_message {})", outputs.size(), policy->max_count);
+  }
+  std::vector<plugin_host::Output> taken;
+  int64_t bytes = 0;
+  for (const auto& o : outputs) {
+    plugin_host::Output output{o.stream, o.payload, o.schema_version, o.key, o.idempotency_key};
+    if (auto why = plugin_host::check_output(*policy, output); !why.empty()) return why;
+    bytes += static_cast<int64_t>(output.payload.size());
+    if (bytes > policy->max_bytes) {
+      return fmt::format("more than max_emit_bytes_per_message ({}) of payloads",
+                         policy->max_bytes);
+    }
+    taken.push_back(std::move(output));
+  }
+  into.insert(into.end(), std::make_move_iterator(taken.begin()),
+              std::make_move_iterator(taken.end()));
+  return "";
+}
 
 std::unique_ptr<plugin_host::HandlerInstance> make_isolated_handler(IsolationOptions options) {
   auto handler = std::make_unique<IsolatedHandler>(std::move(options));

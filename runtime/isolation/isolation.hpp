@@ -48,6 +48,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "isolation/child_process.hpp"
 #include "isolation/stderr_pump.hpp"
@@ -77,6 +78,15 @@ struct IsolationOptions {
 // Starts every child and waits until each created its handler instance. Throws
 // plugin_host::PluginLoadError when a child refuses the plugin (its own message) or dies first.
 std::unique_ptr<plugin_host::HandlerInstance> make_isolated_handler(IsolationOptions options);
+
+// The host's check of the outputs a handler process sent with an OK reply: they come from the
+// plugin's process, so they are held again to the policy the host gave it (`policy` null: the
+// group does not emit), each output (plugin_host::check_output) and the call's budget (count,
+// payload bytes). "" when they pass, and then they are appended to `into`; else why not (the
+// call becomes a RETRY, and nothing of it is kept).
+std::string take_child_outputs(const plugin_host::EmitPolicy* policy,
+                               const std::vector<OutputFrame>& outputs,
+                               std::vector<plugin_host::Output>& into);
 
 // The child's side: serves the channel on `fd` until it closes; returns the exit status.
 // `parent` is the host's pid (a child orphaned before PR_SET_PDEATHSIG took effect exits).
