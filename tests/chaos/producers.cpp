@@ -90,8 +90,12 @@ KeySeq Producers::Keys::next(const std::string& stream, const std::string& key) 
   return KeySeq{key, next_seq_[stream + "/" + key]++};
 }
 
-Producers::Producers(std::string url, uint64_t seed, History& history, bool keyed)
-    : url_(std::move(url)), seed_(seed), history_(history), keyed_(keyed) {}
+Producers::Producers(std::string url, uint64_t seed, History& history, bool keyed, bool hot_keys)
+    : url_(std::move(url)),
+      seed_(seed),
+      history_(history),
+      keyed_(keyed),
+      hot_keys_(hot_keys ? kHotKeys : 0) {}
 
 Producers::~Producers() { stop(); }
 
@@ -119,7 +123,7 @@ std::string Producers::next_tag(const char* path) {
 // Multi-statement transactions: 1-4 produce() calls, 20% sleep 50-300 ms inside, 15% roll back.
 void Producers::sql_tx_loop(uint64_t seed, const char* key_prefix) {
   std::mt19937_64 rng(seed);
-  Keys keys(key_prefix, kHotKeys, 1500, keyed_);
+  Keys keys(key_prefix, hot_keys_, 1500, keyed_);
   std::unique_ptr<pqxx::connection> c;
   while (!stop_) {
     std::vector<std::string> tags;
@@ -192,7 +196,7 @@ void Producers::unrelated_writer_loop(uint64_t seed) {
 // produce_batch() of 5-40 messages, one transaction each.
 void Producers::batch_loop(uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Keys keys("batch", kHotKeys, 1500, keyed_);
+  Keys keys("batch", hot_keys_, 1500, keyed_);
   std::unique_ptr<pqxx::connection> c;
   while (!stop_) {
     std::vector<std::string> tags;
@@ -241,7 +245,7 @@ void Producers::cpp_loop(uint64_t seed) {
   so.application_name = "chaos-producer";
   store::Session session(so);
   store::Producer producer(session);
-  Keys keys("cpp", kHotKeys, 1500, keyed_);
+  Keys keys("cpp", hot_keys_, 1500, keyed_);
   while (!stop_) {
     if (healing_held_) {
       std::this_thread::sleep_for(50ms);

@@ -39,7 +39,9 @@ namespace sqlstreams::chaos {
 
 class Producers {
  public:
-  Producers(std::string url, uint64_t seed, History& history, bool keyed);
+  // keyed: the ordered workload's keys; hot_keys: kHotKeys of them per thread get a fifth of the
+  // messages (ChaosOptions::hot_keys).
+  Producers(std::string url, uint64_t seed, History& history, bool keyed, bool hot_keys = true);
   ~Producers();
   void start();
   void stop();
@@ -88,6 +90,7 @@ class Producers {
   uint64_t seed_;
   History& history_;
   bool keyed_;
+  int hot_keys_;  // hot keys per producer thread
   std::atomic<bool> stop_{false};
   std::atomic<bool> healing_held_{false};
   std::atomic<int64_t> counter_{0}, attempted_{0}, unrelated_commits_{0};

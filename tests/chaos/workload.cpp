@@ -534,8 +534,8 @@ bool ChaosRun::run() {
       (options_.ordered
            ? (options_.ordering_config ? ", ordered g-o" : ", g-o keyed but configured unordered")
            : ""));
-  m.producers =
-      std::make_unique<Producers>(options_.url, options_.seed, history_, options_.ordered);
+  m.producers = std::make_unique<Producers>(options_.url, options_.seed, history_, options_.ordered,
+                                            options_.hot_keys);
   m.producers->start();
   m.monitor_thread = std::thread([&m] { m.monitor_loop(); });
   m.fault_thread = std::thread([&m] { m.fault_loop(); });

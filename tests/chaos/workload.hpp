@@ -54,6 +54,11 @@ struct ChaosOptions {
   // group given the keyed workload — the checker must then report order/overlap/early (how the
   // checker is validated without a runtime that orders, and how it stays honest).
   bool ordering_config = true;
+  // The ordered workload's hot keys (tests/chaos/producers.cpp, kHotKeys per producer thread):
+  // chains of deferred rows that make g-o's drain most of a short run's. Off: every keyed
+  // message goes to a cold key (a plant whose defect is not about keys keeps g-o's groups
+  // without that drain).
+  bool hot_keys = true;
   // The chain (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default): g-b of chaos.keep
   // and g-a of chaos.lose (isolated) emit outputs_of(id) messages to chaos.chain with each OK
   // call (`emits`), and g-c consumes
