@@ -547,6 +547,10 @@ TEST_F(Supervisor, AChildsStderrReachesTheLogOnlyAsEscapedChildStderrEvents) {
 TEST_F(Supervisor, AChattyChildsStderrKeepsToItsBudgetAndTheDropIsCounted) {
   CapturedLog log;
   auto o = options("stderr_flood", 1);
+  // The subject is the budget, not the timeout: writing 2 MB through the pump took more than
+  // the usual 300 ms + grace once in the niced lane beside the chaos runs (the call timed out and
+  // the flood was cut at 5,440 lines).
+  o.handler_timeout = 30s;
   o.stderr_budget.burst_lines = 50;
   o.stderr_budget.lines_per_second = 20;
   const auto start = Clock::now();
