@@ -96,6 +96,7 @@ void ChaosHost::start() {
                                plugin_dir_of(options_)},
       env, log_file_);
   stopped_ = false;
+  asked_to_stop_ = false;
 }
 
 void ChaosHost::kill() {
@@ -123,10 +124,16 @@ void ChaosHost::reload_with_changed_group() {
   if (process_ && process_->running()) process_->signal(SIGHUP);
 }
 
-int ChaosHost::terminate(int timeout_ms) {
-  if (!process_) return 0;
+void ChaosHost::ask_to_stop() {
+  if (!process_ || asked_to_stop_) return;
   if (stopped_) resume();
   process_->signal(SIGTERM);
+  asked_to_stop_ = true;
+}
+
+int ChaosHost::terminate(int timeout_ms) {
+  if (!process_) return 0;
+  ask_to_stop();
   if (auto code = process_->wait(std::chrono::milliseconds(timeout_ms))) return *code;
   process_->signal(SIGKILL);
   process_->wait(std::chrono::seconds(10));

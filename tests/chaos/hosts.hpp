@@ -34,7 +34,10 @@ class ChaosHost {
   void resume();  // SIGCONT
   // Rewrites the config with group g-b's concurrency toggled, then SIGHUP.
   void reload_with_changed_group();
-  // SIGTERM; the exit code, or -1 after `timeout_ms` (then SIGKILLed).
+  // SIGTERM (once: a stop already asked for is not asked again), without waiting: the run asks
+  // every host at once, so their graceful stops overlap.
+  void ask_to_stop();
+  // ask_to_stop(), then the exit code, or -1 after `timeout_ms` (then SIGKILLed).
   int terminate(int timeout_ms);
 
  private:
@@ -45,6 +48,7 @@ class ChaosHost {
   int generation_ = 0;  // restarts so far (each start gets its own log file)
   int concurrency_b_ = 4;
   bool stopped_ = false;
+  bool asked_to_stop_ = false;  // SIGTERM sent to this process
   std::unique_ptr<testing::ChildProcess> process_;
 };
 

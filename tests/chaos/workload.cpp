@@ -569,6 +569,10 @@ bool ChaosRun::run() {
   bool quiet = false;
   std::mt19937_64 drain_rng(options_.seed);
   auto next_release = Clock::now();
+  if (!options_.drain) {
+    m.event("no drain: the safety invariants only");
+    deadline = Clock::now();
+  }
   while (Clock::now() < deadline) {
     std::string state;
     if ((quiet = m.quiescent(&why, &state))) break;
@@ -591,13 +595,15 @@ bool ChaosRun::run() {
     }
     std::this_thread::sleep_for(options_.ordered ? 100ms : 250ms);
   }
-  m.event(quiet ? "quiescent" : "NOT quiescent: " + why);
+  if (options_.drain) m.event(quiet ? "quiescent" : "NOT quiescent: " + why);
   m.stop_monitor = true;
   m.monitor_thread.join();
+  for (auto& host : m.hosts) host->ask_to_stop();
   for (auto& host : m.hosts) {
     const int rc = host->terminate(15000);
     if (rc != 0) m.event(host->name() + " exit " + std::to_string(rc) + " on SIGTERM");
   }
+  m.event("hosts stopped");
   return quiet;
 }
 

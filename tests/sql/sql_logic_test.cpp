@@ -5,7 +5,8 @@
 //                           test's superuser; `connect superuser` goes back). The roles are the
 //                           migrations' NOLOGIN roles: sqlstreams_producer, _operator, _host.
 //   statement ok            the SQL (the lines up to the blank line) must succeed
-//   statement error <CODE>  it must fail with SQLSTATE <CODE> (e.g. 42501, 22001)
+//   statement error <CODE>  it must fail with SQLSTATE <CODE> (e.g. 42501, 22001); text after
+//                           the code must appear in the error's message
 //   query                   the SQL, a line `----`, then the expected rows, one per line, columns
 //                           joined by " | ", NULL as "NULL" (order as the query returns them:
 //                           say ORDER BY)
@@ -27,6 +28,7 @@ struct Record {
   int line = 0;
   std::string kind;  // connect, ok, error, query
   std::string arg;   // the role, or the SQLSTATE
+  std::string text;  // statement error: what the message must contain ("" for anything)
   std::string sql;
   std::vector<std::string> rows;
 };
@@ -48,7 +50,10 @@ std::vector<Record> parse(const std::string& path) {
       head >> r.arg;
     } else if (word == "statement") {
       head >> word;
-      if (word == "error") head >> r.arg;
+      if (word == "error") {
+        head >> r.arg;
+        std::getline(head >> std::ws, r.text);
+      }
       r.kind = word;
     } else if (word == "query") {
       r.kind = "query";
@@ -143,6 +148,9 @@ TEST_P(SqlLogicTest, Runs) {
       } else if (code != r.arg) {
         ADD_FAILURE() << where << ": expected SQLSTATE " << r.arg << ", got " << code << ": "
                       << e.what() << r.sql;
+      } else if (std::string(e.what()).find(r.text) == std::string::npos) {
+        ADD_FAILURE() << where << ": expected a message with '" << r.text << "', got: " << e.what()
+                      << r.sql;
       }
     }
   }
@@ -150,7 +158,8 @@ TEST_P(SqlLogicTest, Runs) {
 
 // Every file of tests/sql, listed (a new file must be added here to run).
 INSTANTIATE_TEST_SUITE_P(Files, SqlLogicTest,
-                         ::testing::Values("privileges.test", "produce_limits.test"),
+                         ::testing::Values("privileges.test", "produce_limits.test",
+                                           "stream_family.test"),
                          [](const ::testing::TestParamInfo<std::string>& file) {
                            std::string name = file.param.substr(0, file.param.find('.'));
                            for (char& c : name) {

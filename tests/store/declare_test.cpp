@@ -227,13 +227,8 @@ TEST_F(DeclareTest, ExistingGroupAndEmptyStreamNeverWaitForTheFence) {
   EXPECT_EQ(fresh.start_position, 0);
 }
 
-TEST_F(DeclareTest, FamilyHasCacheOneSequenceAndPartitionedLog) {
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT cache_size FROM pg_sequences WHERE schemaname = "
-                                "'sqlstreams' AND sequencename = 'messages_1_id_seq'"),
-            1);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT partstrat::text FROM pg_partitioned_table WHERE "
-                                    "partrelid = 'sqlstreams.messages_1'::regclass"),
-            "r");
+// The family's shape in SQL (CACHE 1, the partitioned log): tests/sql/stream_family.test.
+TEST_F(DeclareTest, TheCacheRuleCheckNamesAStreamWhoseSequenceCachesMore) {
   EXPECT_TRUE(store::streams_violating_cache_rule(*session_).empty());
   db_.sql("ALTER SEQUENCE sqlstreams.messages_1_id_seq CACHE 10");
   auto bad = store::streams_violating_cache_rule(*session_);

@@ -40,25 +40,6 @@ TEST_F(ProduceLimitsTest, FiftyMegabyteKeysAreRefusedInSqlWithAClass22Error) {
   EXPECT_EQ(count_messages(db_), 1);
 }
 
-TEST_F(ProduceLimitsTest, ProduceBatchRefusesSchemaVersionsBelowOne) {
-  for (const char* versions : {"ARRAY[1, -5]", "ARRAY[0, 1]"}) {
-    auto [state, what] =
-        failure_of(db_, std::string("SELECT sqlstreams.produce_batch('payments.requested', "
-                                    "ARRAY['{}', '{}']::jsonb[], ") +
-                            versions + ")");
-    EXPECT_EQ(state, "22023") << versions << ": " << what;
-    EXPECT_NE(what.find("must be >= 1"), std::string::npos) << what;
-  }
-  EXPECT_EQ(failure_of(db_, "SELECT sqlstreams.produce('payments.requested', '{}', -5)").first,
-            "22023");
-  EXPECT_EQ(count_messages(db_), 0);
-  // NULL elements mean the default version 1.
-  db_.sql(
-      "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{}']::jsonb[], "
-      "ARRAY[NULL]::integer[])");
-  EXPECT_EQ(db_.scalar<int>("SELECT schema_version FROM sqlstreams.messages_1"), 1);
-}
-
 TEST_F(ProduceLimitsTest, TheCppProducerRefusesLongKeysBeforeSending) {
   store::Producer p(*session_);
   const std::string huge(50 * 1024 * 1024, 'k');

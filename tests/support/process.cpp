@@ -1,6 +1,7 @@
 #include "process.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -8,7 +9,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -31,6 +34,34 @@ std::vector<std::string> merged_env(const std::map<std::string, std::string>& ex
   return out;
 }
 
+// The files write_temp_file made in this process, removed at exit (a static's destructor: after
+// the tests ran, when gtest's verdict is known; its UnitTest instance is never destroyed).
+class TempFiles {
+ public:
+  void add(std::string path) {
+    std::lock_guard lk(mu_);
+    paths_.push_back(std::move(path));
+  }
+  ~TempFiles() {
+    const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
+    if (paths_.empty() || ::testing::UnitTest::GetInstance()->Failed() ||
+        (keep && *keep && std::string(keep) != "0")) {
+      return;
+    }
+    std::error_code ec;
+    for (const auto& p : paths_) std::filesystem::remove(p, ec);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> paths_;
+};
+
+TempFiles& temp_files() {
+  static TempFiles files;
+  return files;
+}
+
 std::vector<char*> c_strings(std::vector<std::string>& v) {
   std::vector<char*> out;
   for (auto& s : v) out.push_back(s.data());
@@ -47,6 +78,7 @@ std::string write_temp_file(const std::string& name_hint, const std::string& tex
   close(fd);
   std::string path = tmpl + "-" + name_hint;
   rename(tmpl.c_str(), path.c_str());
+  temp_files().add(path);
   std::ofstream(path) << text;
   return path;
 }

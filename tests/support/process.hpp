@@ -40,7 +40,9 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
                                         std::map<std::string, std::string> env = {},
                                         const std::string& stdin_text = "");
 
-// Writes `text` to a fresh temp file and returns its path.
+// Writes `text` to a fresh temp file /tmp/sqlstreams-test-XXXXXX-<name_hint> and returns its
+// path. The file is removed when the process exits, unless a test failed or SQLSTREAMS_E2E_KEEP=1
+// (as ScratchDir): before 2026-12-06 every call left its file behind, 1,750 of them in /tmp.
 std::string write_temp_file(const std::string& name_hint, const std::string& text);
 
 // ASAN_OPTIONS and TSAN_OPTIONS for a child that must die by its own fatal signal (a plugin that
