@@ -95,17 +95,21 @@ TEST_F(IdempotentProduceTest, SameKeyTwiceWritesOneMessageAndReturnsTheFirstIdOn
           "'{\"b\":2}']::jsonb[], NULL, NULL, ARRAY['order-1:placed', 'order-2:placed'])::text"),
       fmt::format("{{{},{}}}", first, first + 1));
   EXPECT_EQ(count_messages(db_), 2);
-  // store::Producer: a key the SQL path produced, and its own.
+  // store::Producer: a key the SQL path produced, and its own. A keyed batch's first try inserts
+  // every key plainly (store/produce/producer.hpp): it meets order-2:placed and fails as a
+  // whole, having drawn first + 2 and first + 3 (a gap, as a rollback leaves); the full form
+  // then draws an id for order-3:placed only.
   store::Producer p(*session_);
   auto ids = p.produce_batch(kIdemStream, {{R"({"c":1})", 1, {}, "order-2:placed"},
                                            {R"({"c":2})", 1, {}, "order-3:placed"}});
-  EXPECT_EQ(ids, (std::vector<int64_t>{first + 1, first + 2}));
-  EXPECT_EQ(p.produce(kIdemStream, {R"({"c":3})", 1, {}, "order-3:placed"}), first + 2);
+  EXPECT_EQ(ids, (std::vector<int64_t>{first + 1, first + 4}));
+  // Each repeat's first try draws one id (first + 5, first + 6) and writes nothing.
+  EXPECT_EQ(p.produce(kIdemStream, {R"({"c":3})", 1, {}, "order-3:placed"}), first + 4);
   EXPECT_EQ(p.produce_batch(kIdemStream, {{R"({"c":4})", 1, {}, "order-1:placed"}}),
             (std::vector<int64_t>{first}));
   EXPECT_EQ(count_messages(db_), 3);
   EXPECT_EQ(count_keys(db_), 3);
-  EXPECT_EQ(last_drawn(db_), first + 2) << "no id drawn for any duplicate";
+  EXPECT_EQ(last_drawn(db_), first + 6) << "the full form draws no id for a duplicate";
 }
 
 TEST_F(IdempotentProduceTest, ExistingCallersOfTheFunctionsWorkUnchanged) {
@@ -148,17 +152,20 @@ TEST_F(IdempotentProduceTest, DuplicatesWithinOneBatchTheFirstItemWinsLaterOnesG
   EXPECT_EQ(db_.scalar<std::string>(
                 "SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM sqlstreams.messages_1"),
             "1,2,4");
+  // store::Producer: the first try (ids 4..8) fails on x and on z's repeats; the full form draws
+  // for the first z and the keyless item.
   store::Producer p(*session_);
   auto cpp = p.produce_batch(kIdemStream, {{R"({"n":5})", 1, {}, "z"},
                                            {R"({"n":6})", 1, {}, "x"},
                                            {R"({"n":7})", 1, {}, "z"},
                                            {R"({"n":8})"},
                                            {R"({"n":9})", 1, {}, "z"}});
-  EXPECT_EQ(cpp, (std::vector<int64_t>{4, 1, 4, 5, 4}));
+  EXPECT_EQ(cpp, (std::vector<int64_t>{9, 1, 9, 10, 9}));
   EXPECT_EQ(db_.scalar<std::string>(
                 "SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM sqlstreams.messages_1"),
             "1,2,4,5,8");
-  // Across the chunks of one transaction too: the later chunk sees the earlier one's key.
+  // Across the chunks of one transaction too: the later chunk sees the earlier one's key (the
+  // first try's second chunk fails on w after drawing 11..14; the full form draws 15..17).
   store::Producer::BatchOptions chunks;
   chunks.chunk = 2;
   auto chunked = p.produce_batch(kIdemStream,
@@ -167,9 +174,9 @@ TEST_F(IdempotentProduceTest, DuplicatesWithinOneBatchTheFirstItemWinsLaterOnesG
                                   {R"({"n":12})", 1, {}, "w"},
                                   {R"({"n":13})", 1, {}, "v"}},
                                  chunks);
-  EXPECT_EQ(chunked, (std::vector<int64_t>{6, 7, 6, 8}));
+  EXPECT_EQ(chunked, (std::vector<int64_t>{15, 16, 15, 17}));
   EXPECT_EQ(count_messages(db_), 8);
-  EXPECT_EQ(last_drawn(db_), 8);
+  EXPECT_EQ(last_drawn(db_), 17);
 }
 
 // The first producer of a key is still open: the second waits for it (SQL and C++ paths), then

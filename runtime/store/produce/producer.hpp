@@ -23,7 +23,12 @@
 // of a key in the batch wins, later ones get its id; a key another transaction is producing
 // makes the statement wait for it, and when that one committed the statement fails as a whole
 // (SQLSTATE SQ001 from idempotency_race()) and is run again (at most kIdempotencyAttempts
-// times), then finding the committed key. A batch without keys is sent exactly as before.
+// times), then finding the committed key. That full form is the second try: a keyed batch is
+// first sent as a plain INSERT of its keys (KeyedForm::kFirstTry), which any key that exists
+// (or repeats within the batch, or another transaction commits meanwhile) fails as a whole with
+// 23505, and then runs in the full form. The committer's outputs (insert_within) always use
+// the full form: a failed statement would end its transaction. A batch without keys is sent
+// exactly as before.
 // Threading: one Producer per thread (it uses its Session).
 #pragma once
 
@@ -57,6 +62,8 @@ inline constexpr size_t kMaxIdempotencyKeyBytes = 255;
 // which the keyed INSERT reports with this SQLSTATE (V011 idempotency_race()).
 inline constexpr int kIdempotencyAttempts = 5;
 inline constexpr const char* kIdempotencyRaceState = "SQ001";
+// A keyed batch's first try meets a key that exists (unique_violation): it runs in the full form.
+inline constexpr const char* kUniqueViolationState = "23505";
 
 struct NewMessage {
   std::string payload;  // a JSON object, as text
@@ -129,22 +136,35 @@ class Producer {
   struct StreamState {
     StreamRef ref;
     int64_t partitions_upto = 0;
-    // The prepared INSERT per variant (idempotency keys sent, one statement in autocommit,
-    // payloads checked in SQL, schema_version column sent, message_key column sent).
-    std::array<Statement, 32> insert;
+    // The prepared INSERT per variant (the form for idempotency keys, KeyedForm, × one statement
+    // in autocommit × payloads checked in SQL × schema_version column sent × message_key column
+    // sent).
+    std::array<Statement, 48> insert;
   };
   StreamState& stream_state(const std::string& stream);
+  // How a batch with idempotency keys is sent: none in the batch; the first try (every key
+  // inserted plainly: any key that exists fails the statement); the full form (keys looked up,
+  // ON CONFLICT, within-batch repeats).
+  enum class KeyedForm { kNone = 0, kFirstTry = 1, kFull = 2 };
   std::vector<int64_t> insert_batch(StreamState& st, const std::vector<NewMessage>& messages,
-                                    const BatchOptions& options);
-  // messages[begin, end) as one INSERT in `tx`; appends their ids to `out`.
+                                    const BatchOptions& options, bool first_try);
+  // messages[begin, end) as one INSERT in `tx`; appends their ids to `out`. `first_try`: a keyed
+  // batch's first-try form (else the full form).
   void insert_rows(pqxx::transaction_base& tx, pqxx::connection_base& conn, StreamState& st,
                    const std::vector<NewMessage>& messages, size_t begin, size_t end, bool single,
-                   const std::string& channel, std::vector<int64_t>& out);
+                   bool first_try, const std::string& channel, std::vector<int64_t>& out);
 
   // Builds (once) the INSERT of a variant; returns its index in `insert`.
   static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool single,
-                               bool any_version, bool any_key, bool check, bool keyed);
-  // The keyed variant's text (see the header comment).
+                               bool any_version, bool any_key, bool check, KeyedForm keyed);
+  // The keyed first try's text: ids drawn for every item, keys inserted plainly.
+  static std::string first_try_keyed_insert_sql(const std::string& schema_sql,
+                                                const StreamState& st, const std::string& draw,
+                                                const std::string& versions,
+                                                const std::string& keys, const std::string& check,
+                                                const std::string& measure,
+                                                const std::string& text_bytes);
+  // The keyed variant's full text (see the header comment).
   static std::string keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
                                       const std::string& draw, const std::string& versions,
                                       const std::string& keys, const std::string& check,
