@@ -53,11 +53,10 @@ class AsyncPipelineTest : public StreamFixture {
   }
   // Every id through `n` committed, no lease left.
   bool all_committed(int n) {
-    return sql_true(
-        "SELECT committed >= " + std::to_string(n) +
-        " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) FROM sqlstreams.cursors_1");
+    return sql_true("SELECT committed >= " + std::to_string(n) + " AND NOT EXISTS (SELECT 1 FROM " +
+                    family_.leases + ") FROM " + family_.cursors);
   }
-  int exceptions() { return db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"); }
+  int exceptions() { return db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions); }
 
   store::GroupRef ref_;
 };
@@ -122,23 +121,23 @@ TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropp
       << "no handler_timeout passed on the pipeline's clock yet";
   clock.advance(300ms);
   ASSERT_TRUE(eventually([&] {
-    return sql_true(
-        "SELECT status = 'ready' AND attempts = 1 FROM sqlstreams.exceptions_1 WHERE message_id "
-        "= 1");
+    return sql_true("SELECT status = 'ready' AND attempts = 1 FROM " + family_.exceptions +
+                    " WHERE message_id = 1");
   }));
-  EXPECT_NE(
-      db_.scalar<std::string>("SELECT last_error FROM sqlstreams.exceptions_1 WHERE message_id = 1")
-          .find("handler timed out after 300ms"),
-      std::string::npos);
+  EXPECT_NE(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions +
+                                    " WHERE message_id = 1")
+                .find("handler timed out after 300ms"),
+            std::string::npos);
   // The plugin completes message 1 (OK) at 1 s: dropped and counted, nothing recorded.
   ASSERT_TRUE(eventually([&] { return p->completions_dropped() == 1; }, 10s));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 1u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 1u)
       << "message 2 only";
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id = 1"), 1)
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries + " WHERE message_id = 1"),
+            1)
       << "one attempt recorded: the timeout; the late OK left no trace";
-  EXPECT_EQ(db_.scalar<int>("SELECT attempts FROM sqlstreams.exceptions_1 WHERE message_id = 1"),
+  EXPECT_EQ(db_.scalar<int>("SELECT attempts FROM " + family_.exceptions + " WHERE message_id = 1"),
             1);
 }
 
@@ -173,7 +172,7 @@ TEST_F(AsyncPipelineTest, StopPastTheDeadlineHandsInFlightBackAndLosesNothing) {
   ASSERT_TRUE(eventually(
       [&] { return plugin_host::async_unknown_completions() >= unknown_before + kMessages; }));
   EXPECT_EQ(exceptions(), 0) << "handed back, not charged";
-  EXPECT_TRUE(sql_true("SELECT committed = 0 FROM sqlstreams.cursors_1"));
+  EXPECT_TRUE(sql_true("SELECT committed = 0 FROM " + family_.cursors));
   // Everything comes back to the next pipeline: nothing was lost.
   auto again = pipeline(group(R"({"delay_ms": 1})"));
   again->start();
@@ -194,13 +193,12 @@ TEST_F(AsyncPipelineTest, RetriesRunThroughTheAsyncHandlerToo) {
   auto p = pipeline(g);
   p->start();
   ASSERT_TRUE(eventually([&] {
-    return sql_true(
-        "SELECT status = 'dead' AND attempts = 3 FROM sqlstreams.exceptions_1 WHERE message_id = "
-        "1");
+    return sql_true("SELECT status = 'dead' AND attempts = 3 FROM " + family_.exceptions +
+                    " WHERE message_id = 1");
   }));
   p->stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(db_.scalar<std::string>(
-                "SELECT last_error FROM sqlstreams.exceptions_1 WHERE message_id = 1"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions +
+                                    " WHERE message_id = 1"),
             "timer-io: asked to retry");
 }
 

@@ -43,10 +43,10 @@ class DeadLetterTest : public StreamFixture {
         R"({"record_file":")" + record_ + R"(","unreachable_orders":)" + unreachable_json + "}";
     auto p = plugin_pipeline(g, charge_);
     p->start();
-    eventually_sql(
-        "SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 4 AND NOT EXISTS "
-        "(SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS (SELECT 1 FROM "
-        "sqlstreams.exceptions_1 WHERE status <> 'dead')");
+    eventually_sql("SELECT (SELECT claimed FROM " + family_.cursors +
+                   ") >= 4 AND NOT EXISTS (SELECT 1 FROM " + family_.leases +
+                   ") AND NOT EXISTS (SELECT 1 FROM " + family_.exceptions +
+                   " WHERE status <> 'dead')");
     p->stop(std::chrono::steady_clock::now() + 5s);
   }
   std::pair<int, std::string> cli(std::vector<std::string> args) {
@@ -54,7 +54,7 @@ class DeadLetterTest : public StreamFixture {
     return testing::run_command(args, {{"SQLSTREAMS_DATABASE_URL", db_.url()}});
   }
   int dead_count() {
-    return db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = 'dead'");
+    return db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions + " WHERE status = 'dead'");
   }
 
   store::GroupRef charge_;
@@ -69,7 +69,7 @@ TEST_F(DeadLetterTest, RetryAfterRetentionDroppedTheMessageStillDeliversThePaylo
   EXPECT_NE(out.find("\"message_id\": 2"), std::string::npos) << out;
   EXPECT_NE(out.find("payment provider unreachable"), std::string::npos);
   // Retention drops the partition holding every message.
-  db_.sql("DROP TABLE sqlstreams.messages_1_p0");
+  db_.sql("DROP TABLE " + family_.partition(0));
   auto [scode, shown] = cli({"dead", "show", "payments.requested", "charge-cards", "3"});
   ASSERT_EQ(scode, 0) << shown;
   EXPECT_NE(shown.find("kept copy"), std::string::npos) << shown;
@@ -78,15 +78,17 @@ TEST_F(DeadLetterTest, RetryAfterRetentionDroppedTheMessageStillDeliversThePaylo
   ASSERT_EQ(rcode, 0) << retried;
   EXPECT_NE(retried.find("sent 1 dead letter"), std::string::npos) << retried;
   run_until_resolved("[]");  // the provider is back
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 3"), 0)
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions + " WHERE message_id = 3"),
+            0)
       << "the retried dead letter succeeded from its kept payload";
   EXPECT_EQ(dead_count(), 1) << "only the named dead letter was retried";
   std::ifstream in(record_);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(all.find("charge-cards 3 1 ok"), std::string::npos) << all;
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = "
-                            "'operator-retry' AND message_id = 3 AND host LIKE 'cli:%'"),
-            1);
+  EXPECT_EQ(
+      db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries +
+                      " WHERE outcome = 'operator-retry' AND message_id = 3 AND host LIKE 'cli:%'"),
+      1);
 }
 
 TEST_F(DeadLetterTest, DiscardRemovesOnlyWhatTheFilterNamesAndAsksFirst) {
@@ -100,11 +102,12 @@ TEST_F(DeadLetterTest, DiscardRemovesOnlyWhatTheFilterNamesAndAsksFirst) {
                           "--to-id", "3", "--yes"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("discarded 1 dead letter"), std::string::npos) << out;
-  EXPECT_EQ(db_.scalar<std::string>("SELECT string_agg(message_id::text, ',' ORDER BY "
-                                    "message_id) FROM sqlstreams.exceptions_1"),
-            "1,4");
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = "
-                            "'operator-discard'"),
+  EXPECT_EQ(
+      db_.scalar<std::string>("SELECT string_agg(message_id::text, ',' ORDER BY message_id) FROM " +
+                              family_.exceptions),
+      "1,4");
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries +
+                            " WHERE outcome = 'operator-discard'"),
             1);
 }
 
@@ -112,7 +115,7 @@ TEST_F(DeadLetterTest, RewindDeliversHistoryAgainAndRefusesToSkipForward) {
   run_until_resolved("[]");
   auto [code, out] = cli({"group", "rewind", "payments.requested", "charge-cards", "--to-id", "2"});
   ASSERT_EQ(code, 0) << out;
-  EXPECT_EQ(db_.scalar<std::string>("SELECT claimed || '/' || committed FROM sqlstreams.cursors_1"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT claimed || '/' || committed FROM " + family_.cursors),
             "2/2");
   auto [bad, why] = cli({"group", "rewind", "payments.requested", "charge-cards", "--to-id", "99"});
   EXPECT_NE(bad, 0);

@@ -56,17 +56,17 @@ class EmitPipelineTest : public StreamFixture {
   // The source id of every output, in output id order.
   std::vector<int64_t> outputs() {
     std::vector<int64_t> from;
-    for (const auto& row : db_.sql("SELECT (payload->>'from')::bigint FROM sqlstreams.messages_" +
-                                   std::to_string(out_.id) + " ORDER BY id")) {
+    for (const auto& row :
+         db_.sql("SELECT (payload->>'from')::bigint FROM " +
+                 sqlstreams::testing::stream_family(out_.id).messages + " ORDER BY id")) {
       from.push_back(row[0].as<int64_t>());
     }
     return from;
   }
   bool all_committed(int n) {
     return eventually_sql("SELECT committed >= " + std::to_string(n) +
-                          " AND NOT EXISTS (SELECT 1 FROM sqlstreams." + "leases_" +
-                          std::to_string(stream_.id) + ") FROM sqlstreams.cursors_" +
-                          std::to_string(stream_.id));
+                          " AND NOT EXISTS (SELECT 1 FROM " + family_.leases + ") FROM " +
+                          family_.cursors);
   }
   store::StreamRef out_;
   store::GroupRef ref_;
@@ -85,12 +85,10 @@ TEST_F(EmitPipelineTest, EachOkMessageHasExactlyOneOutputAndAFailedOneNone) {
   auto p = pipeline(group("{}"));
   p->start();
   // The failed ones wait a minute for their retry (and hold `committed` below them).
-  ASSERT_TRUE(eventually_sql(
-      "SELECT c.claimed >= 200 AND NOT EXISTS (SELECT 1 FROM "
-      "sqlstreams.leases_" +
-      std::to_string(stream_.id) + ") AND (SELECT count(*) FROM sqlstreams.exceptions_" +
-      std::to_string(stream_.id) + ") = " + std::to_string(200 - ok.size()) +
-      " FROM sqlstreams.cursors_" + std::to_string(stream_.id) + " c"));
+  ASSERT_TRUE(eventually_sql("SELECT c.claimed >= 200 AND NOT EXISTS (SELECT 1 FROM " +
+                             family_.leases + ") AND (SELECT count(*) FROM " + family_.exceptions +
+                             ") = " + std::to_string(200 - ok.size()) + " FROM " + family_.cursors +
+                             " c"));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
   const auto out = outputs();
   EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()), ok);
@@ -106,8 +104,8 @@ TEST_F(EmitPipelineTest, AStopHalfwayAndAnotherPipelineWriteEveryOutputOnce) {
   {
     auto first = pipeline(group("{}"));
     first->start();
-    ASSERT_TRUE(eventually_sql("SELECT count(*) >= 60 FROM sqlstreams.messages_" +
-                               std::to_string(out_.id)));
+    ASSERT_TRUE(eventually_sql("SELECT count(*) >= 60 FROM " +
+                               sqlstreams::testing::stream_family(out_.id).messages));
     // Stops with ranges in flight: the finished prefixes commit (with their outputs), the rest
     // is handed back.
     first->stop(std::chrono::steady_clock::now() + 5s);

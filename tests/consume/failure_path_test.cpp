@@ -59,7 +59,7 @@ class FailurePathTest : public StreamFixture {
     return out;
   }
   std::string exception(int64_t id, const std::string& cols) {
-    auto r = db_.sql("SELECT " + cols + " FROM sqlstreams.exceptions_1 WHERE group_id = " +
+    auto r = db_.sql("SELECT " + cols + " FROM " + family_.exceptions + " WHERE group_id = " +
                      std::to_string(charge_.id) + " AND message_id = " + std::to_string(id));
     if (r.empty()) return "<none>";
     std::string out;
@@ -77,17 +77,15 @@ TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies
   auto p = plugin_pipeline(
       group("charge-cards", "charge-cards", cfg(R"("unreachable_orders":["order-103"])")), charge_);
   p->start();
-  ASSERT_TRUE(
-      eventually_sql("SELECT EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
-                     "AND status = 'dead')"));
+  ASSERT_TRUE(eventually_sql("SELECT EXISTS (SELECT 1 FROM " + family_.exceptions +
+                             " WHERE message_id = 3 AND status = 'dead')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(3, "status, attempts, last_error, payload->>'order_id'"),
             "dead|4|payment provider unreachable|order-103");
   // Initial attempt, retry 1, retry 2, retry 3: each recorded in the audit trail with its
   // attempt number, spaced by the backoff (200ms, then 100ms, 200ms).
-  auto audit = db_.sql(
-      "SELECT attempt, outcome, (extract(epoch FROM at) * 1000)::bigint FROM "
-      "sqlstreams.deliveries_1 WHERE message_id = 3 ORDER BY id");
+  auto audit = db_.sql("SELECT attempt, outcome, (extract(epoch FROM at) * 1000)::bigint FROM " +
+                       family_.deliveries + " WHERE message_id = 3 ORDER BY id");
   ASSERT_EQ(audit.size(), 4u);
   std::vector<int64_t> min_gap_ms = {200, 100, 200};
   for (int i = 0; i < 4; ++i) {
@@ -99,7 +97,7 @@ TEST_F(FailurePathTest, AlwaysFailingMessageFollowsTheDocumentedTimelineThenDies
     }
   }
   EXPECT_EQ(exception(1, "status"), "<none>");
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE outcome = 'ok'"),
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries + " WHERE outcome = 'ok'"),
             2);
 }
 
@@ -108,13 +106,12 @@ TEST_F(FailurePathTest, FailsTwiceThenSucceedsLeavesNoExceptionAndAnAuditTrail) 
   auto p =
       plugin_pipeline(group("charge-cards", "charge-cards", cfg(R"("flaky_attempts":2)")), charge_);
   p->start();
-  ASSERT_TRUE(
-      eventually_sql("SELECT EXISTS (SELECT 1 FROM sqlstreams.deliveries_1 WHERE outcome = 'ok')"));
+  ASSERT_TRUE(eventually_sql("SELECT EXISTS (SELECT 1 FROM " + family_.deliveries +
+                             " WHERE outcome = 'ok')"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status"), "<none>");
-  auto audit = db_.sql(
-      "SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY id) FROM "
-      "sqlstreams.deliveries_1");
+  auto audit = db_.sql("SELECT string_agg(attempt || ':' || outcome, ',' ORDER BY id) FROM " +
+                       family_.deliveries);
   EXPECT_EQ(audit[0][0].as<std::string>(), "1:retry,2:retry,3:ok");
 }
 
@@ -125,14 +122,13 @@ TEST_F(FailurePathTest, TerminalDelayThrowUndecodableEachRecordedAsTheRuntimeDec
   g.retry.max_retries = 1;
   auto p = plugin_pipeline(g, charge_);
   p->start();
-  ASSERT_TRUE(
-      eventually_sql("SELECT count(*) = 2 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                     "AND message_id IN (1, 4)"));
+  ASSERT_TRUE(eventually_sql("SELECT count(*) = 2 FROM " + family_.exceptions +
+                             " WHERE status = 'dead' AND message_id IN (1, 4)"));
   // order-2 is delayed again and again: it never spends the budget (max_retries 1).
   ASSERT_TRUE(
-      eventually_sql("SELECT delays >= 3 FROM sqlstreams.exceptions_1 WHERE message_id = 2"));
-  ASSERT_TRUE(
-      eventually_sql("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 3"));
+      eventually_sql("SELECT delays >= 3 FROM " + family_.exceptions + " WHERE message_id = 2"));
+  ASSERT_TRUE(eventually_sql("SELECT status = 'dead' FROM " + family_.exceptions +
+                             " WHERE message_id = 3"));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(exception(1, "status, attempts, last_error"), "dead|1|order order-1 was cancelled");
   EXPECT_NE(exception(4, "last_error").find("payload does not decode"), std::string::npos);
@@ -151,15 +147,14 @@ TEST_F(FailurePathTest, TimeoutIsAFailureAndThePoolKeepsItsSize) {
   g.retry.max_retries = 0;
   auto p = plugin_pipeline(g, charge_);
   p->start();
-  ASSERT_TRUE(
-      eventually_sql("SELECT status = 'dead' FROM sqlstreams.exceptions_1 WHERE message_id = 1"));
+  ASSERT_TRUE(eventually_sql("SELECT status = 'dead' FROM " + family_.exceptions +
+                             " WHERE message_id = 1"));
   EXPECT_EQ(p->live_workers(), 2) << "the stuck worker was replaced";
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 1u);
   EXPECT_NE(exception(1, "last_error").find("timed out after 300ms"), std::string::npos);
   produce({order(4), order(5)});
-  ASSERT_TRUE(
-      eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                     "FROM sqlstreams.cursors_1 WHERE group_id = 1"));
+  ASSERT_TRUE(eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM " + family_.leases +
+                             ") FROM " + family_.cursors + " WHERE group_id = 1"));
   p->stop(std::chrono::steady_clock::now() + 5s);
 }
 
@@ -170,19 +165,18 @@ TEST_F(FailurePathTest, AnotherGroupIsUnaffectedByChargeCardsFailures) {
   auto audit = plugin_pipeline(group("audit-payments", "audit-payments", cfg("")), audit_);
   charge->start();
   audit->start();
-  ASSERT_TRUE(eventually_sql("SELECT committed = 3 FROM sqlstreams.cursors_1 WHERE group_id = " +
-                             std::to_string(audit_.id)));
+  ASSERT_TRUE(eventually_sql("SELECT committed = 3 FROM " + family_.cursors +
+                             " WHERE group_id = " + std::to_string(audit_.id)));
   // charge-cards spends its retries and dead-letters all three while the pipelines run. (This
   // wait used to come after stop(), so it passed only when the retries had all run out before
   // the waits above ended: a flaky test.)
   ASSERT_TRUE(
-      eventually_sql("SELECT count(*) = 3 FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                     "AND group_id = " +
-                     std::to_string(charge_.id)));
+      eventually_sql("SELECT count(*) = 3 FROM " + family_.exceptions +
+                     " WHERE status = 'dead' AND group_id = " + std::to_string(charge_.id)));
   charge->stop(std::chrono::steady_clock::now() + 5s);
   audit->stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE group_id = " +
-                            std::to_string(audit_.id)),
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions +
+                            " WHERE group_id = " + std::to_string(audit_.id)),
             0);
 }
 
@@ -196,17 +190,16 @@ TEST_F(FailurePathTest, UnderSkipOtherSchemaVersionsArePassedOverAndCountedPerVe
   g.unaccepted_versions = config::UnacceptedVersions::kSkip;  // "keep" is the default (V010)
   auto p = plugin_pipeline(g, charge_);
   p->start();
-  ASSERT_TRUE(
-      eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) "
-                     "FROM sqlstreams.cursors_1 WHERE group_id = " +
-                     std::to_string(charge_.id)));
+  ASSERT_TRUE(eventually_sql("SELECT claimed >= 5 AND NOT EXISTS (SELECT 1 FROM " + family_.leases +
+                             ") FROM " + family_.cursors +
+                             " WHERE group_id = " + std::to_string(charge_.id)));
   p->stop(std::chrono::steady_clock::now() + 5s);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 2u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSkippedVersion), 3u);
   auto by_version = p->metrics().skipped_by_version();
   EXPECT_EQ(by_version[2], 2u);
   EXPECT_EQ(by_version[3], 1u);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 0)
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions), 0)
       << "passing over is not a failure";
   EXPECT_EQ(record_lines().size(), 2u) << "the handler never saw the other versions";
 }

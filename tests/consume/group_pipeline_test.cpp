@@ -122,8 +122,8 @@ class GroupPipelineTest : public StreamFixture {
   // owns, may still hold `committed` back).
   bool wait_resolved(int64_t target, std::chrono::seconds timeout) {
     return eventually_sql("SELECT claimed >= " + std::to_string(target) +
-                              " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) FROM "
-                              "sqlstreams.cursors_1",
+                              " AND NOT EXISTS (SELECT 1 FROM " + family_.leases + ") FROM " +
+                              family_.cursors,
                           timeout);
   }
 
@@ -177,14 +177,15 @@ TEST_F(GroupPipelineTest, DeliversEveryMessageAndRecordsFailures) {
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
   EXPECT_EQ(rec->calls.size(), 1000u);
   for (auto& [id, n] : rec->calls) EXPECT_EQ(n, 1) << "id " << id << " handled twice";
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = 'dead' "
-                            "AND message_id = 7 AND payload IS NOT NULL"),
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions +
+                            " WHERE status = 'dead' AND message_id = 7 AND payload IS NOT NULL"),
             1);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = 'ready'"),
-            20);
+  EXPECT_EQ(
+      db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions + " WHERE status = 'ready'"),
+      20);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 979u);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1"), 49)
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT committed FROM " + family_.cursors), 49)
       << "the first ready exception (id 50) holds committed back";
 }
 
@@ -202,8 +203,8 @@ TEST_F(GroupPipelineTest, TheCursorFollowsTheCommitsWithoutThePeriodicAdvancer) 
   auto rec = std::make_shared<Recorder>();
   auto p = std::make_unique<GroupPipeline>(o, std::make_unique<RecordingHandler>(rec));
   p->start();
-  EXPECT_TRUE(eventually_sql("SELECT committed = 49 FROM sqlstreams.cursors_1", 30s))
-      << "committed " << db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1");
+  EXPECT_TRUE(eventually_sql("SELECT committed = 49 FROM " + family_.cursors, 30s))
+      << "committed " << db_.scalar<int64_t>("SELECT committed FROM " + family_.cursors);
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
   EXPECT_EQ(rec->total(), 49);
 }
@@ -268,8 +269,8 @@ TEST_F(GroupPipelineTest, HoldsAtMostQueueBytesOfClaimedPayloads) {
   const std::string big = R"({"order_id":"o","pad":")" + std::string(1'000'000, 'x') + R"("})";
   produce_same(40, big);
   // What the host holds per message: the payload as the database prints it.
-  const auto size =
-      db_.scalar<int64_t>("SELECT octet_length(payload::text) FROM sqlstreams.messages_1 LIMIT 1");
+  const auto size = db_.scalar<int64_t>("SELECT octet_length(payload::text) FROM " +
+                                        family_.messages + " LIMIT 1");
   std::mutex mu;
   std::vector<ClaimTiming> seen;
   PipelineOptions o = fast_options(group_, "h:1");
@@ -323,11 +324,11 @@ TEST_F(GroupPipelineTest, DrainHandsBackUnstartedWorkAndTheNextHostFinishesIt) {
   EXPECT_TRUE(first->stop(std::chrono::steady_clock::now() + 5s));
   int handled_by_first = rec->total();
   EXPECT_LT(handled_by_first, 600);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1 WHERE expires_at <> "
-                            "'-infinity'"),
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases +
+                            " WHERE expires_at <> '-infinity'"),
             0)
       << "every lease left behind is handed back";
-  EXPECT_EQ(db_.scalar<int>("SELECT coalesce(max(reclaims), 0) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT coalesce(max(reclaims), 0) FROM " + family_.leases), 0);
   rec->sleep = 0ms;
   auto second = pipeline(rec, "second:2");
   second->start();
@@ -353,8 +354,8 @@ TEST_F(GroupPipelineTest, RenewsAndTimesOutOnTheInjectedSteadyClock) {
   ASSERT_TRUE(gate->wait_entered(30s)) << "message 1 never reached the handler";
   // The range lease's expiry, set on the database's clock by each renewal.
   auto expiry = [&] {
-    return db_.scalar<int64_t>(
-        "SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM sqlstreams.leases_1");
+    return db_.scalar<int64_t>("SELECT (extract(epoch FROM expires_at) * 1000000)::bigint FROM " +
+                               family_.leases);
   };
   auto timeouts = [&] {
     return p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts);
@@ -376,8 +377,8 @@ TEST_F(GroupPipelineTest, RenewsAndTimesOutOnTheInjectedSteadyClock) {
   gate->release();
   ASSERT_TRUE(eventually([&] { return p->hung_handlers() == 0; }));
   ASSERT_TRUE(
-      eventually_sql("SELECT attempts = 1 AND last_error LIKE '%timed out after 8s%' FROM "
-                     "sqlstreams.exceptions_1 WHERE message_id = 1"));
+      eventually_sql("SELECT attempts = 1 AND last_error LIKE '%timed out after 8s%' FROM " +
+                     family_.exceptions + " WHERE message_id = 1"));
   EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
 }
 
@@ -428,8 +429,8 @@ TEST_F(GroupPipelineTest, ACallReturningPastHandlerTimeoutFailedItsAttempt) {
   p->start();
   ASSERT_TRUE(
       eventually_sql("SELECT status = 'dead' AND attempts = 1 AND last_error LIKE '%timed out "
-                     "after 2s (its return came late)%' FROM sqlstreams.exceptions_1 WHERE "
-                     "message_id = 1"))
+                     "after 2s (its return came late)%' FROM " +
+                     family_.exceptions + " WHERE message_id = 1"))
       << "the late success was taken";
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 1u);
   EXPECT_EQ(p->hung_handlers(), 0) << "the call returned: no thread written off";
@@ -509,7 +510,7 @@ TEST_F(GroupPipelineTest, ReclaimsExpiredLeasesOnceASecondOnTheInjectedSteadyClo
   // It looked for expired leases (none yet), found nothing to claim and sleeps.
   ASSERT_TRUE(eventually([&] { return observed_since("reclaim-cadence-test", since); }));
   ASSERT_TRUE(eventually([&] { return sleeps.sleeping_until(clock.now() + 100ms); }));
-  db_.sql("UPDATE sqlstreams.leases_1 SET expires_at = statement_timestamp() - interval '1 ms'");
+  db_.sql("UPDATE " + family_.leases + " SET expires_at = statement_timestamp() - interval '1 ms'");
   for (int step = 1; step < 10; ++step) {  // 100 ms … 900 ms: no look for expired leases yet
     since = db_now();
     clock.advance(100ms);

@@ -137,10 +137,8 @@ class OrderedPipelineTest : public StreamFixture {
   // True once the group's cursor has committed `n` and it has no exception row left.
   std::string drained(const store::GroupRef& g, int n) const {
     const std::string id = std::to_string(g.id);
-    const std::string stream = std::to_string(stream_.id);
-    return "SELECT (SELECT committed FROM sqlstreams.cursors_" + stream +
-           " WHERE group_id = " + id + ") = " + std::to_string(n) +
-           " AND NOT EXISTS (SELECT 1 FROM sqlstreams.exceptions_" + stream +
+    return "SELECT (SELECT committed FROM " + family_.cursors + " WHERE group_id = " + id +
+           ") = " + std::to_string(n) + " AND NOT EXISTS (SELECT 1 FROM " + family_.exceptions +
            " WHERE group_id = " + id + ")";
   }
 
@@ -280,8 +278,8 @@ TEST_F(OrderedPipelineTest, OutputsKeyedLikeTheirSourceAppearInSourceOrderPerKey
   std::map<std::string, std::vector<int64_t>> by_key;
   std::set<int64_t> sources;
   for (const auto& row :
-       db_.sql("SELECT message_key, (payload->>'from')::bigint FROM sqlstreams.messages_" +
-               std::to_string(out.id) + " ORDER BY id")) {
+       db_.sql("SELECT message_key, (payload->>'from')::bigint FROM " +
+               sqlstreams::testing::stream_family(out.id).messages + " ORDER BY id")) {
     by_key[row[0].as<std::string>()].push_back(row[1].as<int64_t>());
     EXPECT_TRUE(sources.insert(row[1].as<int64_t>()).second)
         << "two outputs of " << row[1].as<int64_t>();
@@ -304,8 +302,8 @@ TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
     auto log = std::make_shared<CallLog>();
     auto p = std::make_unique<GroupPipeline>(ordered_options(g, "test:1", dead_mode),
                                              std::make_unique<OrderRecorder>(log, script));
-    const std::string rows = "FROM sqlstreams.exceptions_" + std::to_string(stream_.id) +
-                             " WHERE group_id = " + std::to_string(g.id);
+    const std::string rows =
+        "FROM " + family_.exceptions + " WHERE group_id = " + std::to_string(g.id);
     auto called = [&](int64_t id) {
       std::lock_guard l(log->mu);
       return std::any_of(log->calls.begin(), log->calls.end(),
@@ -315,8 +313,7 @@ TEST_F(OrderedPipelineTest, DeadReleasesItsKeyUnderReleaseAndHoldsItUnderHold) {
     if (!hold) {
       EXPECT_TRUE(eventually_sql("SELECT (SELECT count(*) " + rows + ") = 1 AND (SELECT status " +
                                  rows + " AND message_id = 1) = 'dead'"));
-      EXPECT_TRUE(eventually_sql("SELECT committed = 6 FROM sqlstreams.cursors_" +
-                                 std::to_string(stream_.id) +
+      EXPECT_TRUE(eventually_sql("SELECT committed = 6 FROM " + family_.cursors +
                                  " WHERE group_id = " + std::to_string(g.id)));
       EXPECT_TRUE(called(3) && called(5)) << "release: the dead message's successors run";
     } else {
@@ -354,9 +351,8 @@ TEST_F(OrderedPipelineTest, AnUnacceptedVersionIsKeptBlocksItsKeyAndRunsOnceAcce
                     {R"({"n":4})", 1, "acct-b"},
                     {R"({"n":5})", 2, std::nullopt}});
   auto g = declare_group("ledger", store::OrderingMode::kKeyRelease);
-  const std::string n = std::to_string(stream_.id);
   const std::string rows =
-      "FROM sqlstreams.exceptions_" + n + " WHERE group_id = " + std::to_string(g.id);
+      "FROM " + family_.exceptions + " WHERE group_id = " + std::to_string(g.id);
   auto log = std::make_shared<CallLog>();
   auto script = std::make_shared<Script>();
   auto called = [&](int64_t id) {
@@ -373,7 +369,7 @@ TEST_F(OrderedPipelineTest, AnUnacceptedVersionIsKeptBlocksItsKeyAndRunsOnceAcce
         eventually_sql("SELECT array_agg(message_id || ':' || status ORDER BY "
                        "message_id) = '{2:parked,3:deferred,5:parked}' " +
                        rows));
-    EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM sqlstreams.cursors_" + n +
+    EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM " + family_.cursors +
                                " WHERE group_id = " + std::to_string(g.id)))
         << "the parked row (2) does not hold the cursor back, the deferred one (3) does";
     EXPECT_TRUE(
@@ -388,7 +384,7 @@ TEST_F(OrderedPipelineTest, AnUnacceptedVersionIsKeptBlocksItsKeyAndRunsOnceAcce
     p.stop(Steady::now() + 10s);
   }
   // Retention removes the log's rows meanwhile: the kept payload is what runs.
-  db_.sql("DELETE FROM sqlstreams.messages_" + n + " WHERE id IN (2, 5)");
+  db_.sql("DELETE FROM " + family_.messages + " WHERE id IN (2, 5)");
   {
     auto o = ordered_options(g, "test:2");
     o.group.schema_versions = {1, 2};
@@ -413,12 +409,10 @@ TEST_F(OrderedPipelineTest, UnderSkipAnUnacceptedVersionIsPassedOverAndReleasesI
   o.group.unaccepted_versions = config::UnacceptedVersions::kSkip;
   GroupPipeline p(o, std::make_unique<OrderRecorder>(log, std::make_shared<Script>()));
   p.start();
-  EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM sqlstreams.cursors_" +
-                             std::to_string(stream_.id) +
+  EXPECT_TRUE(eventually_sql("SELECT committed = 2 FROM " + family_.cursors +
                              " WHERE group_id = " + std::to_string(g.id)));
   p.stop(Steady::now() + 10s);
-  EXPECT_TRUE(
-      sql_true("SELECT count(*) = 0 FROM sqlstreams.exceptions_" + std::to_string(stream_.id)));
+  EXPECT_TRUE(sql_true("SELECT count(*) = 0 FROM " + family_.exceptions));
   EXPECT_EQ(p.metrics().get(GroupCounter::kSkippedVersion), 1u);
   std::lock_guard l(log->mu);
   ASSERT_EQ(log->calls.size(), 1u);

@@ -2,8 +2,8 @@
 // PostgreSQL: an outcome the database refuses deterministically is isolated to its message, which
 // ends dead with "commit rejected: …"; its innocent neighbours commit normally; nothing retries the
 // refusal forever; stop() honours its deadline.
-// The refusal is real: a CHECK constraint on exceptions_1 that refuses a marked error text
-// (SQLSTATE 23514), since everything a plugin hands over is already sanitized upstream.
+// The refusal is real: a CHECK constraint on the stream's exceptions_N that refuses a marked error
+// text (SQLSTATE 23514), since everything a plugin hands over is already sanitized upstream.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -43,9 +43,8 @@ class PoisonCommitTest : public StreamFixture {
   void SetUp() override {
     declare_stream("payments.requested", 10'000);
     group_ = declare_group("charge-cards");
-    db_.sql(std::string("ALTER TABLE sqlstreams.exceptions_1 ADD CONSTRAINT refuse_marked CHECK "
-                        "(last_error NOT LIKE '%") +
-            kRefused + "%')");
+    db_.sql("ALTER TABLE " + family_.exceptions +
+            " ADD CONSTRAINT refuse_marked CHECK (last_error NOT LIKE '%" + kRefused + "%')");
     produce_same(20, R"({"order_id":"o"})");
   }
   std::unique_ptr<GroupPipeline> pipeline() {
@@ -60,10 +59,8 @@ class PoisonCommitTest : public StreamFixture {
     return std::make_unique<GroupPipeline>(o, std::make_unique<PoisonHandler>());
   }
   std::string row(int64_t id) {
-    auto r = db_.sql(
-        "SELECT status || '|' || last_error FROM sqlstreams.exceptions_1 WHERE "
-        "message_id = " +
-        std::to_string(id));
+    auto r = db_.sql("SELECT status || '|' || last_error FROM " + family_.exceptions +
+                     " WHERE message_id = " + std::to_string(id));
     return r.empty() ? "<none>" : r[0][0].as<std::string>();
   }
 
@@ -74,28 +71,28 @@ TEST_F(PoisonCommitTest, RefusedOutcomeIsIsolatedAndDeadWhileNeighboursCommit) {
   auto p = pipeline();
   p->start();
   // Both ranges resolve (no lease left) and the retried message 3 ends dead too.
-  ASSERT_TRUE(
-      eventually_sql("SELECT (SELECT claimed FROM sqlstreams.cursors_1) >= 20 AND NOT EXISTS "
-                     "(SELECT 1 FROM sqlstreams.leases_1) AND EXISTS (SELECT 1 FROM "
-                     "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead')"))
-      << "the group wedged: leases=" << db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1")
+  ASSERT_TRUE(eventually_sql("SELECT (SELECT claimed FROM " + family_.cursors +
+                             ") >= 20 AND NOT EXISTS (SELECT 1 FROM " + family_.leases +
+                             ") AND EXISTS (SELECT 1 FROM " + family_.exceptions +
+                             " WHERE message_id = 3 AND status = 'dead')"))
+      << "the group wedged: leases=" << db_.scalar<int>("SELECT count(*) FROM " + family_.leases)
       << " message 3: " << row(3);
   auto deadline = std::chrono::steady_clock::now() + 5s;
   EXPECT_TRUE(p->stop(deadline));
   EXPECT_LT(std::chrono::steady_clock::now(), deadline + 1s);
 
-  EXPECT_EQ(row(5),
-            "dead|commit rejected: 23514 new row for relation \"exceptions_1\" violates "
-            "check constraint \"refuse_marked\"");
-  EXPECT_EQ(row(3),
-            "dead|commit rejected: 23514 new row for relation \"exceptions_1\" violates "
-            "check constraint \"refuse_marked\"");
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 5 "
-                            "AND payload IS NOT NULL"),
+  // PostgreSQL names the relation unqualified: exceptions_N.
+  const std::string refused = "dead|commit rejected: 23514 new row for relation \"exceptions_" +
+                              std::to_string(family_.id) +
+                              "\" violates check constraint \"refuse_marked\"";
+  EXPECT_EQ(row(5), refused);
+  EXPECT_EQ(row(3), refused);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions +
+                            " WHERE message_id = 5 AND payload IS NOT NULL"),
             1)
       << "the dead letter keeps its payload";
   EXPECT_EQ(row(8), "ready|provider unreachable") << "an innocent neighbour is recorded normally";
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 3)
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions), 3)
       << "the other 17 messages succeeded";
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kCommitRejected), 2u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kRangesCommitted), 2u);

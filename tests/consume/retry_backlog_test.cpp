@@ -24,14 +24,13 @@ class RetryBacklog : public StreamFixture {
   // Every message of the stream failed once and is due now; the range side has nothing left.
   void all_failed_once(const store::GroupRef& group, int messages) {
     const std::string n = std::to_string(messages);
-    db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = " + n + ", committed = " + n +
+    db_.sql("UPDATE " + family_.cursors + " SET claimed = " + n + ", committed = " + n +
             ", settled_head = " + n);
-    db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, last_error) SELECT " +
-        std::to_string(group.id) +
-        ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM "
-        "sqlstreams.messages_1");
+    db_.sql("INSERT INTO " + family_.exceptions +
+            " (group_id, message_id, status, attempts, can_run_after, last_error) SELECT " +
+            std::to_string(group.id) +
+            ", id, 'ready', 1, now() - interval '1 second', 'provider down' FROM " +
+            family_.messages);
   }
   // The test plugin's charge-cards handler on `group`, one worker.
   static config::GroupConfig charge_cards() {
@@ -69,7 +68,7 @@ TEST_F(RetryBacklog, ThousandsOfDueRowsAreRetriedInBatchesNotAFewPerIdleCycle) {
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   int64_t left = kBacklog;
   while (std::chrono::steady_clock::now() < deadline) {
-    left = db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1");
+    left = db_.scalar<int64_t>("SELECT count(*) FROM " + family_.exceptions);
     if (left == 0) break;
     std::this_thread::sleep_for(50ms);
   }
@@ -93,9 +92,8 @@ TEST_F(RetryBacklog, ARetryClaimTakingAQuarterOfTheLeaseIsLogged) {
   db_.sql(
       "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM "
       "pg_sleep(1.6); RETURN NULL; END $$");
-  db_.sql(
-      "CREATE TRIGGER slow_claims BEFORE UPDATE ON sqlstreams.exceptions_1 FOR EACH STATEMENT "
-      "EXECUTE FUNCTION pg_temp_slow()");
+  db_.sql("CREATE TRIGGER slow_claims BEFORE UPDATE ON " + family_.exceptions +
+          " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()");
   std::ostringstream out;
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
@@ -105,10 +103,10 @@ TEST_F(RetryBacklog, ARetryClaimTakingAQuarterOfTheLeaseIsLogged) {
   g.handler_timeout = 500ms;
   auto p = plugin_pipeline(g, group);
   p->start();
-  const bool drained = eventually_sql("SELECT count(*) = 0 FROM sqlstreams.exceptions_1", 60s);
+  const bool drained = eventually_sql("SELECT count(*) = 0 FROM " + family_.exceptions, 60s);
   p->stop(std::chrono::steady_clock::now() + 10s);
   spdlog::set_default_logger(previous);
-  db_.sql("DROP TRIGGER slow_claims ON sqlstreams.exceptions_1");
+  db_.sql("DROP TRIGGER slow_claims ON " + family_.exceptions);
   EXPECT_TRUE(drained) << out.str();
   const std::string log = out.str();
   EXPECT_NE(log.find("retry-claim-slow stream=payments.requested group=charge-cards"),

@@ -42,15 +42,16 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDelete
     p.produce_batch("payments.requested",
                     {{order(1)}, {order(2), 2}, {order(3)}, {order(4), 3}, {order(5), 2}});
   }
+  const testing::StreamFamily t = testing::stream_family(charge.stream_id);
   // What a quarantine (or a failed first attempt) leaves: every message is a due `ready`
   // exception, and the range path is past them all.
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error) SELECT " +
-      std::to_string(charge.id) +
-      ", id, 'ready', 0, now() - interval '1 minute', 'range (0, 5] quarantined after 3 "
-      "reclaims' FROM sqlstreams.messages_1");
-  db.sql("UPDATE sqlstreams.cursors_1 SET claimed = 5, committed = 5, settled_head = 5");
+  db.sql("INSERT INTO " + t.exceptions +
+         " (group_id, message_id, status, attempts, can_run_after, last_error) SELECT " +
+         std::to_string(charge.id) +
+         ", id, 'ready', 0, now() - interval '1 minute', 'range (0, 5] quarantined after 3 "
+         "reclaims' FROM " +
+         t.messages);
+  db.sql("UPDATE " + t.cursors + " SET claimed = 5, committed = 5, settled_head = 5");
   const std::string record = testing::write_temp_file("handled.log", "");
   config::GroupConfig g;
   g.name = "charge-cards";
@@ -74,11 +75,11 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDelete
   p.start();
   auto deadline = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < deadline &&
-         db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1") > 0) {
+         db.scalar<int>("SELECT count(*) FROM " + t.exceptions) > 0) {
     std::this_thread::sleep_for(20ms);
   }
   p.stop(std::chrono::steady_clock::now() + 5s);
-  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 0)
+  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM " + t.exceptions), 0)
       << "every row resolved: versions 1 succeeded, the others passed over";
   EXPECT_EQ(p.metrics().get(sqlstreams::consume::GroupCounter::kSucceeded), 2u);
   EXPECT_EQ(p.metrics().get(sqlstreams::consume::GroupCounter::kSkippedVersion), 3u);
@@ -115,13 +116,12 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsAreKeptUntilAPipelineAcceptsT
     const std::string v2 = R"({"order_id":"order-2","amount":{"cents":100,"currency":"EUR"}})";
     p.produce_batch("payments.requested", {{order(1)}, {v2, 2}, {order(3), 3}});
   }
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error) SELECT " +
-      std::to_string(charge.id) +
-      ", id, 'ready', 2, now() - interval '1 minute', 'failed twice' FROM "
-      "sqlstreams.messages_1");
-  db.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3, committed = 3, settled_head = 3");
+  const testing::StreamFamily t = testing::stream_family(charge.stream_id);
+  db.sql("INSERT INTO " + t.exceptions +
+         " (group_id, message_id, status, attempts, can_run_after, last_error) SELECT " +
+         std::to_string(charge.id) +
+         ", id, 'ready', 2, now() - interval '1 minute', 'failed twice' FROM " + t.messages);
+  db.sql("UPDATE " + t.cursors + " SET claimed = 3, committed = 3, settled_head = 3");
   const std::string record = testing::write_temp_file("handled.log", "");
   auto run = [&](std::vector<int32_t> versions, const std::string& until) {
     config::GroupConfig g;
@@ -152,16 +152,16 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsAreKeptUntilAPipelineAcceptsT
     return p.metrics().get(GroupCounter::kKeptVersion);
   };
   EXPECT_EQ(run({1},
-                "SELECT coalesce(array_agg(message_id || ':' || status || ':' || attempts "
-                "ORDER BY message_id) = '{2:parked:2,3:parked:2}', false)::text FROM "
-                "sqlstreams.exceptions_1"),
+                "SELECT coalesce(array_agg(message_id || ':' || status || ':' || attempts ORDER BY "
+                "message_id) = '{2:parked:2,3:parked:2}', false)::text FROM " +
+                    t.exceptions),
             2u);
-  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE payload IS NOT "
-                           "NULL AND can_run_after = 'infinity'"),
+  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM " + t.exceptions +
+                           " WHERE payload IS NOT NULL AND can_run_after = 'infinity'"),
             2);
-  run({1, 2}, "SELECT (count(*) = 1)::text FROM sqlstreams.exceptions_1");
-  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 3 AND "
-                           "status = 'parked'"),
+  run({1, 2}, "SELECT (count(*) = 1)::text FROM " + t.exceptions);
+  EXPECT_EQ(db.scalar<int>("SELECT count(*) FROM " + t.exceptions +
+                           " WHERE message_id = 3 AND status = 'parked'"),
             1)
       << "version 3 is still not accepted: kept";
   std::ifstream in(record);

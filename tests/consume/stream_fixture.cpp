@@ -13,6 +13,7 @@ void StreamFixture::declare_stream(const std::string& stream, int64_t partition_
   spec.name = stream;
   spec.partition_size = partition_size;
   stream_ = store::declare_stream(s, spec).stream;
+  family_ = sqlstreams::testing::stream_family(stream_.id);
 }
 
 store::GroupRef StreamFixture::declare_group(const std::string& name,

@@ -1,7 +1,7 @@
 // tests/consume/stream_fixture — what every pipeline test starts from: a migrated test
-// database with one declared stream and its groups, a producer into it, the pipeline options
-// with the tests' fast polling, the real plugin registry, and a wait on a SQL condition.
-// Threading: the test's thread.
+// database with one declared stream (its table family in `family_`) and its groups, a producer into
+// it, the pipeline options with the tests' fast polling, the real plugin registry, and a wait on a
+// SQL condition. Threading: the test's thread.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -48,6 +48,7 @@ class StreamFixture : public ::testing::Test {
   sqlstreams::testing::TestDatabase db_{sqlstreams::testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_{db_.url()};
   store::StreamRef stream_;
+  sqlstreams::testing::StreamFamily family_;  // stream_'s tables
   plugin_host::PluginRegistry registry_{SQLSTREAMS_PLUGIN_DIR};
 };
 

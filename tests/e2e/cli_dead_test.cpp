@@ -19,8 +19,7 @@ class CliDead : public ::testing::Test {
     HostOptions o;
     o.audit_group = false;
     config_ = declare_host(dir_, db_.url(), o);
-    const std::string n = std::to_string(stream_id(db_.url()));
-    exceptions_ = "sqlstreams.exceptions_" + n;
+    exceptions_ = testing::stream_family(db_.url(), kStream).exceptions;
     query(
         db_.url(),
         "INSERT INTO " + exceptions_ +
@@ -184,8 +183,8 @@ TEST_F(CliDead, KeptMessagesAreDiscardedOnlyWhenNamedAndEachRefusalSaysWhy) {
   EXPECT_EQ(kept(), 0);
   EXPECT_EQ(dead(), 4) << "a dead letter went with the kept messages";
   EXPECT_EQ(scalar<int64_t>(db_.url(),
-                            "SELECT count(*) FROM sqlstreams.deliveries_" +
-                                std::to_string(stream_id(db_.url())) +
+                            "SELECT count(*) FROM " +
+                                testing::stream_family(db_.url(), kStream).deliveries +
                                 " WHERE outcome = 'operator-discard' AND error = 'kept message "
                                 "discarded' AND host LIKE 'cli:%' AND message_id IN (9, 11, 12)"),
             3);

@@ -26,16 +26,17 @@ class CliHostileInput : public ::testing::Test {
     std::ofstream(config_) << host_config(o) << "\n[[streams]]\nname = \"tiny\"\n"
                            << "max_payload_bytes = 64\n";
     declare(db_.url(), config_);
-    table_ = "sqlstreams.messages_" + std::to_string(stream_id(db_.url()));
+    payments_ = testing::stream_family(db_, kStream);
+    tiny_ = testing::stream_family(db_, "tiny");
   }
   int64_t messages() const {
-    return db_.scalar<int64_t>("SELECT count(*) FROM " + table_) +
-           db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_2");
+    return db_.scalar<int64_t>("SELECT count(*) FROM " + payments_.messages) +
+           db_.scalar<int64_t>("SELECT count(*) FROM " + tiny_.messages);
   }
   testing::TestDatabase db_;
   ScratchDir dir_;
   std::string config_;
-  std::string table_;
+  testing::StreamFamily payments_, tiny_;  // the tables of kStream and of "tiny"
 };
 
 TEST_F(CliHostileInput, AHundredThousandDeepDocumentIsALocatedErrorNotACrash) {
@@ -71,7 +72,7 @@ TEST_F(CliHostileInput, LargeNumbersAreStoredExactlyAsSent) {
                          R"({"n":12345678901234567890123,"f":0.1000000000000000055511})"
                          "\n");
   ASSERT_EQ(code, 0) << out;
-  auto r = db_.sql("SELECT payload->>'n', payload->>'f' FROM " + table_);
+  auto r = db_.sql("SELECT payload->>'n', payload->>'f' FROM " + payments_.messages);
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0][0].as<std::string>(), "12345678901234567890123");
   EXPECT_EQ(r[0][1].as<std::string>(), "0.1000000000000000055511");
@@ -160,14 +161,13 @@ TEST_F(CliHostileInput, AKeyOverTheLimitIsRefusedBeforeSending) {
 TEST_F(CliHostileInput, DeadListAndShowEscapeForgedLinesAndTerminalSequences) {
   db_.sql(
       "SELECT sqlstreams.produce('payments.requested', '{\"note\":\"\\u001b]0;owned\\u0007\"}')");
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error, payload) SELECT g.id, 1, 'dead', 1, now(), " +
-      db_.scalar<std::string>("SELECT quote_literal(E'card declined\\n2026-11-30 "
-                              "10:00:00.000 info  host-ready: forged \\x1b[2J\\x1b[31m "
-                              "\\u009b6n')") +
-      ", m.payload FROM sqlstreams.groups g, sqlstreams.messages_1 m WHERE g.name = "
-      "'charge-cards'");
+  db_.sql("INSERT INTO " + payments_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after, last_error, payload) SELECT "
+          "g.id, 1, 'dead', 1, now(), " +
+          db_.scalar<std::string>("SELECT quote_literal(E'card declined\\n2026-11-30 10:00:00.000 "
+                                  "info  host-ready: forged \\x1b[2J\\x1b[31m \\u009b6n')") +
+          ", m.payload FROM sqlstreams.groups g, " + payments_.messages +
+          " m WHERE g.name = 'charge-cards'");
   auto [code, out] = cli({"dead", "list", kStream, kCharge}, db_.url());
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(out.find('\x1b'), std::string::npos) << "no raw ESC may reach the terminal";

@@ -46,8 +46,8 @@ class CliProduce : public ::testing::Test {
     config_ = declare_host(dir_, db_.url(), o);
   }
   int64_t messages() const {
-    return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_" +
-                               std::to_string(stream_id(db_.url())));
+    return db_.scalar<int64_t>("SELECT count(*) FROM " +
+                               testing::stream_family(db_.url(), kStream).messages);
   }
   testing::TestDatabase db_;
   ScratchDir dir_;
@@ -56,7 +56,7 @@ class CliProduce : public ::testing::Test {
 
 // `status` names each stream's id: the N of its tables (messages_N, cursors_N, ...).
 TEST_F(CliProduce, StatusShowsEachStreamsId) {
-  const std::string id = std::to_string(stream_id(db_.url()));
+  const std::string id = std::to_string(testing::stream_family(db_.url(), kStream).id);
   auto [code, out] = testing::run_command({SQLSTREAMS_BINARY, "status", "--config", config_},
                                           {{"SQLSTREAMS_DATABASE_URL", db_.url()}});
   ASSERT_EQ(code, 0) << out;

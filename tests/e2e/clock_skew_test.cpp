@@ -60,7 +60,7 @@ TEST_F(ClockSkew, AHostAnHourAheadDoesNotStealTheLiveLeasesOfAHostAnHourBehind) 
   const int64_t n = 400;
   produce_payments(db_.url(), n);
   const std::string leases =
-      "SELECT count(*) FROM sqlstreams.leases_" + std::to_string(stream_id(db_.url()));
+      "SELECT count(*) FROM " + testing::stream_family(db_.url(), kStream).leases;
   ASSERT_TRUE(wait_until([&] { return scalar<int64_t>(db_.url(), leases) > 0; }, 30s));
   auto fo = options("ahead");
   fo.sleep_ms = 20;
@@ -84,8 +84,8 @@ TEST_F(ClockSkew, AHostAnHourBehindReclaimsTheLeasesOfADeadHostAnHourAhead) {
   ASSERT_TRUE(killed.wait_for_log("host-ready", 60s)) << killed.log();
   const int64_t n = 60;
   produce_payments(db_.url(), n);
-  const std::string held = "SELECT count(*) FROM sqlstreams.leases_" +
-                           std::to_string(stream_id(db_.url())) + " WHERE holder = '" +
+  const std::string held = "SELECT count(*) FROM " +
+                           testing::stream_family(db_.url(), kStream).leases + " WHERE holder = '" +
                            killed.holder() + "'";
   ASSERT_TRUE(wait_until([&] { return scalar<int64_t>(db_.url(), held) > 0; }, 30s));
   ASSERT_EQ(::kill(killed.pid(), SIGKILL), 0);

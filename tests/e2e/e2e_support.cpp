@@ -119,45 +119,34 @@ std::string declare_host(const ScratchDir& dir, const std::string& database_url,
   return config;
 }
 
-int64_t stream_id(const std::string& url) {
-  return scalar<int64_t>(
-      url, std::string("SELECT id FROM sqlstreams.streams WHERE name = '") + kStream + "'");
-}
-
 int64_t head(const std::string& url) {
-  auto id = stream_id(url);
   return scalar<int64_t>(
-      url, "SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + std::to_string(id));
+      url, "SELECT coalesce(max(id), 0) FROM " + testing::stream_family(url, kStream).messages);
 }
 
 bool drained(const std::string& url) {
-  auto n = std::to_string(stream_id(url));
-  return scalar<bool>(url, "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_" + n +
-                               ") > 0 AND " + "NOT EXISTS (SELECT 1 FROM sqlstreams.cursors_" + n +
-                               " WHERE committed < " + "(SELECT max(id) FROM sqlstreams.messages_" +
-                               n + ")) AND " + "NOT EXISTS (SELECT 1 FROM sqlstreams.leases_" + n +
-                               ")");
+  const testing::StreamFamily t = testing::stream_family(url, kStream);
+  return scalar<bool>(url, "SELECT (SELECT coalesce(max(id), 0) FROM " + t.messages +
+                               ") > 0 AND NOT EXISTS (SELECT 1 FROM " + t.cursors +
+                               " WHERE committed < (SELECT max(id) FROM " + t.messages +
+                               ")) AND NOT EXISTS (SELECT 1 FROM " + t.leases + ")");
 }
 
 void wait_drained(const std::string& url, Millis timeout) {
   if (wait_until([&] { return drained(url); }, timeout, 200ms)) return;
-  auto n = std::to_string(stream_id(url));
+  const testing::StreamFamily t = testing::stream_family(url, kStream);
   std::ostringstream s;
   s << "not drained after " << timeout.count() << " ms; head " << head(url) << "\ncursors:";
-  for (const auto& r : query(url,
-                             "SELECT g.name, c.claimed, c.committed, c.settled_head "
-                             "FROM sqlstreams.cursors_" +
-                                 n +
-                                 " c JOIN sqlstreams.groups g "
-                                 "ON g.id = c.group_id ORDER BY 1")) {
+  for (const auto& r :
+       query(url, "SELECT g.name, c.claimed, c.committed, c.settled_head FROM " + t.cursors +
+                      " c JOIN sqlstreams.groups g "
+                      "ON g.id = c.group_id ORDER BY 1")) {
     s << "\n  " << r[0].c_str() << " claimed " << r[1].c_str() << " committed " << r[2].c_str()
       << " settled_head " << r[3].c_str();
   }
   s << "\nleases:";
-  for (const auto& r : query(url,
-                             "SELECT group_id, low, high, expires_at, reclaims, holder "
-                             "FROM sqlstreams.leases_" +
-                                 n + " ORDER BY low LIMIT 20")) {
+  for (const auto& r : query(url, "SELECT group_id, low, high, expires_at, reclaims, holder FROM " +
+                                      t.leases + " ORDER BY low LIMIT 20")) {
     s << "\n  group " << r[0].c_str() << " (" << r[1].c_str() << ", " << r[2].c_str()
       << "] expires " << r[3].c_str() << " reclaims " << r[4].c_str() << " holder " << r[5].c_str();
   }

@@ -130,7 +130,6 @@ void declare(const std::string& database_url, const std::string& config_file);
 // Writes host_config(o) to dir/<file> and declares it; returns the config file's path.
 std::string declare_host(const ScratchDir& dir, const std::string& database_url,
                          const HostOptions& o, const std::string& file = "host.toml");
-int64_t stream_id(const std::string& url);
 // Every message produced so far: max(id).
 int64_t head(const std::string& url);
 

@@ -17,8 +17,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Leases that are neither handed back ('-infinity') nor deleted.
 int64_t live_leases(const std::string& url) {
-  return scalar<int64_t>(url, "SELECT count(*) FROM sqlstreams.leases_" +
-                                  std::to_string(stream_id(url)) +
+  return scalar<int64_t>(url, "SELECT count(*) FROM " +
+                                  testing::stream_family(url, kStream).leases +
                                   " WHERE expires_at <> '-infinity'");
 }
 

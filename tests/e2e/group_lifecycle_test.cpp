@@ -22,8 +22,8 @@ namespace {
 
 class GroupLifecycle : public ::testing::Test {
  protected:
-  std::string cursors() const { return "sqlstreams.cursors_" + std::to_string(stream_id(url())); }
-  std::string leases() const { return "sqlstreams.leases_" + std::to_string(stream_id(url())); }
+  std::string cursors() const { return testing::stream_family(url(), kStream).cursors; }
+  std::string leases() const { return testing::stream_family(url(), kStream).leases; }
   const std::string& url() const { return db_.url(); }
   int64_t groups_named(const std::string& name) const {
     return scalar<int64_t>(url(),
@@ -104,11 +104,12 @@ TEST_F(GroupLifecycle, DroppingAGroupNobodyRunsReleasesTheRetentionItHeld) {
   const std::string declared = dir_.file("declare.toml");
   std::ofstream(declared) << host_config(both);
   declare(url(), declared);
-  const std::string n = std::to_string(stream_id(url()));
-  query(url(), "SELECT sqlstreams.ensure_partitions(" + n + ", 100)");  // no host runs yet
+  const testing::StreamFamily t = testing::stream_family(url(), kStream);
+  query(url(), "SELECT sqlstreams.ensure_partitions(" + std::to_string(t.id) +
+                   ", 100)");  // no host runs yet
   produce_payments(url(), 35);
-  query(url(), "UPDATE sqlstreams.messages_" + n +
-                   " SET created_at = now() - interval '2 days' WHERE id <= 30");
+  query(url(),
+        "UPDATE " + t.messages + " SET created_at = now() - interval '2 days' WHERE id <= 30");
   Host host(dir_, o, url());
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
   ASSERT_TRUE(wait_until(
@@ -147,14 +148,14 @@ TEST_F(GroupLifecycle, DroppingAGroupNobodyRunsReleasesTheRetentionItHeld) {
         return scalar<int64_t>(url(),
                                "SELECT count(*) FROM pg_class WHERE relname ~ "
                                "'^messages_" +
-                                   n + "_p[0-2]$'") == 0;
+                                   std::to_string(t.id) + "_p[0-2]$'") == 0;
       },
       30s))
       << tail(host.log());
   // Logged after the janitor's pass, which dropped them.
   EXPECT_TRUE(wait_until([&] { return host.count_in_log("partition-dropped") >= 3; }, 10s))
       << tail(host.log());
-  EXPECT_EQ(scalar<int64_t>(url(), "SELECT min(id) FROM sqlstreams.messages_" + n), 31);
+  EXPECT_EQ(scalar<int64_t>(url(), "SELECT min(id) FROM " + t.messages), 31);
   EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
 }
 

@@ -97,20 +97,20 @@ class IsolatedPluginImage : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(
         wait_until([&] { return host_->log().find("host-ready") != std::string::npos; }, 60s))
         << tail(host_->log());
+    family_ = testing::stream_family(db_, kStream);  // the host declared it
   }
   // Committed through `to`, nothing in flight, and no exception row but `dead_ids` (dead).
   bool settled(int64_t to) {
-    return scalar<bool>(
-        db_.url(),
-        "SELECT (SELECT min(committed) FROM sqlstreams.cursors_1) = " + std::to_string(to) +
-            " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) AND NOT EXISTS "
-            "(SELECT 1 FROM sqlstreams.exceptions_1 WHERE status <> 'dead')");
+    return scalar<bool>(db_.url(), "SELECT (SELECT min(committed) FROM " + family_.cursors +
+                                       ") = " + std::to_string(to) +
+                                       " AND NOT EXISTS (SELECT 1 FROM " + family_.leases +
+                                       ") AND NOT EXISTS (SELECT 1 FROM " + family_.exceptions +
+                                       " WHERE status <> 'dead')");
   }
   std::vector<int64_t> dead_ids() {
     std::vector<int64_t> out;
-    for (const auto& row : query(db_.url(),
-                                 "SELECT message_id FROM sqlstreams.exceptions_1 WHERE status = "
-                                 "'dead' ORDER BY message_id")) {
+    for (const auto& row : query(db_.url(), "SELECT message_id FROM " + family_.exceptions +
+                                                " WHERE status = 'dead' ORDER BY message_id")) {
       out.push_back(row[0].as<int64_t>());
     }
     return out;
@@ -141,6 +141,7 @@ class IsolatedPluginImage : public ::testing::TestWithParam<std::string> {
   ScratchDir dir_;
   std::string plugins_, config_;
   std::unique_ptr<testing::ChildProcess> host_;
+  testing::StreamFamily family_;  // kStream's tables, once start() has run
 };
 
 TEST_P(IsolatedPluginImage, RestartedChildrenRunTheHostsImageNotTheFileOnDisk) {

@@ -25,14 +25,13 @@ struct Range {
 
 std::vector<Range> leases_held_by(const std::string& url, const std::string& holder) {
   std::vector<Range> out;
-  auto n = std::to_string(stream_id(url));
+  const testing::StreamFamily t = testing::stream_family(url, kStream);
   pqxx::connection c(url);
   pqxx::work tx(c);
   for (const auto& r :
        tx.exec_params("SELECT g.name, l.low, l.high, CASE WHEN isfinite(l.expires_at) THEN "
-                      "extract(epoch FROM l.expires_at - now())::float8 ELSE "
-                      "-1 END FROM sqlstreams.leases_" +
-                          n +
+                      "extract(epoch FROM l.expires_at - now())::float8 ELSE -1 END FROM " +
+                          t.leases +
                           " l JOIN sqlstreams.groups g ON g.id = l.group_id "
                           "WHERE l.holder = $1",
                       holder)) {
@@ -168,8 +167,8 @@ TEST(MultiHost, SigkillOfOneHostLosesNothingAndRepeatsOnlyItsRanges) {
   }
   EXPECT_NE(survivor_logs.find("lease-reclaimed"), std::string::npos)
       << "the killed host's ranges are reclaimed by the survivors";
-  EXPECT_EQ(scalar<int64_t>(db.url(), "SELECT count(*) FROM sqlstreams.exceptions_" +
-                                          std::to_string(stream_id(db.url()))),
+  EXPECT_EQ(scalar<int64_t>(db.url(), "SELECT count(*) FROM " +
+                                          testing::stream_family(db.url(), kStream).exceptions),
             0);
   for (int i = 0; i < 2; ++i) {
     auto code = hosts[i]->stop(30s);

@@ -47,7 +47,7 @@ TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsKept) {
   EXPECT_EQ(charge.count(4), 0u) << "version 3 is not declared: kept, not handled";
   EXPECT_EQ(charge.count(5), 1u);
 
-  const std::string exceptions = "sqlstreams.exceptions_" + std::to_string(stream_id(db.url()));
+  const std::string exceptions = testing::stream_family(db.url(), kStream).exceptions;
   EXPECT_EQ(scalar<std::string>(db.url(), "SELECT status || ' ' || last_error FROM " + exceptions +
                                               " WHERE message_id = 3"),
             "dead payload does not decode into payments::PaymentV1 (schema version 1): "

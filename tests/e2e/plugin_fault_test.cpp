@@ -131,17 +131,17 @@ TEST(PluginFault, AMessageThatCrashesEveryHostEndsDeadAndItsNeighboursSucceed) {
   const std::string config = crash_config(setup);
   std::ofstream(dir.file("crashy.toml")) << config;
   declare(db.url(), dir.file("crashy.toml"));
+  const testing::StreamFamily t = testing::stream_family(db, kStream);
   query(db.url(),
         "SELECT sqlstreams.produce_batch('payments.requested', array_agg("
         "jsonb_build_object('order_id', 'order-' || g) ORDER BY g)) FROM "
         "generate_series(1, 12) g");
   auto dead_and_rest_done = [&] {
     return scalar<bool>(
-        db.url(),
-        "SELECT (SELECT count(*) FROM sqlstreams.exceptions_1) = 1 AND EXISTS (SELECT 1 FROM "
-        "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead') AND (SELECT "
-        "committed FROM sqlstreams.cursors_1) = 12 AND NOT EXISTS (SELECT 1 FROM "
-        "sqlstreams.leases_1)");
+        db.url(), "SELECT (SELECT count(*) FROM " + t.exceptions +
+                      ") = 1 AND EXISTS (SELECT 1 FROM " + t.exceptions +
+                      " WHERE message_id = 3 AND status = 'dead') AND (SELECT committed FROM " +
+                      t.cursors + ") = 12 AND NOT EXISTS (SELECT 1 FROM " + t.leases + ")");
   };
   int crashes = 0;
   constexpr int kMaxRestarts = 12;
@@ -165,19 +165,19 @@ TEST(PluginFault, AMessageThatCrashesEveryHostEndsDeadAndItsNeighboursSucceed) {
     host->signal(SIGTERM);
     EXPECT_EQ(host->wait(20s), std::optional<int>(0)) << tail(host->log());
   }
-  ASSERT_TRUE(dead_and_rest_done()) << query(db.url(),
-                                             "SELECT message_id, status, attempts, last_error FROM "
-                                             "sqlstreams.exceptions_1 ORDER BY 1")
-                                           .size()
-                                    << " exception rows left\n"
-                                    << tail(logs, 80);
+  ASSERT_TRUE(dead_and_rest_done())
+      << query(db.url(), "SELECT message_id, status, attempts, last_error FROM " + t.exceptions +
+                             " ORDER BY 1")
+             .size()
+      << " exception rows left\n"
+      << tail(logs, 80);
   // Reclaims (first run + 2 reclaims, the last one quarantines without running), then the
   // quarantined batch, then its isolated runs: a bounded number of crashes.
   EXPECT_GE(crashes, 3);
   EXPECT_LE(crashes, 8);
   EXPECT_NE(logs.find("range-quarantined"), std::string::npos);
   const auto last_error = scalar<std::string>(
-      db.url(), "SELECT last_error FROM sqlstreams.exceptions_1 WHERE message_id = 3");
+      db.url(), "SELECT last_error FROM " + t.exceptions + " WHERE message_id = 3");
   EXPECT_NE(last_error.find("did not finish: its host stopped while running it"), std::string::npos)
       << last_error;
 }

@@ -31,7 +31,7 @@ TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   produce_payments(db.url(), 15, 16);
   wait_drained(db.url(), 60s);
 
-  const std::string ex = "sqlstreams.exceptions_" + std::to_string(stream_id(db.url()));
+  const std::string ex = testing::stream_family(db.url(), kStream).exceptions;
   const std::string charge = "(SELECT g.id FROM sqlstreams.groups g WHERE g.name = 'charge-cards')";
   EXPECT_EQ(scalar<std::string>(db.url(),
                                 "SELECT string_agg(message_id || ':' || status, ',') "

@@ -78,24 +78,24 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   constexpr int kMessages = 200;
   produce_payments(db.url(), kMessages);
 
+  const testing::StreamFamily t = testing::stream_family(db, "payments.requested");
   const std::string group_id = "(SELECT id FROM sqlstreams.groups WHERE name = '";
   auto settled = [&] {
-    return scalar<bool>(
-        db.url(),
-        "SELECT (SELECT count(*) FROM sqlstreams.exceptions_1) = 1 AND EXISTS (SELECT 1 FROM "
-        "sqlstreams.exceptions_1 WHERE message_id = 3 AND status = 'dead' AND group_id = " +
-            group_id + "isolated')) AND (SELECT min(committed) FROM sqlstreams.cursors_1) = " +
-            std::to_string(kMessages) + " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1)");
+    return scalar<bool>(db.url(), "SELECT (SELECT count(*) FROM " + t.exceptions +
+                                      ") = 1 AND EXISTS (SELECT 1 FROM " + t.exceptions +
+                                      " WHERE message_id = 3 AND status = 'dead' AND group_id = " +
+                                      group_id + "isolated')) AND (SELECT min(committed) FROM " +
+                                      t.cursors + ") = " + std::to_string(kMessages) +
+                                      " AND NOT EXISTS (SELECT 1 FROM " + t.leases + ")");
   };
   const bool done = wait_until([&] { return settled() || !host.running(); }, 90s, 100ms);
   ASSERT_TRUE(host.running()) << "the host died\n" << tail(host.log());
-  ASSERT_TRUE(done) << query(db.url(), "SELECT 1 FROM sqlstreams.exceptions_1").size()
+  ASSERT_TRUE(done) << query(db.url(), "SELECT 1 FROM " + t.exceptions).size()
                     << " exception rows\n"
                     << tail(host.log(), 60);
 
-  const auto dead = query(db.url(),
-                          "SELECT attempts, last_error FROM sqlstreams.exceptions_1 WHERE "
-                          "message_id = 3");
+  const auto dead =
+      query(db.url(), "SELECT attempts, last_error FROM " + t.exceptions + " WHERE message_id = 3");
   ASSERT_EQ(dead.size(), 1u);
   EXPECT_EQ(dead[0][0].as<int>(), 3);  // the first attempt and max_retries = 2 retries
   EXPECT_EQ(dead[0][1].as<std::string>().rfind(f.error, 0), 0u) << dead[0][1].as<std::string>();
@@ -112,10 +112,9 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   produce_payments(db.url(), 20, kMessages + 1);
   ASSERT_TRUE(wait_until(
       [&] {
-        return scalar<bool>(db.url(),
-                            "SELECT (SELECT min(committed) FROM sqlstreams.cursors_1) = " +
-                                std::to_string(kMessages + 20) +
-                                " AND (SELECT count(*) FROM sqlstreams.exceptions_1) = 1");
+        return scalar<bool>(db.url(), "SELECT (SELECT min(committed) FROM " + t.cursors +
+                                          ") = " + std::to_string(kMessages + 20) +
+                                          " AND (SELECT count(*) FROM " + t.exceptions + ") = 1");
       },
       60s, 100ms))
       << tail(host.log());

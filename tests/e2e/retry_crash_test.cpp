@@ -24,21 +24,22 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   first.charge_config = "unreachable_orders = [\"order-1\"]\n";
   first.charge_retry =
       "max_retries = " + std::to_string(max_retries) + "\ninitial_backoff = \"1h\"\n";
+  testing::StreamFamily t;
   {
     Host h(dir, first, db.url());
     ASSERT_TRUE(h.wait_for_log("host-ready", 60s)) << tail(h.log());
+    t = testing::stream_family(db, kStream);  // the host declared it
     produce_payments(db.url(), 1);
     ASSERT_TRUE(wait_until(
         [&] {
-          return scalar<int>(db.url(),
-                             "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE "
-                             "attempts = 1 AND status = 'ready'") == 1;
+          return scalar<int>(db.url(), "SELECT count(*) FROM " + t.exceptions +
+                                           " WHERE attempts = 1 AND status = 'ready'") == 1;
         },
         30s))
         << tail(h.log());
     ASSERT_EQ(h.stop(20s), std::optional<int>(0));
   }
-  query(db.url(), "UPDATE sqlstreams.exceptions_1 SET can_run_after = now()");  // due now
+  query(db.url(), "UPDATE " + t.exceptions + " SET can_run_after = now()");  // due now
   // 2. A host whose retry hangs is SIGKILLed while the row is in flight under its lease.
   HostOptions doomed = first;
   doomed.charge_retry = retry;
@@ -51,9 +52,8 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
     Host h(dir, doomed, db.url());
     ASSERT_TRUE(wait_until(
         [&] {
-          return scalar<int>(db.url(),
-                             "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
-                             "= 'inflight'") == 1;
+          return scalar<int>(db.url(), "SELECT count(*) FROM " + t.exceptions +
+                                           " WHERE status = 'inflight'") == 1;
         },
         30s))
         << tail(h.log());
@@ -70,8 +70,7 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   ASSERT_TRUE(wait_until(
       [&] {
         return scalar<int>(db.url(),
-                           "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status "
-                           "<> 'dead'") == 0;
+                           "SELECT count(*) FROM " + t.exceptions + " WHERE status <> 'dead'") == 0;
       },
       60s))
       << tail(h.log());
@@ -79,14 +78,13 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   auto records = read_records({healthy.record_file});
   if (max_retries >= 2) {
     // attempt 1 failed, attempt 2 died with its host (counted), attempt 3 succeeds
-    EXPECT_EQ(scalar<int>(db.url(), "SELECT count(*) FROM sqlstreams.exceptions_1"), 0);
+    EXPECT_EQ(scalar<int>(db.url(), "SELECT count(*) FROM " + t.exceptions), 0);
     EXPECT_EQ(records[kCharge][1], 1) << "the healthy host ran it once";
     EXPECT_EQ(count_of(h.log(), "dead-lettered"), 0);
   } else {
     // max_retries 1: the crashed attempt was the last one the budget allowed: dead, not rerun
-    auto row = query(db.url(),
-                     "SELECT status, attempts, last_error, payload->>'order_id' FROM "
-                     "sqlstreams.exceptions_1");
+    auto row = query(
+        db.url(), "SELECT status, attempts, last_error, payload->>'order_id' FROM " + t.exceptions);
     ASSERT_EQ(row.size(), 1u);
     EXPECT_EQ(row[0][0].as<std::string>(), "dead");
     EXPECT_EQ(row[0][1].as<int>(), 2);

@@ -29,8 +29,9 @@ TEST_F(RolesEndToEnd, AHostRoleRunsAHostThatDrainsWhatAProducerRoleProduced) {
   o.migrate = "check";
   Host host(dir_, o, host_url);
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
-  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = "
-                                    "'sqlstreams.messages_1'::regclass"),
+  const testing::StreamFamily t = testing::stream_family(db_, kStream);
+  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = '" +
+                                    t.messages + "'::regclass"),
             "sqlstreams_host");
   produce_payments(producer_url, 300);
   wait_drained(db_.url(), 60s);

@@ -16,8 +16,7 @@ TEST(Rule2Refusal, RunExits4NamingTheStreamWhenItsSequenceIsCached) {
   HostOptions o;
   o.name = "rule2";
   declare_host(dir, db.url(), o, "declare.toml");
-  db.sql("ALTER SEQUENCE sqlstreams.messages_" + std::to_string(stream_id(db.url())) +
-         "_id_seq CACHE 10");
+  db.sql("ALTER SEQUENCE " + testing::stream_family(db.url(), kStream).id_seq + " CACHE 10");
 
   Host host(dir, o, db.url());
   auto code = host.process().wait(60s);

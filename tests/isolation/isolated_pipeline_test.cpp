@@ -37,6 +37,7 @@ class IsolatedPipeline : public ::testing::Test {
     spec.name = "payments.requested";
     spec.partition_size = 1000;
     stream_ = store::declare_stream(s, spec).stream;
+    family_ = testing::stream_family(stream_.id);
     group_ = store::declare_group(s, stream_, "isolated", store::StartAt::kBeginning).group;
   }
 
@@ -105,17 +106,17 @@ class IsolatedPipeline : public ::testing::Test {
   }
 
   std::string settled(int messages, int dead_id) {
-    return "SELECT (SELECT committed FROM sqlstreams.cursors_1 WHERE group_id = " +
-           std::to_string(group_.id) + ") = " + std::to_string(messages) +
-           " AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1) AND (SELECT count(*) FROM "
-           "sqlstreams.exceptions_1) = 1 AND EXISTS (SELECT 1 FROM sqlstreams.exceptions_1 "
-           "WHERE message_id = " +
-           std::to_string(dead_id) + " AND status = 'dead')";
+    return "SELECT (SELECT committed FROM " + family_.cursors +
+           " WHERE group_id = " + std::to_string(group_.id) + ") = " + std::to_string(messages) +
+           " AND NOT EXISTS (SELECT 1 FROM " + family_.leases + ") AND (SELECT count(*) FROM " +
+           family_.exceptions + ") = 1 AND EXISTS (SELECT 1 FROM " + family_.exceptions +
+           " WHERE message_id = " + std::to_string(dead_id) + " AND status = 'dead')";
   }
 
   testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_;
   store::StreamRef stream_;
+  testing::StreamFamily family_;  // stream_'s tables
   store::GroupRef group_;
 };
 
@@ -129,22 +130,22 @@ TEST_F(IsolatedPipeline, ACrashMidBatchChargesOnlyTheCrashingMessage) {
   p->start();
   const bool done = eventually(settled(kMessages, 50));
   p->stop(std::chrono::steady_clock::now() + 10s);
-  ASSERT_TRUE(done) << db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.exceptions_1")
+  ASSERT_TRUE(done) << db_.scalar<int64_t>("SELECT count(*) FROM " + family_.exceptions)
                     << " exception rows";
   // Failed attempts (attempts - delays): the first one and max_retries = 1 retry. A retry due
   // while the child was still down got a DELAY, which counts in `delays`, not as a failure.
-  auto dead = db_.sql("SELECT attempts - delays, last_error FROM sqlstreams.exceptions_1");
+  auto dead = db_.sql("SELECT attempts - delays, last_error FROM " + family_.exceptions);
   EXPECT_EQ(dead[0][0].as<int>(), 2);
   EXPECT_EQ(dead[0][1].as<std::string>(), "handler process crashed (signal 11)");
   // No other message was charged: its deliveries are 'ok' once, and 'delay' while it waited.
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
-                                "<> 50 AND outcome NOT IN ('ok', 'delay')"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
+                                " WHERE message_id <> 50 AND outcome NOT IN ('ok', 'delay')"),
             0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
-                                "<> 50 AND outcome = 'ok'"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
+                                " WHERE message_id <> 50 AND outcome = 'ok'"),
             kMessages - 1);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
-                                "WHERE message_id <> 50 AND outcome = 'ok'"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM " + family_.deliveries +
+                                " WHERE message_id <> 50 AND outcome = 'ok'"),
             kMessages - 1);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kRetried) +
                 p->metrics().get(sqlstreams::consume::GroupCounter::kDead),
@@ -161,11 +162,11 @@ TEST_F(IsolatedPipeline, TheRestOfACrashedBatchRunsOnTheOtherChildUncharged) {
   const bool done = eventually(settled(kMessages, 120));
   p->stop(std::chrono::steady_clock::now() + 10s);
   ASSERT_TRUE(done);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
-                                "<> 120 AND outcome NOT IN ('ok', 'delay')"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
+                                " WHERE message_id <> 120 AND outcome NOT IN ('ok', 'delay')"),
             0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM sqlstreams.deliveries_1 "
-                                "WHERE outcome = 'ok'"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM " + family_.deliveries +
+                                " WHERE outcome = 'ok'"),
             kMessages - 1);
 }
 
@@ -192,13 +193,13 @@ TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNe
   ASSERT_TRUE(done);
   EXPECT_FALSE(ever_paused);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM sqlstreams.exceptions_1"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions),
             "handler process crashed (signal 9): killed, no answer within handler_timeout + 1s");
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
-                                "<> 5 AND outcome NOT IN ('ok', 'delay')"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
+                                " WHERE message_id <> 5 AND outcome NOT IN ('ok', 'delay')"),
             0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id "
-                                "<> 5 AND outcome = 'ok'"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
+                                " WHERE message_id <> 5 AND outcome = 'ok'"),
             kMessages - 1);
 }
 
@@ -221,8 +222,8 @@ TEST_F(IsolatedPipeline, AnOkCallsOutputsAreCommittedAndACrashedCallsAreNot) {
   ASSERT_TRUE(eventually(settled(30, 7)));
   p->stop(std::chrono::steady_clock::now() + 10s);
   std::vector<int64_t> from;
-  for (const auto& row : db_.sql("SELECT (payload->>'from')::bigint FROM sqlstreams.messages_" +
-                                 std::to_string(out.id) + " ORDER BY 1")) {
+  for (const auto& row : db_.sql("SELECT (payload->>'from')::bigint FROM " +
+                                 testing::stream_family(out.id).messages + " ORDER BY 1")) {
     from.push_back(row[0].as<int64_t>());
   }
   std::vector<int64_t> expected;

@@ -32,7 +32,7 @@ class DefaultPartitionTest : public MaintainTest {
       pqxx::connection c(db_.url());
       pqxx::work tx(c);
       tx.exec("SELECT pg_current_xact_id()");  // Rule 1
-      tx.exec("INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{\"way\":\"insert\"}')");
+      tx.exec("INSERT INTO " + family_.messages + " (payload) VALUES ('{\"way\":\"insert\"}')");
       tx.commit();
     }
   }
@@ -69,8 +69,8 @@ TEST_F(DefaultPartitionTest, NoHostForTenPartitionsEveryProduceCommitsThenAllIsD
   produce_every_sql_way(25);  // 125 ids through every SQL path, no host
   const int64_t total = 130;
   EXPECT_EQ(partitions_upto(), 21) << "no partition was made by a producer";
-  EXPECT_EQ(count("messages_1"), total);
-  EXPECT_GT(count("messages_1_default"), 0) << "the SQL producers' ids past 20 wait there";
+  EXPECT_EQ(count(family_.messages), total);
+  EXPECT_GT(count(family_.partition_default()), 0) << "the SQL producers' ids past 20 wait there";
 
   // Readers see the default partition like any other: every id claimed, in id order.
   auto ids = claim_everything();
@@ -84,20 +84,21 @@ TEST_F(DefaultPartitionTest, NoHostForTenPartitionsEveryProduceCommitsThenAllIsD
   auto first = j.run_once(now_, settings);
   ASSERT_TRUE(first.errors.empty()) << first.errors.front();
   ASSERT_EQ(first.created.size(), 4u) << "one range per step, four steps in this pass";
-  EXPECT_EQ(first.created[0].table, "messages_1_p2");
+  EXPECT_EQ(first.created[0].table, family_.partition_name(2));
   EXPECT_EQ(first.created[0].rehomed, 10);
-  for (int pass = 0; pass < 5 && count("messages_1_default") > 0; ++pass) {
+  for (int pass = 0; pass < 5 && count(family_.partition_default()) > 0; ++pass) {
     auto r = j.run_once(now_, settings);
     ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   }
-  EXPECT_EQ(count("messages_1_default"), 0);
-  EXPECT_EQ(count("messages_1"), total) << "nothing lost or doubled by the re-home";
+  EXPECT_EQ(count(family_.partition_default()), 0);
+  EXPECT_EQ(count(family_.messages), total) << "nothing lost or doubled by the re-home";
   for (int k = 0; k < 13; ++k) {
-    EXPECT_EQ(count("messages_1_p" + std::to_string(k)), 10) << "partition " << k;
+    EXPECT_EQ(count(family_.partition(k)), 10) << "partition " << k;
   }
   EXPECT_GT(partitions_upto(), total);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE "
-                                    "relname = 'messages_1_p5'"),
+  EXPECT_EQ(db_.scalar<std::string>(
+                "SELECT pg_get_userbyid(relowner)::text FROM pg_class WHERE relname = '" +
+                family_.partition_name(5) + "'"),
             "sqlstreams_host");
 }
 
@@ -127,10 +128,11 @@ TEST_F(DefaultPartitionTest, AJanitorInTheMiddleOfABurstReHomesWithoutLosingAnId
   stop = true;
   burst.get();
   EXPECT_GT(rehomed, 0);
-  EXPECT_EQ(count("messages_1"), produced.load());
+  EXPECT_EQ(count(family_.messages), produced.load());
   // Whatever the burst left in the default partition goes at the next quiet passes.
-  for (int pass = 0; pass < 20 && count("messages_1_default") > 0; ++pass) j.run_once(now_, {});
-  EXPECT_EQ(count("messages_1_default"), 0);
+  for (int pass = 0; pass < 20 && count(family_.partition_default()) > 0; ++pass)
+    j.run_once(now_, {});
+  EXPECT_EQ(count(family_.partition_default()), 0);
   auto ids = claim_everything();
   ASSERT_EQ(static_cast<int64_t>(ids.size()), produced.load());
   for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i) + 1);
@@ -142,23 +144,22 @@ TEST_F(DefaultPartitionTest, AnIdOfADroppedPartitionNeverBecomesVisibleThroughTh
   pqxx::connection straggler_conn(db_.url());
   pqxx::work straggler(straggler_conn);
   straggler.exec("SELECT pg_current_xact_id()");
-  const auto id =
-      straggler.exec("SELECT nextval('sqlstreams.messages_1_id_seq')")[0][0].as<int64_t>();
+  const auto id = straggler.exec("SELECT nextval('" + family_.id_seq + "')")[0][0].as<int64_t>();
   ASSERT_EQ(id, 1);
   produce(25);
   age(2, 25, 2);
   store::StreamJanitor j(*session_, stream_.id);
   auto r = j.run_once(now_, {});
   ASSERT_FALSE(r.dropped.empty()) << r.kept_because;
-  EXPECT_EQ(r.dropped[0].partition.table, "messages_1_p0");
+  EXPECT_EQ(r.dropped[0].partition.table, family_.partition_name(0));
   // Before V007 its insert failed for want of a partition; the default must refuse it too.
   try {
-    straggler.exec("INSERT INTO sqlstreams.messages_1 (id, payload) VALUES (1, '{}')");
+    straggler.exec("INSERT INTO " + family_.messages + " (id, payload) VALUES (1, '{}')");
     ADD_FAILURE() << "an id of a dropped partition was stored";
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), "23514") << e.what();
   }
-  EXPECT_EQ(count("messages_1 WHERE id <= 10"), 0);
+  EXPECT_EQ(count(family_.messages + " WHERE id <= 10"), 0);
 }
 
 }  // namespace

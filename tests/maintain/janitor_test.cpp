@@ -23,10 +23,8 @@ class JanitorTest : public MaintainTest {
     return report;
   }
   std::string cursor(const store::GroupRef& g) {
-    auto r = db_.sql(
-        "SELECT claimed, committed, settled_head FROM sqlstreams.cursors_1 WHERE "
-        "group_id = " +
-        std::to_string(g.id));
+    auto r = db_.sql("SELECT claimed, committed, settled_head FROM " + family_.cursors +
+                     " WHERE group_id = " + std::to_string(g.id));
     return r[0][0].as<std::string>() + "/" + r[0][1].as<std::string>() + "/" +
            r[0][2].as<std::string>();
   }
@@ -44,26 +42,26 @@ TEST_F(JanitorTest, DocumentedRetentionExample) {
 
   auto first = pass();
   ASSERT_EQ(first.dropped.size(), 1u);
-  EXPECT_EQ(first.dropped[0].partition.table, "messages_1_p0");
+  EXPECT_EQ(first.dropped[0].partition.table, family_.partition_name(0));
   EXPECT_EQ(first.dropped[0].partition.first_id, 1);
   EXPECT_EQ(first.dropped[0].partition.last_id, 2);
   EXPECT_TRUE(first.dropped[0].losses.empty());
   EXPECT_NE(first.kept_because.find("audit-payments"), std::string::npos) << first.kept_because;
-  EXPECT_FALSE(table_exists("messages_1_p0"));
-  EXPECT_TRUE(table_exists("messages_1_p1"));
-  EXPECT_EQ(count("messages_1"), 2);
-  EXPECT_EQ(count("messages_1 WHERE id IN (3, 4)"), 2);
+  EXPECT_FALSE(table_exists(family_.partition(0)));
+  EXPECT_TRUE(table_exists(family_.partition(1)));
+  EXPECT_EQ(count(family_.messages), 2);
+  EXPECT_EQ(count(family_.messages + " WHERE id IN (3, 4)"), 2);
   EXPECT_EQ(first.swept, 0) << "the sweep keeps what audit-payments has not committed";
 
   EXPECT_TRUE(pass().dropped.empty()) << "nothing changed: nothing more goes";
-  EXPECT_EQ(count("messages_1"), 2);
+  EXPECT_EQ(count(family_.messages), 2);
 
   set_committed(audit_, 4);
   auto second = pass();
   ASSERT_EQ(second.dropped.size(), 1u);
   EXPECT_EQ(second.dropped[0].partition.first_id, 3);
   EXPECT_EQ(second.dropped[0].partition.last_id, 4);
-  EXPECT_EQ(count("messages_1"), 0);
+  EXPECT_EQ(count(family_.messages), 0);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT sum(lost_messages) FROM sqlstreams.groups"), 0);
   EXPECT_EQ(cursor(charge_), "4/4/4");
   EXPECT_EQ(cursor(audit_), "4/4/4");
@@ -89,7 +87,7 @@ TEST_F(JanitorTest, YoungPartitionsAndTheNewestPartitionStay) {
   ASSERT_EQ(r.dropped.size(), 1u);
   EXPECT_EQ(r.dropped[0].partition.last_id, 4);
   EXPECT_NE(r.kept_because.find("can still receive ids"), std::string::npos) << r.kept_because;
-  EXPECT_EQ(count("messages_1"), 1);
+  EXPECT_EQ(count(family_.messages), 1);
 }
 
 TEST_F(JanitorTest, NoRetentionKeepsEverything) {
@@ -101,7 +99,7 @@ TEST_F(JanitorTest, NoRetentionKeepsEverything) {
   auto r = pass();
   EXPECT_TRUE(r.dropped.empty());
   EXPECT_EQ(r.swept, 0);
-  EXPECT_EQ(count("messages_1"), 6);
+  EXPECT_EQ(count(family_.messages), 6);
 }
 
 // allow_drop_past_committed: age alone decides; the lagging group loses the dropped messages,
@@ -114,19 +112,17 @@ TEST_F(JanitorTest, AllowDropPastCommittedMovesTheLaggingGroupOn) {
   set_committed(audit_, 1);
   // audit-payments has a range lease over (1, 3] and a ready retry at 4; charge-cards has a
   // dead letter at 2 (payload copied) and a dead letter at 3 whose payload was not copied.
-  db_.sql("INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at) VALUES (" +
+  db_.sql("INSERT INTO " + family_.leases + " (group_id, token, low, high, expires_at) VALUES (" +
           std::to_string(audit_.id) + ", gen_random_uuid(), 1, 3, now() + interval '1 hour')");
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 3 WHERE group_id = " +
-          std::to_string(audit_.id));
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) "
-      "VALUES (" +
-      std::to_string(audit_.id) + ", 4, 'ready', now())");
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after, "
-      "last_error, payload) VALUES (" +
-      std::to_string(charge_.id) + ", 2, 'dead', now(), 'card declined', '{\"n\":2}'), (" +
-      std::to_string(charge_.id) + ", 3, 'dead', now(), 'cancelled', NULL)");
+  db_.sql("UPDATE " + family_.cursors +
+          " SET claimed = 3 WHERE group_id = " + std::to_string(audit_.id));
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, can_run_after) VALUES (" + std::to_string(audit_.id) +
+          ", 4, 'ready', now())");
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, can_run_after, last_error, payload) VALUES (" +
+          std::to_string(charge_.id) + ", 2, 'dead', now(), 'card declined', '{\"n\":2}'), (" +
+          std::to_string(charge_.id) + ", 3, 'dead', now(), 'cancelled', NULL)");
 
   auto r = pass();
   ASSERT_EQ(r.dropped.size(), 2u);
@@ -134,16 +130,17 @@ TEST_F(JanitorTest, AllowDropPastCommittedMovesTheLaggingGroupOn) {
   EXPECT_EQ(r.dropped[0].losses[0].group_id, audit_.id);
   EXPECT_EQ(r.dropped[0].losses[0].lost, 1);  // id 2
   EXPECT_EQ(r.dropped[1].losses[0].lost, 2);  // ids 3 and 4
-  EXPECT_EQ(count("messages_1"), 0);
+  EXPECT_EQ(count(family_.messages), 0);
   ASSERT_EQ(r.raised.size(), 1u);
   EXPECT_EQ(r.raised[0].group_id, audit_.id);
   EXPECT_EQ(r.raised[0].floor, 4);
   EXPECT_EQ(cursor(audit_), "4/4/4");
-  EXPECT_EQ(count("leases_1"), 0) << "a lease entirely below the floor goes";
-  EXPECT_EQ(count("exceptions_1 WHERE status <> 'dead'"), 0) << "the retry went with its message";
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND payload->>'n' = '2'"), 1);
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND message_id = 3 AND payload->>'n' = "
-                  "'3'"),
+  EXPECT_EQ(count(family_.leases), 0) << "a lease entirely below the floor goes";
+  EXPECT_EQ(count(family_.exceptions + " WHERE status <> 'dead'"), 0)
+      << "the retry went with its message";
+  EXPECT_EQ(count(family_.exceptions + " WHERE status = 'dead' AND payload->>'n' = '2'"), 1);
+  EXPECT_EQ(count(family_.exceptions +
+                  " WHERE status = 'dead' AND message_id = 3 AND payload->>'n' = '3'"),
             1)
       << "a dead letter without its payload got it copied before the drop";
 
@@ -185,23 +182,21 @@ TEST_F(JanitorTest, DeadLetterSurvivesTheDropAndCanBeRetried) {
   age(1, 4, 31);
   set_committed(charge_, 4);
   set_committed(audit_, 4);
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error, payload) VALUES (" +
-      std::to_string(charge_.id) + ", 2, 'dead', 4, now(), 'card declined', '{\"n\":2}')");
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after, last_error, payload) VALUES (" +
+          std::to_string(charge_.id) + ", 2, 'dead', 4, now(), 'card declined', '{\"n\":2}')");
   auto r = pass();
   ASSERT_EQ(r.dropped.size(), 2u);
-  EXPECT_EQ(count("messages_1"), 0);
-  EXPECT_EQ(count("exceptions_1 WHERE message_id = 2 AND status = 'dead'"), 1);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM sqlstreams.exceptions_1"),
+  EXPECT_EQ(count(family_.messages), 0);
+  EXPECT_EQ(count(family_.exceptions + " WHERE message_id = 2 AND status = 'dead'"), 1);
+  EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions),
             "card declined");
 
   // The operator sends it back (fresh budget): it is ready, below committed, with its payload.
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'ready', attempts = 0, can_run_after = "
-      "now() - interval '1 second'");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET status = 'ready', attempts = 0, can_run_after = now() - interval '1 second'");
   EXPECT_TRUE(pass().raised.empty());
-  EXPECT_EQ(count("exceptions_1"), 1) << "a ready row that kept its payload is not swept away";
+  EXPECT_EQ(count(family_.exceptions), 1) << "a ready row that kept its payload is not swept away";
   store::GroupStore gs(*session_, stream_.id, charge_.id, "test:1");
   auto due = gs.claim_due_retries(30s, 10);
   ASSERT_EQ(due.size(), 1u);
@@ -222,35 +217,33 @@ TEST_F(SweepTest, RemovesExpiredCommittedRowsOfTheOldestPartition) {
   age(1, 6, 31);
   set_committed(charge_, 10);
   set_committed(audit_, 4);
-  db_.sql(
-      "INSERT INTO sqlstreams.deliveries_1 (group_id, message_id, attempt, outcome) VALUES "
-      "(1, 3, 1, 'ok')");
+  db_.sql("INSERT INTO " + family_.deliveries +
+          " (group_id, message_id, attempt, outcome) VALUES (1, 3, 1, 'ok')");
   auto r = pass();
   EXPECT_TRUE(r.dropped.empty());
   EXPECT_EQ(r.swept, 4) << "only what every group committed";
-  EXPECT_EQ(count("messages_1 WHERE id <= 4"), 0);
-  EXPECT_EQ(count("messages_1"), 6);
-  EXPECT_EQ(count("deliveries_1"), 1) << "no audit retention: the trail stays";
+  EXPECT_EQ(count(family_.messages + " WHERE id <= 4"), 0);
+  EXPECT_EQ(count(family_.messages), 6);
+  EXPECT_EQ(count(family_.deliveries), 1) << "no audit retention: the trail stays";
   set_committed(audit_, 10);
   EXPECT_EQ(pass().swept, 2) << "ids 5-6; 7-10 are young";
   age(7, 10, 31);
   EXPECT_EQ(pass().swept, 3) << "the head row (10) stays";
-  EXPECT_EQ(count("messages_1"), 1);
+  EXPECT_EQ(count(family_.messages), 1);
 }
 
 TEST_F(JanitorTest, AuditTrailHasItsOwnRetention) {
   produce(2);
   for (int days : {1, 8, 9, 2}) {
-    db_.sql(
-        "INSERT INTO sqlstreams.deliveries_1 (group_id, message_id, attempt, outcome, at) "
-        "VALUES (1, 1, 1, 'ok', to_timestamp(" +
-        std::to_string(now_.time_since_epoch().count()) + " / 1000.0) - interval '" +
-        std::to_string(days) + " days')");
+    db_.sql("INSERT INTO " + family_.deliveries +
+            " (group_id, message_id, attempt, outcome, at) VALUES (1, 1, 1, 'ok', to_timestamp(" +
+            std::to_string(now_.time_since_epoch().count()) + " / 1000.0) - interval '" +
+            std::to_string(days) + " days')");
   }
   EXPECT_EQ(pass().audit_trimmed, 0) << "no audit_retention: keep forever";
   settings_.audit_retention = std::chrono::hours(24 * 7);
   EXPECT_EQ(pass().audit_trimmed, 2);
-  EXPECT_EQ(count("deliveries_1"), 2);
+  EXPECT_EQ(count(family_.deliveries), 2);
 }
 
 TEST_F(JanitorTest, FencedPassStopsWhenTheLeaseMoved) {
@@ -265,7 +258,7 @@ TEST_F(JanitorTest, FencedPassStopsWhenTheLeaseMoved) {
   store::WorkerFence fence{mine[0].id, mine[0].token};
   store::StreamJanitor janitor(*session_, stream_.id);
   EXPECT_THROW(janitor.run_once(now_, settings_, &fence), store::FencedOut);
-  EXPECT_EQ(count("messages_1"), 4) << "nothing was dropped under a lost lease";
+  EXPECT_EQ(count(family_.messages), 4) << "nothing was dropped under a lost lease";
   // The thief's lease expires (on the database's clock, which judges every expiry).
   db_.sql("UPDATE sqlstreams.workers SET expires_at = statement_timestamp() - interval '1 ms'");
   auto fresh = store::acquire_worker_leases(*s, "me:1", {{"janitor", "stream:1"}}, 10s);

@@ -17,6 +17,7 @@ void MaintainTest::declare(int64_t partition_size, std::optional<Millis> retenti
   spec.allow_drop_past_committed = allow_drop;
   auto declared = store::declare_stream(*session_, spec);
   stream_ = declared.stream;
+  family_ = stream_family(stream_.id);
   if (!declared.created) {  // fleet settings change only on purpose (V008): as `stream set`
     store::StreamSettingsChange change;
     change.retention = retention;
@@ -47,25 +48,25 @@ int64_t MaintainTest::produce(int n) {
 }
 
 void MaintainTest::age(int64_t first, int64_t last, int days) {
-  db_.sql("UPDATE sqlstreams.messages_" + std::to_string(stream_.id) +
-          " SET created_at = " + "to_timestamp(" + std::to_string(now_.time_since_epoch().count()) +
-          " / 1000.0) - interval '" + std::to_string(days) + " days' WHERE id BETWEEN " +
-          std::to_string(first) + " AND " + std::to_string(last));
+  db_.sql("UPDATE " + family_.messages + " SET created_at = " + "to_timestamp(" +
+          std::to_string(now_.time_since_epoch().count()) + " / 1000.0) - interval '" +
+          std::to_string(days) + " days' WHERE id BETWEEN " + std::to_string(first) + " AND " +
+          std::to_string(last));
 }
 
 void MaintainTest::set_committed(const store::GroupRef& g, int64_t committed) {
   const std::string c = std::to_string(committed);
-  db_.sql("UPDATE sqlstreams.cursors_" + std::to_string(stream_.id) + " SET claimed = " + c +
-          ", committed = " + c + ", settled_head = GREATEST(settled_head, " + c +
+  db_.sql("UPDATE " + family_.cursors + " SET claimed = " + c + ", committed = " + c +
+          ", settled_head = GREATEST(settled_head, " + c +
           ") WHERE group_id = " + std::to_string(g.id));
 }
 
-int64_t MaintainTest::count(const std::string& where_table) const {
-  return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams." + where_table);
+int64_t MaintainTest::count(const std::string& table_where) const {
+  return db_.scalar<int64_t>("SELECT count(*) FROM " + table_where);
 }
 
 bool MaintainTest::table_exists(const std::string& table) const {
-  return db_.scalar<bool>("SELECT to_regclass('sqlstreams." + table + "') IS NOT NULL");
+  return db_.scalar<bool>("SELECT to_regclass('" + table + "') IS NOT NULL");
 }
 
 }  // namespace sqlstreams::testing

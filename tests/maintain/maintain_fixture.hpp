@@ -1,6 +1,7 @@
 // tests/maintain/maintain_fixture — a fresh, migrated database with stream
-// `payments.requested` (small partitions, retention 30 days) and the groups `charge-cards` and
-// `audit-payments`; helpers to age messages, set cursors and read the table family.
+// `payments.requested` (small partitions, retention 30 days; its table family in `family_`) and the
+// groups `charge-cards` and `audit-payments`; helpers to age messages, set cursors and read the
+// table family.
 // Times: the janitor gets `now_` (the wall clock at set-up); ages are set on the rows relative
 // to it, never waited for.
 #pragma once
@@ -35,14 +36,15 @@ class MaintainTest : public ::testing::Test {
   void age(int64_t first, int64_t last, int days);
   // Sets claimed = committed = `committed` and settled_head = max(settled_head, committed).
   void set_committed(const store::GroupRef& g, int64_t committed);
-  int64_t count(const std::string& where_table) const;  // "messages_1 WHERE id < 3"
-  bool table_exists(const std::string& table) const;    // "messages_1_p0"
+  int64_t count(const std::string& table_where) const;  // family_.messages + " WHERE id < 3"
+  bool table_exists(const std::string& table) const;    // family_.partition(0)
   std::string t(const std::string& table) const { return "sqlstreams." + table; }
 
   int64_t partition_size_ = 2;  // set in a subclass constructor for other sizes
   TestDatabase db_{TestDatabase::Schema::kMigrated};
   std::unique_ptr<store::Session> session_;
   store::StreamRef stream_;
+  StreamFamily family_;  // stream_'s tables
   store::GroupRef charge_, audit_;
   SysTime now_ = SystemClock::instance().now();
 };

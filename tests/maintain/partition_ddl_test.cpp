@@ -89,21 +89,21 @@ TEST_F(PartitionDdlTest, SqlProducerPastThePartitionsCommitsAndDeclareOrTheJanit
   // (V007). Nothing is created in the caller's transaction.
   EXPECT_EQ(sql_produce_error(), "");
   EXPECT_EQ(partitions_upto(), 21);
-  EXPECT_FALSE(table_exists("messages_1_p2"));
-  EXPECT_EQ(count("messages_1_default"), 1);
+  EXPECT_FALSE(table_exists(family_.partition(2)));
+  EXPECT_EQ(count(family_.partition_default()), 1);
   // `sqlstreams declare` (re-declaring the stream) creates ahead of the head again, re-homing.
   declare(partition_size_, std::chrono::hours(24 * 30), false);
   EXPECT_EQ(partitions_upto(), 51) << "ids up to two partitions past the last drawn (21)";
-  EXPECT_EQ(count("messages_1_default"), 0);
-  EXPECT_EQ(count("messages_1_p2"), 1);
+  EXPECT_EQ(count(family_.partition_default()), 0);
+  EXPECT_EQ(count(family_.partition(2)), 1);
   for (int i = 0; i < 30; ++i) ASSERT_EQ(sql_produce_error(), "");  // ids 22 .. 51
   // So does a janitor pass.
   store::StreamJanitor j(*session_, stream_.id);
   auto r = j.run_once(now_, {});
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
-  EXPECT_EQ(count("messages_1_default"), 0);
+  EXPECT_EQ(count(family_.partition_default()), 0);
   EXPECT_EQ(sql_produce_error(), "");
-  EXPECT_EQ(count("messages_1"), 52);
+  EXPECT_EQ(count(family_.messages), 52);
 }
 
 TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProducer) {
@@ -137,7 +137,7 @@ TEST_F(PartitionDdlTest, ProducerOpenAcrossPartitionBoundariesBlocksNoOtherProdu
              "'{\"who\":\"B\"}', '{\"who\":\"B\"}']::jsonb[])"));
   EXPECT_NO_THROW(b.commit());
   a.commit();
-  EXPECT_EQ(count("messages_1"), 38);
+  EXPECT_EQ(count(family_.messages), 38);
 }
 
 TEST_F(PartitionDdlTest, JanitorCreatingAheadWhileTheStreamIsBusyHoldsBackNoClaimerProof) {
@@ -146,7 +146,7 @@ TEST_F(PartitionDdlTest, JanitorCreatingAheadWhileTheStreamIsBusyHoldsBackNoClai
   // A reader of the stream holds a lock that CREATE TABLE … PARTITION OF conflicts with.
   pqxx::connection reader_conn(db_.url());
   pqxx::work reader(reader_conn);
-  reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
+  reader.exec("LOCK TABLE " + family_.messages + " IN ACCESS SHARE MODE");
   auto janitor = std::async(std::launch::async, [&] {
     auto s = janitor_session();
     store::StreamJanitor j(*s, stream_.id);
@@ -174,7 +174,7 @@ TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerPr
   set_committed(audit_, 20);
   pqxx::connection reader_conn(db_.url());
   pqxx::work reader(reader_conn);
-  reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
+  reader.exec("LOCK TABLE " + family_.messages + " IN ACCESS SHARE MODE");
   auto janitor = std::async(std::launch::async, [&] {
     auto s = janitor_session();
     store::StreamJanitor j(*s, stream_.id);
@@ -190,8 +190,8 @@ TEST_F(PartitionDdlTest, JanitorDroppingWhileTheStreamIsBusyHoldsBackNoClaimerPr
   reader.commit();
   auto dropped = janitor.get();
   ASSERT_TRUE(dropped.has_value());
-  EXPECT_EQ(dropped->partition.table, "messages_1_p0");
-  EXPECT_FALSE(table_exists("messages_1_p0"));
+  EXPECT_EQ(dropped->partition.table, family_.partition_name(0));
+  EXPECT_FALSE(table_exists(family_.partition(0)));
 }
 
 // Regression (docs/operating/retention.md#retention-and-maintenance): on a healthy system a NOWAIT
@@ -201,7 +201,7 @@ TEST_F(PartitionDdlTest, AStepThatFindsItsLocksTakenIsCountedAndWarnedOnlyWhenIt
   for (int i = 0; i < 15; ++i) ASSERT_EQ(sql_produce_error(), "");  // create ahead has work
   pqxx::connection reader_conn(db_.url());
   pqxx::work reader(reader_conn);
-  reader.exec("LOCK TABLE sqlstreams.messages_1 IN ACCESS SHARE MODE");
+  reader.exec("LOCK TABLE " + family_.messages + " IN ACCESS SHARE MODE");
   maintain::JanitorCounters counters;
   maintain::JanitorOptions o;
   o.stream_id = stream_.id;

@@ -14,11 +14,13 @@ class PartitionsTest : public MaintainTest {
   int64_t partitions_upto() {
     return db_.scalar<int64_t>("SELECT partitions_upto FROM sqlstreams.streams");
   }
-  // The range partitions messages_1_p<k> (not the default partition, V007).
+  // The range partitions messages_N_p<k> (not the default partition, V007).
   int64_t partition_count() {
     return db_.scalar<int64_t>(
         "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE "
-        "i.inhparent = 'sqlstreams.messages_1'::regclass AND c.relname <> 'messages_1_default'");
+        "i.inhparent = '" +
+        family_.messages + "'::regclass AND c.relname <> '" + family_.partition_default_name() +
+        "'");
   }
 };
 
@@ -105,12 +107,12 @@ TEST_F(PartitionsTest, CreatesAheadOfTheHeadDuringAProduceBurst) {
   janitor.join();
   const int64_t total = kProducers * kBatches * kBatch + kProducers * (kBatches / 4);
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(count("messages_1"), total);
+  EXPECT_EQ(count(family_.messages), total);
   EXPECT_GT(janitor_passes.load(), 0);
   EXPECT_GT(created.load(), 0) << "the janitor created partitions during the burst";
   // After a last pass, at least two partitions' worth of ids are ready past the last id drawn.
   j.run_once(SystemClock::instance().now(), {});
-  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
+  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM " + family_.messages);
   EXPECT_GE(partitions_upto(), head + 1 + 10);
   EXPECT_EQ(partition_count(), (partitions_upto() - 1) / 10);
 }
@@ -150,14 +152,14 @@ TEST_F(PartitionsTest, JanitorHealsAMissingPartitionThatCanStillReceiveIds) {
   produce(5);  // p0 [1, 10]
   store::StreamJanitor j(*session_, stream_.id);
   j.run_once(now_, {});  // p0, p1 [11, 20], p2 [21, 30]
-  db_.sql("DROP TABLE sqlstreams.messages_1_p1");
+  db_.sql("DROP TABLE " + family_.partition(1));
   auto r = j.run_once(now_, {});
   ASSERT_EQ(r.created.size(), 1u);
-  EXPECT_EQ(r.created[0].table, "messages_1_p1");
+  EXPECT_EQ(r.created[0].table, family_.partition_name(1));
   EXPECT_EQ(r.created[0].first_id, 11);
   EXPECT_EQ(r.created[0].last_id, 20);
   EXPECT_EQ(produce(20), 25);
-  EXPECT_EQ(count("messages_1"), 25);
+  EXPECT_EQ(count(family_.messages), 25);
 }
 
 TEST_F(PartitionsTest, ProducersHealAMissingPartitionInsteadOfFailing) {
@@ -165,15 +167,15 @@ TEST_F(PartitionsTest, ProducersHealAMissingPartitionInsteadOfFailing) {
   // with batches larger than a partition.
   EXPECT_EQ(partitions_upto(), 21);
   EXPECT_NO_THROW(produce(35));
-  EXPECT_EQ(count("messages_1"), 35);
+  EXPECT_EQ(count(family_.messages), 35);
   for (int i = 0; i < 12; ++i) {
     db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"sql\":1}')");
   }
   db_.sql(
       "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"a\":1}', "
       "'{\"a\":2}']::jsonb[])");
-  EXPECT_EQ(count("messages_1"), 49);
-  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM sqlstreams.messages_1");
+  EXPECT_EQ(count(family_.messages), 49);
+  const int64_t head = db_.scalar<int64_t>("SELECT max(id) FROM " + family_.messages);
   EXPECT_GT(partitions_upto(), head);
 }
 

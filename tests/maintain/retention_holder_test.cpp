@@ -73,9 +73,9 @@ TEST_F(RetentionHolderTest, AnUnseenGroupIsNamedAndDroppingItReleasesRetention) 
   auto released = pass();
   EXPECT_FALSE(released.held_by.has_value()) << released.kept_because;
   ASSERT_GE(released.dropped.size(), 3u) << released.kept_because;
-  EXPECT_EQ(released.dropped[0].partition.table, "messages_1_p0");
-  EXPECT_FALSE(table_exists("messages_1_p0"));
-  EXPECT_FALSE(table_exists("messages_1_p2"));
+  EXPECT_EQ(released.dropped[0].partition.table, family_.partition_name(0));
+  EXPECT_FALSE(table_exists(family_.partition(0)));
+  EXPECT_FALSE(table_exists(family_.partition(2)));
   EXPECT_FALSE(store::read_status(*session_, now_).streams[0].retention_held_by.has_value());
 }
 
@@ -87,13 +87,12 @@ TEST_F(RetentionHolderTest, LeasesOfStoppedHostsAreNamedWithWhenTheyExpire) {
   const int64_t host_id = store::register_host(*session_, host, Millis(15'000));
   store::heartbeat_host(*session_, host_id, host, Millis(15'000), "", {charge_.id});
   const std::string g = std::to_string(charge_.id);
-  db_.sql(
-      "INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at, holder) VALUES "
-      "(" +
-      g + ", gen_random_uuid(), 1, 4, now() + interval '40 s', 'gone-host:99'), (" + g +
-      ", gen_random_uuid(), 5, 8, now() + interval '40 s', 'h:1'), (" + g +
-      ", gen_random_uuid(), 9, 10, now() - interval '5 s', 'gone-host:99'), (" + g +
-      ", gen_random_uuid(), 11, 12, '-infinity', 'gone-host:99')");
+  db_.sql("INSERT INTO " + family_.leases +
+          " (group_id, token, low, high, expires_at, holder) VALUES (" + g +
+          ", gen_random_uuid(), 1, 4, now() + interval '40 s', 'gone-host:99'), (" + g +
+          ", gen_random_uuid(), 5, 8, now() + interval '40 s', 'h:1'), (" + g +
+          ", gen_random_uuid(), 9, 10, now() - interval '5 s', 'gone-host:99'), (" + g +
+          ", gen_random_uuid(), 11, 12, '-infinity', 'gone-host:99')");
   auto fleet = store::read_status(*session_, now_);
   ASSERT_EQ(fleet.streams.size(), 1u);
   const store::GroupStatus* charge = nullptr;

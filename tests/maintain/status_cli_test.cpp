@@ -87,6 +87,7 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   EXPECT_LE(took, 2000ms) << "TTL 1s, plus one acquire interval and start-up slack";
   ASSERT_TRUE(wait_until([&] { return holder_of("advancer") == b_holder; }, 5s));
 
+  const StreamFamily t = stream_family(db_, "payments.requested");  // declared by the hosts
   // The survivor consumes and advances `committed`; status shows one live host holding both.
   // SQL producers never create partitions (docs/design.md#no-ddl-in-a-producers-transaction): 15
   // ids fit in what declare created (1 .. 20); the survivor's janitor then keeps partitions ahead
@@ -104,7 +105,7 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
       << b->log();
   produce_sql(16, 25);
   ASSERT_TRUE(wait_until(
-      [&] { return db_.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1") == 25; }, 20s))
+      [&] { return db_.scalar<int64_t>("SELECT committed FROM " + t.cursors) == 25; }, 20s))
       << b->log();
   ASSERT_TRUE(wait_until(
       [&] {
@@ -141,21 +142,20 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
   // Retention on a running fleet: once the messages are old enough the janitor drops the full
   // partitions (1-10, 11-20); 21-30 can still receive ids, so the sweep removes its expired,
   // committed rows instead, all but the head row.
-  db_.sql("UPDATE sqlstreams.messages_1 SET created_at = now() - interval '31 days'");
+  db_.sql("UPDATE " + t.messages + " SET created_at = now() - interval '31 days'");
   ASSERT_TRUE(wait_until(
-      [&] { return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1") == 1; }, 10s))
+      [&] { return db_.scalar<int64_t>("SELECT count(*) FROM " + t.messages) == 1; }, 10s))
       << b->log();
   // The host logs the drop after its commit: the line can follow the count by a moment.
   EXPECT_TRUE(wait_until(
       [&] {
-        return b->log().find(
-                   "partition-dropped stream=payments.requested "
-                   "partition=messages_1_p1") != std::string::npos;
+        return b->log().find("partition-dropped stream=payments.requested partition=" +
+                             t.partition_name(1)) != std::string::npos;
       },
       10s))
       << b->log();
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT min(id) FROM sqlstreams.messages_1"), 25);
-  EXPECT_FALSE(db_.scalar<bool>("SELECT to_regclass('sqlstreams.messages_1_p1') IS NOT NULL"));
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT min(id) FROM " + t.messages), 25);
+  EXPECT_FALSE(db_.scalar<bool>("SELECT to_regclass('" + t.partition(1) + "') IS NOT NULL"));
 
   // A graceful stop gives everything back at once.
   b->signal(SIGTERM);

@@ -10,9 +10,9 @@ namespace {
 
 using AdvanceTest = StoreTest;
 
-int64_t committed_of(const TestDatabase& db, int64_t group) {
-  return db.scalar<int64_t>("SELECT committed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                            std::to_string(group));
+int64_t committed_of(const TestDatabase& db, const store::GroupRef& group) {
+  return db.scalar<int64_t>("SELECT committed FROM " + stream_family(group.stream_id).cursors +
+                            " WHERE group_id = " + std::to_string(group.id));
 }
 
 TEST_F(AdvanceTest, TargetReadBeforeARewindCannotMoveCommittedPastTheFreshLease) {
@@ -43,7 +43,7 @@ TEST_F(AdvanceTest, TargetReadBeforeARewindCannotMoveCommittedPastTheFreshLease)
 
   // Statement 2 with the stale target: `claimed >= 10` holds again, the generation does not.
   EXPECT_FALSE(advancer.apply_advance(target));
-  EXPECT_EQ(committed_of(db_, charge_.id), 0) << "committed passed the live lease (0, 10]";
+  EXPECT_EQ(committed_of(db_, charge_), 0) << "committed passed the live lease (0, 10]";
   EXPECT_EQ(advancer.advance_cursor().committed_after, 0) << "the lease holds it back";
 
   // Once the re-delivered range resolves, the advancer moves on under the new generation.
@@ -52,7 +52,7 @@ TEST_F(AdvanceTest, TargetReadBeforeARewindCannotMoveCommittedPastTheFreshLease)
   auto fresh = advancer.read_advance_target();
   EXPECT_EQ(fresh.generation, target.generation + 1);
   EXPECT_TRUE(advancer.apply_advance(fresh));
-  EXPECT_EQ(committed_of(db_, charge_.id), 10);
+  EXPECT_EQ(committed_of(db_, charge_), 10);
 }
 
 }  // namespace

@@ -75,14 +75,14 @@ class ClaimBudgetTest : public StoreTest {
     return out;
   }
   int64_t claimed(const store::GroupRef& g) {
-    return db_.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                               std::to_string(g.id));
+    return db_.scalar<int64_t>("SELECT claimed FROM " + family_.cursors +
+                               " WHERE group_id = " + std::to_string(g.id));
   }
   // The group's leases as "low-high" in order.
   std::string leases(const store::GroupRef& g) {
     std::string out;
-    for (const auto& row : db_.sql("SELECT low, high FROM sqlstreams.leases_1 WHERE group_id = " +
-                                   std::to_string(g.id) + " ORDER BY low")) {
+    for (const auto& row : db_.sql("SELECT low, high FROM " + family_.leases +
+                                   " WHERE group_id = " + std::to_string(g.id) + " ORDER BY low")) {
       out += (out.empty() ? "" : " ") + row[0].as<std::string>() + "-" + row[1].as<std::string>();
     }
     return out;
@@ -211,10 +211,10 @@ TEST_F(ClaimBudgetTest, PayloadsWhoseTextIsLongerThanTheirStoredFormAreCountedAt
         "SELECT sqlstreams.produce('payments.requested', jsonb_build_object('p', "
         "repeat(chr(1), 300)))");
   }
-  const auto text = db_.scalar<int64_t>(
-      "SELECT octet_length(payload::text) FROM sqlstreams.messages_1 WHERE id = 1");
-  const auto stored =
-      db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM sqlstreams.messages_1 WHERE id = 1");
+  const auto text = db_.scalar<int64_t>("SELECT octet_length(payload::text) FROM " +
+                                        family_.messages + " WHERE id = 1");
+  const auto stored = db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM " +
+                                          family_.messages + " WHERE id = 1");
   ASSERT_EQ(text, 1809);
   ASSERT_LT(stored * 5, text);
   auto gs = group_store(*session_, charge_.id);
@@ -259,20 +259,20 @@ TEST_F(ClaimBudgetTest, NumbersWithHugeExponentsAreCountedAtTheirTextOnEveryProd
                          std::vector<store::NewMessage>(2, store::NewMessage{huge}), chunks);
   producer.produce_batch("payments.requested", {store::NewMessage{zeros}});
   db_.sql("SELECT sqlstreams.produce('payments.requested', '" + zeros + "')");
-  const auto text = db_.scalar<int64_t>(
-      "SELECT octet_length(payload::text) FROM sqlstreams.messages_1 WHERE id = 1");
-  const auto stored =
-      db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM sqlstreams.messages_1 WHERE id = 1");
+  const auto text = db_.scalar<int64_t>("SELECT octet_length(payload::text) FROM " +
+                                        family_.messages + " WHERE id = 1");
+  const auto stored = db_.scalar<int64_t>("SELECT pg_column_size(payload) FROM " +
+                                          family_.messages + " WHERE id = 1");
   ASSERT_EQ(text, 131079);
   ASSERT_LT(stored * 1000, text);
   // What the size check relies on: no row without text_bytes prints longer than 8 times its
   // stored size, and every row with it has its exact text length.
-  EXPECT_EQ(
-      db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes IS "
-                          "NULL AND octet_length(payload::text) > 8 * pg_column_size(payload)"),
-      0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes = "
-                                "octet_length(payload::text)"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages +
+                                " WHERE text_bytes IS NULL AND octet_length(payload::text) > 8 * "
+                                "pg_column_size(payload)"),
+            0);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages +
+                                " WHERE text_bytes = octet_length(payload::text)"),
             14);
 
   auto gs = group_store(*session_, charge_.id);
@@ -308,9 +308,9 @@ TEST_F(ClaimBudgetTest, UncheckedPayloadsPrintWithinEightTimesTheirStoredSize) {
     ASSERT_TRUE(store::Producer::needs_no_check(shape, 1 << 20)) << shape;
     producer.produce_batch("payments.requested", {store::NewMessage{shape}});
   }
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE text_bytes IS "
-                                "NOT NULL OR octet_length(payload::text) > 8 * "
-                                "pg_column_size(payload)"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages +
+                                " WHERE text_bytes IS NOT NULL OR octet_length(payload::text) > 8 "
+                                "* pg_column_size(payload)"),
             0);
   // One number token longer than 32 characters goes to the checked path.
   EXPECT_FALSE(

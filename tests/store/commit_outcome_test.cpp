@@ -38,10 +38,9 @@ class CommitOutcomeTest : public StoreTest {
     return {};
   }
   std::string row(int64_t id) {
-    auto r = db_.sql(
-        "SELECT status || '|' || attempts || '|' || coalesce(last_error, '') FROM "
-        "sqlstreams.exceptions_1 WHERE group_id = " +
-        std::to_string(charge_.id) + " AND message_id = " + std::to_string(id));
+    auto r = db_.sql("SELECT status || '|' || attempts || '|' || coalesce(last_error, '') FROM " +
+                     family_.exceptions + " WHERE group_id = " + std::to_string(charge_.id) +
+                     " AND message_id = " + std::to_string(id));
     return r.empty() ? "<none>" : r[0][0].as<std::string>();
   }
   store::FailedMessage failed(int64_t id, ExceptionStatus st, const std::string& error,
@@ -60,9 +59,9 @@ TEST_F(CommitOutcomeTest, RedeliveryAfterRewindOverwritesTheOldOutcome) {
                 failed(4, ExceptionStatus::kDead, "old: dead, about to be retried")};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   // Another host holds message 4 under a live retry lease.
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'inflight', lease_token = "
-      "gen_random_uuid(), lease_expires_at = now() + interval '1 hour' WHERE message_id = 4");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET status = 'inflight', lease_token = gen_random_uuid(), lease_expires_at = now() + "
+          "interval '1 hour' WHERE message_id = 4");
   store::rewind_group(*s, charge_, 0, std::nullopt, "test");
 
   auto again = claim(gs, 10);
@@ -105,10 +104,9 @@ TEST_F(CommitOutcomeTest, RedeliveryOfMessagesRetentionRemovedKeepsTheirDeadLett
                 failed(7, ExceptionStatus::kDead, "old: dead, still in the log")};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   // Retention's row sweep (every group committed 1..5, all expired): dead letters keep a copy.
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 e SET payload = m.payload FROM sqlstreams.messages_1 m "
-      "WHERE m.id = e.message_id AND m.id <= 5");
-  db_.sql("DELETE FROM sqlstreams.messages_1 WHERE id <= 5");
+  db_.sql("UPDATE " + family_.exceptions + " e SET payload = m.payload FROM " + family_.messages +
+          " m WHERE m.id = e.message_id AND m.id <= 5");
+  db_.sql("DELETE FROM " + family_.messages + " WHERE id <= 5");
   store::rewind_group(*s, charge_, 0, std::nullopt, "test");
 
   auto again = claim(gs, 10);
@@ -140,14 +138,14 @@ TEST_F(CommitOutcomeTest, RefusedRowIsIsolatedAndRecordedDeadTheRestCommits) {
     EXPECT_TRUE(e.deterministic()) << e.sqlstate() << " " << e.what();
     EXPECT_EQ(e.sqlstate(), "22P02");
   }
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 2);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 2);
 
   std::vector<store::RejectedWrite> rejected;
   EXPECT_EQ(gs.commit_ranges({ca, cb}, &rejected), (std::vector<bool>{true, true}));
   ASSERT_EQ(rejected.size(), 1u);
   EXPECT_EQ(rejected[0].message_id, 3);
   EXPECT_EQ(rejected[0].sqlstate, "22P02");
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 0);
   EXPECT_EQ(row(2), "ready|1|innocent retry");
   EXPECT_EQ(row(7), "ready|1|other");
   const std::string fixed =
@@ -155,10 +153,10 @@ TEST_F(CommitOutcomeTest, RefusedRowIsIsolatedAndRecordedDeadTheRestCommits) {
       "payload not copied)";
   EXPECT_EQ(row(3), "dead|1|" + fixed) << "the payload copy itself was refused: dead without it";
   EXPECT_EQ(rejected[0].error, fixed);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE message_id = 3 "
-                            "AND payload IS NULL"),
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions +
+                            " WHERE message_id = 3 AND payload IS NULL"),
             1);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1"), 2);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries), 2);
 }
 
 TEST_F(CommitOutcomeTest, RefusedRetryResultIsRecordedDeadUnderItsToken) {
@@ -209,7 +207,7 @@ TEST_F(CommitOutcomeTest, InDoubtCommitThatCommittedIsResolvedAsCommitted) {
   EXPECT_EQ(committer.in_doubt()->committed, std::vector<bool>{true});
   EXPECT_EQ(committer.resolve_in_doubt(), store::InDoubtResolution::kCommitted);
   EXPECT_FALSE(committer.in_doubt().has_value());
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 0);
   EXPECT_EQ(row(4), "ready|1|retry me");
   // What the old code did next: send the commit again, find the lease gone, call it lost.
   EXPECT_EQ(committer.commit_ranges({c}), std::vector<bool>{false});

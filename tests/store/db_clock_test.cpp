@@ -30,27 +30,25 @@ TEST_F(DbClockTest, RangeAndRowLeasesAndDueTimesAreDatabaseNowPlusTheDuration) {
   std::optional<store::ClaimedRange> r;
   for (int i = 0; i < 3 && !r; ++i) r = poll(gs, 10).range;
   ASSERT_TRUE(r.has_value());
-  EXPECT_NEAR(in_seconds("expires_at", "sqlstreams.leases_1"), 30, 2);
+  EXPECT_NEAR(in_seconds("expires_at", family_.leases), 30, 2);
   EXPECT_EQ(gs.renew_leases({r->token}, std::chrono::seconds(90)), std::vector<std::string>{});
-  EXPECT_NEAR(in_seconds("expires_at", "sqlstreams.leases_1"), 90, 2);
+  EXPECT_NEAR(in_seconds("expires_at", family_.leases), 90, 2);
 
   store::RangeCommit c{r->token, r->high, true, {}, {}};
   c.failures = {{1, ExceptionStatus::kReady, 1, 0, std::chrono::minutes(10), "later", {}},
                 {2, ExceptionStatus::kReady, 1, 0, Millis(0), "now", {}}};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
-  EXPECT_NEAR(in_seconds("can_run_after", "sqlstreams.exceptions_1 WHERE message_id = 1"), 600, 2);
+  EXPECT_NEAR(in_seconds("can_run_after", family_.exceptions + " WHERE message_id = 1"), 600, 2);
   auto next = gs.next_retry_due();
   ASSERT_TRUE(next.has_value());
   EXPECT_LE(next->count(), 0) << "message 2 is due at once";
   auto due = gs.claim_due_retries(std::chrono::seconds(45), 10);
   ASSERT_EQ(due.size(), 1u) << "only message 2 is due";
   EXPECT_EQ(due[0].message_id, 2);
-  EXPECT_NEAR(in_seconds("lease_expires_at", "sqlstreams.exceptions_1 WHERE message_id = 2"), 45,
-              2);
+  EXPECT_NEAR(in_seconds("lease_expires_at", family_.exceptions + " WHERE message_id = 2"), 45, 2);
   EXPECT_EQ(gs.renew_retry_leases({due[0].token}, std::chrono::seconds(120)),
             std::vector<std::string>{});
-  EXPECT_NEAR(in_seconds("lease_expires_at", "sqlstreams.exceptions_1 WHERE message_id = 2"), 120,
-              2);
+  EXPECT_NEAR(in_seconds("lease_expires_at", family_.exceptions + " WHERE message_id = 2"), 120, 2);
   next = gs.next_retry_due();
   ASSERT_TRUE(next.has_value());
   EXPECT_NEAR(next->count() / 1000.0, 120, 2) << "the retry lease expires before message 1 is due";

@@ -29,17 +29,14 @@ class DeadLetterMetadataTest : public StoreTest {
   // "version|key|created_at equal to the message's" for one exception row.
   std::string metadata(int64_t id) {
     return db_.scalar<std::string>(
-        "SELECT coalesce(e.schema_version::text, 'null') || '|' || coalesce(e.message_key, "
-        "'null') || '|' || (e.message_created_at IS NOT DISTINCT FROM m.created_at) FROM "
-        "sqlstreams.exceptions_1 e JOIN sqlstreams.messages_1 m ON m.id = e.message_id WHERE "
-        "e.message_id = " +
-        std::to_string(id));
+        "SELECT coalesce(e.schema_version::text, 'null') || '|' || coalesce(e.message_key, 'null') "
+        "|| '|' || (e.message_created_at IS NOT DISTINCT FROM m.created_at) FROM " +
+        family_.exceptions + " e JOIN " + family_.messages +
+        " m ON m.id = e.message_id WHERE e.message_id = " + std::to_string(id));
   }
   int64_t created_ms(int64_t id) {
-    return db_.scalar<int64_t>(
-        "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM sqlstreams.messages_1 WHERE "
-        "id = " +
-        std::to_string(id));
+    return db_.scalar<int64_t>("SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM " +
+                               family_.messages + " WHERE id = " + std::to_string(id));
   }
 };
 
@@ -55,9 +52,9 @@ TEST_F(DeadLetterMetadataTest, EveryExceptionWriteCopiesVersionKeyAndCreatedAt) 
   EXPECT_EQ(metadata(1), "2|order-1|true") << "range commit, dead";
   EXPECT_EQ(metadata(2), "2|order-2|true") << "range commit, ready";
   // A retry that dies: the retry commit fills in what the row lacks (a row written before V003).
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET schema_version = NULL, message_key = NULL, "
-      "message_created_at = NULL WHERE message_id = 2");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET schema_version = NULL, message_key = NULL, message_created_at = NULL WHERE "
+          "message_id = 2");
   auto claims = gs.claim_due_retries(std::chrono::seconds(30), 10);
   ASSERT_EQ(claims.size(), 1u);
   store::RetryResult dies{2,
@@ -80,7 +77,7 @@ TEST_F(DeadLetterMetadataTest, QuarantineCopiesVersionKeyAndCreatedAt) {
     ASSERT_TRUE(r.found) << "reclaim " << i;
     EXPECT_EQ(r.quarantined.has_value(), i == 3) << "reclaim " << i;
   }
-  ASSERT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"), 4);
+  ASSERT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions), 4);
   for (int64_t id = 1; id <= 4; ++id) {
     EXPECT_EQ(metadata(id), "2|order-" + std::to_string(id) + "|true") << id;
   }
@@ -94,11 +91,10 @@ TEST_F(DeadLetterMetadataTest, DeadLetterRetriedAfterRetentionRunsAsProduced) {
   c.failures = {{3, store::ExceptionStatus::kDead, 1, 0, Millis(0), "cancelled", R"({"n":3})"}};
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   const int64_t created = created_ms(3);
-  db_.sql("DROP TABLE sqlstreams.messages_1_p0");  // retention took the message
+  db_.sql("DROP TABLE " + family_.partition(0));  // retention took the message
   // An operator sends the dead letter back (as `dead retry` does).
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'ready', attempts = 0, can_run_after = "
-      "'-infinity' WHERE message_id = 3");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET status = 'ready', attempts = 0, can_run_after = '-infinity' WHERE message_id = 3");
   auto claims = gs.claim_due_retries(std::chrono::seconds(30), 10);
   ASSERT_EQ(claims.size(), 1u);
   ASSERT_TRUE(claims[0].message.has_value());

@@ -44,11 +44,11 @@ TEST_F(DeclareTest, RedeclaringIsIdempotentAndKeepsIds) {
 }
 
 TEST_F(DeclareTest, RedeclaringNeverMovesACursor) {
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 7, committed = 5, settled_head = 7");
+  db_.sql("UPDATE " + family_.cursors + " SET claimed = 7, committed = 5, settled_head = 7");
   store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning);
   store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kHead);
-  auto r = db_.sql("SELECT claimed, committed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                   std::to_string(charge_.id));
+  auto r = db_.sql("SELECT claimed, committed FROM " + family_.cursors +
+                   " WHERE group_id = " + std::to_string(charge_.id));
   EXPECT_EQ(r[0][0].as<int64_t>(), 7);
   EXPECT_EQ(r[0][1].as<int64_t>(), 5);
 }
@@ -110,11 +110,11 @@ TEST_F(DeclareTest, NewGroupStartsAtBeginningOrHead) {
   auto begin = store::declare_group(*session_, stream_, "replay", store::StartAt::kBeginning);
   EXPECT_TRUE(head.created);
   EXPECT_EQ(head.start_position, 3);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                                std::to_string(head.group.id)),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT claimed FROM " + family_.cursors +
+                                " WHERE group_id = " + std::to_string(head.group.id)),
             3);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                                std::to_string(begin.group.id)),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT claimed FROM " + family_.cursors +
+                                " WHERE group_id = " + std::to_string(begin.group.id)),
             0);
 }
 
@@ -142,10 +142,8 @@ TEST_F(DeclareTest, HeadDeclarationWaitsUntilTheOpenProducerEndsThenDeliversWhat
   auto declared = std::async(std::launch::async, [&] {
     auto s = session();
     auto g = store::declare_group(*s, stream_, "late", store::StartAt::kHead);
-    bool b_visible = db_.scalar<int64_t>(
-                         "SELECT count(*) FROM sqlstreams.messages_1 WHERE id "
-                         "= " +
-                         std::to_string(w.b_id)) == 1;
+    bool b_visible = db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages +
+                                         " WHERE id = " + std::to_string(w.b_id)) == 1;
     return std::make_pair(g, b_visible);
   });
   // Step: wait until the declaration is in its proof wait (its polling statement is seen in
@@ -230,7 +228,7 @@ TEST_F(DeclareTest, ExistingGroupAndEmptyStreamNeverWaitForTheFence) {
 // The family's shape in SQL (CACHE 1, the partitioned log): tests/sql/stream_family.test.
 TEST_F(DeclareTest, TheCacheRuleCheckNamesAStreamWhoseSequenceCachesMore) {
   EXPECT_TRUE(store::streams_violating_cache_rule(*session_).empty());
-  db_.sql("ALTER SEQUENCE sqlstreams.messages_1_id_seq CACHE 10");
+  db_.sql("ALTER SEQUENCE " + family_.id_seq + " CACHE 10");
   auto bad = store::streams_violating_cache_rule(*session_);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_NE(bad[0].find("payments.requested"), std::string::npos);

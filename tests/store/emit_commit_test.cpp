@@ -42,16 +42,14 @@ class EmitCommitTest : public StoreTest {
   // "source.i" of every output row, in id order.
   std::string outputs() {
     std::string s;
-    for (const auto& row :
-         db_.sql("SELECT payload->>'source', payload->>'i' FROM sqlstreams.messages_" +
-                 std::to_string(out_.id) + " ORDER BY id")) {
+    for (const auto& row : db_.sql("SELECT payload->>'source', payload->>'i' FROM " +
+                                   stream_family(out_.id).messages + " ORDER BY id")) {
       s += (s.empty() ? "" : " ") + row[0].as<std::string>() + "." + row[1].as<std::string>();
     }
     return s;
   }
   int64_t drawn() {
-    return db_.scalar<int64_t>("SELECT last_value FROM sqlstreams.messages_" +
-                               std::to_string(out_.id) + "_id_seq");
+    return db_.scalar<int64_t>("SELECT last_value FROM " + stream_family(out_.id).id_seq);
   }
   store::StreamRef out_;
 };
@@ -65,12 +63,12 @@ TEST_F(EmitCommitTest, OutputsAreWrittenWithTheCommitInSourceOrder) {
   c.outputs = {output(2, 0, "k-2", 2), output(2, 1), output(5, 0)};
   EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   EXPECT_EQ(outputs(), "2.0 2.1 5.0");
-  auto rows = db_.sql("SELECT message_key, schema_version FROM sqlstreams.messages_" +
-                      std::to_string(out_.id) + " ORDER BY id");
+  auto rows = db_.sql("SELECT message_key, schema_version FROM " + stream_family(out_.id).messages +
+                      " ORDER BY id");
   EXPECT_EQ(rows[0][0].as<std::string>(), "k-2");
   EXPECT_EQ(rows[0][1].as<int>(), 2);
   EXPECT_TRUE(rows[1][0].is_null());
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 0);
 }
 
 TEST_F(EmitCommitTest, ALostLeaseWritesNoOutputsAndDrawsNoIds) {

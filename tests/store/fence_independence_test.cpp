@@ -66,7 +66,7 @@ TEST_F(FenceIndependenceTest, ALongUnrelatedWriterDoesNotHoldTheStreamBack) {
   db_.sql("CREATE TABLE public.app_orders (id int)");
   OpenProducer app(db_.url());  // the application's nightly batch: writes its own table, open
   app.tx.exec("INSERT INTO public.app_orders VALUES (1)");
-  app.tx.exec("SELECT last_value FROM sqlstreams.messages_1_id_seq");  // a monitoring read
+  app.tx.exec("SELECT last_value FROM " + family_.id_seq);  // a monitoring read
   EXPECT_EQ(produce_committed(db_, R"({"n":1})"), 1);
   EXPECT_EQ(drain(gs, 1), (std::vector<int64_t>{1}));
   // And an observation taken while it runs, proven later while it still runs.
@@ -98,7 +98,7 @@ TEST_F(FenceIndependenceTest, ALockOnTheLogWithoutAnIdDoesNotHoldItBackTheLaterD
   auto gs = group_store(*s, charge_.id);
   OpenProducer b(db_.url());
   b.take_xid();
-  b.tx.exec("LOCK TABLE ONLY sqlstreams.messages_1 IN ROW EXCLUSIVE MODE");
+  b.tx.exec("LOCK TABLE ONLY " + family_.messages + " IN ROW EXCLUSIVE MODE");
   EXPECT_EQ(produce_committed(db_, R"({"n":1})"), 1);
   EXPECT_EQ(drain(gs, 1), (std::vector<int64_t>{1})) << "held back by a drawless lock";
   // The same transaction draws id 2 in a later statement; id 3 commits before it.
@@ -108,10 +108,9 @@ TEST_F(FenceIndependenceTest, ALockOnTheLogWithoutAnIdDoesNotHoldItBackTheLaterD
     EXPECT_FALSE(poll(gs).range.has_value()) << "claimed past id 2 while its producer is open";
   }
   auto holders = store::fence_holders(
-      *s, "sqlstreams.messages_1_id_seq",
-      db_.scalar<std::string>("SELECT pending_xid::text FROM sqlstreams.cursors_1 WHERE "
-                              "group_id = " +
-                              std::to_string(charge_.id)));
+      *s, family_.id_seq,
+      db_.scalar<std::string>("SELECT pending_xid::text FROM " + family_.cursors +
+                              " WHERE group_id = " + std::to_string(charge_.id)));
   ASSERT_EQ(holders.size(), 1u);
   EXPECT_EQ(holders[0].pid, b.pid());
   EXPECT_EQ(holders[0].state, "idle in transaction");
@@ -130,11 +129,9 @@ TEST_F(FenceIndependenceTest, APreparedProducerHoldsTheFenceUntilCommitPrepared)
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(poll(gs).range.has_value()) << "claimed past a prepared producer's id 1";
   }
-  auto xid = db_.scalar<std::string>(
-      "SELECT pending_xid::text FROM sqlstreams.cursors_1 WHERE "
-      "group_id = " +
-      std::to_string(charge_.id));
-  auto holders = store::fence_holders(*s, "sqlstreams.messages_1_id_seq", xid);
+  auto xid = db_.scalar<std::string>("SELECT pending_xid::text FROM " + family_.cursors +
+                                     " WHERE group_id = " + std::to_string(charge_.id));
+  auto holders = store::fence_holders(*s, family_.id_seq, xid);
   ASSERT_EQ(holders.size(), 1u);
   EXPECT_FALSE(holders[0].pid.has_value());
   EXPECT_EQ(holders[0].prepared_gid, "fence-producer");
@@ -161,8 +158,8 @@ TEST_F(FenceIndependenceTest, EveryProducerPathHoldsTheFenceWhileItIsOpen) {
   auto gs = group_store(*s, charge_.id);
   const std::vector<std::string> paths = {
       "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"p\":1}'::jsonb])",
-      "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{\"p\":2}')",
-      "SELECT nextval('sqlstreams.messages_1_id_seq')",  // a raw draw, Rule 1 kept by take_xid
+      "INSERT INTO " + family_.messages + " (payload) VALUES ('{\"p\":2}')",
+      "SELECT nextval('" + family_.id_seq + "')",  // a raw draw, Rule 1 kept by take_xid
   };
   int64_t next = 1;
   for (const auto& path : paths) {

@@ -20,9 +20,9 @@ std::vector<int64_t> ids_of(const std::optional<store::ClaimedRange>& r) {
   return out;
 }
 
-int64_t claimed_of(const TestDatabase& db, int64_t group) {
-  return db.scalar<int64_t>("SELECT claimed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                            std::to_string(group));
+int64_t claimed_of(const TestDatabase& db, const store::GroupRef& group) {
+  return db.scalar<int64_t>("SELECT claimed FROM " + stream_family(group.stream_id).cursors +
+                            " WHERE group_id = " + std::to_string(group.id));
 }
 
 TEST_F(FenceTest, ClassicInterleavingNeverClaimsPastAnOpenEarlierId) {
@@ -37,7 +37,7 @@ TEST_F(FenceTest, ClassicInterleavingNeverClaimsPastAnOpenEarlierId) {
     auto r = poll(gs);
     EXPECT_FALSE(r.range.has_value()) << "claimed past id 1 while B is open";
   }
-  EXPECT_EQ(claimed_of(db_, charge_.id), 0);
+  EXPECT_EQ(claimed_of(db_, charge_), 0);
   b.tx.commit();
   std::vector<int64_t> delivered;
   for (int i = 0; i < 3 && delivered.size() < 2; ++i) {
@@ -60,7 +60,7 @@ TEST_F(FenceTest, AnAbortedEarlierProducerLeavesAPermanentGap) {
   std::vector<int64_t> delivered;
   for (int i = 0; i < 3 && delivered.empty(); ++i) delivered = ids_of(poll(gs).range);
   EXPECT_EQ(delivered, (std::vector<int64_t>{2}));
-  EXPECT_EQ(claimed_of(db_, charge_.id), 2);
+  EXPECT_EQ(claimed_of(db_, charge_), 2);
 }
 
 TEST_F(FenceTest, EmptyClaimPersistsItsPendingObservation) {
@@ -71,10 +71,8 @@ TEST_F(FenceTest, EmptyClaimPersistsItsPendingObservation) {
   b.produce(R"({"n":2})");  // open: xmin stays at B's xid
   auto r = poll(gs);
   EXPECT_FALSE(r.range.has_value());
-  auto row = db_.sql(
-      "SELECT pending_head, pending_xid IS NOT NULL, claimed FROM "
-      "sqlstreams.cursors_1 WHERE group_id = " +
-      std::to_string(charge_.id));
+  auto row = db_.sql("SELECT pending_head, pending_xid IS NOT NULL, claimed FROM " +
+                     family_.cursors + " WHERE group_id = " + std::to_string(charge_.id));
   EXPECT_EQ(row[0][0].as<int64_t>(), 1);
   EXPECT_TRUE(row[0][1].as<bool>());
   EXPECT_EQ(row[0][2].as<int64_t>(), 0);
@@ -82,10 +80,8 @@ TEST_F(FenceTest, EmptyClaimPersistsItsPendingObservation) {
   // The stored pair is proven now, and so is the fresh observation that replaces it.
   auto got = ids_of(poll(gs).range);
   EXPECT_EQ(got, (std::vector<int64_t>{1, 2}));
-  EXPECT_TRUE(
-      db_.scalar<bool>("SELECT pending_xid IS NULL FROM sqlstreams.cursors_1 WHERE "
-                       "group_id = " +
-                       std::to_string(charge_.id)));
+  EXPECT_TRUE(db_.scalar<bool>("SELECT pending_xid IS NULL FROM " + family_.cursors +
+                               " WHERE group_id = " + std::to_string(charge_.id)));
 }
 
 TEST_F(FenceTest, CaughtUpPollTakesNoXidAndWritesNothing) {
@@ -93,12 +89,10 @@ TEST_F(FenceTest, CaughtUpPollTakesNoXidAndWritesNothing) {
   auto gs = group_store(*s, charge_.id);
   db_.sql("SELECT sqlstreams.produce('payments.requested', '{\"n\":1}')");
   for (int i = 0; i < 3; ++i) poll(gs);
-  ASSERT_EQ(claimed_of(db_, charge_.id), 1);
+  ASSERT_EQ(claimed_of(db_, charge_), 1);
   auto row_version = [&] {
-    return db_.scalar<std::string>(
-        "SELECT xmin::text || ctid::text FROM sqlstreams.cursors_1 "
-        "WHERE group_id = " +
-        std::to_string(charge_.id));
+    return db_.scalar<std::string>("SELECT xmin::text || ctid::text FROM " + family_.cursors +
+                                   " WHERE group_id = " + std::to_string(charge_.id));
   };
   std::string before_row = row_version();
   pqxx::connection probe(db_.url());
@@ -124,22 +118,19 @@ TEST_F(FenceTest, PlainInsertHeldByASlowTriggerIsProtectedByTheDefault) {
       "CREATE FUNCTION public.stall() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
       "PERFORM pg_advisory_lock_shared(4242); PERFORM pg_advisory_unlock_shared(4242); "
       "RETURN NEW; END $$");
-  db_.sql(
-      "CREATE TRIGGER stall BEFORE INSERT ON sqlstreams.messages_1_p0 FOR EACH ROW "
-      "WHEN (NEW.payload ? 'stall') EXECUTE FUNCTION public.stall()");
+  db_.sql("CREATE TRIGGER stall BEFORE INSERT ON " + family_.partition(0) +
+          " FOR EACH ROW WHEN (NEW.payload ? 'stall') EXECUTE FUNCTION public.stall()");
   pqxx::connection gate(db_.url());
   pqxx::nontransaction g(gate);
   g.exec("SELECT pg_advisory_lock(4242)");
   auto slow = std::async(std::launch::async, [&] {
     pqxx::connection c(db_.url());
     pqxx::work tx(c);
-    tx.exec("INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{\"stall\":true}')");
+    tx.exec("INSERT INTO " + family_.messages + " (payload) VALUES ('{\"stall\":true}')");
     tx.commit();
   });
   // Wait until the stalled insert has drawn id 1.
-  for (int i = 0; i < 500 && db_.scalar<bool>("SELECT NOT is_called FROM "
-                                              "sqlstreams.messages_1_id_seq");
-       ++i) {
+  for (int i = 0; i < 500 && db_.scalar<bool>("SELECT NOT is_called FROM " + family_.id_seq); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(db_.scalar<int64_t>("SELECT sqlstreams.produce('payments.requested', '{\"n\":2}')"), 2);

@@ -14,16 +14,16 @@ namespace {
 
 class GroupLifecycleTest : public StoreTest {
  protected:
+  // Rows of `g` in `table` (a family_ table).
   int64_t rows(const std::string& table, const store::GroupRef& g) const {
-    return db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams." + table +
+    return db_.scalar<int64_t>("SELECT count(*) FROM " + table +
                                " WHERE group_id = " + std::to_string(g.id));
   }
   void add_exceptions(const store::GroupRef& g) {
     const std::string id = std::to_string(g.id);
-    db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, last_error) VALUES (" +
-        id + ", 1, 'ready', 1, now(), 'later'), (" + id + ", 2, 'dead', 4, now(), 'gone')");
+    db_.sql("INSERT INTO " + family_.exceptions +
+            " (group_id, message_id, status, attempts, can_run_after, last_error) VALUES (" + id +
+            ", 1, 'ready', 1, now(), 'later'), (" + id + ", 2, 'dead', 4, now(), 'gone')");
   }
 };
 
@@ -59,8 +59,9 @@ TEST_F(GroupLifecycleTest, DropRemovesOnlyThatGroupsStateInOneAuditedTransaction
   ASSERT_TRUE(poll(audit, 2).range);
   add_exceptions(charge_);
   add_exceptions(audit_);
-  db_.sql("INSERT INTO sqlstreams.deliveries_1 (group_id, message_id, attempt, outcome) VALUES (" +
-          std::to_string(charge_.id) + ", 1, 1, 'retry')");
+  db_.sql("INSERT INTO " + family_.deliveries +
+          " (group_id, message_id, attempt, outcome) VALUES (" + std::to_string(charge_.id) +
+          ", 1, 1, 'retry')");
   auto leases = store::acquire_worker_leases(
       *session_, "h:1", {{"advancer", "group:" + std::to_string(charge_.id)}}, Millis(60'000));
   ASSERT_EQ(leases.size(), 1u);
@@ -82,18 +83,18 @@ TEST_F(GroupLifecycleTest, DropRemovesOnlyThatGroupsStateInOneAuditedTransaction
   EXPECT_EQ(r.application_name, "sqlstreams");
 
   EXPECT_FALSE(store::find_group(*session_, "payments.requested", "charge-cards"));
-  EXPECT_EQ(rows("cursors_1", charge_), 0);
-  EXPECT_EQ(rows("leases_1", charge_), 0);
-  EXPECT_EQ(rows("exceptions_1", charge_), 0);
-  EXPECT_EQ(rows("deliveries_1", charge_), 1) << "the audit trail stays";
+  EXPECT_EQ(rows(family_.cursors, charge_), 0);
+  EXPECT_EQ(rows(family_.leases, charge_), 0);
+  EXPECT_EQ(rows(family_.exceptions, charge_), 0);
+  EXPECT_EQ(rows(family_.deliveries, charge_), 1) << "the audit trail stays";
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.workers WHERE owner = 'group:" +
                                 std::to_string(charge_.id) + "'"),
             0);
   // The other group is untouched.
   EXPECT_TRUE(store::find_group(*session_, "payments.requested", "audit-payments"));
-  EXPECT_EQ(rows("cursors_1", audit_), 1);
-  EXPECT_EQ(rows("leases_1", audit_), 1);
-  EXPECT_EQ(rows("exceptions_1", audit_), 2);
+  EXPECT_EQ(rows(family_.cursors, audit_), 1);
+  EXPECT_EQ(rows(family_.leases, audit_), 1);
+  EXPECT_EQ(rows(family_.exceptions, audit_), 2);
 
   auto row = db_.sql(
       "SELECT action, stream, group_name, group_id, actor, db_user, client_addr, "
@@ -129,16 +130,16 @@ TEST_F(GroupLifecycleTest, WhatAHostStillHoldsForADroppedGroupIsATokenGuardedNoO
                                                  "late", std::string("{}")});
   commit.audit.push_back(store::AuditEntry{1, 1, "dead", "late", {}});
   EXPECT_EQ(charge.commit_ranges({commit}), std::vector<bool>{false});
-  EXPECT_EQ(rows("exceptions_1", charge_), 0);
-  EXPECT_EQ(rows("deliveries_1", charge_), 0);
+  EXPECT_EQ(rows(family_.exceptions, charge_), 0);
+  EXPECT_EQ(rows(family_.deliveries, charge_), 0);
   EXPECT_TRUE(charge.renew_leases({claimed.range->token}, Millis(60'000)).size() == 1)
       << "the renewal reports the lease lost";
   // Its advancer finds no cursor and writes nothing; a claim finds no cursor and throws.
   auto adv = charge.advance_cursor();
   EXPECT_EQ(adv.committed_before, adv.committed_after);
   EXPECT_THROW(charge.observe(), store::StoreError);
-  EXPECT_EQ(rows("cursors_1", charge_), 0) << "nothing re-created the cursor";
-  EXPECT_EQ(rows("leases_1", charge_), 0);
+  EXPECT_EQ(rows(family_.cursors, charge_), 0) << "nothing re-created the cursor";
+  EXPECT_EQ(rows(family_.leases, charge_), 0);
 }
 
 TEST_F(GroupLifecycleTest, AnOldReferenceNeverTouchesAGroupDeclaredAgain) {

@@ -25,8 +25,8 @@ int64_t count_keys(const TestDatabase& db) {
   return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.idempotency_keys");
 }
 
-int64_t last_drawn(const TestDatabase& db) {
-  return db.scalar<int64_t>("SELECT last_value FROM sqlstreams.messages_1_id_seq");
+int64_t last_drawn(const TestDatabase& db, const StreamFamily& family) {
+  return db.scalar<int64_t>("SELECT last_value FROM " + family.id_seq);
 }
 
 // {sqlstate, message} of `sql` (empty sqlstate when it succeeds).
@@ -80,14 +80,14 @@ TEST_F(IdempotentProduceTest, SameKeyTwiceWritesOneMessageAndReturnsTheFirstIdOn
   const int64_t first = db_.scalar<int64_t>(
       "SELECT sqlstreams.produce('payments.requested', '{\"a\":1}', 1, NULL, "
       "'order-1:placed')");
-  const int64_t drawn = last_drawn(db_);
+  const int64_t drawn = last_drawn(db_, family_);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT sqlstreams.produce(stream => 'payments.requested', "
                                 "payload => '{\"a\":2}', idempotency_key => 'order-1:placed')"),
             first);
   EXPECT_EQ(count_messages(db_), 1);
   EXPECT_EQ(count_keys(db_), 1);
-  EXPECT_EQ(last_drawn(db_), drawn) << "a deduplicated produce draws no id";
-  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'a' FROM sqlstreams.messages_1"), "1");
+  EXPECT_EQ(last_drawn(db_, family_), drawn) << "a deduplicated produce draws no id";
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'a' FROM " + family_.messages), "1");
   // SQL produce_batch(): the same key in a later batch.
   EXPECT_EQ(
       db_.scalar<std::string>(
@@ -109,7 +109,7 @@ TEST_F(IdempotentProduceTest, SameKeyTwiceWritesOneMessageAndReturnsTheFirstIdOn
             (std::vector<int64_t>{first}));
   EXPECT_EQ(count_messages(db_), 3);
   EXPECT_EQ(count_keys(db_), 3);
-  EXPECT_EQ(last_drawn(db_), first + 6) << "the full form draws no id for a duplicate";
+  EXPECT_EQ(last_drawn(db_, family_), first + 6) << "the full form draws no id for a duplicate";
 }
 
 TEST_F(IdempotentProduceTest, ExistingCallersOfTheFunctionsWorkUnchanged) {
@@ -149,8 +149,8 @@ TEST_F(IdempotentProduceTest, DuplicatesWithinOneBatchTheFirstItemWinsLaterOnesG
       "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"n\":1}', '{\"n\":2}', "
       "'{\"n\":3}', '{\"n\":4}']::jsonb[], NULL, NULL, ARRAY['x', NULL, 'x', 'y'])::text");
   EXPECT_EQ(ids, "{1,2,1,3}");
-  EXPECT_EQ(db_.scalar<std::string>(
-                "SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM sqlstreams.messages_1"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM " +
+                                    family_.messages),
             "1,2,4");
   // store::Producer: the first try (ids 4..8) fails on x and on z's repeats; the full form draws
   // for the first z and the keyless item.
@@ -161,8 +161,8 @@ TEST_F(IdempotentProduceTest, DuplicatesWithinOneBatchTheFirstItemWinsLaterOnesG
                                            {R"({"n":8})"},
                                            {R"({"n":9})", 1, {}, "z"}});
   EXPECT_EQ(cpp, (std::vector<int64_t>{9, 1, 9, 10, 9}));
-  EXPECT_EQ(db_.scalar<std::string>(
-                "SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM sqlstreams.messages_1"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT string_agg(payload->>'n', ',' ORDER BY id) FROM " +
+                                    family_.messages),
             "1,2,4,5,8");
   // Across the chunks of one transaction too: the later chunk sees the earlier one's key (the
   // first try's second chunk fails on w after drawing 11..14; the full form draws 15..17).
@@ -176,7 +176,7 @@ TEST_F(IdempotentProduceTest, DuplicatesWithinOneBatchTheFirstItemWinsLaterOnesG
                                  chunks);
   EXPECT_EQ(chunked, (std::vector<int64_t>{15, 16, 15, 17}));
   EXPECT_EQ(count_messages(db_), 8);
-  EXPECT_EQ(last_drawn(db_), 17);
+  EXPECT_EQ(last_drawn(db_, family_), 17);
 }
 
 // The first producer of a key is still open: the second waits for it (SQL and C++ paths), then
@@ -204,7 +204,7 @@ TEST_F(IdempotentProduceTest, ASecondProducerWaitsForAKeyInFlightAndReturnsItsId
   EXPECT_EQ(cpp.get(), id);
   EXPECT_EQ(count_messages(db_), 1);
   EXPECT_EQ(count_keys(db_), 1);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'who' FROM sqlstreams.messages_1"), "A");
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'who' FROM " + family_.messages), "A");
 }
 
 // A produce deduplicated against a committed key draws no id, so a transaction that only did
@@ -217,17 +217,18 @@ TEST_F(IdempotentProduceTest, ADeduplicatedProduceDrawsNoIdAndHoldsNoClaimBack) 
       open.tx.exec("SELECT sqlstreams.produce('payments.requested', '{}', 1, NULL, 'held')")[0][0]
           .as<int64_t>(),
       id);
-  EXPECT_EQ(open.tx
-                .exec("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = "
-                      "'sqlstreams.messages_1_id_seq'::regclass")[0][0]
-                .as<int64_t>(),
-            0);
+  EXPECT_EQ(
+      open.tx
+          .exec("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = '" +
+                family_.id_seq + "'::regclass")[0][0]
+          .as<int64_t>(),
+      0);
   auto gs = group_store(*session_, charge_.id);
   auto claimed = poll(gs);
   ASSERT_TRUE(claimed.range.has_value()) << "the deduplicating transaction held the claim back";
   EXPECT_EQ(claimed.range->messages.size(), 1u);
   open.tx.commit();
-  EXPECT_EQ(last_drawn(db_), id);
+  EXPECT_EQ(last_drawn(db_, family_), id);
 }
 
 TEST_F(IdempotentProduceTest, ASecondProducerWaitsForAKeyInFlightAndWritesAfterRollback) {
@@ -249,14 +250,12 @@ TEST_F(IdempotentProduceTest, ASecondProducerWaitsForAKeyInFlightAndWritesAfterR
   const int64_t b = sql.get();
   const auto cd = cpp.get();
   EXPECT_EQ(count_messages(db_), 3);
-  EXPECT_EQ(
-      db_.scalar<std::string>("SELECT payload->>'who' FROM sqlstreams.messages_1 WHERE id = " +
-                              std::to_string(b)),
-      "B");
-  EXPECT_EQ(
-      db_.scalar<std::string>("SELECT payload->>'who' FROM sqlstreams.messages_1 WHERE id = " +
-                              std::to_string(cd.at(0))),
-      "C");
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'who' FROM " + family_.messages +
+                                    " WHERE id = " + std::to_string(b)),
+            "B");
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'who' FROM " + family_.messages +
+                                    " WHERE id = " + std::to_string(cd.at(0))),
+            "C");
   EXPECT_EQ(db_.scalar<int64_t>("SELECT message_id FROM sqlstreams.idempotency_keys WHERE key = "
                                 "'k2'"),
             b);
@@ -428,9 +427,8 @@ TEST_F(IdempotentProduceTest, RuleOneHoldsOnTheKeyedPaths) {
       "CREATE FUNCTION pg_temp_rule_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
       "IF pg_current_xact_id_if_assigned() IS NULL THEN RAISE EXCEPTION 'id % drawn before "
       "the xid', NEW.id; END IF; RETURN NEW; END $$");
-  db_.sql(
-      "CREATE TRIGGER rule_one BEFORE INSERT ON sqlstreams.messages_1 FOR EACH ROW EXECUTE "
-      "FUNCTION pg_temp_rule_one()");
+  db_.sql("CREATE TRIGGER rule_one BEFORE INSERT ON " + family_.messages +
+          " FOR EACH ROW EXECUTE FUNCTION pg_temp_rule_one()");
   store::Producer p(*session_);
   std::vector<store::NewMessage> batch;
   for (int i = 0; i < 40; ++i) {

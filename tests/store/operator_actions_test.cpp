@@ -16,8 +16,8 @@ class OperatorActionsTest : public StoreTest {
  protected:
   void dead(int64_t id, const std::string& error) {
     db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, last_error, payload) VALUES (" +
+        "INSERT INTO " + family_.exceptions +
+        " (group_id, message_id, status, attempts, can_run_after, last_error, payload) VALUES (" +
         std::to_string(charge_.id) + ", " + std::to_string(id) + ", 'dead', 4, now(), " +
         db_quote(error) + ", '{}')");
   }
@@ -31,9 +31,8 @@ class OperatorActionsTest : public StoreTest {
     return ids;
   }
   int64_t dead_count() {
-    return db_.scalar<int64_t>(
-        "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE status = "
-        "'dead'");
+    return db_.scalar<int64_t>("SELECT count(*) FROM " + family_.exceptions +
+                               " WHERE status = 'dead'");
   }
 };
 
@@ -43,10 +42,10 @@ TEST_F(OperatorActionsTest, DeadRetryLeavesARowThatAConcurrentClaimMadeInflight)
   // `inflight` under a row lease) and X has not committed yet.
   pqxx::connection x(db_.url());
   pqxx::work xt(x);
-  xt.exec(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'inflight', attempts = 1, lease_token = "
-      "'11111111-1111-1111-1111-111111111111', lease_expires_at = now() + interval '1 "
-      "minute' WHERE message_id = 5");
+  xt.exec("UPDATE " + family_.exceptions +
+          " SET status = 'inflight', attempts = 1, lease_token = "
+          "'11111111-1111-1111-1111-111111111111', lease_expires_at = now() + interval '1 minute' "
+          "WHERE message_id = 5");
   // The operator's `dead retry`: its snapshot still sees `dead`; it blocks on X's row lock.
   auto retried = std::async(std::launch::async, [&] {
     auto s = session();
@@ -65,9 +64,8 @@ TEST_F(OperatorActionsTest, DeadRetryLeavesARowThatAConcurrentClaimMadeInflight)
   }
   xt.commit();
   EXPECT_TRUE(retried.get().empty()) << "reset a row that was no longer dead";
-  auto row = db_.sql(
-      "SELECT status, attempts, lease_token::text FROM sqlstreams.exceptions_1 "
-      "WHERE message_id = 5");
+  auto row = db_.sql("SELECT status, attempts, lease_token::text FROM " + family_.exceptions +
+                     " WHERE message_id = 5");
   EXPECT_EQ(row[0][0].as<std::string>(), "inflight");
   EXPECT_EQ(row[0][1].as<int>(), 1) << "the running attempt got a fresh budget";
   EXPECT_FALSE(row[0][2].is_null()) << "the running attempt lost its lease token";
@@ -123,12 +121,12 @@ TEST_F(OperatorActionsTest, NegativeIdsAndEmptyErrorTextAreRefusedNotReadAsNoFil
 }
 
 TEST_F(OperatorActionsTest, RewindRefusesANegativePositionAndBumpsTheGeneration) {
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = 8, committed = 8, settled_head = 8");
+  db_.sql("UPDATE " + family_.cursors + " SET claimed = 8, committed = 8, settled_head = 8");
   EXPECT_THROW(store::rewind_group(*session_, charge_, -1, std::nullopt, "test"),
                store::StoreError);
   auto cursor = [&] {
-    return db_.sql("SELECT claimed, generation FROM sqlstreams.cursors_1 WHERE group_id = " +
-                   std::to_string(charge_.id));
+    return db_.sql("SELECT claimed, generation FROM " + family_.cursors +
+                   " WHERE group_id = " + std::to_string(charge_.id));
   };
   EXPECT_EQ(cursor()[0][0].as<int64_t>(), 8) << "a refused rewind moved the cursor";
   EXPECT_EQ(cursor()[0][1].as<int64_t>(), 0);
@@ -142,11 +140,11 @@ TEST_F(OperatorActionsTest, RewindRefusesANegativePositionAndBumpsTheGeneration)
 // `inflight` row carries the host's lease token) — and writes an audit row per message.
 TEST_F(OperatorActionsTest, DiscardingKeptMessagesTakesOnlyRowsStillKeptAndAuditsEach) {
   auto row = [&](int64_t id, const std::string& status) {
-    db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, last_error, payload, schema_version) VALUES (" +
-        std::to_string(charge_.id) + ", " + std::to_string(id) + ", '" + status +
-        "', 0, 'infinity', 'schema version 2 is not accepted by the group', '{}', 2)");
+    db_.sql("INSERT INTO " + family_.exceptions +
+            " (group_id, message_id, status, attempts, can_run_after, last_error, payload, "
+            "schema_version) VALUES (" +
+            std::to_string(charge_.id) + ", " + std::to_string(id) + ", '" + status +
+            "', 0, 'infinity', 'schema version 2 is not accepted by the group', '{}', 2)");
   };
   row(1, "parked");
   row(2, "parked");
@@ -155,10 +153,10 @@ TEST_F(OperatorActionsTest, DiscardingKeptMessagesTakesOnlyRowsStillKeptAndAudit
   // Connection X: a host released row 4 and claimed it (inflight, its lease token), uncommitted.
   pqxx::connection x(db_.url());
   pqxx::work xt(x);
-  xt.exec(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'inflight', attempts = 1, lease_token = "
-      "'11111111-1111-1111-1111-111111111111', lease_expires_at = now() + interval '1 "
-      "minute' WHERE message_id = 4");
+  xt.exec("UPDATE " + family_.exceptions +
+          " SET status = 'inflight', attempts = 1, lease_token = "
+          "'11111111-1111-1111-1111-111111111111', lease_expires_at = now() + interval '1 minute' "
+          "WHERE message_id = 4");
   store::DeadFilter kept;
   kept.kept = true;
   auto discarded = std::async(std::launch::async, [&] {
@@ -178,14 +176,14 @@ TEST_F(OperatorActionsTest, DiscardingKeptMessagesTakesOnlyRowsStillKeptAndAudit
   }
   xt.commit();
   EXPECT_EQ(discarded.get(), (std::vector<int64_t>{1, 2}));
-  auto left = db_.sql("SELECT message_id, status FROM sqlstreams.exceptions_1 ORDER BY 1");
+  auto left = db_.sql("SELECT message_id, status FROM " + family_.exceptions + " ORDER BY 1");
   ASSERT_EQ(left.size(), 2u);
   EXPECT_EQ(left[0][0].as<int64_t>(), 3);
   EXPECT_EQ(left[0][1].as<std::string>(), "dead");
   EXPECT_EQ(left[1][0].as<int64_t>(), 4);
   EXPECT_EQ(left[1][1].as<std::string>(), "inflight");
-  auto audit = db_.sql(
-      "SELECT message_id, outcome, error, host FROM sqlstreams.deliveries_1 ORDER BY message_id");
+  auto audit = db_.sql("SELECT message_id, outcome, error, host FROM " + family_.deliveries +
+                       " ORDER BY message_id");
   ASSERT_EQ(audit.size(), 2u);
   EXPECT_EQ(audit[0][0].as<int64_t>(), 1);
   EXPECT_EQ(audit[0][1].as<std::string>(), "operator-discard");

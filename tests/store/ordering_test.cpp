@@ -90,24 +90,23 @@ class OrderingTest : public StoreTest {
     return store::RangeCommit{r.token, r.high, true, std::move(failures), {}};
   }
   std::string row(int64_t group, int64_t id) {
-    auto r = db_.sql(
-        "SELECT status || '/' || coalesce(lane_key, 'NULL') FROM sqlstreams.exceptions_1 WHERE "
-        "group_id = " +
-        std::to_string(group) + " AND message_id = " + std::to_string(id));
+    auto r = db_.sql("SELECT status || '/' || coalesce(lane_key, 'NULL') FROM " +
+                     family_.exceptions + " WHERE group_id = " + std::to_string(group) +
+                     " AND message_id = " + std::to_string(id));
     return r.empty() ? "none" : r[0][0].as<std::string>();
   }
   void insert_row(int64_t group, int64_t id, const std::string& status,
                   const std::optional<std::string>& lane_key) {
     db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, lane_key, message_key) VALUES (" +
+        "INSERT INTO " + family_.exceptions +
+        " (group_id, message_id, status, attempts, can_run_after, lane_key, message_key) VALUES (" +
         std::to_string(group) + ", " + std::to_string(id) + ", '" + status + "', " +
         (status == "deferred" ? "0" : "1") + ", now() - interval '1 s', " +
         (lane_key ? "'" + *lane_key + "'" : "NULL") + ", " +
         (lane_key ? "'" + *lane_key + "'" : "NULL") + ")");
     // A row exists only for a message the cursor has claimed (the ordered retry claim takes
     // nothing above `claimed`: AfterARewindARowAboveTheClaimedPositionWaitsForTheReDelivery).
-    db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = greatest(claimed, " + std::to_string(id) +
+    db_.sql("UPDATE " + family_.cursors + " SET claimed = greatest(claimed, " + std::to_string(id) +
             ") WHERE group_id = " + std::to_string(group));
   }
 
@@ -126,14 +125,17 @@ TEST_F(OrderingTest, GateWaitsForAnEarlierRangeOfAnotherHolderUntilItCommits) {
   auto l2 = claim(b, 10);  // (10,20]: k@15, j@17
   ASSERT_EQ(l1.high, 10);
   ASSERT_EQ(l2.high, 20);
-  EXPECT_TRUE(db_.scalar<bool>(
-      "SELECT ARRAY(SELECT DISTINCT h FROM unnest(key_hashes) AS u(h) ORDER BY 1) = "
-      "ARRAY(SELECT DISTINCT hashtext(message_key) FROM sqlstreams.messages_1 WHERE id BETWEEN 1 "
-      "AND 10 AND message_key IS NOT NULL ORDER BY 1) AND cardinality(key_hashes) = 4 "
-      "FROM sqlstreams.leases_1 WHERE low = 0"))
+  EXPECT_TRUE(
+      db_.scalar<bool>("SELECT ARRAY(SELECT DISTINCT h FROM unnest(key_hashes) AS u(h) ORDER BY 1) "
+                       "= ARRAY(SELECT DISTINCT hashtext(message_key) FROM " +
+                       family_.messages +
+                       " WHERE id BETWEEN 1 AND 10 AND message_key IS NOT NULL ORDER BY 1) AND "
+                       "cardinality(key_hashes) = 4 FROM " +
+                       family_.leases + " WHERE low = 0"))
       << "the lease holds exactly the hashes of the range's four distinct keys (x1 x3 k j)";
   EXPECT_EQ(
-      db_.scalar<int>("SELECT cardinality(key_hashes) FROM sqlstreams.leases_1 WHERE low = 0"), 4)
+      db_.scalar<int>("SELECT cardinality(key_hashes) FROM " + family_.leases + " WHERE low = 0"),
+      4)
       << "x1, x3, k (twice) and j: each key once";
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "j:-:gated k:-:gated");
   EXPECT_EQ(gates(a.gate_keys(l1, {l1.token})), "") << "nothing below the first range";
@@ -156,7 +158,7 @@ TEST_F(OrderingTest, AFailureRowOfAnEarlierRangeBlocksItsKey) {
             std::vector<bool>{true});
   EXPECT_EQ(row(ordered_.id, 5), "ready/k");
   EXPECT_EQ(row(ordered_.id, 9), "deferred/k");
-  EXPECT_EQ(db_.scalar<int>("SELECT attempts FROM sqlstreams.exceptions_1 WHERE message_id = 9"),
+  EXPECT_EQ(db_.scalar<int>("SELECT attempts FROM " + family_.exceptions + " WHERE message_id = 9"),
             0);
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free") << "j resolved in L1: free";
   EXPECT_EQ(b.advance_cursor().committed_after, 4) << "the open rows hold the cursor at 4";
@@ -188,7 +190,7 @@ TEST_F(OrderingTest, TheGateAgreesWhetherItScansTheOpenRowsOrProbesEachKey) {
   // A row above the range's low does not block it, either way.
   insert_row(ordered_.id, 12, "deferred", "x13");
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
-  db_.sql("DELETE FROM sqlstreams.exceptions_1 WHERE lane_key LIKE 'q%'");
+  db_.sql("DELETE FROM " + family_.exceptions + " WHERE lane_key LIKE 'q%'");
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "k:5:free");
 }
 
@@ -202,7 +204,7 @@ TEST_F(OrderingTest, AnExpiredLeaseOfAVanishedHolderStillGatesUntilReclaimedAndC
   auto l1 = claim(gone, 10);
   auto l2 = claim(b, 10);
   const std::string hashes =
-      db_.scalar<std::string>("SELECT key_hashes::text FROM sqlstreams.leases_1 WHERE low = 0");
+      db_.scalar<std::string>("SELECT key_hashes::text FROM " + family_.leases + " WHERE low = 0");
   expire_leases();
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "j:-:gated k:-:gated");
   // L2 expired too and is the later one: the oldest expired lease is reclaimed first.
@@ -211,7 +213,7 @@ TEST_F(OrderingTest, AnExpiredLeaseOfAVanishedHolderStillGatesUntilReclaimedAndC
   EXPECT_EQ(re.range->low, 0);
   EXPECT_NE(re.range->token, l1.token);
   EXPECT_EQ(
-      db_.scalar<std::string>("SELECT key_hashes::text FROM sqlstreams.leases_1 WHERE low = 0"),
+      db_.scalar<std::string>("SELECT key_hashes::text FROM " + family_.leases + " WHERE low = 0"),
       hashes)
       << "a reclaim keeps the key set";
   EXPECT_EQ(gates(b.gate_keys(l2, {l2.token})), "j:-:gated k:-:gated")
@@ -265,12 +267,10 @@ TEST_F(OrderingTest, RetryClaimTakesOnlyTheLowestRowOfAKeyThatNoLeaseBelowItHold
   insert_row(g, 7, "ready", "j");
   insert_row(g, 15, "deferred", "k");
   insert_row(g, 25, "deferred", "k");
-  db_.sql(
-      "INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at, holder, "
-      "key_hashes) VALUES (" +
-      std::to_string(g) +
-      ", gen_random_uuid(), 20, 24, now() + interval '1 h', 'other:1', "
-      "ARRAY[hashtext('k')])");
+  db_.sql("INSERT INTO " + family_.leases +
+          " (group_id, token, low, high, expires_at, holder, key_hashes) VALUES (" +
+          std::to_string(g) +
+          ", gen_random_uuid(), 20, 24, now() + interval '1 h', 'other:1', ARRAY[hashtext('k')])");
   auto sx = session();
   auto sy = session();
   auto x = ordered_store(*sx, ordered_, "x:1");
@@ -280,7 +280,7 @@ TEST_F(OrderingTest, RetryClaimTakesOnlyTheLowestRowOfAKeyThatNoLeaseBelowItHold
     // (5 is unresolved whatever its lock).
     pqxx::connection c(db_.url());
     pqxx::work locker(c);
-    locker.exec("SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id IN (5, 7) FOR UPDATE");
+    locker.exec("SELECT 1 FROM " + family_.exceptions + " WHERE message_id IN (5, 7) FOR UPDATE");
     EXPECT_EQ(ids(y.claim_due_retries(kTtl, 10)), "[]");
   }
   auto got = x.claim_due_retries(kTtl, 10);
@@ -299,7 +299,7 @@ TEST_F(OrderingTest, RetryClaimTakesOnlyTheLowestRowOfAKeyThatNoLeaseBelowItHold
   store::RetryResult ok15{15, next[0].token, std::nullopt, false, std::nullopt};
   EXPECT_EQ(y.commit_retries({ok15}), std::vector<bool>{true});
   EXPECT_EQ(ids(x.claim_due_retries(kTtl, 10)), "[]") << "the lease (20,24] holds k below 25";
-  db_.sql("DELETE FROM sqlstreams.leases_1 WHERE low = 20");
+  db_.sql("DELETE FROM " + family_.leases + " WHERE low = 20");
   EXPECT_EQ(ids(x.claim_due_retries(kTtl, 10)), "[25]");
 }
 
@@ -314,12 +314,10 @@ TEST_F(OrderingTest, RetryClaimTakesEachHeadWithItsDeferredChain) {
   insert_row(g, 25, "deferred", "k");
   insert_row(g, 7, "ready", "j");
   insert_row(g, 17, "ready", "j");  // failed before: due, but not a chain row
-  db_.sql(
-      "INSERT INTO sqlstreams.leases_1 (group_id, token, low, high, expires_at, holder, "
-      "key_hashes) VALUES (" +
-      std::to_string(g) +
-      ", gen_random_uuid(), 20, 24, now() + interval '1 h', 'other:1', "
-      "ARRAY[hashtext('k')])");
+  db_.sql("INSERT INTO " + family_.leases +
+          " (group_id, token, low, high, expires_at, holder, key_hashes) VALUES (" +
+          std::to_string(g) +
+          ", gen_random_uuid(), 20, 24, now() + interval '1 h', 'other:1', ARRAY[hashtext('k')])");
   auto sx = session();
   auto sy = session();
   auto x = ordered_store(*sx, ordered_, "x:1");
@@ -334,7 +332,7 @@ TEST_F(OrderingTest, RetryClaimTakesEachHeadWithItsDeferredChain) {
   {
     pqxx::connection c(db_.url());
     pqxx::work locker(c);
-    locker.exec("SELECT 1 FROM sqlstreams.exceptions_1 WHERE message_id = 5 FOR UPDATE");
+    locker.exec("SELECT 1 FROM " + family_.exceptions + " WHERE message_id = 5 FOR UPDATE");
     EXPECT_EQ(ids(y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[7]")
         << "5 is locked by another claim: its chain 9, 15 stays with it; 17 is not deferred";
   }
@@ -357,10 +355,10 @@ TEST_F(OrderingTest, RetryClaimTakesEachHeadWithItsDeferredChain) {
   EXPECT_EQ(x.commit_retries(results), (std::vector<bool>{true, true, true}));
   EXPECT_EQ(row(g, 9), "none");
   EXPECT_EQ(row(g, 15), "none");
-  db_.sql("DELETE FROM sqlstreams.leases_1 WHERE low = 20");
+  db_.sql("DELETE FROM " + family_.leases + " WHERE low = 20");
   insert_row(g, 29, "deferred", "k");
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET status = 'ready', attempts = 1 WHERE message_id = 25");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET status = 'ready', attempts = 1 WHERE message_id = 25");
   EXPECT_EQ(ids(x.claim_due_retries(kTtl, 10, Pick::kAll, all, 10)), "[25]")
       << "a head being retried brings no chain: it may well fail again";
 }
@@ -383,9 +381,8 @@ TEST_F(OrderingTest, AChainSuccessIsRefusedWhileAnEarlierRowOfItsKeyIsAnotherHos
   ASSERT_EQ(ids(got), "[5,9,15]");
   // x stalls past the head's row lease; y takes the head over (its chain rows are inflight:
   // not deferred, so y's claim is the head alone).
-  db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET lease_expires_at = now() - interval '1 s' WHERE "
-      "message_id = 5");
+  db_.sql("UPDATE " + family_.exceptions +
+          " SET lease_expires_at = now() - interval '1 s' WHERE message_id = 5");
   auto taken = y.claim_due_retries(kTtl, 10, Pick::kAll, all, 10);
   ASSERT_EQ(ids(taken), "[5]");
   std::vector<store::RetryResult> results;
@@ -475,9 +472,9 @@ TEST_F(OrderingTest, QuarantineCopiesTheKeyAndTheRowsRunOnePerKey) {
     expire_leases();
     (void)gs.reclaim_expired(kTtl, 3);
   }
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.leases_1"), 0);
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE lane_key IS NOT "
-                            "DISTINCT FROM message_key AND group_id = " +
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.leases), 0);
+  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions +
+                            " WHERE lane_key IS NOT DISTINCT FROM message_key AND group_id = " +
                             std::to_string(ordered_.id)),
             10);
   EXPECT_EQ(row(ordered_.id, 5), "ready/k");
@@ -492,7 +489,7 @@ TEST_F(OrderingTest, AnUnorderedGroupWritesNoKeysAndIgnoresThem) {
   auto s = session();
   auto gs = group_store(*s, charge_.id, "a:1");
   auto l1 = claim(gs, 10);
-  EXPECT_TRUE(db_.scalar<bool>("SELECT key_hashes IS NULL FROM sqlstreams.leases_1"));
+  EXPECT_TRUE(db_.scalar<bool>("SELECT key_hashes IS NULL FROM " + family_.leases));
   store::FailedMessage f5{5, ExceptionStatus::kReady, 1, 0, Millis(0), "e", {}};
   store::FailedMessage f9{9, ExceptionStatus::kReady, 1, 0, Millis(0), "e", {}};
   EXPECT_EQ(gs.commit_ranges({commit(l1, {f5, f9})}), std::vector<bool>{true});
@@ -503,9 +500,9 @@ TEST_F(OrderingTest, AnUnorderedGroupWritesNoKeysAndIgnoresThem) {
     expire_leases();
     (void)gs.reclaim_expired(kTtl, 3);
   }
-  EXPECT_EQ(db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1 WHERE lane_key IS NOT "
-                            "NULL"),
-            0);
+  EXPECT_EQ(
+      db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions + " WHERE lane_key IS NOT NULL"),
+      0);
   EXPECT_EQ(row(charge_.id, 15), "ready/NULL");
 }
 
@@ -573,9 +570,9 @@ TEST_F(OrderingTest, NastyKeysReachTheLeaseAndTheGateExactly) {
   ASSERT_EQ(l1.messages.size(), nasty.size());
   EXPECT_TRUE(db_.scalar<bool>(
       "SELECT ARRAY(SELECT h FROM unnest(key_hashes) AS u(h) ORDER BY 1) = ARRAY(SELECT DISTINCT "
-      "hashtext(message_key) FROM sqlstreams.messages_1 WHERE id >= " +
-      std::to_string(ids.front()) +
-      " ORDER BY 1) FROM sqlstreams.leases_1 WHERE group_id = " + std::to_string(g.id)))
+      "hashtext(message_key) FROM " +
+      family_.messages + " WHERE id >= " + std::to_string(ids.front()) + " ORDER BY 1) FROM " +
+      family_.leases + " WHERE group_id = " + std::to_string(g.id)))
       << "one hash per distinct key, each hashtext() of the key as stored";
   // Another holder's later range with the same keys: every one of them is gated by l1.
   store::Producer p2(*session_);
@@ -627,16 +624,14 @@ TEST_F(OrderingTest, AClaimServedFromTheReadCacheCarriesTheSameKeyHashes) {
   EXPECT_TRUE(r->from_cache);
   EXPECT_EQ(cache.lookups_answered, 1);
   EXPECT_EQ(r->messages.size(), 10u);
-  EXPECT_EQ(db_.scalar<std::string>("SELECT ARRAY(SELECT h FROM unnest(key_hashes) AS u(h) "
-                                    "ORDER BY 1)::text FROM sqlstreams.leases_1 WHERE group_id = " +
-                                    std::to_string(ordered_.id)),
-            db_.scalar<std::string>("SELECT ARRAY(SELECT DISTINCT hashtext(message_key) FROM "
-                                    "sqlstreams.messages_1 WHERE id <= 10 AND message_key IS NOT "
-                                    "NULL ORDER BY 1)::text"));
-  EXPECT_TRUE(
-      db_.scalar<bool>("SELECT key_hashes IS NULL FROM sqlstreams.leases_1 WHERE "
-                       "group_id = " +
-                       std::to_string(charge_.id)));
+  EXPECT_EQ(db_.scalar<std::string>(
+                "SELECT ARRAY(SELECT h FROM unnest(key_hashes) AS u(h) ORDER BY 1)::text FROM " +
+                family_.leases + " WHERE group_id = " + std::to_string(ordered_.id)),
+            db_.scalar<std::string>(
+                "SELECT ARRAY(SELECT DISTINCT hashtext(message_key) FROM " + family_.messages +
+                " WHERE id <= 10 AND message_key IS NOT NULL ORDER BY 1)::text"));
+  EXPECT_TRUE(db_.scalar<bool>("SELECT key_hashes IS NULL FROM " + family_.leases +
+                               " WHERE group_id = " + std::to_string(charge_.id)));
 }
 
 // Rewinding an ordered group revokes its leases that start at or above the new position (they
@@ -656,9 +651,8 @@ TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
     auto rewound = store::rewind_group(*session_, g, 15, std::nullopt, "test");
     EXPECT_EQ(rewound.position, 15);
     EXPECT_EQ(
-        db_.scalar<std::string>("SELECT string_agg(low || '-' || high, ' ' ORDER BY low) FROM "
-                                "sqlstreams.leases_1 WHERE group_id = " +
-                                std::to_string(g.id)),
+        db_.scalar<std::string>("SELECT string_agg(low || '-' || high, ' ' ORDER BY low) FROM " +
+                                family_.leases + " WHERE group_id = " + std::to_string(g.id)),
         ordered ? "0-10 10-20" : "0-10 10-20 20-30");
     EXPECT_EQ(b.commit_ranges({commit(l3)}), std::vector<bool>{!ordered});
     auto fresh = claim(a, 10);  // (15,25]: re-delivers (15,20], which l2 still holds
@@ -667,9 +661,9 @@ TEST_F(OrderingTest, RewindOfAnOrderedGroupRevokesTheLeasesAboveThePosition) {
       EXPECT_EQ(gates(a.gate_keys(fresh, {fresh.token, l1.token})),
                 "j:-:gated k:-:gated x19:-:gated")
           << "the keys of (15,20] that l2, below the position, still holds";
-      EXPECT_NE(db_.scalar<std::string>("SELECT error FROM sqlstreams.deliveries_1 WHERE outcome "
-                                        "= 'operator-rewind' AND group_id = " +
-                                        std::to_string(g.id))
+      EXPECT_NE(db_.scalar<std::string>(
+                       "SELECT error FROM " + family_.deliveries +
+                       " WHERE outcome = 'operator-rewind' AND group_id = " + std::to_string(g.id))
                     .find("revoked 1 lease(s)"),
                 std::string::npos);
     }
@@ -739,22 +733,25 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
   apply_migrations_before(db, 9);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) "
-      "VALUES (1, 1, 'ready', now()), (1, 2, 'dead', now())");
-  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, "
-                      "can_run_after) VALUES (1, 3, 'deferred', now())"),
-               std::exception)
+  const StreamFamily old_family = stream_family(db, "old");
+  db.sql("INSERT INTO " + old_family.exceptions +
+         " (group_id, message_id, status, can_run_after) VALUES (1, 1, 'ready', now()), (1, 2, "
+         "'dead', now())");
+  EXPECT_THROW(
+      db.sql("INSERT INTO " + old_family.exceptions +
+             " (group_id, message_id, status, can_run_after) VALUES (1, 3, 'deferred', now())"),
+      std::exception)
       << "before V009 there is no deferred status";
   apply_migration(db, 9);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after, "
-      "lane_key) VALUES (1, 3, 'deferred', now(), 'k')");
-  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, "
-                      "can_run_after) VALUES (1, 4, 'parked', now())"),
-               std::exception);
+  db.sql("INSERT INTO " + old_family.exceptions +
+         " (group_id, message_id, status, can_run_after, lane_key) VALUES (1, 3, 'deferred', "
+         "now(), 'k')");
+  EXPECT_THROW(
+      db.sql("INSERT INTO " + old_family.exceptions +
+             " (group_id, message_id, status, can_run_after) VALUES (1, 4, 'parked', now())"),
+      std::exception);
   auto shape = [&](int n) {
     std::string out;
     for (const auto& t : {"exceptions", "leases"}) {
@@ -784,9 +781,9 @@ TEST(OrderingMigrationTest, V009GivesAnExistingFamilyWhatTheNewTemplateMakes) {
   EXPECT_NE(shape(2).find("lane_key text"), std::string::npos) << shape(2);
   EXPECT_NE(shape(2).find("key_hashes ARRAY"), std::string::npos) << shape(2);
   EXPECT_NE(shape(2).find("WHERE (lane_key IS NOT NULL)"), std::string::npos) << shape(2);
-  EXPECT_EQ(db.scalar<std::string>(
-                "SELECT string_agg(status || ':' || coalesce(lane_key, 'NULL'), ' ' ORDER BY "
-                "message_id) FROM sqlstreams.exceptions_1"),
+  EXPECT_EQ(db.scalar<std::string>("SELECT string_agg(status || ':' || coalesce(lane_key, 'NULL'), "
+                                   "' ' ORDER BY message_id) FROM " +
+                                   old_family.exceptions),
             "ready:NULL dead:NULL deferred:k")
       << "the rows an older host wrote are kept, without a lane key";
   EXPECT_EQ(db.scalar<std::string>("SELECT ordering || '/' || ordering_dead FROM (SELECT "
@@ -806,16 +803,18 @@ TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
   apply_migrations_before(db, 10);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) "
-      "VALUES (1, 1, 'deferred', now()), (1, 2, 'dead', now())");
+  const StreamFamily old_family = stream_family(db, "old");
+  db.sql("INSERT INTO " + old_family.exceptions +
+         " (group_id, message_id, status, can_run_after) VALUES (1, 1, 'deferred', now()), (1, 2, "
+         "'dead', now())");
   const std::string parked =
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after) VALUES "
-      "(1, 3, 'parked', 'infinity')";
+      "INSERT INTO " + old_family.exceptions +
+      " (group_id, message_id, status, can_run_after) VALUES (1, 3, 'parked', 'infinity')";
   EXPECT_THROW(db.sql(parked), std::exception) << "before V010 there is no parked status";
   apply_migration(db, 10);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");
+  const StreamFamily new_family = stream_family(db, "new");
   db.sql(parked);
   auto check = [&](int n) {
     return db.scalar<std::string>(
@@ -829,12 +828,13 @@ TEST(KeptVersionsMigrationTest, V010GivesAnExistingFamilyTheParkedStatus) {
   EXPECT_EQ(check(2),
             "exceptions_2_status_check CHECK ((status = ANY (ARRAY['ready'::text, "
             "'inflight'::text, 'deferred'::text, 'parked'::text, 'dead'::text])))");
-  EXPECT_EQ(db.scalar<std::string>("SELECT string_agg(status, ' ' ORDER BY message_id) FROM "
-                                   "sqlstreams.exceptions_1"),
+  EXPECT_EQ(db.scalar<std::string>("SELECT string_agg(status, ' ' ORDER BY message_id) FROM " +
+                                   old_family.exceptions),
             "deferred dead parked");
-  EXPECT_THROW(db.sql("INSERT INTO sqlstreams.exceptions_2 (group_id, message_id, status, "
-                      "can_run_after) VALUES (1, 1, 'kept', now())"),
-               std::exception);
+  EXPECT_THROW(
+      db.sql("INSERT INTO " + new_family.exceptions +
+             " (group_id, message_id, status, can_run_after) VALUES (1, 1, 'kept', now())"),
+      std::exception);
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ TEST_F(ProduceLimitsTest, NumbersAreStoredExactlyAsSent) {
   store::Producer p(*session_);
   auto id = p.produce("payments.requested",
                       {R"({"n":12345678901234567890123,"f":0.1000000000000000055511})"});
-  auto r = db_.sql("SELECT payload->>'n', payload->>'f' FROM sqlstreams.messages_1 WHERE id = " +
-                   std::to_string(id));
+  auto r = db_.sql("SELECT payload->>'n', payload->>'f' FROM " + family_.messages +
+                   " WHERE id = " + std::to_string(id));
   EXPECT_EQ(r[0][0].as<std::string>(), "12345678901234567890123");
   EXPECT_EQ(r[0][1].as<std::string>(), "0.1000000000000000055511");
 }

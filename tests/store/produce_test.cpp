@@ -18,15 +18,13 @@ TEST_F(ProduceTest, IdsAscendInInputOrder) {
   for (size_t i = 1; i < ids.size(); ++i) EXPECT_LT(ids[i - 1], ids[i]);
   auto next = p.produce("payments.requested", {R"({"n":50})", 2, std::string("k")});
   EXPECT_GT(next, ids.back());
-  auto r = db_.sql(
-      "SELECT payload->>'n', schema_version, message_key FROM sqlstreams.messages_1 "
-      "WHERE id = " +
-      std::to_string(next));
+  auto r = db_.sql("SELECT payload->>'n', schema_version, message_key FROM " + family_.messages +
+                   " WHERE id = " + std::to_string(next));
   EXPECT_EQ(r[0][0].as<std::string>(), "50");
   EXPECT_EQ(r[0][1].as<int>(), 2);
   EXPECT_EQ(r[0][2].as<std::string>(), "k");
-  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'n' FROM sqlstreams.messages_1 WHERE id = " +
-                                    std::to_string(ids[7])),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload->>'n' FROM " + family_.messages +
+                                    " WHERE id = " + std::to_string(ids[7])),
             "7");
 }
 
@@ -77,12 +75,13 @@ TEST_F(ProduceTest, RuleOneEveryIdDrawOwnsAnXidFirst) {
   // The column default (used by a plain INSERT or COPY) takes an xid before nextval().
   pqxx::work tx(c);
   EXPECT_TRUE(tx.exec("SELECT pg_current_xact_id_if_assigned() IS NULL")[0][0].as<bool>());
-  tx.exec("SELECT sqlstreams.next_id_1()");
+  tx.exec("SELECT " + family_.next_id + "()");
   EXPECT_TRUE(tx.exec("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")[0][0].as<bool>());
   tx.abort();
-  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE "
-                                    "adrelid = 'sqlstreams.messages_1'::regclass AND adnum = 1"),
-            "sqlstreams.next_id_1()");
+  EXPECT_EQ(db_.scalar<std::string>(
+                "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = '" +
+                family_.messages + "'::regclass AND adnum = 1"),
+            family_.next_id + "()");
   // Producers need EXECUTE on the functions only.
   EXPECT_TRUE(db_.scalar<bool>("SELECT prosecdef FROM pg_proc WHERE proname = 'produce'"));
 }
@@ -97,9 +96,8 @@ TEST_F(ProduceTest, RuleOneHoldsOnEveryProducerPathStatementByStatement) {
       "CREATE FUNCTION pg_temp_rule_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
       "IF pg_current_xact_id_if_assigned() IS NULL THEN RAISE EXCEPTION 'id % drawn before "
       "the xid', NEW.id; END IF; RETURN NEW; END $$");
-  db_.sql(
-      "CREATE TRIGGER rule_one BEFORE INSERT ON sqlstreams.messages_1 FOR EACH ROW EXECUTE "
-      "FUNCTION pg_temp_rule_one()");
+  db_.sql("CREATE TRIGGER rule_one BEFORE INSERT ON " + family_.messages +
+          " FOR EACH ROW EXECUTE FUNCTION pg_temp_rule_one()");
   store::Producer p(*session_);
   std::vector<store::NewMessage> batch;
   for (int i = 0; i < 40; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});
@@ -126,9 +124,8 @@ TEST_F(ProduceTest, RuleOneHoldsOnEveryProducerPathStatementByStatement) {
   for (int i = 0; i < 10 && refused == 0; ++i) {
     try {
       pqxx::work tx(plain);
-      tx.exec(
-          "INSERT INTO sqlstreams.messages_1 (id, payload) SELECT "
-          "nextval('sqlstreams.messages_1_id_seq'), '{}'::jsonb");
+      tx.exec("INSERT INTO " + family_.messages + " (id, payload) SELECT nextval('" +
+              family_.id_seq + "'), '{}'::jsonb");
       tx.commit();
       ++stored_plain;
     } catch (const std::exception&) {
@@ -194,8 +191,8 @@ TEST_F(ProduceTest, MissingPartitionsAreHealed) {
     tx.commit();
   }
   EXPECT_EQ(count_messages(db_), 4700);
-  EXPECT_GE(db_.scalar<int>("SELECT count(*) FROM pg_inherits WHERE inhparent = "
-                            "'sqlstreams.messages_1'::regclass"),
+  EXPECT_GE(db_.scalar<int>("SELECT count(*) FROM pg_inherits WHERE inhparent = '" +
+                            family_.messages + "'::regclass"),
             5);
   // A batch that runs past the last partition (ids 4701..5100, partitions end at 5000) is
   // healed and retried, not fatal.

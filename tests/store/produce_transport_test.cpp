@@ -61,8 +61,8 @@ TEST_F(ProduceTransportTest, EveryRefusedPayloadIsNamedByItsPositionAndNothingIs
   EXPECT_EQ(count_messages(db_), 0);
   // Whitespace around an object is JSON: stored as jsonb, like sqlstreams.produce() does.
   auto id = p.produce("payments.requested", {"  {\"a\" :  1}\n"});
-  EXPECT_EQ(db_.scalar<std::string>("SELECT payload::text FROM sqlstreams.messages_1 WHERE id = " +
-                                    std::to_string(id)),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT payload::text FROM " + family_.messages +
+                                    " WHERE id = " + std::to_string(id)),
             R"({"a": 1})");
 }
 
@@ -107,8 +107,8 @@ TEST_F(ProduceTransportTest, PreparedStatementsAreRepreparedAfterALostConnection
   EXPECT_EQ(p.produce_batch("payments.requested", keyed).size(), 3u);
   EXPECT_EQ(p.stored_sizes({R"({"a":1})"}), std::vector<int64_t>{8});
   EXPECT_GE(count_messages(db_), 12);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1 WHERE "
-                                "schema_version = 2 AND message_key = 'k'"),
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages +
+                                " WHERE schema_version = 2 AND message_key = 'k'"),
             6);
 }
 
@@ -160,7 +160,7 @@ TEST_F(ProduceTransportTest, PayloadsWithAnExponentAreStillMeasured) {
               std::string::npos)
         << e.what();
   }
-  const std::string table = "sqlstreams.messages_" + std::to_string(tiny.stream.id);
+  const std::string table = stream_family(tiny.stream.id).messages;
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + table), 0);
   // Small exponents that fit are stored.
   EXPECT_EQ(p.produce_batch("tiny", {{R"({"n":1e3})"}, {R"({"a":1})"}}).size(), 2u);

@@ -24,12 +24,13 @@ class RangeCommitTest : public StoreTest {
     return {};
   }
   std::string cursor() {
-    auto r = db_.sql("SELECT claimed, committed FROM sqlstreams.cursors_1 WHERE group_id = " +
-                     std::to_string(charge_.id));
+    auto r = db_.sql("SELECT claimed, committed FROM " + family_.cursors +
+                     " WHERE group_id = " + std::to_string(charge_.id));
     return std::to_string(r[0][0].as<int64_t>()) + "/" + std::to_string(r[0][1].as<int64_t>());
   }
-  int count(const std::string& where) {
-    return db_.scalar<int>("SELECT count(*) FROM sqlstreams." + where);
+  // Rows of `table_where`: a family_ table, optionally followed by a WHERE clause.
+  int count(const std::string& table_where) {
+    return db_.scalar<int>("SELECT count(*) FROM " + table_where);
   }
 };
 
@@ -48,14 +49,15 @@ TEST_F(RangeCommitTest, CommitWritesOnlyFailuresAndTheAdvancerStopsBeforeThem) {
   c.failures = {retry, dead};
   c.audit = {{4, 1, "retry", "provider down"}, {7, 1, "dead", "cancelled"}};
   EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
-  EXPECT_EQ(count("leases_1"), 0);
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'ready' AND message_id = 4"), 1);
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'dead' AND message_id = 7 AND payload->>'n' = '7'"),
+  EXPECT_EQ(count(family_.leases), 0);
+  EXPECT_EQ(count(family_.exceptions + " WHERE status = 'ready' AND message_id = 4"), 1);
+  EXPECT_EQ(count(family_.exceptions +
+                  " WHERE status = 'dead' AND message_id = 7 AND payload->>'n' = '7'"),
             1);
-  EXPECT_EQ(count("deliveries_1"), 2);
+  EXPECT_EQ(count(family_.deliveries), 2);
   auto adv = gs.advance_cursor();
   EXPECT_EQ(adv.committed_after, 3) << "a ready exception at 4 holds committed at 3";
-  db_.sql("DELETE FROM sqlstreams.exceptions_1 WHERE message_id = 4");
+  db_.sql("DELETE FROM " + family_.exceptions + " WHERE message_id = 4");
   EXPECT_EQ(gs.advance_cursor().committed_after, 10) << "dead rows do not hold committed back";
 }
 
@@ -76,7 +78,7 @@ TEST_F(RangeCommitTest, ReclaimRotatesTheTokenSoTheOldHoldersCommitIsANoOp) {
   store::RangeCommit stale{
       r.token, r.high, true, {{2, store::ExceptionStatus::kReady, 1, 0, Millis(0), "x", {}}}, {}};
   EXPECT_EQ(dead_host.commit_ranges({stale}), std::vector<bool>{false});
-  EXPECT_EQ(count("exceptions_1"), 0) << "outcomes of a lost lease are discarded";
+  EXPECT_EQ(count(family_.exceptions), 0) << "outcomes of a lost lease are discarded";
   EXPECT_EQ(dead_host.renew_leases({r.token}, std::chrono::seconds(30)),
             std::vector<std::string>{r.token});
   store::RangeCommit fresh{re.range->token, re.range->high, true, {}, {}};
@@ -97,9 +99,9 @@ TEST_F(RangeCommitTest, RangeReclaimedMaxTimesIsQuarantined) {
   auto poison = gs.reclaim_expired(std::chrono::seconds(30), 3);
   EXPECT_FALSE(poison.range.has_value());
   ASSERT_TRUE(poison.quarantined.has_value());
-  EXPECT_EQ(count("leases_1"), 0);
-  EXPECT_EQ(count("exceptions_1 WHERE status = 'ready' AND message_id BETWEEN 1 AND 3 AND "
-                  "last_error LIKE '%quarantined after 3 reclaims'"),
+  EXPECT_EQ(count(family_.leases), 0);
+  EXPECT_EQ(count(family_.exceptions + " WHERE status = 'ready' AND message_id BETWEEN 1 AND 3 AND "
+                                       "last_error LIKE '%quarantined after 3 reclaims'"),
             3);
   EXPECT_EQ(gs.advance_cursor().committed_after, 0);
 }
@@ -125,7 +127,7 @@ TEST_F(RangeCommitTest, PartialCommitKeepsTheUnresolvedRestReclaimable) {
   store::RangeCommit c{
       r.token, 6, false, {{5, store::ExceptionStatus::kReady, 1, 0, Millis(0), "e", {}}}, {}};
   EXPECT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
-  auto lease = db_.sql("SELECT low, high, expires_at = '-infinity' FROM sqlstreams.leases_1");
+  auto lease = db_.sql("SELECT low, high, expires_at = '-infinity' FROM " + family_.leases);
   ASSERT_EQ(lease.size(), 1u);
   EXPECT_EQ(lease[0][0].as<int64_t>(), 6);
   EXPECT_EQ(lease[0][1].as<int64_t>(), 10);
@@ -146,11 +148,11 @@ TEST_F(RangeCommitTest, PartialCommitNeverMovesALeaseLowBackward) {
   auto gs = group_store(*s, charge_.id);
   auto r = claim(gs, 10);
   // What the janitor's cursor-floor raise does after dropping ids 1..5 (janitor_cleanup.cpp).
-  db_.sql("UPDATE sqlstreams.leases_1 SET low = 5 WHERE low < 5");
-  db_.sql("UPDATE sqlstreams.cursors_1 SET committed = 5 WHERE committed < 5");
+  db_.sql("UPDATE " + family_.leases + " SET low = 5 WHERE low < 5");
+  db_.sql("UPDATE " + family_.cursors + " SET committed = 5 WHERE committed < 5");
   ASSERT_EQ(gs.commit_ranges({store::RangeCommit{r.token, 3, false, {}, {}}}),
             std::vector<bool>{true});
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT low FROM sqlstreams.leases_1"), 5)
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT low FROM " + family_.leases), 5)
       << "the lease must not reach below the cursor's committed";
 }
 
@@ -183,16 +185,16 @@ TEST_F(RangeCommitTest, GroupsKeepIndependentCursors) {
 // exceptions table was large (a chaos run: 5-10 s per commit on 300 partitions, 75,000
 // exception rows). It must look only at the partition that holds each id it removes.
 TEST_F(RangeCommitTest, ACommitReadsOnlyThePartitionsOfItsOwnRangeHoweverLargeTheStream) {
-  db_.sql("SELECT sqlstreams.ensure_partitions(1, 100001)");
+  db_.sql("SELECT sqlstreams.ensure_partitions(" + std::to_string(family_.id) + ", 100001)");
   db_.sql(
       "SELECT sqlstreams.produce_batch('payments.requested', array_agg(jsonb_build_object('n', "
       "g))) FROM generate_series(11, 100000) g");
   // 20,000 dead letters of the group spread over the stream, 5 of them inside the claimed range.
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after) SELECT " +
-      std::to_string(charge_.id) + ", g * 5, 'dead', 1, now() FROM generate_series(1, 20000) g");
-  db_.sql("ANALYZE sqlstreams.messages_1, sqlstreams.exceptions_1");
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after) SELECT " +
+          std::to_string(charge_.id) +
+          ", g * 5, 'dead', 1, now() FROM generate_series(1, 20000) g");
+  db_.sql("ANALYZE " + family_.messages + ", " + family_.exceptions);
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   auto flush_stats = [&] {  // the committing session's table counters, now (PostgreSQL 15)
@@ -200,8 +202,9 @@ TEST_F(RangeCommitTest, ACommitReadsOnlyThePartitionsOfItsOwnRangeHoweverLargeTh
   };
   auto far_scans = [&] {
     return db_.scalar<int64_t>(
-        "SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables "
-        "WHERE relname IN ('messages_1_p50', 'messages_1_p99')");
+        "SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_user_tables WHERE "
+        "relname IN ('" +
+        family_.partition_name(50) + "', '" + family_.partition_name(99) + "')");
   };
   // Several commits: a prepared statement switches to its generic plan after five.
   for (int i = 0; i < 8; ++i) {
@@ -217,8 +220,9 @@ TEST_F(RangeCommitTest, ACommitReadsOnlyThePartitionsOfItsOwnRangeHoweverLargeTh
     EXPECT_EQ(far_scans(), before) << "commit " << i << " of ids " << r.low + 1 << ".." << r.high
                                    << " read partitions far from its range";
   }
-  EXPECT_EQ(count("exceptions_1 WHERE message_id <= 80"), 0) << "its own old outcomes are gone";
-  EXPECT_EQ(count("exceptions_1"), 20000 - 16);
+  EXPECT_EQ(count(family_.exceptions + " WHERE message_id <= 80"), 0)
+      << "its own old outcomes are gone";
+  EXPECT_EQ(count(family_.exceptions), 20000 - 16);
 }
 
 // The 2026-12-03 chaos drain: with a few hundred partitions and tens of thousands of exception
@@ -228,12 +232,12 @@ TEST_F(RangeCommitTest, ARangeCommitOnALargeStreamIsNeverJitCompiled) {
   if (db_.scalar<std::string>("SELECT pg_jit_available()::text") != "true") {
     GTEST_SKIP() << "this PostgreSQL has no JIT provider";
   }
-  db_.sql("SELECT sqlstreams.ensure_partitions(1, 300001)");
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after) SELECT " +
-      std::to_string(charge_.id) + ", g * 3, 'ready', 1, now() FROM generate_series(10, 80000) g");
-  db_.sql("ANALYZE sqlstreams.exceptions_1");
+  db_.sql("SELECT sqlstreams.ensure_partitions(" + std::to_string(family_.id) + ", 300001)");
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after) SELECT " +
+          std::to_string(charge_.id) +
+          ", g * 3, 'ready', 1, now() FROM generate_series(10, 80000) g");
+  db_.sql("ANALYZE " + family_.exceptions);
   auto s = session();
   auto gs = group_store(*s, charge_.id);
   auto r = claim(gs, 10);
@@ -247,7 +251,8 @@ TEST_F(RangeCommitTest, ARangeCommitOnALargeStreamIsNeverJitCompiled) {
   tx.exec0("SET plan_cache_mode = force_generic_plan");
   const std::string name = tx.exec1(
                                  "SELECT name FROM pg_prepared_statements WHERE statement LIKE "
-                                 "'WITH l AS (DELETE FROM %exceptions_1 e USING l%'")[0]
+                                 "'WITH l AS (DELETE FROM %exceptions_" +
+                                 std::to_string(family_.id) + " e USING l%'")[0]
                                .as<std::string>();
   const std::string plan =
       tx.exec1("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE " + tx.quote_name(name) + "(" +

@@ -31,7 +31,7 @@ class RetryInDoubtTest : public StoreTest {
     EXPECT_EQ(due.size(), 1u);
     return due.at(0);
   }
-  int exceptions() { return db_.scalar<int>("SELECT count(*) FROM sqlstreams.exceptions_1"); }
+  int exceptions() { return db_.scalar<int>("SELECT count(*) FROM " + family_.exceptions); }
 };
 
 TEST_F(RetryInDoubtTest, InDoubtRetryCommitThatCommittedIsResolvedAsCommitted) {

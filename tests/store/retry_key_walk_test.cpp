@@ -29,12 +29,12 @@ class RetryKeyWalkTest : public StoreTest {
     for (int i = 0; i < n; ++i) batch.push_back({"{}", 1, one_key ? prefix : prefix + padded(i)});
     const auto ids = p.produce_batch("payments.requested", batch);
     db_.sql(
-        "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-        "can_run_after, lane_key, message_key) SELECT " +
+        "INSERT INTO " + family_.exceptions +
+        " (group_id, message_id, status, attempts, can_run_after, lane_key, message_key) SELECT " +
         std::to_string(group.id) + ", m.id, '" + status + "', 0, " + due_sql +
-        ", m.message_key, m.message_key FROM sqlstreams.messages_1 m WHERE m.id BETWEEN " +
+        ", m.message_key, m.message_key FROM " + family_.messages + " m WHERE m.id BETWEEN " +
         std::to_string(ids.front()) + " AND " + std::to_string(ids.back()));
-    db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = greatest(claimed, " +
+    db_.sql("UPDATE " + family_.cursors + " SET claimed = greatest(claimed, " +
             std::to_string(ids.back()) + ") WHERE group_id = " + std::to_string(group.id));
   }
   static std::string padded(int i) {
@@ -168,17 +168,18 @@ TEST_F(RetryKeyWalkTest, KeylessRowsComeFromTheDueIndexBesideTheHeads) {
   keyed_rows(g, "e", 500, "deferred", "now() - interval '1 s'", true);
   store::Producer p(*session_);
   const auto loose = p.produce_batch("payments.requested", {{"{}", 1, std::nullopt}});
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, can_run_after) "
-      "VALUES (" +
-      std::to_string(g.id) + ", " + std::to_string(loose.front()) +
-      ", 'ready', 1, now() - interval '1 hour')");
-  db_.sql("UPDATE sqlstreams.cursors_1 SET claimed = " + std::to_string(loose.front()) +
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after) VALUES (" +
+          std::to_string(g.id) + ", " + std::to_string(loose.front()) +
+          ", 'ready', 1, now() - interval '1 hour')");
+  db_.sql("UPDATE " + family_.cursors + " SET claimed = " + std::to_string(loose.front()) +
           " WHERE group_id = " + std::to_string(g.id));
-  EXPECT_EQ(db_.scalar<std::string>("SELECT indexdef FROM pg_indexes WHERE indexname = "
-                                    "'exceptions_1_due'"),
-            "CREATE INDEX exceptions_1_due ON sqlstreams.exceptions_1 USING btree (group_id, "
-            "can_run_after) WHERE (status <> ALL (ARRAY['dead'::text, 'deferred'::text]))");
+  const std::string due = "exceptions_" + std::to_string(family_.id) + "_due";
+  EXPECT_EQ(
+      db_.scalar<std::string>("SELECT indexdef FROM pg_indexes WHERE indexname = '" + due + "'"),
+      "CREATE INDEX " + due + " ON " + family_.exceptions +
+          " USING btree (group_id, can_run_after) WHERE (status <> ALL (ARRAY['dead'::text, "
+          "'deferred'::text]))");
   auto gs = ordered(g, OrderingMode::kKeyRelease);
   auto got = gs.claim_due_retries(kWalkTtl, 10, Pick::kReady, 3, 0);
   EXPECT_EQ(keys(got), (std::vector<std::string>{"-", "d", "e"}));
@@ -191,10 +192,9 @@ TEST(RetryKeyWalkMigrationTest, V014GivesAnExistingFamilyWhatTheNewTemplateMakes
   apply_migrations_before(db, 14);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (1, 'old', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(1)");
-  db.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, can_run_after, "
-      "lane_key) VALUES (1, 1, 'ready', now(), NULL), (1, 2, 'deferred', now(), 'k'), (1, 3, "
-      "'dead', now(), 'k')");
+  db.sql("INSERT INTO " + stream_family(db, "old").exceptions +
+         " (group_id, message_id, status, can_run_after, lane_key) VALUES (1, 1, 'ready', now(), "
+         "NULL), (1, 2, 'deferred', now(), 'k'), (1, 3, 'dead', now(), 'k')");
   apply_migration(db, 14);
   db.sql("INSERT INTO sqlstreams.streams (id, name, partition_size) VALUES (2, 'new', 1000)");
   db.sql("SELECT sqlstreams.create_stream_family(2)");

@@ -21,13 +21,13 @@ class RetryReclaimTest : public StoreTest {
   }
   // The holder of every inflight row is lost: its row lease expires now.
   void lose_holder() {
-    db_.sql(
-        "UPDATE sqlstreams.exceptions_1 SET lease_expires_at = statement_timestamp() - "
-        "interval '1 ms' WHERE status = 'inflight'");
+    db_.sql("UPDATE " + family_.exceptions +
+            " SET lease_expires_at = statement_timestamp() - interval '1 ms' WHERE status = "
+            "'inflight'");
   }
   std::string row() {
-    return db_.scalar<std::string>(
-        "SELECT status || '|' || attempts || '|' || last_error FROM sqlstreams.exceptions_1");
+    return db_.scalar<std::string>("SELECT status || '|' || attempts || '|' || last_error FROM " +
+                                   family_.exceptions);
   }
 };
 
@@ -80,7 +80,7 @@ TEST_F(RetryReclaimTest, TwoResultsForOneMessageInOneBatchCommitOnlyTheCurrentTo
   ASSERT_EQ(gs.commit_ranges({c}), std::vector<bool>{true});
   using Pick = store::GroupStore::RetryPick;
   auto audit_rows = [&] {
-    return db_.scalar<int>("SELECT count(*) FROM sqlstreams.deliveries_1 WHERE message_id = 1");
+    return db_.scalar<int>("SELECT count(*) FROM " + family_.deliveries + " WHERE message_id = 1");
   };
   const int before = audit_rows();
 
@@ -117,7 +117,7 @@ TEST_F(RetryReclaimTest, TwoResultsForOneMessageInOneBatchCommitOnlyTheCurrentTo
   int expected_audit = before;
   for (const auto& k : cases) {
     SCOPED_TRACE(k.what);
-    db_.sql("UPDATE sqlstreams.exceptions_1 SET can_run_after = now() - interval '1 s'");
+    db_.sql("UPDATE " + family_.exceptions + " SET can_run_after = now() - interval '1 s'");
     auto stale = gs.claim_due_retries(std::chrono::seconds(30), 10, Pick::kAll, kMaxRetries);
     ASSERT_EQ(stale.size(), 1u);
     lose_holder();  // the claim's lease ran out before its result was written
@@ -130,8 +130,8 @@ TEST_F(RetryReclaimTest, TwoResultsForOneMessageInOneBatchCommitOnlyTheCurrentTo
     if (k.result(current[0]).audit) ++expected_audit;
     EXPECT_EQ(audit_rows(), expected_audit) << "one audit row: the current token's";
     const auto row_now = db_.scalar<std::string>(
-        "SELECT coalesce(string_agg(status || '|' || attempts, ','), '') FROM "
-        "sqlstreams.exceptions_1");
+        "SELECT coalesce(string_agg(status || '|' || attempts, ','), '') FROM " +
+        family_.exceptions);
     EXPECT_EQ(row_now, k.row_after);
   }
 }

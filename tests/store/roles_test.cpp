@@ -56,25 +56,25 @@ TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
         "'{\"b\":3}']::jsonb[], NULL, NULL, ARRAY['idem-1', 'idem-2'])");
     tx.commit();
   }
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1"), 5);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.messages), 5);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.idempotency_keys"), 2);
-  for (const std::string sql : {
-           "SELECT * FROM sqlstreams.cursors_1",
-           "SELECT * FROM sqlstreams.leases_1",
-           "SELECT * FROM sqlstreams.exceptions_1",
-           "SELECT * FROM sqlstreams.deliveries_1",
-           "SELECT * FROM sqlstreams.messages_1",
-           "SELECT * FROM sqlstreams.messages_1_p0",
+  for (const std::string& sql : std::vector<std::string>{
+           "SELECT * FROM " + family_.cursors,
+           "SELECT * FROM " + family_.leases,
+           "SELECT * FROM " + family_.exceptions,
+           "SELECT * FROM " + family_.deliveries,
+           "SELECT * FROM " + family_.messages,
+           "SELECT * FROM " + family_.partition(0),
            "SELECT * FROM sqlstreams.streams",
            "SELECT * FROM sqlstreams.groups",
            "SELECT * FROM sqlstreams.workers",
-           "UPDATE sqlstreams.cursors_1 SET claimed = 0",
-           "DELETE FROM sqlstreams.leases_1",
-           "UPDATE sqlstreams.exceptions_1 SET status = 'ready'",
-           "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')",
+           "UPDATE " + family_.cursors + " SET claimed = 0",
+           "DELETE FROM " + family_.leases,
+           "UPDATE " + family_.exceptions + " SET status = 'ready'",
+           "INSERT INTO " + family_.messages + " (payload) VALUES ('{}')",
            "UPDATE sqlstreams.streams SET max_payload_bytes = 100000000",
-           "SELECT nextval('sqlstreams.messages_1_id_seq')",
-           "SELECT sqlstreams.next_id_1()",
+           "SELECT nextval('" + family_.id_seq + "')",
+           "SELECT " + family_.next_id + "()",
            "SELECT sqlstreams.ensure_partitions(1, 100000)",
            "SELECT sqlstreams.create_stream_family(99)",
            "SELECT sqlstreams.give_to_host(1)",
@@ -94,11 +94,10 @@ TEST_F(RolesTest, TheProducerRoleProducesAndCanReadOrChangeNothingElse) {
 
 TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
   store::Producer(*session_).produce_batch("payments.requested", {{R"({"a":1})"}, {R"({"a":2})"}});
-  db_.sql(
-      "INSERT INTO sqlstreams.exceptions_1 (group_id, message_id, status, attempts, "
-      "can_run_after, last_error) VALUES (" +
-      std::to_string(charge_.id) + ", 1, 'dead', 4, now(), 'provider unreachable'), (" +
-      std::to_string(charge_.id) + ", 2, 'dead', 1, now(), 'cancelled')");
+  db_.sql("INSERT INTO " + family_.exceptions +
+          " (group_id, message_id, status, attempts, can_run_after, last_error) VALUES (" +
+          std::to_string(charge_.id) + ", 1, 'dead', 4, now(), 'provider unreachable'), (" +
+          std::to_string(charge_.id) + ", 2, 'dead', 1, now(), 'cancelled')");
   const std::string url = login_as("sqlstreams_operator");
   store::Session op(options_as(url));
   auto fleet = store::read_status(op, now_);
@@ -119,7 +118,8 @@ TEST_F(RolesTest, TheOperatorRoleRunsStatusDeadLettersAndRewind) {
   // An operator does not produce and does not run DDL.
   EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.produce('payments.requested', '{}')"), "42501");
   EXPECT_EQ(sqlstate_of(url, "SELECT sqlstreams.ensure_partitions(1, 100000)"), "42501");
-  EXPECT_EQ(sqlstate_of(url, "INSERT INTO sqlstreams.messages_1 (payload) VALUES ('{}')"), "42501");
+  EXPECT_EQ(sqlstate_of(url, "INSERT INTO " + family_.messages + " (payload) VALUES ('{}')"),
+            "42501");
 }
 
 // V005 (docs/operating/service.md#group-lifecycle): `group pause|resume|drop` as
@@ -133,6 +133,7 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
   store::StreamSpec later;
   later.name = "orders.created";
   auto orders = store::declare_stream(*session_, later).stream;
+  const StreamFamily orders_family = stream_family(orders.id);
   auto shipping =
       store::declare_group(*session_, orders, "shipping", store::StartAt::kBeginning).group;
 
@@ -151,22 +152,23 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
   EXPECT_EQ(sqlstate_of(url, "DELETE FROM sqlstreams.streams"), "42501");
   // V008 (docs/operating/security.md#producers-and-roles): pause, resume and drop only through the
   // audited functions; the tables behind them, and the audit trail itself, are not writable by hand
-  // (families declared before and after V008's grants alike: cursors_1 and cursors_2).
-  for (const char* sql :
-       {"UPDATE sqlstreams.groups SET paused_at = now(), paused_by = 'nobody'",
-        "DELETE FROM sqlstreams.groups", "DELETE FROM sqlstreams.workers",
-        "DELETE FROM sqlstreams.cursors_1", "DELETE FROM sqlstreams.leases_1",
-        "DELETE FROM sqlstreams.cursors_2", "DELETE FROM sqlstreams.leases_2",
-        "INSERT INTO sqlstreams.group_actions (action, stream, group_name, group_id, actor) "
-        "VALUES ('pause', 'orders.created', 'shipping', 1, 'forged')",
-        "INSERT INTO sqlstreams.stream_actions (action, stream, stream_id) VALUES ('set', 'x', 1)",
-        "UPDATE sqlstreams.streams SET retention = '1 day'",
-        // Rewind and dead retry/discard too: their audit rows in deliveries_N are theirs alone.
-        "UPDATE sqlstreams.cursors_2 SET claimed = 0",
-        "UPDATE sqlstreams.exceptions_2 SET attempts = 0", "DELETE FROM sqlstreams.exceptions_2",
-        "INSERT INTO sqlstreams.deliveries_2 (group_id, message_id, attempt, outcome) VALUES (1, "
-        "1, "
-        "0, 'operator-rewind')"}) {
+  // (families declared before and after V008's grants alike: family_ and orders_family).
+  for (const std::string& sql : std::vector<std::string>{
+           "UPDATE sqlstreams.groups SET paused_at = now(), paused_by = 'nobody'",
+           "DELETE FROM sqlstreams.groups", "DELETE FROM sqlstreams.workers",
+           "DELETE FROM " + family_.cursors, "DELETE FROM " + family_.leases,
+           "DELETE FROM " + orders_family.cursors, "DELETE FROM " + orders_family.leases,
+           "INSERT INTO sqlstreams.group_actions (action, stream, group_name, group_id, actor) "
+           "VALUES ('pause', 'orders.created', 'shipping', 1, 'forged')",
+           "INSERT INTO sqlstreams.stream_actions (action, stream, stream_id) VALUES ('set', 'x', "
+           "1)",
+           "UPDATE sqlstreams.streams SET retention = '1 day'",
+           // Rewind and dead retry/discard too: their audit rows in deliveries_N are theirs alone.
+           "UPDATE " + orders_family.cursors + " SET claimed = 0",
+           "UPDATE " + orders_family.exceptions + " SET attempts = 0",
+           "DELETE FROM " + orders_family.exceptions,
+           "INSERT INTO " + orders_family.deliveries +
+               " (group_id, message_id, attempt, outcome) VALUES (1, 1, 0, 'operator-rewind')"}) {
     EXPECT_EQ(sqlstate_of(url, sql), "42501") << sql;
   }
   // Fleet settings: the operator changes them through stream set, recorded under its login.
@@ -188,7 +190,7 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
 
   const std::string producer_url = login_as("sqlstreams_producer");
   EXPECT_EQ(sqlstate_of(producer_url, "UPDATE sqlstreams.groups SET paused_at = now()"), "42501");
-  EXPECT_EQ(sqlstate_of(producer_url, "DELETE FROM sqlstreams.cursors_1"), "42501");
+  EXPECT_EQ(sqlstate_of(producer_url, "DELETE FROM " + family_.cursors), "42501");
   EXPECT_EQ(sqlstate_of(producer_url, "SELECT * FROM sqlstreams.group_actions"), "42501");
   EXPECT_EQ(sqlstate_of(producer_url, "SELECT * FROM sqlstreams.pause_group(1, 'p')"), "42501");
   EXPECT_EQ(sqlstate_of(producer_url,
@@ -199,7 +201,7 @@ TEST_F(RolesTest, TheOperatorRolePausesResumesAndDropsGroupsAndTheHostRoleMarksT
 
 TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTakesProducts) {
   // Ids are drawn up to 2500: the stream (1000 ids per partition) needs partitions past p2.
-  db_.sql("SELECT setval('sqlstreams.messages_1_id_seq', 2500)");
+  db_.sql("SELECT setval('" + family_.id_seq + "', 2500)");
   const std::string host_url = login_as("sqlstreams_host");
   {
     store::Session host(options_as(host_url));
@@ -207,8 +209,8 @@ TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTak
     auto created = janitor.create_ahead(now_, store::JanitorSettings{});
     ASSERT_FALSE(created.empty());
   }
-  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = "
-                                    "'sqlstreams.messages_1_p2'::regclass"),
+  EXPECT_EQ(db_.scalar<std::string>("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = '" +
+                                    family_.partition(2) + "'::regclass"),
             "sqlstreams_host")
       << "a partition created by one host's LOGIN role must be droppable by every other host";
   const std::string producer_url = login_as("sqlstreams_producer");
@@ -218,10 +220,10 @@ TEST_F(RolesTest, APartitionTheHostRolesJanitorCreatesBelongsToTheHostRoleAndTak
       tx.exec("SELECT sqlstreams.produce('payments.requested', '{\"a\":1}')")[0][0].as<int64_t>();
   tx.commit();
   EXPECT_EQ(id, 2501);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1_p2"), 1);
+  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.partition(2)), 1);
   // A second host (another LOGIN role) may drop what the first one created.
   const std::string other_host = login_as("sqlstreams_host");
-  EXPECT_EQ(sqlstate_of(other_host, "DROP TABLE sqlstreams.messages_1_p3"), "");
+  EXPECT_EQ(sqlstate_of(other_host, "DROP TABLE " + family_.partition(3)), "");
 }
 
 TEST_F(RolesTest, RolesAreCreatedOnceForTheWholeClusterAndASecondSchemaMigrates) {

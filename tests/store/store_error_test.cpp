@@ -35,7 +35,7 @@ store::StoreError failure_of(Fn&& fn) {
 
 TEST_F(StoreErrorTest, APreparedStatementFailureNamesThePreparedStatement) {
   auto gs = group_store(*session_, charge_.id);
-  db_.sql("DROP TABLE sqlstreams.cursors_1");
+  db_.sql("DROP TABLE " + family_.cursors);
   const auto e = failure_of([&] { gs.observe(); });
   EXPECT_TRUE(contains(e, "observe: statement sqlstreams_observe_1: ")) << e.what();
   EXPECT_EQ(e.condition(), store::Condition::kUndefinedTable);

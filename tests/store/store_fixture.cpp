@@ -35,6 +35,7 @@ void StoreTest::SetUp() {
   spec.name = "payments.requested";
   spec.partition_size = 1000;
   stream_ = store::declare_stream(*session_, spec).stream;
+  family_ = stream_family(stream_.id);
   charge_ =
       store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning).group;
   audit_ =
@@ -49,14 +50,14 @@ store::SessionOptions StoreTest::options() const {
 
 void StoreTest::expire_leases() {
   db_.sql(
-      "UPDATE sqlstreams.leases_1 SET expires_at = statement_timestamp() - interval '1 ms' "
-      "WHERE expires_at <> '-infinity'");
+      "UPDATE " + family_.leases +
+      " SET expires_at = statement_timestamp() - interval '1 ms' WHERE expires_at <> '-infinity'");
 }
 
 void StoreTest::expire_retry_leases() {
   db_.sql(
-      "UPDATE sqlstreams.exceptions_1 SET lease_expires_at = statement_timestamp() - "
-      "interval '1 ms' WHERE status = 'inflight'");
+      "UPDATE " + family_.exceptions +
+      " SET lease_expires_at = statement_timestamp() - interval '1 ms' WHERE status = 'inflight'");
 }
 
 std::unique_ptr<store::Session> StoreTest::session() const {

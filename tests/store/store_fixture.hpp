@@ -1,5 +1,6 @@
 // tests/store/store_fixture — a fresh database, migrated, with stream `payments.requested`
-// (id 1) and groups `charge-cards` / `audit-payments`; raw SQL helpers for producers.
+// (its table family in `family_`) and groups `charge-cards` / `audit-payments`; raw SQL helpers
+// for producers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,9 +16,10 @@
 
 namespace sqlstreams::testing {
 
-// The number of rows in stream 1's message table.
-inline int64_t count_messages(const TestDatabase& db) {
-  return db.scalar<int64_t>("SELECT count(*) FROM sqlstreams.messages_1");
+// The number of rows in the message table of `stream`.
+inline int64_t count_messages(const TestDatabase& db,
+                              const std::string& stream = "payments.requested") {
+  return db.scalar<int64_t>("SELECT count(*) FROM " + stream_family(db, stream).messages);
 }
 
 // A producer holding its own transaction open across test steps.
@@ -51,13 +53,14 @@ class StoreTest : public ::testing::Test {
   // A claim cycle as the claimer runs it: observe, then claim when worth it.
   store::ClaimResult poll(store::GroupStore& gs, int32_t batch = 1000);
   // Expiry is judged on the database's clock: a test makes every range lease (handed-back
-  // ones excepted) or row lease of stream 1 expire by writing the expiry itself.
+  // ones excepted) or row lease of the stream expire by writing the expiry itself.
   void expire_leases();
   void expire_retry_leases();
 
   TestDatabase db_{TestDatabase::Schema::kMigrated};
   std::unique_ptr<store::Session> session_;
   store::StreamRef stream_;
+  StreamFamily family_;  // stream_'s tables
   store::GroupRef charge_, audit_;
   // A host wall-clock instant for records (audit times); expiries never use it.
   SysTime now_ = SysTime(std::chrono::milliseconds(1'800'000'000'000));

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "process.hpp"
+#include "store/core/stream_tables.hpp"
 
 namespace sqlstreams::testing {
 namespace {
@@ -143,6 +144,53 @@ pqxx::result query(const std::string& url, const std::string& statement) {
 
 pqxx::result TestDatabase::sql(const std::string& statement) const {
   return query(url_, statement);
+}
+
+namespace {
+
+store::StreamTables tables_of(int64_t id) { return store::StreamTables("sqlstreams", id); }
+
+}  // namespace
+
+std::string StreamFamily::partition(int64_t k) const { return tables_of(id).partition(k); }
+
+std::string StreamFamily::partition_name(int64_t k) const {
+  return tables_of(id).partition_name(k);
+}
+
+std::string StreamFamily::partition_default() const { return tables_of(id).partition_default(); }
+
+std::string StreamFamily::partition_default_name() const {
+  return tables_of(id).partition_default_name();
+}
+
+StreamFamily stream_family(int64_t id) {
+  const store::StreamTables t = tables_of(id);
+  StreamFamily f;
+  f.id = id;
+  f.messages = t.messages;
+  f.cursors = t.cursors;
+  f.leases = t.leases;
+  f.exceptions = t.exceptions;
+  f.deliveries = t.deliveries;
+  f.id_seq = t.id_seq;
+  f.next_id = t.schema + ".next_id_" + std::to_string(id);  // StreamTables does not name it
+  return f;
+}
+
+StreamFamily stream_family(const std::string& url, const std::string& stream) {
+  pqxx::connection c(url);
+  pqxx::read_transaction tx(c);
+  const auto r = tx.exec_params("SELECT id FROM sqlstreams.streams WHERE name = $1", stream);
+  if (r.empty()) {
+    throw std::runtime_error("stream_family: no stream named '" + stream +
+                             "' in sqlstreams.streams");
+  }
+  return stream_family(r[0][0].as<int64_t>());
+}
+
+StreamFamily stream_family(const TestDatabase& db, const std::string& stream) {
+  return stream_family(db.url(), stream);
 }
 
 TestLogins::~TestLogins() {

@@ -10,6 +10,7 @@
 // Threading: one TestDatabase per test; sql() opens a new connection per call.
 #pragma once
 
+#include <cstdint>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -73,5 +74,30 @@ T scalar(const std::string& url, const std::string& statement) {
 
 // Replaces the database name of a postgresql:// URL.
 std::string with_database(const std::string& url, const std::string& db);
+
+// The qualified names of one stream's table family (messages_N and its partitions, cursors_N,
+// leases_N, exceptions_N, deliveries_N, the id sequence, next_id_N()), built by the runtime's own
+// store::StreamTables with schema "sqlstreams". Tests name a stream's tables through this, never
+// as a literal `sqlstreams.messages_1`: the id is the one the database assigned to the stream
+// (tests/docs/family_names_test.cpp fails on such a literal under tests/).
+struct StreamFamily {
+  int64_t id = 0;
+  std::string messages, cursors, leases, exceptions, deliveries;
+  std::string id_seq;   // sqlstreams.messages_N_id_seq
+  std::string next_id;  // sqlstreams.next_id_N (the function, without its "()")
+  // sqlstreams.messages_N_p<k>, and its pg_class name messages_N_p<k> (as the janitor reports it).
+  std::string partition(int64_t k) const;
+  std::string partition_name(int64_t k) const;
+  // sqlstreams.messages_N_default (V007), and its pg_class name.
+  std::string partition_default() const;
+  std::string partition_default_name() const;
+};
+
+// The family of stream `id`, without asking the database.
+StreamFamily stream_family(int64_t id);
+// The family of the stream named `stream` in sqlstreams.streams of the database at `url` (or
+// `db`); throws std::runtime_error naming the stream when there is none.
+StreamFamily stream_family(const std::string& url, const std::string& stream);
+StreamFamily stream_family(const TestDatabase& db, const std::string& stream);
 
 }  // namespace sqlstreams::testing

@@ -79,16 +79,16 @@ std::string http_config(const std::string& url, const std::string& dir,
          "/token\"\nsigning_secret_file = \"" + dir + "/secret\"\n" + extra_config;
 }
 
-// Every message of stream "hooks" resolved: the group's committed cursor at the head, no lease.
-void wait_delivered(const std::string& url, Millis timeout) {
-  const std::string sql =
-      "SELECT (SELECT coalesce(max(id), 0) FROM sqlstreams.messages_1) > 0 AND NOT EXISTS "
-      "(SELECT 1 FROM sqlstreams.cursors_1 WHERE committed < (SELECT max(id) FROM "
-      "sqlstreams.messages_1)) AND NOT EXISTS (SELECT 1 FROM sqlstreams.leases_1)";
-  ASSERT_EQ(scalar<int64_t>(url, "SELECT min(id) FROM sqlstreams.streams"), 1);
+// Every message of `stream` resolved: the group's committed cursor at the head, no lease.
+void wait_delivered(const std::string& url, const std::string& stream, Millis timeout) {
+  const testing::StreamFamily t = testing::stream_family(url, stream);
+  const std::string sql = "SELECT (SELECT coalesce(max(id), 0) FROM " + t.messages +
+                          ") > 0 AND NOT EXISTS (SELECT 1 FROM " + t.cursors +
+                          " WHERE committed < (SELECT max(id) FROM " + t.messages +
+                          ")) AND NOT EXISTS (SELECT 1 FROM " + t.leases + ")";
   ASSERT_TRUE(wait_until([&] { return scalar<bool>(url, sql); }, timeout, 100ms))
       << "not delivered: "
-      << query(url, "SELECT claimed, committed FROM sqlstreams.cursors_1").at(0).at(1).c_str();
+      << query(url, "SELECT claimed, committed FROM " + t.cursors).at(0).at(1).c_str();
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
@@ -132,7 +132,7 @@ TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
   produce(R"({"answer":"retry-after:1"})");
   produce(R"({"answer":"drop-once"})");
   produce(R"({"answer":"status:404"})");
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
 
   // OK at once: one request, with the metadata headers and a verified signature.
   auto ok = receiver.requests_for("ok");
@@ -196,6 +196,7 @@ TEST_F(HttpDelivery, AReceiverDownFor30SecondsLosesNothing) {
   replace_all(config, "max_delay = \"500ms\"", "max_delay = \"2s\"");
   const auto down_since = std::chrono::steady_clock::now();
   auto host = start_host(config);
+  const testing::StreamFamily t = testing::stream_family(db_, "hooks");
   constexpr int kMessages = 50;
   std::string lines;
   for (int i = 0; i < kMessages; ++i) lines += R"({"answer":"ok","n":)" + std::to_string(i) + "}\n";
@@ -205,13 +206,14 @@ TEST_F(HttpDelivery, AReceiverDownFor30SecondsLosesNothing) {
   ASSERT_TRUE(wait_until(
       [&] {
         return scalar<int64_t>(db_.url(),
-                               "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
-                               "LIKE 'no HTTP answer%' AND attempts >= 2") >= kMessages;
+                               "SELECT count(*) FROM " + t.exceptions +
+                                   " WHERE last_error LIKE 'no HTTP answer%' AND attempts >= 2") >=
+               kMessages;
       },
       60s));
   std::this_thread::sleep_until(down_since + 30s);
   Receiver receiver(dir_, port, "receiver");
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
   std::set<std::string> delivered;
   for (const auto& r : receiver.requests()) delivered.insert(r["headers"]["webhook-id"]);
   EXPECT_EQ(delivered.size(), static_cast<size_t>(kMessages));
@@ -233,12 +235,12 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
   // Without the CA: the certificate is refused (verification is on by default): RETRY.
   {
     auto host = start_host(http_config(url, dir_.path()));
+    const testing::StreamFamily t = testing::stream_family(db_, "hooks");
     produce(R"({"answer":"ok","tls":1})");
     ASSERT_TRUE(wait_until(
         [&] {
-          return scalar<int64_t>(db_.url(),
-                                 "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
-                                 "LIKE 'no HTTP answer%'") == 1;
+          return scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + t.exceptions +
+                                                " WHERE last_error LIKE 'no HTTP answer%'") == 1;
         },
         30s))
         << tail(host->log());
@@ -247,7 +249,7 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
   }
   // With it: delivered over TLS.
   auto host = start_host(http_config(url, dir_.path(), "tls_ca_file = \"" + cert + "\"\n"));
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
   ASSERT_EQ(receiver.requests().size(), 1u);
   EXPECT_EQ(receiver.requests()[0]["verified"], true);
   EXPECT_EQ(host->stop(20s), 0);
@@ -267,7 +269,7 @@ TEST_F(HttpDelivery, BatchModeDeliversArraysAndEachMessageGetsTheOutcomeTheRecei
   }
   auto [code, out] = cli({"produce", "hooks", "--key", "k\"1\\"}, db_.url(), lines);
   ASSERT_EQ(code, 0) << out;
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
   std::map<int64_t, int> deliveries;
   size_t requests = 0;
   for (const auto& r : receiver.requests()) {
@@ -331,8 +333,10 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
       },
       30s))
       << receiver.log() << tail(host->log());
-  wait_delivered(db_.url(), 30s);
-  EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM sqlstreams.exceptions_1"), 0);
+  wait_delivered(db_.url(), "orders.placed", 30s);
+  EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM " +
+                                           testing::stream_family(db_, "orders.placed").exceptions),
+            0);
   EXPECT_EQ(host->stop(20s), 0);
 }
 
@@ -392,11 +396,12 @@ TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
   replace_all(config, "http_listen = \"\"",
               "http_listen = \"127.0.0.1:" + std::to_string(http_port) + "\"");
   auto host = start_host(config);
+  const testing::StreamFamily t = testing::stream_family(db_, "hooks");
   produce(R"({"answer":"ok"})");
   produce(R"({"answer":"status:400"})");
   produce(R"({"answer":"once:503"})");
   produce(R"({"answer":"drop-once"})");
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
 
   std::vector<std::pair<std::string, std::string>> seen;  // (where, text)
   // The receiver down: a delivery retried with a connection error in its exception row.
@@ -404,24 +409,22 @@ TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
   produce(R"({"answer":"ok","while":"down"})");
   ASSERT_TRUE(wait_until(
       [&] {
-        return scalar<int64_t>(db_.url(),
-                               "SELECT count(*) FROM sqlstreams.exceptions_1 WHERE last_error "
-                               "LIKE 'no HTTP answer%'") > 0;
+        return scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + t.exceptions +
+                                              " WHERE last_error LIKE 'no HTTP answer%'") > 0;
       },
       30s));
-  seen.emplace_back("exception rows",
-                    query(db_.url(),
-                          "SELECT string_agg(coalesce(last_error, ''), ' | ') FROM "
-                          "sqlstreams.exceptions_1")
-                        .at(0)
-                        .at(0)
-                        .c_str());
+  seen.emplace_back(
+      "exception rows",
+      query(db_.url(), "SELECT string_agg(coalesce(last_error, ''), ' | ') FROM " + t.exceptions)
+          .at(0)
+          .at(0)
+          .c_str());
   for (const char* path : {"/", "/metrics", "/readyz", "/healthz", "/groups/hooks/deliver",
                            "/groups/hooks/deliver/dead"}) {
     seen.emplace_back(path, fetch_page(http_port, path));
   }
   receiver.emplace(dir_, port, "receiver-back");
-  wait_delivered(db_.url(), 60s);
+  wait_delivered(db_.url(), "hooks", 60s);
   for (const std::vector<std::string>& cmd :
        {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
         std::vector<std::string>{"dead", "list", "hooks", "deliver"},
