@@ -62,7 +62,8 @@ TEST(DiscoveryTimeout, EveryTestExecutableIsListedWithAGenerousTimeout) {
 TEST(DiscoveryTimeout, TheCheckSeesACallWithoutOneAcrossLines) {
   EXPECT_EQ(calls_without_timeout("x\ngtest_discover_tests(a PROPERTIES LABELS unit)\n", "f"),
             std::vector<std::string>{"f:2"});
-  EXPECT_TRUE(calls_without_timeout("gtest_discover_tests(a\n  DISCOVERY_TIMEOUT 60)", "f").empty());
+  EXPECT_TRUE(
+      calls_without_timeout("gtest_discover_tests(a\n  DISCOVERY_TIMEOUT 60)", "f").empty());
 }
 
 }  // namespace
