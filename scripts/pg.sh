@@ -20,7 +20,7 @@ as_pg() {
   if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 url() { echo "postgresql://postgres@127.0.0.1:${PORT}/${DB}"; }
-# The server runs at the caller's CPU priority (`nice -n 10 scripts/pg.sh start`: scripts/test.sh
+# The server runs at the caller's CPU priority (`nice -n 5 scripts/pg.sh start`: scripts/test.sh
 # runs the suite's cluster below the chaos runs' clusters). pg_ctl starts the postmaster in a
 # session of its own (setsid), and where the kernel schedules by autogroup (sched(7),
 # /proc/sys/kernel/sched_autogroup_enabled) each session is a group of its own at nice 0, whatever

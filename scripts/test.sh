@@ -166,7 +166,7 @@ if [[ "$tsan_job" != 1 ]]; then
 fi
 
 # The TSan job (CONTRIBUTING.md#the-tsan-job): the build started above, then the unit and
-# integration tests of the folders where threads meet (beside the chaos lane, at nice 10).
+# integration tests of the folders where threads meet (beside the chaos lane, at the lane's nice).
 echo "== TSan job: ${tsan_dirs[*]}"
 if ! wait "$tsan_build_pid"; then
   cat "$tsan_log"
