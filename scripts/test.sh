@@ -5,7 +5,7 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset "asan"), starts a throwaway
 # PostgreSQL for the run, runs every test (unit, integration, e2e), stops PostgreSQL.
 # Then the TSan job: builds the "tsan" preset's test targets of the folders where threads meet
-# (tests/common, consume, maintain, isolation; at nice 19 while the asan tests run) and runs
+# (tests/common, consume, maintain, isolation; at nice 5 while the asan tests run) and runs
 # their unit and integration tests under ThreadSanitizer; a TSan report fails its test and so
 # the run. The asan result is kept while it runs: the run fails when either failed.
 # SQLSTREAMS_SKIP_TSAN=1 skips the TSan job (local runs only; .ci/run unsets it), and so do
@@ -60,10 +60,10 @@ phase checks
 cmake --build --preset "$preset" -j"$(nproc)"
 phase "build ($preset)"
 
-# The TSan job's build overlaps the asan tests, at the lowest CPU priority: the tests wait on
-# PostgreSQL and host processes about half of the time, and the build takes only what they
-# leave (CONTRIBUTING.md#the-tsan-job). Its output goes to build/tsan-job-build.log, printed if it
-# fails.
+# The TSan job's build overlaps the asan tests, at nice 5 in a session of its own (about a quarter
+# of the cores when everything is busy; CONTRIBUTING.md#the-tsan-job): at nice 19 a cold build was
+# still compiling 134 s after the asan tests ended, and the machine half idle. Its output goes to
+# build/tsan-job-build.log, printed if it fails.
 tsan_dirs=(common consume maintain isolation)
 tsan_job=0
 if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
@@ -75,21 +75,22 @@ if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
   done
   cmake --preset tsan >/dev/null
   tsan_log=build/tsan-job-build.log
-  low_priority 19 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}" \
+  low_priority 5 cmake --build --preset tsan -j"$(nproc)" --target "${tsan_targets[@]}" \
     >"$tsan_log" 2>&1 &
   tsan_build_pid=$!
 fi
 
 # Two lanes when the whole suite runs (CONTRIBUTING.md#scheduling): the chaos runs (label chaos;
 # each starts its own cluster and three hosts, and a planted defect must be caught within a fixed
-# run) one after another at normal CPU priority, and every other test beside them at nice 5
-# (SQLSTREAMS_LANE_NICE), the suite's cluster too. Since the plant runs stopped draining, the
+# run) one after another at normal CPU priority, and every other test beside them at nice 5,
+# the suite's cluster too. Since the plant runs stopped draining, the
 # chaos lane is busy throughout: at nice 10 the other lane got so little that it took 363 s
 # against 250 s at nice 5, whose plant margins stayed wide (CONTRIBUTING.md#scheduling).
 lanes=0
 if [[ "$preset" == asan && $# -eq 0 ]]; then lanes=1; fi
 below_chaos=()
-if [[ "$lanes" == 1 ]]; then below_chaos=(nice -n "${SQLSTREAMS_LANE_NICE:-5}"); fi
+lane_nice=5
+if [[ "$lanes" == 1 ]]; then below_chaos=(nice -n "$lane_nice"); fi
 
 # A free TCP port for this run's cluster, below the kernel's range of ephemeral ports
 # (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 here): in that range a port nobody listens

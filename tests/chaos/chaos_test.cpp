@@ -100,10 +100,11 @@ TEST_F(ChaosPlantTest, ClaimWithoutProofIsReportedAsSkipped) {
   // With g-o: skipped 406-465 in quiet runs, 194 without it on 2026-12-05 (fewer groups to skip
   // ids in), 38 on 2026-12-06 (with the isolated group emitting). The plant once went uncaught
   // under load, so it keeps g-o, without the hot keys whose drain was ~27 s of the run:
-  // skipped=195 in 61 s (268-304 in 78-82 s with them), 2026-12-06.
+  // skipped=195 in 61 s (268-304 in 78-82 s with them), 2026-12-06. Without the drain, 40 s
+  // caught skipped=106-296 in four runs (three of them beside the suite), so 30 s.
   o.hot_keys = false;
   o.seed = 7;
-  o.duration = 40s;
+  o.duration = 30s;
   o.faults = {};
   o.plant = "claim-without-proof";
   const auto result = run(o);
@@ -186,7 +187,8 @@ TEST_F(ChaosPlantTest, IdempotencyIgnoringLiveKeysIsReportedAsAKeyStoredTwice) {
   ChaosOptions o = plant_options();
   o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run
   o.seed = 31;
-  o.duration = 15s;
+  o.duration = 15s;  // idempotency=40-117 in four runs without the drain; 10 s caught none
+                     // (2026-12-06): the idem producers' repeats come late in a run
   o.faults = {};
   o.plant = "idempotency-ignore-live";
   const auto result = run(o);
@@ -201,7 +203,7 @@ TEST_F(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   ChaosOptions o = plant_options();
   o.ordered = false;  // no g-o: its plant is elsewhere, and its drain cost 4-12 s a run
   o.seed = 37;
-  o.duration = 15s;
+  o.duration = 10s;  // 15 s: child-start=71-79 in four runs without the drain (2026-12-06)
   o.faults = {"replace-plugin"};
   // Replacements back to back (each holds the file 2-4 s): ~2/3 of the run with a bad file on
   // disk. With the default 1.5-3.5 s pauses a quiet fresh-clone run caught child-start=7 only.
