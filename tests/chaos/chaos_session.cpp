@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "e2e_support.hpp"
+#include "scratch.hpp"
 
 // The workload's own producers and monitor lose their connections on purpose
 // (pg_terminate_backend, pg_ctl restart): libpqxx 6.4 then leaks one PGresult per lost
@@ -83,8 +84,7 @@ SessionResult run_chaos_session(ChaosOptions options) {
     std::lock_guard lk(run.history().mu);
     result.events = run.history().events;
   }
-  const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
-  if (result.verdict.ok() && result.quiescent && !(keep && *keep && std::string(keep) != "0")) {
+  if (result.verdict.ok() && result.quiescent && !testing::keep_requested()) {
     std::error_code ec;
     std::filesystem::remove_all(options.work_dir, ec);
     result.work_dir += " (removed)";

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "chaos_session.hpp"
+#include "scratch.hpp"
 
 namespace sqlstreams::chaos {
 namespace {
@@ -80,8 +81,7 @@ class ChaosPlantTest : public ::testing::Test {
     return result;
   }
   void TearDown() override {
-    const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
-    if (work_dir_.empty() || HasFailure() || (keep && *keep && std::string(keep) != "0")) return;
+    if (work_dir_.empty() || HasFailure() || testing::keep_requested()) return;
     std::error_code ec;
     std::filesystem::remove_all(work_dir_, ec);
   }

@@ -382,6 +382,8 @@ struct ChaosRun::Impl {
   // `committed` must never pass an open lease, and never move backward except across a rewind.
   void monitor_loop();
   bool quiescent(std::string* why, std::string* state = nullptr);
+  // Waits until quiescent (true) or no progress for quiesce_timeout (false).
+  bool drain();
 };
 
 void ChaosRun::Impl::monitor_loop() {
@@ -455,6 +457,41 @@ void ChaosRun::Impl::monitor_loop() {
       c.reset();  // the database restarts during the run
     }
   }
+}
+
+// After the producers stopped: waits for quiescence, releasing held keys as an operator would.
+// Liveness: "stuck" means no progress for quiesce_timeout, not "slower than a fixed budget"
+// (a long run under load ends with a backlog it is still working through).
+bool ChaosRun::Impl::drain() {
+  std::string why, last_state, last_waiting;
+  auto deadline = Clock::now() + o.quiesce_timeout;
+  bool quiet = false;
+  std::mt19937_64 drain_rng(o.seed);
+  auto next_release = Clock::now();
+  while (Clock::now() < deadline) {
+    std::string state;
+    if ((quiet = quiescent(&why, &state))) break;
+    // Where the drain's time goes: the first group not yet quiet, each time that changes.
+    const std::string waiting = why.substr(0, why.find(':'));
+    if (waiting != last_waiting) {
+      last_waiting = waiting;
+      event("drain: waiting for " + why);
+    }
+    // A held key's successors wait for an operator: one who discards every 100 ms. A hot key
+    // whose every eighth message dies drains one dead letter per round, so the round's period
+    // is the drain's: at 1 s the short run spent ~100 s here.
+    if (o.ordered && Clock::now() >= next_release) {
+      release_held_keys(drain_rng, true);
+      next_release = Clock::now() + 100ms;
+    }
+    if (state != last_state) {
+      last_state = state;
+      deadline = Clock::now() + o.quiesce_timeout;
+    }
+    std::this_thread::sleep_for(o.ordered ? 100ms : 250ms);
+  }
+  event(quiet ? "quiescent" : "NOT quiescent: " + why);
+  return quiet;
 }
 
 // Quiescent: no range lease, no exception row but dead letters (ready, inflight, or whatever an
@@ -562,40 +599,12 @@ bool ChaosRun::run() {
       m.start_host(*host);
     }
   }
-  // Liveness: "stuck" means no progress for quiesce_timeout, not "slower than a fixed budget"
-  // (a long run under load ends with a backlog it is still working through).
-  std::string why, last_state, last_waiting;
-  auto deadline = Clock::now() + options_.quiesce_timeout;
   bool quiet = false;
-  std::mt19937_64 drain_rng(options_.seed);
-  auto next_release = Clock::now();
-  if (!options_.drain) {
+  if (options_.drain) {
+    quiet = m.drain();
+  } else {
     m.event("no drain: the safety invariants only");
-    deadline = Clock::now();
   }
-  while (Clock::now() < deadline) {
-    std::string state;
-    if ((quiet = m.quiescent(&why, &state))) break;
-    // Where the drain's time goes: the first group not yet quiet, each time that changes.
-    const std::string waiting = why.substr(0, why.find(':'));
-    if (waiting != last_waiting) {
-      last_waiting = waiting;
-      m.event("drain: waiting for " + why);
-    }
-    // A held key's successors wait for an operator: one who discards every 100 ms. A hot key
-    // whose every eighth message dies drains one dead letter per round, so the round's period
-    // is the drain's: at 1 s the short run spent ~100 s here.
-    if (options_.ordered && Clock::now() >= next_release) {
-      m.release_held_keys(drain_rng, true);
-      next_release = Clock::now() + 100ms;
-    }
-    if (state != last_state) {
-      last_state = state;
-      deadline = Clock::now() + options_.quiesce_timeout;
-    }
-    std::this_thread::sleep_for(options_.ordered ? 100ms : 250ms);
-  }
-  if (options_.drain) m.event(quiet ? "quiescent" : "NOT quiescent: " + why);
   m.stop_monitor = true;
   m.monitor_thread.join();
   for (auto& host : m.hosts) host->ask_to_stop();

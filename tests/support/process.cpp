@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "scratch.hpp"
+
 extern char** environ;
 
 namespace sqlstreams::testing {
@@ -43,9 +45,7 @@ class TempFiles {
     paths_.push_back(std::move(path));
   }
   ~TempFiles() {
-    const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
-    if (paths_.empty() || ::testing::UnitTest::GetInstance()->Failed() ||
-        (keep && *keep && std::string(keep) != "0")) {
+    if (paths_.empty() || ::testing::UnitTest::GetInstance()->Failed() || keep_requested()) {
       return;
     }
     std::error_code ec;

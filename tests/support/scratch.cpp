@@ -20,9 +20,13 @@ ScratchDir::ScratchDir(const std::string& prefix) {
   std::filesystem::permissions(path_, std::filesystem::perms(0755));
 }
 
-ScratchDir::~ScratchDir() {
+bool keep_requested() {
   const char* keep = std::getenv("SQLSTREAMS_E2E_KEEP");
-  if (::testing::Test::HasFailure() || (keep && *keep && std::string(keep) != "0")) {
+  return keep != nullptr && *keep != '\0' && std::string(keep) != "0";
+}
+
+ScratchDir::~ScratchDir() {
+  if (::testing::Test::HasFailure() || keep_requested()) {
     std::fprintf(stderr, "keeping %s (host configs, logs and record files)\n", path_.c_str());
     return;
   }

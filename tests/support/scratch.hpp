@@ -26,6 +26,10 @@ class ScratchDir {
   std::string path_;
 };
 
+// SQLSTREAMS_E2E_KEEP is set to something other than "0": a test's scratch (folders, files, a chaos
+// run's work folder) is kept whatever the verdict.
+bool keep_requested();
+
 // A free TCP port on 127.0.0.1 (bound to port 0, then released). Throws when none is free.
 int free_tcp_port();
 
