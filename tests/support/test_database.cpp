@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 
 #include "process.hpp"
@@ -81,6 +83,20 @@ bool throwaway_cluster() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// "<pid>_<8 hex digits>", drawn once per process: what makes a test's database and role names
+// unique on the cluster. The pid alone is not: pids wrap at /proc/sys/kernel/pid_max (32,768
+// here), and on a throwaway cluster a test's database is never dropped, so a later test process
+// with the same pid and test name met "database ... already exists" (found repeating
+// IdempotentProduceTest.* 5 times beside a build, 2026-12-06).
+const std::string& process_tag() {
+  static const std::string tag = [] {
+    std::random_device rd;
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rd()));
+    return std::to_string(getpid()) + "_" + hex;
+  }();
+  return tag;
+}
 }  // namespace
 
 std::string admin_url() {
@@ -109,8 +125,7 @@ TestDatabase::TestDatabase(Schema schema) {
   for (auto& c : test) {
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   }
-  name_ =
-      "t_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + test.substr(0, 30);
+  name_ = "t_" + process_tag() + "_" + std::to_string(counter++) + "_" + test.substr(0, 30);
   for (auto& c : name_) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   const std::string from =
       schema == Schema::kMigrated ? migrated_template() : std::string("template1");
@@ -206,7 +221,7 @@ TestLogins::~TestLogins() {
 
 std::string TestLogins::login_as(const std::string& granted) {
   static std::atomic<int> counter{0};
-  const std::string role = "t" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
+  const std::string role = "t" + process_tag() + "_" + std::to_string(counter++) + "_" +
                            granted.substr(granted.find('_') + 1);
   db_.sql("CREATE ROLE " + role + " LOGIN IN ROLE " + granted);
   roles_.push_back(role);
