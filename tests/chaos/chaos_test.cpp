@@ -127,6 +127,7 @@ TEST_F(ChaosPlantTest, EmitWithoutTokenIsReportedAsEmits) {
   o.seed = 13;
   o.duration = 10s;
   o.faults = {"stop"};
+  o.min_faults = 3;  // each stop is 4.5 s: two fit in 10 s, and the first may find no range held
   o.fault_every_min = 500ms;
   o.fault_every_max = 1000ms;
   o.plant = "emit-without-token";
@@ -142,6 +143,9 @@ TEST_F(ChaosPlantTest, CommitWithoutTokenIsReportedAsDoubleCommit) {
   o.seed = 11;
   o.duration = 10s;  // 15 s: double-commits 175-547 (2026-12-05)
   o.faults = {"stop"};
+  // 2026-12-06, a slow machine beside the suite: two stops in 10 s, the first 0.8 s after the
+  // start (before the host held a range), caught nothing. Now at least three.
+  o.min_faults = 3;
   o.fault_every_min = 500ms;
   o.fault_every_max = 1000ms;
   o.plant = "commit-without-token";
@@ -205,6 +209,9 @@ TEST_F(ChaosPlantTest, ChildLoadingThePluginFileIsReportedAsChildStart) {
   o.seed = 37;
   o.duration = 10s;  // 15 s: child-start=71-79 in four runs without the drain (2026-12-06)
   o.faults = {"replace-plugin"};
+  // 2026-12-06, a slow machine beside the suite: 10 s caught nothing. At least four
+  // replacements (one each of truncated and refused, the one that follows, and one more).
+  o.min_faults = 4;
   // Replacements back to back (each holds the file 2-4 s): ~2/3 of the run with a bad file on
   // disk. With the default 1.5-3.5 s pauses a quiet fresh-clone run caught child-start=7 only.
   o.fault_every_min = 300ms;

@@ -107,6 +107,8 @@ struct ChaosRun::Impl {
   // replacements ran (the variant cycles: truncated, refused, good).
   std::string plugin_image;
   int replacements = 0;
+  // Faults injected so far (a skipped one does not count): ChaosOptions::min_faults.
+  std::atomic<int> faults_done{0};
 
   Impl(ChaosOptions& options, History& history)
       : o(options), h(history), groups(groups_of(options)), rng(options.seed) {}
@@ -167,7 +169,8 @@ struct ChaosRun::Impl {
     return r;
   }
 
-  void fault(const std::string& kind) {
+  // False when the fault was skipped (nothing was injected).
+  bool fault(const std::string& kind) {
     if (kind == "kill") {
       auto& host = some_host();
       kill_host(host);
@@ -190,7 +193,7 @@ struct ChaosRun::Impl {
       }
       event("sigcont " + host.name());
     } else if (kind == "pg-restart") {
-      if (!o.restart_database) return;
+      if (!o.restart_database) return false;
       event("pg-restart begin");
       const bool ok = o.restart_database();
       event(std::string("pg-restart ") + (ok ? "done" : "FAILED"));
@@ -294,7 +297,7 @@ struct ChaosRun::Impl {
       }
       if (!all_ready()) {
         event("replace-plugin skipped: a host is not ready");
-        return;
+        return false;
       }
       static const char* const kVariants[] = {"truncated", "refused", "good"};
       const std::string variant = kVariants[replacements++ % 3];
@@ -319,6 +322,7 @@ struct ChaosRun::Impl {
       host.reload_with_changed_group();
       event("reload " + host.name() + " (g-b concurrency changed)");
     }
+    return true;
   }
 
   void fault_loop() {
@@ -332,7 +336,7 @@ struct ChaosRun::Impl {
       const std::string kind =
           n < o.first_faults.size() ? o.first_faults[n] : kinds[rng() % kinds.size()];
       const auto began = Clock::now();
-      fault(kind);
+      if (fault(kind)) ++faults_done;
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began);
       if (took > 3s && kind != "stop" && kind != "kill" && kind != "all-down") {
         event(kind + " took " + std::to_string(took.count()) + " ms");
@@ -565,6 +569,20 @@ bool ChaosRun::run() {
     m.hosts.push_back(std::make_unique<ChaosHost>(options_, i));
     m.start_host(*m.hosts.back());
   }
+  // The run's clock starts when every host is ready: a slow machine's start-up (ASan hosts
+  // beside a busy suite took seconds) must not eat a short run's fault window. A host that
+  // never gets ready is the run's to report (host-exit), not a reason to wait on.
+  {
+    const auto ready_by = Clock::now() + 60s;
+    auto all_ready = [&m] {
+      for (auto& host : m.hosts) {
+        if (!host->ready()) return false;
+      }
+      return true;
+    };
+    while (!all_ready() && Clock::now() < ready_by) std::this_thread::sleep_for(50ms);
+    m.event(all_ready() ? "hosts ready" : "hosts not all ready after 60 s: running anyway");
+  }
   m.event(
       "started " + std::to_string(options_.hosts) + " hosts, seed " +
       std::to_string(options_.seed) + (options_.plant.empty() ? "" : ", plant " + options_.plant) +
@@ -579,6 +597,15 @@ bool ChaosRun::run() {
   if (options_.ordered) m.operator_thread = std::thread([&m] { m.operator_loop(); });
 
   std::this_thread::sleep_for(options_.duration);
+  // At least min_faults faults injected (ChaosOptions::min_faults), within 4 durations.
+  if (m.faults_done < options_.min_faults) {
+    const auto cap = Clock::now() + 3 * options_.duration;
+    while (m.faults_done < options_.min_faults && Clock::now() < cap) {
+      std::this_thread::sleep_for(100ms);
+    }
+    m.event("ran past the duration until " + std::to_string(m.faults_done.load()) + " of " +
+            std::to_string(options_.min_faults) + " faults were injected");
+  }
   m.stop_faults = true;
   m.fault_thread.join();
   if (m.operator_thread.joinable()) m.operator_thread.join();

@@ -82,7 +82,7 @@ std::string host_config(const HostOptions& o) {
   };
   group(kCharge,
         o.charge_config + (o.charge_retry.empty() ? "" : "[groups.retry]\n" + o.charge_retry));
-  if (o.audit_group) group(kAudit, "");
+  if (o.audit_group) group(kAudit, o.audit_config);
   for (int i = 1; i <= o.noop_groups; ++i) {
     t << "\n[[groups]]\nname = \"idle-" << i << "\"\nstream = \"" << kStream
       << "\"\nplugin = \"noop.so\"\nhandler = \"noop\"\n";

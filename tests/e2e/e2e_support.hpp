@@ -96,6 +96,7 @@ struct HostOptions {
   std::string record_file;                    // "" = no record file
   int64_t sleep_ms = 0;                       // per-message work in both handlers
   std::string charge_config;                  // extra TOML lines for charge-cards' [groups.config]
+  std::string audit_config;    // extra TOML lines for audit-payments' [groups.config]
   std::string group_settings;  // extra TOML lines of every group's own table (`key = value`)
   std::string charge_retry;    // TOML lines for charge-cards' [groups.retry] ("" = defaults)
   bool audit_group = true;

@@ -162,7 +162,11 @@ TEST_F(GroupLifecycle, DroppingAGroupNobodyRunsReleasesTheRetentionItHeld) {
 TEST_F(GroupLifecycle, DroppingAGroupARunningHostConsumesStopsOnlyThatPipeline) {
   HostOptions o;
   o.record_file = dir_.file("records.txt");
-  o.sleep_ms = 10;
+  // audit-payments is slow (400 messages take 40 s at concurrency 2) and the drop comes after
+  // its 20th call: a `group drop` that starts slowly on a loaded machine still finds it running
+  // (at 10 ms a message, as charge-cards, it had finished all 400 before a slow drop, 2026-12-06).
+  o.charge_config = "sleep_ms = 10\n";
+  o.audit_config = "sleep_ms = 200\n";
   o.concurrency = 2;
   o.batch_size = 20;
   Host host(dir_, o, url());

@@ -163,7 +163,10 @@ TEST(PluginFault, AMessageThatCrashesEveryHostEndsDeadAndItsNeighboursSucceed) {
     ASSERT_TRUE(resolved) << tail(host->log());
     EXPECT_EQ(host->wait(0ms), std::nullopt);
     host->signal(SIGTERM);
-    EXPECT_EQ(host->wait(20s), std::optional<int>(0)) << tail(host->log());
+    // 2026-12-06, a loaded slow machine: host-stopped was logged 1.6 s after the SIGTERM and the
+    // process had not exited 20 s later; the report says where it is if it happens again.
+    EXPECT_EQ(host->wait(20s), std::optional<int>(0))
+        << tail(host->log()) << testing::thread_report(host->pid());
   }
   ASSERT_TRUE(dead_and_rest_done())
       << query(db.url(), "SELECT message_id, status, attempts, last_error FROM " + t.exceptions +

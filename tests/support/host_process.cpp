@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -40,7 +41,10 @@ bool RunningHost::wait_for_log(const std::string& needle, std::chrono::milliseco
 
 std::optional<int> RunningHost::stop(std::chrono::milliseconds timeout) {
   process_->signal(SIGTERM);
-  return process_->wait(timeout);
+  auto code = process_->wait(timeout);
+  // Still running: say what it is doing (the caller's failure message has the log).
+  if (!code) std::fprintf(stderr, "%s", thread_report(process_->pid()).c_str());
+  return code;
 }
 
 }  // namespace sqlstreams::testing

@@ -205,4 +205,30 @@ std::optional<std::string> read_proc_file(const std::string& path) {
   return out;
 }
 
+std::string thread_report(pid_t pid) {
+  std::ostringstream out;
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  std::error_code ec;
+  out << "threads of pid " << pid << " (tid name state wchan):\n";
+  for (const auto& task : std::filesystem::directory_iterator(task_dir, ec)) {
+    const std::string dir = task.path().string();
+    std::string comm = read_proc_file(dir + "/comm").value_or("?\n");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    // stat: "tid (comm) S ...": the state is the first field after the last ')'.
+    const std::string stat = read_proc_file(dir + "/stat").value_or("");
+    const auto paren = stat.rfind(')');
+    const std::string state =
+        paren != std::string::npos && paren + 2 < stat.size() ? stat.substr(paren + 2, 1) : "?";
+    out << "  " << task.path().filename().string() << " " << comm << " " << state << " "
+        << read_proc_file(dir + "/wchan").value_or("?") << "\n";
+  }
+  if (ec) out << "  (" << task_dir << ": " << ec.message() << ")\n";
+  if (::access("/usr/bin/gdb", X_OK) == 0) {
+    auto [code, stacks] = run_command({"timeout", "30", "/usr/bin/gdb", "-batch", "-nx", "-p",
+                                       std::to_string(pid), "-ex", "thread apply all bt 12"});
+    out << "gdb (exit " << code << "):\n" << stacks;
+  }
+  return out.str();
+}
+
 }  // namespace sqlstreams::testing

@@ -63,4 +63,9 @@ std::string lsan_options_with(const std::string& suppressions_file);
 // the ESRCH: a test that counts processes must not die because one of them ended.)
 std::optional<std::string> read_proc_file(const std::string& path);
 
+// What a process that does not exit is doing, for a failure message: each thread's name, state
+// and kernel wait channel from /proc, then its stacks from `gdb -batch` when gdb is installed
+// (at most 30 s). Evaluate it in the failure branch only (gtest's `<<` after an EXPECT is).
+std::string thread_report(pid_t pid);
+
 }  // namespace sqlstreams::testing
