@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "common/chaos_plant.hpp"
+#include "store/core/one_trip_transaction.hpp"
 #include "store/core/pq.hpp"
 #include "store/core/sql_array.hpp"
 #include "store/core/sql_time.hpp"
@@ -102,9 +103,12 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
     // the expiry the database computes from its own clock.
     const SteadyTime deadline = std::chrono::steady_clock::now() + lease_ttl;
     auto& conn = connection_of(session_);
-    pqxx::work tx(conn);
+    // BEGIN travels with the cursor's lock (store/core/one_trip_transaction.hpp): four round
+    // trips for a claim that reads, six before (README "The claim in round trips").
+    OneTripTransaction block(conn);
+    auto& tx = block.tx();
     // Prove in a later statement: xmin >= xid means every older transaction has ended.
-    auto locked = exec_prepared(tx, conn, claim_lock_, group_id_, nullable(obs.xid));
+    auto locked = block.begin_with(claim_lock_, {std::to_string(group_id_), obs.xid});
     if (locked.size() != 1) {
       throw StoreError(StoreError::Kind::kOther,
                        fmt::format("claim: no cursor row for group {}", group_id_));
@@ -218,33 +222,35 @@ ClaimResult GroupStore::claim(const Observation& obs, int32_t batch, Millis leas
       result.budget_full = new_claimed == claimed;
     }
 
-    if (new_claimed != claimed || proven != settled || new_pending_head != pending_head ||
-        new_pending_xid != pending_xid) {
-      exec_prepared(
-          tx, conn, claim_update_, group_id_, new_claimed, proven,
-          nullable(new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
-                                    : std::nullopt),
-          nullable(new_pending_xid));
-      result.wrote = true;
-    }
+    const std::optional<std::string> pending_head_param =
+        new_pending_head ? std::optional<std::string>(std::to_string(*new_pending_head))
+                         : std::nullopt;
     if (new_claimed > claimed) {
+      // The cursor moves and the range's lease is written in one statement.
       range.high = new_claimed;
       range.deadline = deadline;
+      pqxx::result lease;
       if (ordering_ == OrderingMode::kNone) {
-        auto lease = exec_prepared(tx, conn, lease_insert_, group_id_, claimed, new_claimed,
-                                   ms_param(lease_ttl), holder_);
-        range.token = lease.at(0)[0].as<std::string>();
+        lease = exec_prepared(tx, conn, claim_update_lease_, group_id_, new_claimed, proven,
+                              nullable(pending_head_param), nullable(new_pending_xid), claimed,
+                              ms_param(lease_ttl), holder_);
       } else {
-        // An ordered group's lease carries the range's key hashes (same transaction: the lease
-        // and the cursor still commit together).
+        // An ordered group's lease carries the range's key hashes.
         range.key_array = distinct_key_array(range.messages);
-        auto lease = exec_prepared(tx, conn, lease_insert_keys_, group_id_, claimed, new_claimed,
-                                   ms_param(lease_ttl), holder_, range.key_array);
-        range.token = lease.at(0)[0].as<std::string>();
+        lease = exec_prepared(tx, conn, claim_update_lease_keys_, group_id_, new_claimed, proven,
+                              nullable(pending_head_param), nullable(new_pending_xid), claimed,
+                              ms_param(lease_ttl), holder_, range.key_array);
       }
+      range.token = lease.at(0)[0].as<std::string>();
       result.range = std::move(range);
+      result.wrote = true;
+    } else if (proven != settled || new_pending_head != pending_head ||
+               new_pending_xid != pending_xid) {
+      exec_prepared(tx, conn, claim_update_, group_id_, new_claimed, proven,
+                    nullable(pending_head_param), nullable(new_pending_xid));
+      result.wrote = true;
     }
-    tx.commit();  // even when empty: the pending observation must persist
+    block.commit();  // even when empty: the pending observation must persist
     if (cache) cache->note_claimed(new_claimed);
     return result;
   });

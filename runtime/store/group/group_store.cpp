@@ -19,8 +19,8 @@ namespace {
 constexpr StatementName kObserve{"observe"};
 constexpr StatementName kClaimLock{"claim_lock"};
 constexpr StatementName kClaimUpdate{"claim_update"};
-constexpr StatementName kLeaseInsert{"lease_insert"};
-constexpr StatementName kLeaseInsertKeys{"lease_insert_keys"};
+constexpr StatementName kClaimUpdateLease{"claim_update_lease"};
+constexpr StatementName kClaimUpdateLeaseKeys{"claim_update_lease_keys"};
 constexpr StatementName kGateKeys{"gate_keys"};
 constexpr StatementName kGateAnything{"gate_anything"};
 constexpr StatementName kReadRange{"read_range"};
@@ -75,23 +75,34 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
       kClaimUpdate, fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
                                 "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
                                 tables_.cursors));
-  lease_insert_ = statement(
-      kLeaseInsert,
-      fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) VALUES "
-                  "($1, gen_random_uuid(), $2, $3, {}, $5) RETURNING token::text",
-                  tables_.leases, db_in("$4")));
-  // Ordered groups: the same lease with the hashtext() of the range's distinct keys ($6, as
-  // read, deduplicated by the caller), computed here so one function hashes keys everywhere
+  // A claim that takes a range moves the cursor and writes the range's lease in one statement
+  // (README "The claim in round trips"): claim_update_'s parameters, then $6 the range's low end,
+  // $7 the lease's ttl, $8 the holder. The lease is inserted from the updated cursor row, so one
+  // never goes without the other.
+  // Ordered groups (_keys_): the same lease with the hashtext() of the range's distinct keys ($9,
+  // as read, deduplicated by the caller), computed here so one function hashes keys everywhere
   // (runtime/store/group/README.md#per-key-ordering). Neither DISTINCT nor ORDER BY: two keys
   // whose hashes collide leave the hash twice, which every reader tolerates (each is an EXISTS
   // or a DISTINCT), and sorting 5,000 hashes was two thirds of this statement (~2 ms a range
   // inside the claim's lock on the cursor row; bench/results "Per-key ordering").
-  lease_insert_keys_ = statement(
-      kLeaseInsertKeys,
-      fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder, key_hashes) "
-                  "VALUES ($1, gen_random_uuid(), $2, $3, {}, $5, ARRAY(SELECT hashtext(u.k) "
-                  "FROM unnest($6::text[]) AS u(k))) RETURNING token::text",
-                  tables_.leases, db_in("$4")));
+  const std::string update_cursor = fmt::format(
+      "WITH moved AS (UPDATE {} SET claimed = $2, settled_head = $3, pending_head = $4::bigint, "
+      "pending_xid = $5::xid8 WHERE group_id = $1 RETURNING group_id) ",
+      tables_.cursors);
+  claim_update_lease_ = statement(
+      kClaimUpdateLease,
+      update_cursor + fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) "
+                                  "SELECT group_id, gen_random_uuid(), $6, $2, {}, $8 FROM moved "
+                                  "RETURNING token::text",
+                                  tables_.leases, db_in("$7")));
+  claim_update_lease_keys_ = statement(
+      kClaimUpdateLeaseKeys,
+      update_cursor +
+          fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder, key_hashes) "
+                      "SELECT group_id, gen_random_uuid(), $6, $2, {}, $8, ARRAY(SELECT "
+                      "hashtext(u.k) FROM unnest($9::text[]) AS u(k)) FROM moved "
+                      "RETURNING token::text",
+                      tables_.leases, db_in("$7")));
   gate_ = statement(kGateKeys, gate_keys_sql(tables_, GateParts::kBoth));
   gate_anything_ = statement(kGateAnything, gate_anything_sql(tables_));
   read_range_ =

@@ -389,16 +389,17 @@ class GroupStore {
   StreamTables tables_;
   // The hot statements (observe, claim, range read, reclaim, range commits, lease renewal, the
   // advancer): text built once in group_store.cpp, prepared once per connection on first use
-  // (store/core/pq.hpp
-  // exec_prepared()). Named sqlstreams_<name>_<stream id> (store/core/statement.hpp): the text
-  // depends on nothing else. count_range_ runs only when a claim is served from a RangeCache.
-  // lease_insert_keys_ is lease_insert_ with the range's key hashes (ordered groups); gate_ is
-  // gate_keys()'s statement, gate_anything_ its keyless first check. read_checked_ is a claim's
-  // read when the range is far below its byte budget, read_budget_ the read that cuts it (the
-  // budget's running sum); read_range_ re-reads a reclaimed lease's whole range.
-  Statement observe_, claim_lock_, claim_update_, lease_insert_, lease_insert_keys_, read_range_,
-      read_budget_, read_checked_, count_range_, reclaim_, commit_complete_, commit_partial_,
-      renew_, advance_read_, advance_apply_, gate_, gate_anything_;
+  // (store/core/pq.hpp exec_prepared()). Named sqlstreams_<name>_<stream id>
+  // (store/core/statement.hpp): the text depends on nothing else. count_range_ runs only when a
+  // claim is served from a RangeCache. claim_update_lease_ is claim_update_ and the range's lease
+  // in one statement, claim_update_lease_keys_ the same with the range's key hashes (ordered
+  // groups); gate_ is gate_keys()'s statement, gate_anything_ its keyless first check.
+  // read_checked_ is a claim's read when the range is far below its byte budget, read_budget_
+  // the read that cuts it (the budget's running sum); read_range_ re-reads a reclaimed lease's
+  // whole range.
+  Statement observe_, claim_lock_, claim_update_, claim_update_lease_, claim_update_lease_keys_,
+      read_range_, read_budget_, read_checked_, count_range_, reclaim_, commit_complete_,
+      commit_partial_, renew_, advance_read_, advance_apply_, gate_, gate_anything_;
   OrderingMode ordering_ = OrderingMode::kNone;
   // The ordered retry claim's key walk (README "The key walk"): the key after which the next
   // walk starts, and whether the last one stopped before it had looked at every key. Touched
