@@ -60,18 +60,19 @@ int kill_handler_children(const std::set<int>& parents) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;  // gone meanwhile
+    // read_proc_file: a process that ends between the open and the read must not throw (an
+    // ifstream's read of its file fails with ESRCH as std::ios_base::failure: seen 2026-12-06).
+    const auto stat = testing::read_proc_file(e.path() / "stat");
+    if (!stat) continue;  // gone meanwhile
+    const std::string line = stat->substr(0, stat->find('\n'));
     const size_t close = line.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(line.substr(close + 2));
     char state = 0;
     int ppid = 0;
     if (!(rest >> state >> ppid) || !parents.count(ppid)) continue;
-    std::ifstream cmd(e.path() / "cmdline");
-    const std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (args.find("__handler-child") == std::string::npos) continue;
+    const auto args = testing::read_proc_file(e.path() / "cmdline");
+    if (!args || args->find("__handler-child") == std::string::npos) continue;
     if (::kill(std::stoi(name), SIGKILL) == 0) ++killed;
   }
   return killed;

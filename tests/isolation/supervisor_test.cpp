@@ -29,6 +29,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,7 +88,10 @@ class Supervisor : public ::testing::Test {
     DIR* dir = ::opendir("/proc/self/task");
     while (dirent* e = ::readdir(dir)) {
       if (e->d_name[0] == '.') continue;
-      std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
+      // read_proc_file: a thread that ends meanwhile must not throw (ESRCH on the read).
+      std::istringstream in(
+          testing::read_proc_file(std::string("/proc/self/task/") + e->d_name + "/children")
+              .value_or(""));
       pid_t pid = 0;
       while (in >> pid) pids.push_back(pid);
     }
@@ -96,9 +100,11 @@ class Supervisor : public ::testing::Test {
   }
   // A process's state letter (R, S, Z, ...), "" when it is gone.
   static std::string state_of(pid_t pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
+    // read_proc_file: the process is often ending while this polls (an ifstream's read then
+    // throws on ESRCH).
+    const std::string stat =
+        testing::read_proc_file("/proc/" + std::to_string(pid) + "/stat").value_or("");
+    const std::string line = stat.substr(0, stat.find('\n'));
     const size_t paren = line.rfind(')');  // comm may hold spaces
     return paren == std::string::npos || paren + 2 >= line.size() ? "" : line.substr(paren + 2, 1);
   }
@@ -117,7 +123,9 @@ class Supervisor : public ::testing::Test {
     DIR* dir = ::opendir("/proc/self/task");
     while (dirent* e = ::readdir(dir)) {
       if (e->d_name[0] == '.') continue;
-      std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
+      std::istringstream in(
+          testing::read_proc_file(std::string("/proc/self/task/") + e->d_name + "/children")
+              .value_or(""));
       std::string pid;
       while (in >> pid) ++n;
     }

@@ -63,8 +63,15 @@ class OneTripTransaction {
   // COMMIT. Every statement of the block that failed threw (libpqxx raises each error result),
   // so a block that reaches here is not aborted: its COMMIT commits. (A COMMIT of an aborted
   // block answers ROLLBACK without an error; libpqxx 6.4 keeps the answer's tag private.)
+  // A connection lost during the COMMIT leaves its outcome unknown: pqxx::in_doubt_error, as
+  // pqxx::work's commit() says it (StoreError kInDoubt), never "not done".
   void commit() {
-    named("COMMIT", [&] { return tx_.exec("COMMIT"); });
+    try {
+      named("COMMIT", [&] { return tx_.exec("COMMIT"); });
+    } catch (const pqxx::broken_connection& e) {
+      throw pqxx::in_doubt_error(std::string("COMMIT: connection lost, outcome unknown: ") +
+                                 e.what());
+    }
     done_ = true;
   }
 
