@@ -102,10 +102,12 @@ TEST(GracefulStop, SecondSigtermDuringDrainExitsAtOnce) {
 
   auto second = SteadyClock::now();
   host.process().signal(SIGTERM);
-  auto code = host.process().wait(10s);
+  auto code = host.process().wait(30s);
   double took = seconds_since(second);
   ASSERT_TRUE(code.has_value()) << "a second SIGTERM must end the host:\n" << tail(host.log());
-  EXPECT_LT(took, 2.0);
+  // Well inside the 60-s drain it would otherwise wait for (2.7 s on a slow machine beside the
+  // suite, 2026-12-06: the bound was 2 s); what is tested is "not after the drain".
+  EXPECT_LT(took, 20.0);
   EXPECT_LT(*code, 128) << "the host exits by itself, it is not killed by the signal";
   EXPECT_NE(host.log().find("host-exit-now"), std::string::npos) << tail(host.log());
 }
