@@ -71,10 +71,11 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
                             tables_.cursors,
                             fence_proven_sql(session_.schema_sql(), "pending_xid", tables_.id_seq),
                             fence_proven_sql(session_.schema_sql(), "$2::xid8", tables_.id_seq)));
-  claim_update_ = statement(
-      kClaimUpdate, fmt::format("UPDATE {} SET claimed = $2, settled_head = $3, pending_head = "
-                                "$4::bigint, pending_xid = $5::xid8 WHERE group_id = $1",
-                                tables_.cursors));
+  const std::string move_cursor = fmt::format(
+      "UPDATE {} SET claimed = $2, settled_head = $3, pending_head = $4::bigint, "
+      "pending_xid = $5::xid8 WHERE group_id = $1",
+      tables_.cursors);
+  claim_update_ = statement(kClaimUpdate, move_cursor);
   // A claim that takes a range moves the cursor and writes the range's lease in one statement
   // (README "The claim in round trips"): claim_update_'s parameters, then $6 the range's low end,
   // $7 the lease's ttl, $8 the holder. The lease is inserted from the updated cursor row, so one
@@ -85,10 +86,7 @@ GroupStore::GroupStore(Session& session, int64_t stream_id, int64_t group_id, st
   // whose hashes collide leave the hash twice, which every reader tolerates (each is an EXISTS
   // or a DISTINCT), and sorting 5,000 hashes was two thirds of this statement (~2 ms a range
   // inside the claim's lock on the cursor row; bench/results "Per-key ordering").
-  const std::string update_cursor = fmt::format(
-      "WITH moved AS (UPDATE {} SET claimed = $2, settled_head = $3, pending_head = $4::bigint, "
-      "pending_xid = $5::xid8 WHERE group_id = $1 RETURNING group_id) ",
-      tables_.cursors);
+  const std::string update_cursor = "WITH moved AS (" + move_cursor + " RETURNING group_id) ";
   claim_update_lease_ = statement(
       kClaimUpdateLease,
       update_cursor + fmt::format("INSERT INTO {} (group_id, token, low, high, expires_at, holder) "
