@@ -131,8 +131,12 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   }
   // A message waits for a free child (acquire: at most handler_timeout + 2 grace) and then runs
   // until its answer or the kill (handler_timeout + grace).
+  // The longest a call can take: waiting for a busy child (acquire), starting a down one (the
+  // start has its own limit, then the reap), then the reply. A start slower than the handler
+  // timeout (a plugin that loads a model at create, or children restarting at once on a loaded
+  // machine) is the start's to judge, never the watchdog's.
   std::optional<std::chrono::milliseconds> enforced_timeout() const override {
-    return 2 * o_.handler_timeout + 3 * kAnswerGrace;
+    return 2 * o_.handler_timeout + 3 * kAnswerGrace + kStartTimeout + kExitGrace;
   }
 
   size_t handle_batch(std::span<const plugin_host::MessageView> messages,

@@ -25,8 +25,9 @@ void ChaosHost::write_config() {
     << "http_listen = \"\"\nmaintenance_ttl = \"2s\"\njanitor_period = \"1s\"\n";
   for (const auto& s : kStreams) {
     t << "\n[[streams]]\nname = \"" << s.name << "\"\npartition_size = 1000\n"
-      << "retention = \"2s\"\nallow_drop_past_committed = "
-      << (s.allow_drop_past_committed ? "true" : "false") << "\n";
+      << "retention = \"" << options_.retention
+      << "\"\nallow_drop_past_committed = " << (s.allow_drop_past_committed ? "true" : "false")
+      << "\n";
   }
   if (options_.chain) {
     t << "\n[[streams]]\nname = \"" << kChainStream << "\"\npartition_size = 1000\n";

@@ -53,10 +53,9 @@ void write_in_place(const std::string& file, const std::string& bytes) {
   ::close(fd);
 }
 
-// SIGKILLs every handler child (`sqlstreams __handler-child`) whose parent is one of `parents`;
-// returns how many. Their hosts restart them.
-int kill_handler_children(const std::set<int>& parents) {
-  int killed = 0;
+// The handler children (`sqlstreams __handler-child`) whose parent is one of `parents`.
+std::set<int> handler_children(const std::set<int>& parents) {
+  std::set<int> pids;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename();
     if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
@@ -70,12 +69,28 @@ int kill_handler_children(const std::set<int>& parents) {
     std::istringstream rest(line.substr(close + 2));
     char state = 0;
     int ppid = 0;
-    if (!(rest >> state >> ppid) || !parents.count(ppid)) continue;
+    if (!(rest >> state >> ppid) || !parents.count(ppid) || state == 'Z') continue;
     const auto args = testing::read_proc_file(e.path() / "cmdline");
     if (!args || args->find("__handler-child") == std::string::npos) continue;
-    if (::kill(std::stoi(name), SIGKILL) == 0) ++killed;
+    pids.insert(std::stoi(name));
+  }
+  return pids;
+}
+
+// SIGKILLs every handler child of `parents`; returns how many. Their hosts restart them.
+int kill_handler_children(const std::set<int>& parents) {
+  int killed = 0;
+  for (const int pid : handler_children(parents)) {
+    if (::kill(pid, SIGKILL) == 0) ++killed;
   }
   return killed;
+}
+
+// Whether handler child `pid` has mapped the plugin (the file or the host's sealed image, whose
+// memfd is named after it): its start is past the point where it reads a plugin.
+bool maps_plugin(int pid, const std::string& plugin_file_name) {
+  const auto maps = testing::read_proc_file("/proc/" + std::to_string(pid) + "/maps");
+  return maps && maps->find(plugin_file_name) != std::string::npos;
 }
 
 std::string read_whole(const std::string& file) {
@@ -312,12 +327,38 @@ struct ChaosRun::Impl {
       std::set<int> parents;
       for (auto& host : hosts) parents.insert(host->pid());
       std::this_thread::sleep_for(200ms);
+      const std::set<int> before = handler_children(parents);
       const int killed = kill_handler_children(parents);
       event("replace-plugin " + variant + " (in place, no reload); " + std::to_string(killed) +
             " handler children killed");
       sleep_unless_stopped(std::chrono::milliseconds(2000 + rng() % 2000));
+      // Then held until the children started since the kill are past reading a plugin (mapped
+      // it, or ended): a child's start is not bounded by a clock here (twelve sanitized children
+      // starting at once on a slow 2-core machine took longer than the 2-4 s, read the restored
+      // file, and a plant run caught nothing: 2026-12-06). At most 30 s.
+      // The children waited for are the first ones seen after the kill (a failed start's own
+      // restart is not waited for).
+      const auto held_until = Clock::now() + 30s;
+      std::set<int> waited_for;
+      size_t pending = 0;
+      while (!stop_faults && Clock::now() < held_until) {
+        const std::set<int> now = handler_children(parents);
+        if (waited_for.empty()) {
+          for (const int pid : now) {
+            if (!before.count(pid)) waited_for.insert(pid);
+          }
+        }
+        pending = 0;
+        for (const int pid : waited_for) {
+          if (now.count(pid) && !maps_plugin(pid, "chaos.so")) ++pending;
+        }
+        if ((killed == 0 || !waited_for.empty()) && pending == 0) break;
+        std::this_thread::sleep_for(100ms);
+      }
       write_in_place(file, plugin_image);
-      event("replace-plugin restored");
+      event("replace-plugin restored; waited for " + std::to_string(waited_for.size()) +
+            " restarted handler children" +
+            (pending == 0 ? "" : ", " + std::to_string(pending) + " still starting"));
     } else if (kind == "reload") {
       auto& host = some_host();
       host.reload_with_changed_group();

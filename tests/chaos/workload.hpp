@@ -49,6 +49,9 @@ struct ChaosOptions {
   std::string url;       // the database (a cluster of the run's own when pg-restart is on)
   std::function<bool()> restart_database;  // pg_ctl restart -m immediate; null: fault skipped
   int max_retries = 3;
+  // chaos.keep's and chaos.lose's retention: chaos.lose drops what it keeps past it, committed or
+  // not, so an outcome that comes later than that finds its lease lost and is discarded.
+  std::string retention = "2s";
   std::string lease_ttl = "3s";
   std::chrono::milliseconds lease_ttl_ms{3000};
   bool log_progress = false;  // one line per fault on stderr
