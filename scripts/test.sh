@@ -140,6 +140,26 @@ else
   ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
   phase "tests ($preset)"
 fi
+# At the very end of a failed run, each failed test's failure lines again (gtest's "Failure" and
+# what follows it, sanitizer and timeout lines), so that the tail of a long CI log says why.
+failure_digest() {
+  [[ "$status" != 0 ]] || return 0
+  echo "== failures (from each lane's LastTest.log; the whole output is above)"
+  local log
+  for log in "build/$preset/Testing/Temporary/LastTest.log" \
+    "build/$preset/tests/chaos/Testing/Temporary/LastTest.log" \
+    "build/tsan/tsan-job/Testing/Temporary/LastTest.log"; do
+    [[ -f "$log" ]] || continue
+    awk '
+      /^[0-9]+\/[0-9]+ Test: / { name = $3; n = 0; keep = ""; after = 0; next }
+      /^Test Failed\./ { if (name != "") printf "-- %s\n%s", name, keep; name = ""; next }
+      /^Test Passed\./ { name = ""; next }
+      name != "" && n < 40 {
+        if ($0 ~ /Failure$|: Failure|ERROR: |Timeout|timed out|runtime error|SUMMARY: /) after = 4
+        if (after > 0) { keep = keep "   " substr($0, 1, 300) "\n"; after--; n++ }
+      }' "$log"
+  done
+}
 # The chaos lane's result: its ctest output (each run's verdict is in its LastTest.log).
 finish_chaos_lane() {
   [[ -n "${chaos_pid:-}" ]] || return 0
@@ -163,6 +183,7 @@ check_thread_safety() {
 check_thread_safety
 if [[ "$tsan_job" != 1 ]]; then
   finish_chaos_lane
+  failure_digest
   exit "$status"
 fi
 
@@ -188,4 +209,5 @@ mkdir -p "$tsan_job_dir"
   --timeout 600 --output-on-failure || status=$?
 phase "tests (tsan job)"
 finish_chaos_lane
+failure_digest
 exit "$status"

@@ -25,15 +25,17 @@
 //   - `systemctl stop` drains (host-draining, host-stopped) within TimeoutStopSec, exit status 0;
 //   - `apt remove` keeps the edited conffile /etc/sqlstreams/sqlstreams.toml, `apt purge` removes
 //     it, the env file, the system user and the unit's enablement.
-// Test-only settings, in a drop-in the test writes (never in the package): WatchdogSec=3s (the
-// unit's 30 s would cost 30 s of waiting), ASAN_OPTIONS=detect_leaks=0 (the packaged binary of
+// Test-only settings, in a drop-in the test writes (never in the package): WatchdogSec=10s (the
+// unit's 30 s would cost 30 s of waiting; 3 s until 2026-12-06, when the test failed in a CI run
+// on a slow machine beside the suite, where a ping 1.5 s late is not a hang), ASAN_OPTIONS=detect_leaks=0 (the packaged binary of
 // this tree is the ASan build, whose leak check at exit took up to 19 s under load,
 // CONTRIBUTING.md#tests) and LimitCORE=0 (no core file of the watchdog's SIGABRT).
 // It skips (saying why) where a private systemd cannot boot: not root, no systemd, no cgroup2.
 // The machine is left as it was: a marker file in its /tmp survives, its hostname is unchanged,
 // no mount of the private systemd stays (private_systemd.hpp removes its cgroups and folder).
 // Cost, measured on the 2-core machine alone: 22-31 s (boot 0.5 s, cpack 5 s, apt and the start
-// 3 s, the watchdog's kill and restart 8 s, stop, remove and purge 5 s).
+// 3 s, the watchdog's kill and restart 8 s with WatchdogSec=3s, stop, remove and purge 5 s). The
+// waits for what the journal and systemctl show are bounds for a hang (30-60 s), not speed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -151,7 +153,7 @@ std::string unit_toml(const HostSpec& spec) {
 
 constexpr const char* kDropIn = R"([Service]
 # Test-only (tests/service/systemd_service_test.cpp), never part of the package.
-WatchdogSec=3s
+WatchdogSec=10s
 Environment=ASAN_OPTIONS=detect_leaks=0
 LimitCORE=0
 )";
@@ -221,7 +223,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       auto enable = std::async(std::launch::async, [&] {
         return sd.run({"systemctl", "enable", "--now", "sqlstreams"});
       });
-      ASSERT_TRUE(wait_until([&] { return show(sd, "ActiveState") == "activating"; }, 20s))
+      ASSERT_TRUE(wait_until([&] { return show(sd, "ActiveState") == "activating"; }, 60s))
           << show(sd, "ActiveState") << journal_text(sd);
       // The process runs (the start job is under way) but has not said READY=1.
       std::this_thread::sleep_for(1500ms);
@@ -235,7 +237,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       EXPECT_EQ(code, 0) << out;
     }
     EXPECT_EQ(show(sd, "ActiveState") + "/" + show(sd, "SubState"), "active/running");
-    ASSERT_TRUE(wait_until([&] { return count_event(journal(sd), "host-ready") == 1; }, 5s))
+    ASSERT_TRUE(wait_until([&] { return count_event(journal(sd), "host-ready") == 1; }, 30s))
         << journal_text(sd);
     EXPECT_EQ(sd.run({"systemctl", "is-enabled", "sqlstreams"}).second, "enabled\n");
     const std::string main_pid = show(sd, "MainPID");
@@ -355,7 +357,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
           return show(sd, "StatusText").find("reload applied; 3 group(s) running") !=
                  std::string::npos;
         },
-        10s))
+        30s))
         << show(sd, "StatusText");
     EXPECT_EQ(show(sd, "NRestarts"), "0") << "watchdog pings kept it alive so far";
     std::cout << "reloaded: " << (Clock::now() - started) / 1ms << " ms\n";
@@ -415,16 +417,16 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       ASSERT_TRUE(
           wait_until([&] { return count_message(journal(sd), "Watchdog timeout") == 1; }, 30s))
           << journal_text(sd);
-      // WatchdogSec counts from the last ping (sent every ~1.5 s, a loop tick of 250 ms late
-      // at most), so the kill comes 1.25-3 s after the hang began.
-      EXPECT_GE(Clock::now() - hung_at, 1s) << "killed sooner than WatchdogSec allows";
+      // WatchdogSec counts from the last ping (sent every ~5 s, a loop tick of 250 ms late at
+      // most), so the kill comes 4.75-10 s after the hang began.
+      EXPECT_GE(Clock::now() - hung_at, 4s) << "killed sooner than WatchdogSec allows";
       ASSERT_TRUE(wait_until([&] { return show(sd, "NRestarts") == "1"; }, 20s))
           << journal_text(sd);
       lock.release();  // the restarted host's start-up waited for it too
     }
     ASSERT_TRUE(wait_until([&] { return count_event(journal(sd), "host-ready") == 2; }, 60s))
         << journal_text(sd);
-    EXPECT_TRUE(wait_until([&] { return show(sd, "SubState") == "running"; }, 10s));
+    EXPECT_TRUE(wait_until([&] { return show(sd, "SubState") == "running"; }, 30s));
     EXPECT_NE(show(sd, "MainPID"), main_pid);
     EXPECT_NE(show(sd, "StatusText").find("4 group(s) running"), std::string::npos)
         << show(sd, "StatusText");
