@@ -28,6 +28,8 @@ struct Peer {
   std::string label;  // "graphile-worker 0.18.0"
   double enqueue = 0, drain = 0, p50 = 0, p99 = 0;
   int64_t n = 0;
+  double load_p99 = 0, load_per_s = 0;  // pickup under background load
+  int64_t load_left = 0;                // jobs not done when that pickup ended
 };
 
 // One comparison row: the runtime's figure, every peer's, the ratio to the best peer.
@@ -82,7 +84,8 @@ std::vector<Row> peer_rows(const Options& o) {
     peers.push_back(Peer{p.at("name").get<std::string>() + " " + p.at("version").get<std::string>(),
                          p.value("enqueue_per_s", 0.0), p.value("drain_per_s", 0.0),
                          p.value("pickup_p50_ms", 0.0), p.value("pickup_p99_ms", 0.0),
-                         p.value("pickup_n", int64_t{0})});
+                         p.value("pickup_n", int64_t{0}), p.value("load_pickup_p99_ms", 0.0),
+                         p.value("load_per_s", 0.0), p.value("load_left", int64_t{0})});
   }
   std::vector<Row> rows;
   for (const auto& e : doc.value("errors", nlohmann::json::array())) {
@@ -103,6 +106,20 @@ std::vector<Row> peer_rows(const Options& o) {
                          recorded("pickup_notify_p50"), peers, &Peer::p50, false, ms));
   rows.push_back(compare("pickup p99 with NOTIFY, same run", recorded("pickup_notify_p99"), peers,
                          &Peer::p99, false, ms));
+  // Under load: each peer's p99 with the load rate it reached and what its worker left undone
+  // (a worker that does not keep up queues the paced jobs behind the load).
+  auto under_load = [&](double v) {
+    for (const Peer& p : peers) {
+      if (p.load_p99 == v && v > 0) {
+        return fmt::format("{:.1f} ms ({} load, {} left)", v, rate(p.load_per_s), p.load_left);
+      }
+    }
+    return ms(v);
+  };
+  rows.push_back(compare(fmt::format("pickup p99 with NOTIFY under {} msgs/s of background load "
+                                     "(runtime: phase pickup_load, 4 groups)",
+                                     o.pickup_load_rate),
+                         recorded("pickup_load_p99"), peers, &Peer::load_p99, false, under_load));
   return rows;
 }
 

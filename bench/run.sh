@@ -42,6 +42,7 @@ while (($#)); do
     --phases) [[ ,$2, == *,peers,* ]] || PEERS=0; ARGS+=("$1" "$2"); shift ;;
     --phases=*) [[ ,${1#--phases=}, == *,peers,* ]] || PEERS=0; ARGS+=("$1") ;;
     --latency-rate) PEER_ARGS+=(--latency-rate "$2"); ARGS+=("$1" "$2"); shift ;;
+    --pickup-load-rate) PEER_ARGS+=(--load-rate "$2"); ARGS+=("$1" "$2"); shift ;;
     *) ARGS+=("$1") ;;
   esac
   shift

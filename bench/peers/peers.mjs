@@ -9,9 +9,14 @@
 //            incomplete in the database (graphile: the job row deleted; pg-boss: state completed);
 //   pickup   one job per call at --latency-rate/s for --latency-seconds with LISTEN/NOTIFY on
 //            (graphile-worker always listens; pg-boss useListenNotify + a notify queue):
-//            handler start − enqueue resolved, p50/p99/max after a 1 s warm-up.
+//            handler start − enqueue resolved, p50/p99/max after a 1 s warm-up;
+//   pickup under load  the same while a background enqueuer adds --load-rate jobs/s in batches
+//            of 100, paced (the runtime's phase pickup_load; its 4 groups read each message,
+//            a peer's worker runs each job once): also the load rate reached and whether the
+//            worker kept up (jobs left when the pickup ended).
 // Prints one JSON object on stdout: {"peers": [{name, version, enqueue_per_s, drain_per_s,
-// pickup_p50_ms, pickup_p99_ms, pickup_max_ms, pickup_n, settings}], "errors": [...]}; progress
+// pickup_p50_ms, pickup_p99_ms, pickup_max_ms, pickup_n, load_pickup_p50_ms, load_pickup_p99_ms,
+// load_pickup_n, load_pickup_missing, load_per_s, load_left, settings}], "errors": [...]}; progress
 // on stderr. sqlstreams_bench --peers FILE turns it into rows of its table.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -27,6 +32,7 @@ const { values: args } = parseArgs({
     "enqueue-seconds": { type: "string", default: "5" },
     "latency-seconds": { type: "string", default: "10" },
     "latency-rate": { type: "string", default: "200" },
+    "load-rate": { type: "string", default: "10000" },
     only: { type: "string", default: "graphile-worker,pg-boss" },
   },
 });
@@ -38,6 +44,8 @@ const backlog = Number(args.backlog);
 const enqueueSeconds = Number(args["enqueue-seconds"]);
 const latencySeconds = Number(args["latency-seconds"]);
 const latencyRate = Number(args["latency-rate"]);
+const loadRate = Number(args["load-rate"]);
+const kLoadBatch = 100;
 const kBatch = 500;
 const log = (...a) => console.error("   peers:", ...a);
 const now = () => performance.now();
@@ -86,11 +94,49 @@ async function pickup(enqueueOne, stamps) {
   while (stamps.size < total && now() < deadline) await sleep(20);
   const warm = Math.floor(latencyRate);  // the first second
   const samples = [];
+  let missing = 0;
+  const end = now();
   for (const [i, at] of sent) {
-    if (i >= warm && stamps.has(i)) samples.push(stamps.get(i) - at);
+    if (i < warm) continue;
+    // A job not picked up within the 30 s counts with what it waited so far (a lower bound):
+    // left out, it would make a worker that falls behind look fast.
+    if (stamps.has(i)) samples.push(stamps.get(i) - at);
+    else { samples.push(end - at); missing++; }
   }
-  if (samples.length === 0) throw new Error("no job was picked up");
-  return percentiles(samples);
+  if (samples.length === missing) throw new Error("no job was picked up");
+  return { ...percentiles(samples), missing };
+}
+
+// pickup() while `enqueueMany(n)` adds kLoadBatch jobs every kLoadBatch / loadRate s (paced, as
+// the runtime's steady_load); `left()` counts the jobs not yet done when the pickup ended.
+async function pickupUnderLoad(enqueueOne, enqueueMany, stamps, left) {
+  let loading = true, loaded = 0;
+  const t0 = now();
+  const loader = (async () => {
+    for (let i = 0; loading; i++) {
+      const wait = t0 + (i * kLoadBatch * 1000) / loadRate - now();
+      if (wait > 0) await sleep(wait);
+      await enqueueMany(kLoadBatch);
+      loaded += kLoadBatch;
+    }
+  })();
+  try {
+    stamps.clear();
+    const lat = await pickup(enqueueOne, stamps);
+    return { ...lat, per_s: loaded / ((now() - t0) / 1000), left: await left() };
+  } finally {
+    loading = false;
+    await loader;
+  }
+}
+
+function recordUnderLoad(result, lat, name) {
+  Object.assign(result, { load_pickup_p50_ms: lat.p50, load_pickup_p99_ms: lat.p99,
+                          load_pickup_max_ms: lat.max, load_pickup_n: lat.n,
+                          load_per_s: lat.per_s, load_left: lat.left,
+                          load_pickup_missing: lat.missing });
+  log(`${name} pickup under ${Math.round(lat.per_s)}/s of load: p50 ${lat.p50.toFixed(1)} ms ` +
+      `p99 ${lat.p99.toFixed(1)} ms, ${lat.missing} not picked up in 30 s, ${lat.left} jobs left`);
 }
 
 async function graphileWorker(pool) {
@@ -140,7 +186,7 @@ async function graphileWorker(pool) {
       logger: new gw.Logger(() => () => {}),
       taskList: {
         noop: async (p) => {
-          if (measuring) stamps.set(p.seq, now());
+          if (measuring && p.seq >= 0) stamps.set(p.seq, now());
         },
       },
     });
@@ -153,6 +199,17 @@ async function graphileWorker(pool) {
     Object.assign(result, { pickup_p50_ms: lat.p50, pickup_p99_ms: lat.p99,
                             pickup_max_ms: lat.max, pickup_n: lat.n });
     log(`graphile-worker pickup p50 ${lat.p50.toFixed(1)} ms p99 ${lat.p99.toFixed(1)} ms`);
+    // pickup under load (load jobs carry no seq: only the paced ones are stamped)
+    const loadJobs = (n) => {
+      const jobs = [];
+      for (let i = 0; i < n; i++) jobs.push({ identifier: "noop", payload: payload(-1) });
+      return utils.addJobs(jobs);
+    };
+    const leftNow = async () => Number((await pool.query(count)).rows[0].n);
+    recordUnderLoad(result,
+                    await pickupUnderLoad((i) => utils.addJob("noop", { seq: i }), loadJobs,
+                                          stamps, leftNow),
+                    "graphile-worker");
     await runner.stop();
   } finally {
     await utils.release();
@@ -198,7 +255,7 @@ async function pgBoss(pool) {
     let measuring = false;
     const t1 = now();
     await boss.work(queue, settings, async (jobs) => {
-      if (measuring) for (const j of jobs) stamps.set(j.data.seq, now());
+      if (measuring) for (const j of jobs) if (j.data.seq >= 0) stamps.set(j.data.seq, now());
     });
     await waitUntil(pool, left, [queue], (n) => n === 0, 600_000);
     result.drain_per_s = backlog / ((now() - t1) / 1000);
@@ -208,6 +265,16 @@ async function pgBoss(pool) {
     Object.assign(result, { pickup_p50_ms: lat.p50, pickup_p99_ms: lat.p99,
                             pickup_max_ms: lat.max, pickup_n: lat.n });
     log(`pg-boss pickup p50 ${lat.p50.toFixed(1)} ms p99 ${lat.p99.toFixed(1)} ms`);
+    const loadJobs = (n) => {
+      const jobs = [];
+      for (let i = 0; i < n; i++) jobs.push({ data: payload(-1) });
+      return boss.insert(queue, jobs);
+    };
+    const leftNow = async () => Number((await pool.query(left, [queue])).rows[0].n);
+    recordUnderLoad(result,
+                    await pickupUnderLoad((i) => boss.send(queue, { seq: i }), loadJobs, stamps,
+                                          leftNow),
+                    "pg-boss");
   } finally {
     await boss.stop({ graceful: false, wait: true });
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);

@@ -27,15 +27,16 @@
 //     it, the env file, the system user and the unit's enablement.
 // Test-only settings, in a drop-in the test writes (never in the package): WatchdogSec=10s (the
 // unit's 30 s would cost 30 s of waiting; 3 s until 2026-12-06, when the test failed in a CI run
-// on a slow machine beside the suite, where a ping 1.5 s late is not a hang), ASAN_OPTIONS=detect_leaks=0 (the packaged binary of
-// this tree is the ASan build, whose leak check at exit took up to 19 s under load,
-// CONTRIBUTING.md#tests) and LimitCORE=0 (no core file of the watchdog's SIGABRT).
-// It skips (saying why) where a private systemd cannot boot: not root, no systemd, no cgroup2.
-// The machine is left as it was: a marker file in its /tmp survives, its hostname is unchanged,
-// no mount of the private systemd stays (private_systemd.hpp removes its cgroups and folder).
-// Cost, measured on the 2-core machine alone: 22-31 s (boot 0.5 s, cpack 5 s, apt and the start
-// 3 s, the watchdog's kill and restart 8 s with WatchdogSec=3s, stop, remove and purge 5 s). The
-// waits for what the journal and systemctl show are bounds for a hang (30-60 s), not speed.
+// on a slow machine beside the suite, where a ping 1.5 s late is not a hang),
+// ASAN_OPTIONS=detect_leaks=0 (the packaged binary of this tree is the ASan build, whose leak check
+// at exit took up to 19 s under load, CONTRIBUTING.md#tests) and LimitCORE=0 (no core file of the
+// watchdog's SIGABRT). It skips (saying why) where a private systemd cannot boot: not root, no
+// systemd, no cgroup2. The machine is left as it was: a marker file in its /tmp survives, its
+// hostname is unchanged, no mount of the private systemd stays (private_systemd.hpp removes its
+// cgroups and folder). Cost, measured on the 2-core machine alone: 22-31 s (boot 0.5 s, cpack 5 s,
+// apt and the start 3 s, the watchdog's kill and restart 8 s with WatchdogSec=3s, stop, remove and
+// purge 5 s). The waits for what the journal and systemctl show are bounds for a hang (30-60 s),
+// not speed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

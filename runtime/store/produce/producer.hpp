@@ -48,6 +48,7 @@
 namespace pqxx {  // libpqxx stays inside store/: only the committer's transaction passes these
 class transaction_base;
 class connection_base;
+class result;
 }  // namespace pqxx
 
 namespace sqlstreams::store {
@@ -153,6 +154,9 @@ class Producer {
   void insert_rows(pqxx::transaction_base& tx, pqxx::connection_base& conn, StreamState& st,
                    const std::vector<NewMessage>& messages, size_t begin, size_t end, bool single,
                    bool first_try, const std::string& channel, std::vector<int64_t>& out);
+  // The unkeyed INSERT's compact answer: one row (first id, count) for contiguous ids, else
+  // one row per id (id, 0); appends the ids in input order (ascending) to `out`.
+  static void append_compact_ids(const pqxx::result& r, std::vector<int64_t>& out);
 
   // Builds (once) the INSERT of a variant; returns its index in `insert`.
   static size_t insert_variant(const std::string& schema_sql, StreamState& st, bool single,
