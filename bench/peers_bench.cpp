@@ -118,7 +118,7 @@ std::vector<Row> peer_rows(const Options& o) {
   };
   rows.push_back(compare(fmt::format("pickup p99 with NOTIFY under {} msgs/s of background load "
                                      "(runtime: phase pickup_load, 4 groups)",
-                                     o.pickup_load_rate),
+                                     grouped(o.pickup_load_rate)),
                          recorded("pickup_load_p99"), peers, &Peer::load_p99, false, under_load));
   return rows;
 }
