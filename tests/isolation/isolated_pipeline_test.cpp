@@ -115,6 +115,23 @@ class IsolatedPipeline : public ::testing::Test {
            " WHERE message_id = " + std::to_string(dead_id) + " AND status = 'dead')";
   }
 
+  // Runs the started `p` until `sql` holds (polling it and the pipeline; at most `timeout`),
+  // then stops it. `ever_hung`: the pipeline paused or counted a hung handler meanwhile.
+  bool run_until(consume::GroupPipeline& p, const std::string& sql, std::chrono::seconds timeout,
+                 bool& ever_hung) {
+    ever_hung = false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      ever_hung = ever_hung || p.paused() || p.hung_handlers() > 0;
+      auto r = db_.sql(sql);
+      done = !r.empty() && !r[0][0].is_null() && r[0][0].as<bool>();
+      std::this_thread::sleep_for(20ms);  // polling both the pipeline and the database
+    }
+    p.stop(std::chrono::steady_clock::now() + 10s);
+    return done;
+  }
+
   testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_;
   store::StreamRef stream_;
@@ -183,16 +200,7 @@ TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNe
   auto p = pipeline(1, "order-5", "hang", 1);
   p->start();
   bool ever_paused = false;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    ever_paused = ever_paused || p->paused() || p->hung_handlers() > 0;
-    auto r = db_.sql(settled(kMessages, 5));
-    done = !r.empty() && !r[0][0].is_null() && r[0][0].as<bool>();
-    std::this_thread::sleep_for(20ms);  // polling both the pipeline and the database
-  }
-  p->stop(std::chrono::steady_clock::now() + 10s);
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(run_until(*p, settled(kMessages, 5), 60s, ever_paused));
   EXPECT_FALSE(ever_paused);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
   EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions),
@@ -217,16 +225,7 @@ TEST_F(IsolatedPipeline, AChildSlowerToStartThanTheHandlerTimeoutIsWaitedForNotW
   auto p = pipeline(1, "order-1", "segv", 8, nullptr, ", \"create_ms\": \"9000\"");
   p->start();
   bool ever_hung = false;
-  const auto deadline = std::chrono::steady_clock::now() + 90s;
-  bool done = false;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    ever_hung = ever_hung || p->paused() || p->hung_handlers() > 0;
-    auto r = db_.sql(settled(kMessages, 1));
-    done = !r.empty() && !r[0][0].is_null() && r[0][0].as<bool>();
-    std::this_thread::sleep_for(20ms);  // polling both the pipeline and the database
-  }
-  p->stop(std::chrono::steady_clock::now() + 10s);
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(run_until(*p, settled(kMessages, 1), 90s, ever_hung));
   EXPECT_FALSE(ever_hung);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 0u);
