@@ -132,6 +132,15 @@ class IsolatedPipeline : public ::testing::Test {
     return done;
   }
 
+  // No message but `charged` was charged an attempt: the others' deliveries are 'ok' once, and
+  // 'delay' while they waited for a child.
+  void expect_only_charged(int64_t charged, int messages) {
+    const std::string others = "SELECT count(*) FROM " + family_.deliveries +
+                               " WHERE message_id <> " + std::to_string(charged);
+    EXPECT_EQ(db_.scalar<int64_t>(others + " AND outcome NOT IN ('ok', 'delay')"), 0);
+    EXPECT_EQ(db_.scalar<int64_t>(others + " AND outcome = 'ok'"), messages - 1);
+  }
+
   testing::TestDatabase db_{testing::TestDatabase::Schema::kMigrated};
   store::SessionOptions opts_;
   store::StreamRef stream_;
@@ -157,12 +166,7 @@ TEST_F(IsolatedPipeline, ACrashMidBatchChargesOnlyTheCrashingMessage) {
   EXPECT_EQ(dead[0][0].as<int>(), 2);
   EXPECT_EQ(dead[0][1].as<std::string>(), "handler process crashed (signal 11)");
   // No other message was charged: its deliveries are 'ok' once, and 'delay' while it waited.
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 50 AND outcome NOT IN ('ok', 'delay')"),
-            0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 50 AND outcome = 'ok'"),
-            kMessages - 1);
+  expect_only_charged(50, kMessages);
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(DISTINCT message_id) FROM " + family_.deliveries +
                                 " WHERE message_id <> 50 AND outcome = 'ok'"),
             kMessages - 1);
@@ -205,12 +209,7 @@ TEST_F(IsolatedPipeline, AHungChildIsKilledByTheIsolationLayerAloneAndTheGroupNe
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
   EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions),
             "handler process crashed (signal 9): killed, no answer within handler_timeout + 1s");
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 5 AND outcome NOT IN ('ok', 'delay')"),
-            0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 5 AND outcome = 'ok'"),
-            kMessages - 1);
+  expect_only_charged(5, kMessages);
 }
 
 // A child whose plugin takes 9 s to create (a model loaded at start) is waited for, within the
@@ -230,12 +229,7 @@ TEST_F(IsolatedPipeline, AChildSlowerToStartThanTheHandlerTimeoutIsWaitedForNotW
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kWorkersAbandoned), 0u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kHandlerTimeouts), 0u);
   // The others waited for the restart uncharged (DELAY "handler process restarting"), then ran.
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 1 AND outcome NOT IN ('ok', 'delay')"),
-            0);
-  EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM " + family_.deliveries +
-                                " WHERE message_id <> 1 AND outcome = 'ok'"),
-            kMessages - 1);
+  expect_only_charged(1, kMessages);
   EXPECT_EQ(db_.scalar<std::string>("SELECT last_error FROM " + family_.exceptions),
             "handler process crashed (signal 11)");
 }
