@@ -129,10 +129,9 @@ class IsolatedHandler final : public plugin_host::HandlerInstance {
   uint64_t stderr_bytes_dropped() const override {
     return o_.stderr_budget.dropped_bytes_total->load();
   }
-  // A message waits for a free child (acquire: at most handler_timeout + 2 grace) and then runs
-  // until its answer or the kill (handler_timeout + grace).
-  // The longest a call can take: waiting for a busy child (acquire), starting a down one (the
-  // start has its own limit, then the reap), then the reply. A start slower than the handler
+  // The longest a call can take: a message waits for a free child (acquire: at most
+  // handler_timeout + 2 grace), may start a down one (kStartTimeout, then the reap), and then
+  // runs until its answer or the kill (handler_timeout + grace). A start slower than the handler
   // timeout (a plugin that loads a model at create, or children restarting at once on a loaded
   // machine) is the start's to judge, never the watchdog's.
   std::optional<std::chrono::milliseconds> enforced_timeout() const override {
