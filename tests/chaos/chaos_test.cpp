@@ -43,6 +43,10 @@ TEST(ChaosTest, ShortSeededRunKeepsEveryGuarantee) {
   // three times (truncated, a text file, a good copy) under the isolated group's children
   // (runtime/isolation/README.md#the-supervisor).
   o.first_faults = {"all-down", "replace-plugin", "replace-plugin", "replace-plugin"};
+  // All four, however long each takes here: a replace-plugin holds its file until the restarted
+  // handler children have loaded (8-10 s each on a slow machine), and a fresh-clone run on
+  // 2026-12-06 reached only two of the three within the 45 s.
+  o.min_faults = 4;
   const auto result = run_chaos_session(o);
   std::printf("chaos seed %llu: %s\n", static_cast<unsigned long long>(o.seed),
               result.verdict.line().c_str());

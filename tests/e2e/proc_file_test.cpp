@@ -4,6 +4,7 @@
 // /proc/<pid>/cmdline of a crashing child that the host reaped before the read.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -36,6 +37,28 @@ TEST(ReadProcFile, AProcessReapedAfterItsFileWasOpenedReadsAsGoneInsteadOfThrowi
                            std::istreambuf_iterator<char>()),
                std::ios_base::failure);
   EXPECT_FALSE(testing::read_proc_file(path).has_value());
+}
+
+// thread_report (tests/support), what a test prints for a host that does not stop: every thread
+// with its state, and gdb's stacks. Its gdb call once threw "posix_spawn failed for timeout" (a
+// bare program name: posix_spawn does not search PATH) and turned a slow stop into an exception
+// that hid the host's threads (DatabaseRestart, 2026-12-06).
+TEST(ThreadReport, NamesEveryThreadOfALiveProcessAndItsStacks) {
+  ScratchDir dir;
+  testing::ChildProcess sleeper({"/bin/sleep", "60"}, {}, dir.file("sleep.log"));
+  const std::string path = "/proc/" + std::to_string(sleeper.pid()) + "/comm";
+  ASSERT_TRUE(wait_until([&] { return testing::read_proc_file(path) == "sleep\n"; }, 10s));
+  std::string report;
+  ASSERT_NO_THROW(report = testing::thread_report(sleeper.pid()));
+  // "  <tid> sleep <state> <wchan>" (the state may still be R just after the exec).
+  EXPECT_NE(report.find("  " + std::to_string(sleeper.pid()) + " sleep "), std::string::npos)
+      << report;
+  if (::access("/usr/bin/gdb", X_OK) == 0) {
+    EXPECT_NE(report.find("gdb (exit "), std::string::npos) << report;
+    EXPECT_NE(report.find("#0 "), std::string::npos) << "no stack in:\n" << report;
+  }
+  sleeper.signal(SIGKILL);
+  (void)sleeper.wait(10s);
 }
 
 }  // namespace

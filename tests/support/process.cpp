@@ -223,10 +223,18 @@ std::string thread_report(pid_t pid) {
         << read_proc_file(dir + "/wchan").value_or("?") << "\n";
   }
   if (ec) out << "  (" << task_dir << ": " << ec.message() << ")\n";
-  if (::access("/usr/bin/gdb", X_OK) == 0) {
-    auto [code, stacks] = run_command({"timeout", "30", "/usr/bin/gdb", "-batch", "-nx", "-p",
-                                       std::to_string(pid), "-ex", "thread apply all bt 12"});
-    out << "gdb (exit " << code << "):\n" << stacks;
+  // run_command is posix_spawn, which does not search PATH: full paths (a bare "timeout" threw
+  // "posix_spawn failed for timeout" out of a failing test's diagnosis, 2026-12-06). A report
+  // never throws: it runs where a test is already failing.
+  if (::access("/usr/bin/gdb", X_OK) == 0 && ::access("/usr/bin/timeout", X_OK) == 0) {
+    try {
+      auto [code, stacks] =
+          run_command({"/usr/bin/timeout", "30", "/usr/bin/gdb", "-batch", "-nx", "-p",
+                       std::to_string(pid), "-ex", "thread apply all bt 12"});
+      out << "gdb (exit " << code << "):\n" << stacks;
+    } catch (const std::exception& e) {
+      out << "gdb: " << e.what() << "\n";
+    }
   }
   return out.str();
 }
