@@ -163,9 +163,11 @@ TEST(PluginFault, AMessageThatCrashesEveryHostEndsDeadAndItsNeighboursSucceed) {
     ASSERT_TRUE(resolved) << tail(host->log());
     EXPECT_EQ(host->wait(0ms), std::nullopt);
     host->signal(SIGTERM);
-    // 2026-12-06, a loaded slow machine: host-stopped was logged 1.6 s after the SIGTERM and the
-    // process had not exited 20 s later; the report says where it is if it happens again.
-    EXPECT_EQ(host->wait(20s), std::optional<int>(0))
+    // A hang's bound, not the exit's speed. 2026-12-06, a loaded slow machine: host-stopped was
+    // logged 1.6 s after the SIGTERM and the process had not exited 20 s later; the report then
+    // showed its one thread left in a ptrace stop (state t, wchan ptrace_stop): LeakSanitizer's
+    // stop-the-world scan at exit, which a loaded machine makes last more than 20 s.
+    EXPECT_EQ(host->wait(90s), std::optional<int>(0))
         << tail(host->log()) << testing::thread_report(host->pid());
   }
   ASSERT_TRUE(dead_and_rest_done())
