@@ -187,7 +187,7 @@ TEST_P(IsolatedPluginImage, RestartedChildrenRunTheHostsImageNotTheFileOnDisk) {
     }
   }
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 using GroupPluginVisible = IsolatedPluginImage;
@@ -235,7 +235,7 @@ TEST_F(GroupPluginVisible, InTheLogAndInStatusAtStartAndAfterAnUpgrade) {
   EXPECT_EQ(lines[1]["sha256"], v2);
   EXPECT_TRUE(wait_until([&] { return shows("2.0.0", v2); }, 30s)) << status_plugins().dump();
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 INSTANTIATE_TEST_SUITE_P(Rewritten, IsolatedPluginImage,

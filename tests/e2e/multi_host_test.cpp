@@ -171,7 +171,7 @@ TEST(MultiHost, SigkillOfOneHostLosesNothingAndRepeatsOnlyItsRanges) {
                                           testing::stream_family(db.url(), kStream).exceptions),
             0);
   for (int i = 0; i < 2; ++i) {
-    auto code = hosts[i]->stop(30s);
+    auto code = hosts[i]->stop(testing::kExitBound);
     ASSERT_TRUE(code.has_value()) << tail(hosts[i]->log());
     EXPECT_EQ(*code, 0) << tail(hosts[i]->log());
   }

@@ -69,7 +69,7 @@ TEST(PayloadVersions, V1AndV2AreHandledAnUndeclaredVersionIsKept) {
                             "schema_version=3 message_id=4"),
             std::string::npos)
       << tail(host.log());
-  EXPECT_EQ(host.stop(15s), std::optional<int>(0)) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), std::optional<int>(0)) << tail(host.log());
 }
 
 }  // namespace

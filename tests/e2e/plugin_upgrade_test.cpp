@@ -167,7 +167,7 @@ TEST_P(PluginUpgrade, ReplacedFileKeepsRunningUntilSighupThenOnlyItsGroupsRestar
   EXPECT_EQ(count_of(host_->log(), "reason=retuned"), 1) << tail(host_->log());
   EXPECT_EQ(host_->wait(0ms), std::nullopt);
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 INSTANTIATE_TEST_SUITE_P(Replace, PluginUpgrade, ::testing::Values("cp", "mv", "install"),
@@ -192,7 +192,7 @@ TEST_F(PluginUpgradeRefused, TheRunningVersionStays) {
   EXPECT_EQ(probe["v1"].size(), 20u);
   EXPECT_EQ(probe.count("v2"), 0u);
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 class PluginUpgradeTruncated : public UpgradeFixture,
@@ -224,7 +224,7 @@ TEST_P(PluginUpgradeTruncated, IsRefusedAndTheHostKeepsRunningTheOldImage) {
   EXPECT_EQ(probe["v1"].size(), 20u);
   EXPECT_EQ(probe.count("v2"), 0u);
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuts, PluginUpgradeTruncated,
@@ -257,7 +257,7 @@ TEST_F(PluginUpgradeCrashingConstructor, IsRefusedAtSighupAndTheHostKeepsRunning
   produce_and_wait(11, 20);
   EXPECT_EQ(by_version(probe_records())["v1"].size(), 20u);
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 using PluginUpgradeTransaction = UpgradeFixture;
@@ -296,7 +296,7 @@ TEST_F(PluginUpgradeTransaction, ARejectedReloadSwitchesNothingTheNextOneUpgrade
   probe = by_version(probe_records());
   for (int64_t id = 21; id <= 30; ++id) EXPECT_EQ(probe["v2"].count(id), 1u) << id;
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 }  // namespace

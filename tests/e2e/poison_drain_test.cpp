@@ -51,7 +51,7 @@ TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   EXPECT_TRUE(duplicates(records, kCharge).empty()) << "nothing was reclaimed or retried";
   EXPECT_EQ(count_of(host.log(), "commit-failed"), 0) << tail(host.log());
 
-  auto code = host.stop(30s);
+  auto code = host.stop(testing::kExitBound);
   ASSERT_TRUE(code.has_value()) << "still running 30 s after SIGTERM:\n" << tail(host.log());
   EXPECT_EQ(*code, 0) << tail(host.log());
   const double drain = logged_seconds_between(host.log(), "host-draining", "host-stopped");
@@ -104,7 +104,7 @@ TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLose
   for (const char* group : {kCharge, kAudit}) {
     EXPECT_EQ(missing_ids(records, group, n), "") << group;
   }
-  auto finished = finisher.stop(30s);
+  auto finished = finisher.stop(testing::kExitBound);
   ASSERT_TRUE(finished.has_value()) << tail(finisher.log());
   EXPECT_EQ(*finished, 0) << tail(finisher.log());
 }

@@ -123,7 +123,7 @@ TEST_P(ProcessIsolation, ACrashingHandlerCostsItsMessageOnlyAndTheHostKeepsRunni
   EXPECT_LE(children_of(host.pid()), 2);
 
   host.signal(SIGTERM);
-  EXPECT_EQ(host.wait(30s), std::optional<int>(0)) << tail(host.log());
+  EXPECT_EQ(host.wait(testing::kExitBound), std::optional<int>(0)) << tail(host.log());
   EXPECT_EQ(children_of(host.pid()), 0);
 }
 

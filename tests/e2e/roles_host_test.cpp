@@ -40,7 +40,7 @@ TEST_F(RolesEndToEnd, AHostRoleRunsAHostThatDrainsWhatAProducerRoleProduced) {
   EXPECT_NE(status.find("charge-cards"), std::string::npos) << status;
   auto [dcode, dead] = cli({"dead", "list", kStream, kCharge}, operator_url);
   EXPECT_EQ(dcode, 0) << dead;
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
   EXPECT_EQ(host.count_in_log("permission denied"), 0) << tail(host.log());
 }
 

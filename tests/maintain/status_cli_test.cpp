@@ -159,7 +159,7 @@ TEST_F(FleetTest, OneHostRunsTheJanitorAndASurvivorTakesOverAfterSigkill) {
 
   // A graceful stop gives everything back at once.
   b->signal(SIGTERM);
-  ASSERT_EQ(b->wait(20s), 0) << b->log();
+  ASSERT_EQ(b->wait(90s), 0) << b->log();
   EXPECT_EQ(holder_of("janitor"), "");
   EXPECT_EQ(db_.scalar<int64_t>("SELECT count(*) FROM sqlstreams.hosts WHERE name = 'host-b'"), 0);
   EXPECT_NE(b->log().find("worker-released"), std::string::npos);

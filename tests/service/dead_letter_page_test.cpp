@@ -68,7 +68,7 @@ TEST(DeadLetterPage, AHundredDeadLettersOfAMegabyteMakeAPageOfAFewHundredKilobyt
   }
   EXPECT_GE(whole, 1);
   EXPECT_EQ(http_get(port, "/healthz").status, 200);
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 // At most two pages are built at once, and a third request is answered 503 at once, holding
@@ -121,7 +121,7 @@ TEST(DeadLetterPage, AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce) {
     EXPECT_EQ(r.status, 200) << r.error;
   }
   EXPECT_EQ(http_get(port, path).status, 200) << "the cap is released with the pages";
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 }  // namespace

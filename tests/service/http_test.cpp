@@ -73,7 +73,7 @@ TEST(HttpEndpoints, HealthReadinessAndMetricsOfARunningHost) {
       << m;
 
   EXPECT_EQ(http_get(port, "/nope").status, 404);
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 // plugins/async_io: "timer" completes every message after 200 ms (many in flight at once);
@@ -125,7 +125,7 @@ TEST(HttpEndpoints, AsyncHandlerFiguresOnMetricsAndTheStatusPage) {
   EXPECT_NE(late_row.find("<td class=\"n completions-dropped bad\" data-value=\""),
             std::string::npos)
       << late_row;
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 TEST(HttpEndpoints, ReadinessFollowsTheDatabase) {
@@ -157,7 +157,7 @@ TEST(HttpEndpoints, ReadinessFollowsTheDatabase) {
   tx.exec("ALTER DATABASE " + db.name() + " WITH ALLOW_CONNECTIONS true");
   ASSERT_TRUE(wait_until([&] { return http_get(port, "/readyz").status == 200; }, 20s))
       << tail(host.log());
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 TEST(HttpEndpoints, ABusyPortStopsStartUpWithAConfigError) {

@@ -137,7 +137,7 @@ TEST(Install, TreeLayoutAndAnOutOfTreePluginLoadsInTheInstalledHost) {
   EXPECT_TRUE(wait_until([&] { return committed(db.url(), "greetings") == 5; }, 30s))
       << tail(host.log());
   host.signal(SIGTERM);
-  EXPECT_EQ(host.wait(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.wait(testing::kExitBound), 0) << tail(host.log());
 }
 
 // The SDK alone (plugin-sdk/README.md#plugin-new-plugin-check-and-the-host-in-detail): no root,

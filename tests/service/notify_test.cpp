@@ -64,7 +64,7 @@ TEST(SystemdNotify, ReadyWatchdogReloadingReadyStopping) {
   host.process().signal(SIGTERM);
   int stopping = notify.wait_for("STOPPING=1", 10s, rejected_ready + 1);
   ASSERT_GE(stopping, 0) << tail(host.log());
-  EXPECT_EQ(host.process().wait(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.process().wait(testing::kExitBound), 0) << tail(host.log());
 }
 
 TEST(SystemdNotify, NoSocketNoMessagesAndTheHostRunsNormally) {
@@ -74,7 +74,7 @@ TEST(SystemdNotify, NoSocketNoMessagesAndTheHostRunsNormally) {
   HostProcess host(dir, spec, db.url(), {{"NOTIFY_SOCKET", ""}, {"WATCHDOG_USEC", "600000"}});
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
   EXPECT_EQ(host.count_in_log("systemd-watchdog"), 0);
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 // A plugin folder with payments.so and crash_fixture.so, and `sqlstreams run` on `spec` with
@@ -169,7 +169,7 @@ TEST_F(HangingConstructor, AtReloadIsRejectedAndTheWatchdogIsPingedWhileTheProbe
   ASSERT_TRUE(
       wait_until([&] { return notify_.wait_for("WATCHDOG=1", 0s, rejected + 1) >= 0; }, 5s));
   host_->signal(SIGTERM);
-  EXPECT_EQ(host_->wait(30s), 0) << tail(host_->log());
+  EXPECT_EQ(host_->wait(testing::kExitBound), 0) << tail(host_->log());
 }
 
 // At start-up (before READY=1, when systemd's watchdog is not armed yet and TimeoutStartSec,

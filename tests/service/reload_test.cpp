@@ -159,7 +159,7 @@ TEST(Reload, AddsRemovesAndRetunesGroupsWithoutTouchingUnchangedOnes) {
   ASSERT_TRUE(host.wait_for_log("\"event\":\"reload-applied\"", 30s, 3)) << tail(host.log());
   EXPECT_TRUE(
       wait_until([&] { return testing::scalar<int64_t>(db.url(), status_backends) == 0; }, 10s));
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 }  // namespace

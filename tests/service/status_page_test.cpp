@@ -170,7 +170,7 @@ TEST(StatusPageInChromium, ShowsGroupsNumbersHostsAndDeadLetters) {
   }
   EXPECT_NE(dead.find("<td>retry</td>"), std::string::npos) << "history: the first attempt";
   EXPECT_NE(dead.find("<td>dead</td>"), std::string::npos) << "history: the last attempt";
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 TEST(StatusPageInChromium, ChartsAndAGroupPageAgreeWithStatusJson) {
@@ -330,7 +330,7 @@ TEST(StatusPageInChromium, ChartsAndAGroupPageAgreeWithStatusJson) {
     screenshot(dir, base + "/groups/payments.requested/charge-cards",
                std::string(keep).substr(0, std::string(keep).rfind('.')) + "-group.png", 1000);
   }
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 // A reload that adds a group and retunes another (its pipeline replaced, its counters carried
@@ -387,7 +387,7 @@ TEST(StatusPageHistory, AReloadAddingAndRetuningGroupsMakesNoSpike) {
     EXPECT_LE(std::stod(attr_after(handled, 0, "data-max")), 8.0) << handled;
     EXPECT_GE(std::stoi(attr_after(handled, 0, "data-points")), 2) << handled;
   }
-  EXPECT_EQ(host.stop(30s), 0) << tail(host.log());
+  EXPECT_EQ(host.stop(testing::kExitBound), 0) << tail(host.log());
 }
 
 }  // namespace

@@ -16,6 +16,11 @@
 
 namespace sqlstreams::testing {
 
+// How long a test waits for a host to exit when it checks only that the host exits (and its
+// code): a hang's bound, not a speed check. A sanitized host's exit ends with LeakSanitizer's
+// stop-the-world scan, which took more than 20 s on a loaded 2-core CI machine.
+inline constexpr std::chrono::seconds kExitBound{90};
+
 class RunningHost {
  public:
   // Writes `config_text` to `config_file`, then starts `sqlstreams run --config <config_file>

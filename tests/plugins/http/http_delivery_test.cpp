@@ -185,7 +185,7 @@ TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
     EXPECT_EQ(text.find(kToken), std::string::npos);
     EXPECT_EQ(text.find("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), std::string::npos);
   }
-  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+  EXPECT_EQ(host->stop(testing::kExitBound), 0) << tail(host->log());
 }
 
 // Down for 30 s (the retries back off to 2 s: ~15 attempts each, within max_retries 30).
@@ -219,7 +219,7 @@ TEST_F(HttpDelivery, AReceiverDownFor30SecondsLosesNothing) {
   EXPECT_EQ(delivered.size(), static_cast<size_t>(kMessages));
   auto [dead_code, dead] = cli({"dead", "list", "hooks", "deliver"}, db_.url());
   EXPECT_EQ(count_of(dead, "no HTTP answer"), 0) << dead;
-  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+  EXPECT_EQ(host->stop(testing::kExitBound), 0) << tail(host->log());
 }
 
 TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
@@ -245,14 +245,14 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
         30s))
         << tail(host->log());
     EXPECT_TRUE(receiver.requests().empty());
-    EXPECT_EQ(host->stop(20s), 0);
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
   }
   // With it: delivered over TLS.
   auto host = start_host(http_config(url, dir_.path(), "tls_ca_file = \"" + cert + "\"\n"));
   wait_delivered(db_.url(), "hooks", 60s);
   ASSERT_EQ(receiver.requests().size(), 1u);
   EXPECT_EQ(receiver.requests()[0]["verified"], true);
-  EXPECT_EQ(host->stop(20s), 0);
+  EXPECT_EQ(host->stop(testing::kExitBound), 0);
 }
 
 // Batch mode: messages go N to a request as a JSON array, the receiver names an outcome per
@@ -290,7 +290,7 @@ TEST_F(HttpDelivery, BatchModeDeliversArraysAndEachMessageGetsTheOutcomeTheRecei
   }
   auto [dead_code, dead] = cli({"dead", "list", "hooks", "deliver"}, db_.url());
   EXPECT_EQ(count_of(dead, "receiver: refused"), 3) << dead;
-  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+  EXPECT_EQ(host->stop(testing::kExitBound), 0) << tail(host->log());
 }
 
 // The fenced block of `lang` in plugins/http/README.md (its indentation removed).
@@ -337,7 +337,7 @@ TEST_F(HttpDelivery, TheReadmeQuickStartDeliversToItsReceiver) {
   EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM " +
                                            testing::stream_family(db_, "orders.placed").exceptions),
             0);
-  EXPECT_EQ(host->stop(20s), 0);
+  EXPECT_EQ(host->stop(testing::kExitBound), 0);
 }
 
 // config/http.toml, the example the README points to, passes `config check` once its secret and
@@ -436,7 +436,7 @@ TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
     seen.emplace_back(where, out);
   }
   EXPECT_NE(seen.back().second.find("HTTP 400"), std::string::npos) << seen.back().second;
-  EXPECT_EQ(host->stop(20s), 0) << tail(host->log());
+  EXPECT_EQ(host->stop(testing::kExitBound), 0) << tail(host->log());
   seen.emplace_back("the host log", host->log());
 
   // Config errors about the secret files: too open, a directory; the error names the file only.
