@@ -1,8 +1,10 @@
 #include "curl_dispatcher.hpp"
 
+#include <pthread.h>
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,16 +19,25 @@ std::once_flag curl_global;
 
 }  // namespace
 
-struct CurlDispatcher::Transfer {
+struct CurlLoop::Transfer {
   Request request;
   CURL* easy = nullptr;
   Shard* shard = nullptr;
-  curl_slist* headers = nullptr;
+  // The request's headers as libcurl's list, its nodes pointing into request.headers (libcurl
+  // only reads the list: no copy and no allocation per header).
+  std::vector<curl_slist> header_list;
   Answer answer;
   size_t body_cap = 0;
   char error[CURL_ERROR_SIZE] = {};
 
-  ~Transfer() { curl_slist_free_all(headers); }
+  curl_slist* link_headers() {
+    header_list.resize(request.headers.size());
+    for (size_t i = 0; i < header_list.size(); ++i) {
+      header_list[i].data = request.headers[i].data();
+      header_list[i].next = i + 1 < header_list.size() ? &header_list[i + 1] : nullptr;
+    }
+    return header_list.empty() ? nullptr : header_list.data();
+  }
 
   static size_t on_body(char* data, size_t size, size_t n, void* self) {
     auto* t = static_cast<Transfer*>(self);
@@ -59,7 +70,19 @@ static uint64_t epoll_key(uint32_t shard, curl_socket_t fd) {
   return (uint64_t{shard} << 32) | static_cast<uint32_t>(fd);
 }
 
-CurlDispatcher::CurlDispatcher(const Settings& settings) : settings_(settings) {
+CurlDispatcher::CurlDispatcher(const Settings& settings) {
+  loops_.reserve(static_cast<size_t>(settings.transfer_threads));
+  for (int64_t i = 0; i < settings.transfer_threads; ++i) {
+    loops_.push_back(std::make_unique<CurlLoop>(settings));
+  }
+}
+
+void CurlDispatcher::submit(Request request) {
+  const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % loops_.size();
+  loops_[i]->submit(std::move(request));
+}
+
+CurlLoop::CurlLoop(const Settings& settings) : settings_(settings) {
   std::call_once(curl_global, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -76,9 +99,9 @@ CurlDispatcher::CurlDispatcher(const Settings& settings) : settings_(settings) {
     // Keep idle connections for reuse (libcurl's default cache follows the handles added and
     // closes connections a burst opened as soon as it ends).
     curl_multi_setopt(shard.multi, CURLMOPT_MAXCONNECTS, kIdleConnectionsPerShard);
-    curl_multi_setopt(shard.multi, CURLMOPT_SOCKETFUNCTION, &CurlDispatcher::on_socket);
+    curl_multi_setopt(shard.multi, CURLMOPT_SOCKETFUNCTION, &CurlLoop::on_socket);
     curl_multi_setopt(shard.multi, CURLMOPT_SOCKETDATA, &shard);
-    curl_multi_setopt(shard.multi, CURLMOPT_TIMERFUNCTION, &CurlDispatcher::on_timer);
+    curl_multi_setopt(shard.multi, CURLMOPT_TIMERFUNCTION, &CurlLoop::on_timer);
     curl_multi_setopt(shard.multi, CURLMOPT_TIMERDATA, &shard);
   }
   epoll_event ev{};
@@ -96,7 +119,7 @@ CurlDispatcher::CurlDispatcher(const Settings& settings) : settings_(settings) {
   thread_ = std::thread([this] { run(); });
 }
 
-CurlDispatcher::~CurlDispatcher() {
+CurlLoop::~CurlLoop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -110,7 +133,7 @@ CurlDispatcher::~CurlDispatcher() {
   ::close(wake_);
 }
 
-void CurlDispatcher::submit(Request request) {
+void CurlLoop::submit(Request request) {
   bool was_empty;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -123,27 +146,60 @@ void CurlDispatcher::submit(Request request) {
   }
 }
 
-int CurlDispatcher::on_socket(CURL*, curl_socket_t fd, int what, void* shard_ptr, void* known) {
+CurlLoop::FdState& CurlLoop::fd_state(curl_socket_t fd) {
+  const auto i = static_cast<size_t>(fd);
+  if (i >= fds_.size()) fds_.resize(i + 1);
+  return fds_[i];
+}
+
+curl_socket_t CurlLoop::on_open_socket(void* loop, curlsocktype, curl_sockaddr* address) {
+  const int fd = ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  if (fd >= 0) static_cast<CurlLoop*>(loop)->fd_state(fd) = FdState{.ours = true};
+  return fd >= 0 ? fd : CURL_SOCKET_BAD;
+}
+
+int CurlLoop::on_close_socket(void* loop, curl_socket_t fd) {
+  static_cast<CurlLoop*>(loop)->fd_state(fd) = FdState{};  // closing drops it from the epoll set
+  return ::close(fd);
+}
+
+int CurlLoop::on_socket(CURL*, curl_socket_t fd, int what, void* shard_ptr, void*) {
   auto* shard = static_cast<Shard*>(shard_ptr);
-  const int epoll = shard->owner->epoll_;
+  CurlLoop& loop = *shard->owner;
+  FdState& st = loop.fd_state(fd);
   if (what == CURL_POLL_REMOVE) {
-    ::epoll_ctl(epoll, EPOLL_CTL_DEL, fd, nullptr);
-    curl_multi_assign(shard->multi, fd, nullptr);
+    st.wanted = false;
+    // A connection going back to libcurl's cache stays registered: the next transfer on it
+    // (the common case under load) then costs no epoll_ctl, and an event on it while idle
+    // removes it (run()). Sockets libcurl did not open through on_open_socket (a resolver's)
+    // may be closed without on_close_socket, so they leave the set at once.
+    if (!st.ours && st.events != 0) {
+      ::epoll_ctl(loop.epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      st.events = 0;
+    }
     return 0;
   }
+  const uint32_t events =
+      (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
+  st.wanted = true;
+  if (st.events == events && st.shard == shard->index) return 0;
   epoll_event ev{};
   ev.data.u64 = epoll_key(shard->index, fd);
-  ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
-  if (known != nullptr) {
-    ::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
-  } else {
-    ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
-    curl_multi_assign(shard->multi, fd, shard);  // non-null: registered
+  ev.events = events;
+  const bool registered = st.events != 0;
+  st.events = events;
+  st.shard = shard->index;
+  if (events == 0) {  // CURL_POLL_NONE: nothing wanted for now
+    if (registered) ::epoll_ctl(loop.epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    return 0;
+  }
+  if (!registered || ::epoll_ctl(loop.epoll_, EPOLL_CTL_MOD, fd, &ev) != 0) {
+    ::epoll_ctl(loop.epoll_, EPOLL_CTL_ADD, fd, &ev);
   }
   return 0;
 }
 
-int CurlDispatcher::on_timer(CURLM*, long timeout_ms, void* shard_ptr) {
+int CurlLoop::on_timer(CURLM*, long timeout_ms, void* shard_ptr) {
   auto* shard = static_cast<Shard*>(shard_ptr);
   shard->timer_due =
       timeout_ms < 0
@@ -153,7 +209,7 @@ int CurlDispatcher::on_timer(CURLM*, long timeout_ms, void* shard_ptr) {
 }
 
 // An easy handle with the options every request of this dispatcher shares.
-CURL* CurlDispatcher::new_easy() {
+CURL* CurlLoop::new_easy() {
   CURL* e = curl_easy_init();
   if (e == nullptr) return nullptr;
   curl_easy_setopt(e, CURLOPT_URL, settings_.url.c_str());
@@ -177,10 +233,14 @@ CURL* CurlDispatcher::new_easy() {
   }
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::on_body);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Transfer::on_header);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &CurlLoop::on_open_socket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, this);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &CurlLoop::on_close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
   return e;
 }
 
-void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
+void CurlLoop::start(std::unique_ptr<Transfer> t) {
   CURL* e = nullptr;
   if (!idle_easy_.empty()) {
     e = idle_easy_.back();
@@ -197,10 +257,9 @@ void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
   t->shard = &shards_[next_shard_];
   next_shard_ = (next_shard_ + 1) % kShards;
   t->body_cap = settings_.answer_body_bytes();
-  for (const auto& h : t->request.headers) t->headers = curl_slist_append(t->headers, h.c_str());
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->link_headers());
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
   curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
@@ -213,7 +272,7 @@ void CurlDispatcher::start(std::unique_ptr<Transfer> t) {
   in_flight_.emplace(e, std::move(t));
 }
 
-void CurlDispatcher::finish(Shard& shard, CURL* easy, CURLcode result) {
+void CurlLoop::finish(Shard& shard, CURL* easy, CURLcode result) {
   auto it = in_flight_.find(easy);
   if (it == in_flight_.end()) return;
   std::unique_ptr<Transfer> t = std::move(it->second);
@@ -232,14 +291,14 @@ void CurlDispatcher::finish(Shard& shard, CURL* easy, CURLcode result) {
   t->request.done(std::move(t->answer));
 }
 
-void CurlDispatcher::read_done(Shard& shard) {
+void CurlLoop::read_done(Shard& shard) {
   int left = 0;
   while (CURLMsg* m = curl_multi_info_read(shard.multi, &left)) {
     if (m->msg == CURLMSG_DONE) finish(shard, m->easy_handle, m->data.result);
   }
 }
 
-void CurlDispatcher::run_due_timers() {
+void CurlLoop::run_due_timers() {
   const auto now = std::chrono::steady_clock::now();
   for (Shard& shard : shards_) {
     if (!shard.timer_due || now < *shard.timer_due) continue;
@@ -250,7 +309,7 @@ void CurlDispatcher::run_due_timers() {
   }
 }
 
-int CurlDispatcher::next_wait_ms() const {
+int CurlLoop::next_wait_ms() const {
   int64_t wait = 1000;
   const auto now = std::chrono::steady_clock::now();
   for (const Shard& shard : shards_) {
@@ -261,7 +320,8 @@ int CurlDispatcher::next_wait_ms() const {
   return static_cast<int>(wait);
 }
 
-void CurlDispatcher::run() {
+void CurlLoop::run() {
+  pthread_setname_np(pthread_self(), "http-transfer");  // as top -H and the status tools show it
   constexpr int kEvents = 256;
   epoll_event events[kEvents];
   for (;;) {
@@ -285,14 +345,20 @@ void CurlDispatcher::run() {
         (void)!::read(wake_, &count, sizeof count);
         continue;
       }
+      const auto fd = static_cast<curl_socket_t>(key & 0xffffffffu);
+      FdState& st = fd_state(fd);
+      if (!st.wanted) {  // an idle cached connection: closed by the peer, or noise
+        if (st.events != 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+        st.events = 0;
+        continue;
+      }
       Shard& shard = shards_[key >> 32];
       int flags = 0;
       if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
       if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
       if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
       int running = 0;
-      curl_multi_socket_action(shard.multi, static_cast<curl_socket_t>(key & 0xffffffffu), flags,
-                               &running);
+      curl_multi_socket_action(shard.multi, fd, flags, &running);
       read_done(shard);
     }
     run_due_timers();

@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -37,12 +38,13 @@ struct Request {
   std::function<void(Answer)> done;
 };
 
-class CurlDispatcher {
+// One transfer thread and what it drives (see the top of this file).
+class CurlLoop {
  public:
-  explicit CurlDispatcher(const Settings& settings);
-  ~CurlDispatcher();
-  CurlDispatcher(const CurlDispatcher&) = delete;
-  CurlDispatcher& operator=(const CurlDispatcher&) = delete;
+  explicit CurlLoop(const Settings& settings);
+  ~CurlLoop();
+  CurlLoop(const CurlLoop&) = delete;
+  CurlLoop& operator=(const CurlLoop&) = delete;
 
   void submit(Request request);
 
@@ -52,12 +54,20 @@ class CurlDispatcher {
   struct Transfer;
   // One multi handle and its timer. Dispatcher thread only (after construction).
   struct Shard {
-    CurlDispatcher* owner = nullptr;
+    CurlLoop* owner = nullptr;
     uint32_t index = 0;
     CURLM* multi = nullptr;
     // When libcurl wants CURL_SOCKET_TIMEOUT next (none: no timer).
     std::optional<std::chrono::steady_clock::time_point> timer_due;
   };
+  // What the epoll set holds for one socket (fds_ is indexed by the socket).
+  struct FdState {
+    bool ours = false;    // opened by on_open_socket: its close passes on_close_socket
+    bool wanted = false;  // libcurl watches it now (not idle in the connection cache)
+    uint32_t events = 0;  // registered in the epoll set (0: not registered)
+    uint32_t shard = 0;   // the shard in its epoll key
+  };
+  FdState& fd_state(curl_socket_t fd);
   void run();
   void start(std::unique_ptr<Transfer> t);
   void finish(Shard& shard, CURL* easy, CURLcode result);
@@ -67,6 +77,8 @@ class CurlDispatcher {
   CURL* new_easy();
   static int on_socket(CURL* easy, curl_socket_t fd, int what, void* shard, void* socket_data);
   static int on_timer(CURLM* multi, long timeout_ms, void* shard);
+  static curl_socket_t on_open_socket(void* loop, curlsocktype purpose, curl_sockaddr* address);
+  static int on_close_socket(void* loop, curl_socket_t fd);
 
   const Settings& settings_;
   Shard shards_[kShards];
@@ -75,10 +87,23 @@ class CurlDispatcher {
   int wake_ = -1;  // eventfd: submit() and the destructor
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> in_flight_;  // dispatcher thread only
   std::vector<CURL*> idle_easy_;                                    // dispatcher thread only
+  std::vector<FdState> fds_;                                        // dispatcher thread only
   std::mutex mu_;
   std::vector<Request> submitted_;  // guarded by mu_
   bool stopping_ = false;           // guarded by mu_
   std::thread thread_;              // last: starts after everything above exists
+};
+
+// The handler instance's transfers: `transfer_threads` CurlLoops, each request to the next one
+// (round robin). submit() from any thread.
+class CurlDispatcher {
+ public:
+  explicit CurlDispatcher(const Settings& settings);
+  void submit(Request request);
+
+ private:
+  std::vector<std::unique_ptr<CurlLoop>> loops_;
+  std::atomic<size_t> next_{0};
 };
 
 }  // namespace sqlstreams_http
