@@ -1,15 +1,18 @@
-// plugins/http — the transfers in flight: one thread drives libcurl's multi interface
-// (connection reuse, keep-alive, HTTP/2 where the server offers it), so one handler instance
-// holds thousands of requests without a thread each. The thread waits in epoll on the sockets
-// libcurl names (curl_multi_socket_action: the cost of a wake-up does not grow with the number
-// of connections, as poll over all of them would) and on an eventfd that submit() signals.
-// The transfers are spread over kShards multi handles (round robin), each with its own cache of
-// connections: libcurl looks for an idle connection by walking every connection it holds to the
-// host, so one multi handle holding thousands of them spends most of its time looking (measured:
-// 4,000 connections, 2,700 requests/s on one core). submit() hands a request over from any
-// thread; the dispatcher thread runs it and calls its `done` with the Answer (once, on the
-// dispatcher thread). Easy handles are kept for reuse.
-// Destroying the dispatcher stops its thread and drops what is in flight (each `done` is
+// plugins/http — the transfers in flight: `transfer_threads` CurlLoops, each a thread driving
+// libcurl's multi interface (connection reuse, keep-alive, HTTP/2 where the server offers it), so
+// one handler instance holds thousands of requests without a thread each; submit() gives each
+// request to the next loop in turn. A loop waits in epoll on the sockets libcurl names
+// (curl_multi_socket_action: the cost of a wake-up does not grow with the number of connections,
+// as poll over all of them would) and on an eventfd that submit() signals. A connection going
+// idle into libcurl's cache stays in the epoll set, so reusing it costs no epoll_ctl; an event on
+// it while idle (the peer closed it) takes it out.
+// A loop spreads its transfers over kShards multi handles (round robin), each with its own cache
+// of connections: libcurl looks for an idle connection by walking every connection it holds to
+// the host, so one multi handle holding thousands of them spends most of its time looking
+// (measured: 4,000 connections, 2,700 requests/s on one core). submit() hands a request over from
+// any thread; a loop thread runs it and calls its `done` with the Answer (once, on that thread;
+// two requests' `done` may run at once on two loops). Easy handles are kept for reuse.
+// Destroying the dispatcher stops its threads and drops what is in flight (each `done` is
 // destroyed uncalled).
 #pragma once
 

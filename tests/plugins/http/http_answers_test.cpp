@@ -220,6 +220,8 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
   EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max", 1001}}), "batch_max");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_linger_ms", -1}}), "batch_linger_ms");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max_bytes", 10}}), "batch_max_bytes");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"transfer_threads", 0}}), "transfer_threads");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"transfer_threads", 17}}), "transfer_threads");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"uri", "http://y"}}, &message), "uri");
   EXPECT_NE(message.find("known:"), std::string::npos);
   for (const auto& f : {world_readable, empty, bad_secret}) std::remove(f.c_str());
@@ -234,8 +236,11 @@ TEST(HttpSettings, AGoodConfigReadsItsSecretsFromFiles) {
                                      {"bearer_token_file", token},
                                      {"signing_secret_file", secret},
                                      {"ok_statuses", {"2xx", "409"}},
-                                     {"error_body_bytes", 64}});
+                                     {"error_body_bytes", 64},
+                                     {"transfer_threads", 3}});
   EXPECT_EQ(s.method, "PUT");
+  EXPECT_EQ(s.transfer_threads, 3);
+  EXPECT_EQ(Settings::read({{"url", "http://x"}}).transfer_threads, 2) << "the default";
   EXPECT_EQ(s.bearer_token, "tok-123");
   EXPECT_EQ(s.signing_key.size(), 24u);
   EXPECT_TRUE(s.tls_verify);
