@@ -63,7 +63,7 @@ TEST(FenceStall, AnUnrelatedWriterHoldsNothingAnOpenProducerIsNamedUntilItEnds) 
   producer.commit();
   ASSERT_TRUE(wait_until([&] { return count_calls(o.record_file, kCharge) >= 26; }, 30s, 50ms))
       << tail(host.log());
-  ASSERT_TRUE(host.wait_for_log("fence-released", 10s)) << tail(host.log());
+  ASSERT_TRUE(host.wait_for_log("fence-released", 60s)) << tail(host.log());
   EXPECT_EQ(host.count_in_log("\"event\":\"fence-held\""), 1) << "logged once per wait";
   app.commit();
   auto code = host.stop(testing::kExitBound);

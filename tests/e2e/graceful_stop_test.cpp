@@ -96,7 +96,7 @@ TEST(GracefulStop, SecondSigtermDuringDrainExitsAtOnce) {
   ASSERT_NO_FATAL_FAILURE(start_hung(host, db));
 
   host.process().signal(SIGTERM);
-  ASSERT_TRUE(host.wait_for_log("host-draining", 10s)) << tail(host.log());
+  ASSERT_TRUE(host.wait_for_log("host-draining", 60s)) << tail(host.log());
   EXPECT_FALSE(host.process().wait(500ms).has_value())
       << "the drain waits for the hung handler (shutdown_timeout 60s)";
 

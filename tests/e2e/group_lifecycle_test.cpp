@@ -86,7 +86,7 @@ TEST_F(GroupLifecycle, PauseFinishesInFlightWorkClaimsNothingAndResumeLosesNothi
 
   auto [rcode, rout] = group_cmd("resume", kCharge);
   ASSERT_EQ(rcode, 0) << rout;
-  ASSERT_TRUE(host.wait_for_log("group-resumed-by-operator", 10s)) << tail(host.log());
+  ASSERT_TRUE(host.wait_for_log("group-resumed-by-operator", 60s)) << tail(host.log());
   wait_drained(url(), 120s);
   auto records = read_records({o.record_file});
   EXPECT_EQ(missing_ids(records, kCharge, 700), "") << "lost across the pause";

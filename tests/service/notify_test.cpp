@@ -39,7 +39,7 @@ TEST(SystemdNotify, ReadyWatchdogReloadingReadyStopping) {
   ASSERT_GE(ready, 0) << tail(host.log());
   EXPECT_NE(notify.messages()[ready].find("STATUS=1 group(s) running"), std::string::npos)
       << notify.messages()[ready];
-  EXPECT_TRUE(host.wait_for_log("host-ready", 5s)) << "READY=1 only after the pipelines run";
+  EXPECT_TRUE(host.wait_for_log("host-ready", 30s)) << "READY=1 only after the pipelines run";
   // Pings every 300 ms (half of WATCHDOG_USEC) while the control loop is healthy.
   ASSERT_TRUE(wait_until([&] { return count_of(notify.messages(), "WATCHDOG=1", ready) >= 3; }, 5s))
       << tail(host.log());

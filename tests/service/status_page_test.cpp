@@ -196,7 +196,7 @@ TEST(StatusPageInChromium, ChartsAndAGroupPageAgreeWithStatusJson) {
   std::this_thread::sleep_for(6s);
   auto [paused, paused_out] = group_cmd("pause");
   ASSERT_EQ(paused, 0) << paused_out;
-  ASSERT_TRUE(host.wait_for_log("group-paused-by-operator", 10s)) << tail(host.log());
+  ASSERT_TRUE(host.wait_for_log("group-paused-by-operator", 60s)) << tail(host.log());
   produce_payments(db.url(), 30, 21);
   std::this_thread::sleep_for(6s);
   {
