@@ -28,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -174,11 +175,16 @@ class Db {
 
 // The two insert paths of phase 1, reusable in short timed rounds (phase 3 brackets each of its
 // workloads with raw rounds, so its ratio compares measurements seconds apart).
+// The idempotency keys a RuntimeInsert gives its messages: none; ascending ("bench-<batch>-<i>…",
+// each key after the last: the key index grows at its right edge); or random UUIDs (version 4
+// text from a seeded generator: each key lands anywhere in the index, as most producers' do).
+enum class BenchKeys { kNone, kAscending, kRandomUuid };
+
 class RuntimeInsert {
  public:
-  // idempotency_keys: every message carries a fresh idempotency key (V011), none repeats.
+  // Every key is fresh: none repeats.
   RuntimeInsert(const Db& db, const std::string& stream, size_t bytes,
-                bool idempotency_keys = false);
+                BenchKeys keys = BenchKeys::kNone);
   int64_t run_for(double seconds);  // rows produced; at least one batch
 
  private:
@@ -186,8 +192,9 @@ class RuntimeInsert {
   ss::store::Producer producer_;
   std::string stream_;
   std::vector<ss::store::NewMessage> batch_;
-  bool idempotency_keys_ = false;
+  BenchKeys keys_ = BenchKeys::kNone;
   int64_t batches_ = 0;
+  std::mt19937_64 random_{20261206};
 };
 
 class RawInsert {
@@ -207,7 +214,7 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
 
 std::vector<Row> run_produce(Db& db, const Options& o);
 // Part of the produce phase: keyed (idempotent) produce against produce without keys.
-Row run_idempotent_produce(Db& db, const Options& o);
+Row run_idempotent_produce(Db& db, const Options& o, BenchKeys keys);
 std::vector<Row> run_drain(Db& db, const Options& o);
 // Phase 2b, called by run_drain on its stream after the range drain.
 std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::StreamRef& s,

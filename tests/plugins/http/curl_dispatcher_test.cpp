@@ -3,6 +3,8 @@
 // connections libcurl keeps idle between requests (the epoll registration kept for an idle
 // connection must be dropped, and a new socket with a closed one's number registered), and an
 // idle dispatcher whose cached connections were closed does not spin.
+#include "curl_dispatcher.hpp"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -22,8 +24,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include "curl_dispatcher.hpp"
 
 namespace sqlstreams_http {
 namespace {
