@@ -32,15 +32,18 @@ struct Peer {
   int64_t load_left = 0;                // jobs not done when that pickup ended
 };
 
-// One comparison row: the runtime's figure, every peer's, the ratio to the best peer.
+// One comparison row: the runtime's figure, every peer's (with `detail` of the peer after it,
+// when given), the ratio to the best peer.
 Row compare(const std::string& workload, std::optional<double> ours, const std::vector<Peer>& peers,
             double Peer::*field, bool higher_is_better,
-            const std::function<std::string(double)>& show) {
+            const std::function<std::string(double)>& show,
+            const std::function<std::string(const Peer&)>& detail = nullptr) {
   std::string theirs;
   std::optional<double> best;
   for (const Peer& p : peers) {
     const double v = p.*field;
-    theirs += fmt::format("{}{}: {}", theirs.empty() ? "" : "; ", p.label, show(v));
+    theirs += fmt::format("{}{}: {}{}", theirs.empty() ? "" : "; ", p.label, show(v),
+                          detail && v > 0 ? detail(p) : "");
     if (v > 0 && (!best || (higher_is_better ? v > *best : v < *best))) best = v;
   }
   std::string ratio = "—";
@@ -108,18 +111,14 @@ std::vector<Row> peer_rows(const Options& o) {
                          &Peer::p99, false, ms));
   // Under load: each peer's p99 with the load rate it reached and what its worker left undone
   // (a worker that does not keep up queues the paced jobs behind the load).
-  auto under_load = [&](double v) {
-    for (const Peer& p : peers) {
-      if (p.load_p99 == v && v > 0) {
-        return fmt::format("{:.1f} ms ({} load, {} left)", v, rate(p.load_per_s), p.load_left);
-      }
-    }
-    return ms(v);
+  auto load_reached = [](const Peer& p) {
+    return fmt::format(" ({} load, {} left)", rate(p.load_per_s), p.load_left);
   };
   rows.push_back(compare(fmt::format("pickup p99 with NOTIFY under {} msgs/s of background load "
                                      "(runtime: phase pickup_load, 4 groups)",
                                      grouped(o.pickup_load_rate)),
-                         recorded("pickup_load_p99"), peers, &Peer::load_p99, false, under_load));
+                         recorded("pickup_load_p99"), peers, &Peer::load_p99, false, ms,
+                         load_reached));
   return rows;
 }
 
