@@ -6,7 +6,8 @@
 # Before the driver, bench/peers/run.sh measures graphile-worker and pg-boss (pinned, installed
 # with npm into a temporary folder) on the same server; the driver adds their rows (phase 9).
 # `--no-peers` skips them; so does a `--phases` list without "peers".
-# The result table is printed and written to build/release/bench-results.md.
+# The result table is printed and written to build/release/bench-results.md (`--out FILE`: there
+# instead).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,8 +36,11 @@ URL=$(SQLSTREAMS_PG_FSYNC=on SQLSTREAMS_PG_DB=sqlstreams_bench scripts/pg.sh sta
 
 # The peers: same server, just before; their shapes follow the driver's flags.
 ARGS=() PEER_ARGS=(--backlog 100000 --enqueue-seconds 5 --latency-seconds 10) PEERS=1
+OUT=build/release/bench-results.md
 while (($#)); do
   case $1 in
+    --out) OUT=$2; shift ;;
+    --out=*) OUT=${1#--out=} ;;
     --no-peers) PEERS=0 ;;
     --quick) PEER_ARGS=(--backlog 20000 --enqueue-seconds 1 --latency-seconds 2) ARGS+=("$1") ;;
     --phases) [[ ,$2, == *,peers,* ]] || PEERS=0; ARGS+=("$1" "$2"); shift ;;
@@ -55,4 +59,4 @@ if ((PEERS)); then
 fi
 
 echo "== running sqlstreams_bench ${ARGS[*]}" >&2
-build/release/bin/sqlstreams_bench --url "$URL" --out build/release/bench-results.md "${ARGS[@]}"
+build/release/bin/sqlstreams_bench --url "$URL" --out "$OUT" "${ARGS[@]}"
