@@ -5,30 +5,18 @@
 // measures the real figure (bench/README.md, idle CPU row).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <thread>
 
 #include "e2e_support.hpp"
+#include "proc_stat.hpp"
 
 namespace sqlstreams::e2e {
 namespace {
 
 // utime + stime of a process, in seconds.
 double cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Fields after the command name (which may hold spaces) start after the last ')'.
-  std::istringstream rest(text.substr(text.rfind(')') + 2));
-  std::string field;
-  long utime = 0, stime = 0;
-  for (int i = 3; rest >> field; ++i) {
-    if (i == 14) utime = std::stol(field);
-    if (i == 15) {
-      stime = std::stol(field);
-      break;
-    }
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(testing::cpu_ticks("/proc/" + std::to_string(pid) + "/stat")) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 TEST(IdleHost, FourIdleGroupsUseALittleCpuNotACorePerGroup) {

@@ -19,11 +19,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "proc_stat.hpp"
 
 namespace sqlstreams_http {
 namespace {
@@ -156,17 +157,7 @@ long cpu_ticks_of_threads(const std::string& name) {
     std::string c;
     std::getline(comm, c);
     if (c != name) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
-    std::istringstream rest(text.substr(text.rfind(')') + 2));
-    std::string field;
-    long utime = 0, stime = 0;
-    for (int i = 3; i <= 15; ++i) {
-      rest >> field;
-      if (i == 14) utime = std::stol(field);
-      if (i == 15) stime = std::stol(field);
-    }
-    ticks += utime + stime;
+    ticks += sqlstreams::testing::cpu_ticks(entry.path() / "stat");
   }
   return ticks;
 }
