@@ -60,6 +60,7 @@ AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std:
   auto pipeline = std::make_unique<ss::consume::GroupPipeline>(
       po, registry.create(plugin, handler, config_json, s.name, g.name));
   const auto& m = pipeline->metrics();
+  const double busy0 = machine_busy_seconds();
   const auto t0 = Clock::now();
   pipeline->start();
   const double limit = 60 + static_cast<double>(n) / 500;
@@ -68,7 +69,8 @@ AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std:
     if (seconds_since(t0) > limit) throw std::runtime_error(label + " drain did not finish");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling the metrics
   }
-  AsyncDrained d{static_cast<double>(n) / seconds_since(t0), pipeline->peak_in_flight()};
+  AsyncDrained d{static_cast<double>(n) / seconds_since(t0), pipeline->peak_in_flight(),
+                 (machine_busy_seconds() - busy0) / static_cast<double>(n)};
   pipeline->stop(Clock::now() + std::chrono::seconds(30));
   if (m.get(sqlstreams::consume::GroupCounter::kSucceeded) != static_cast<uint64_t>(n)) {
     throw std::runtime_error(fmt::format("{} handled {} messages, expected {}", label,

@@ -240,8 +240,9 @@ std::vector<Row> run_async_io(Db& db, const Options& o);
 inline constexpr int kAsyncStartThreads = 2;
 inline constexpr int kAsyncBatch = 2000;
 struct AsyncDrained {
-  double rate = 0;  // messages/s until all handled and every range commit done
-  size_t peak = 0;  // the most in flight at once
+  double rate = 0;                     // messages/s until all handled and every range commit done
+  size_t peak = 0;                     // the most in flight at once
+  double cpu_seconds_per_message = 0;  // the whole machine's busy CPU over the same clock, ÷ n
 };
 AsyncDrained drain_async(Db& db, const std::string& label, int64_t n, const std::string& plugin,
                          const std::string& handler, const std::string& config_json,

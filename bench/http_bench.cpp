@@ -3,10 +3,12 @@
 // receiver in this process (Boost.Beast on one thread of its own, loopback, keep-alive) that
 // answers 204 at once or after 50 ms. The reference for the immediate receiver is the asynchronous
 // no-op (async_io.so `timer-io` with delay 0) on the same backlog shape. The clock stops when every
-// message was handled and every range commit was done.
+// message was handled and every range commit was done. A last row measures libcurl alone against
+// the same receiver (curl_floor) and the ceiling that sets on the immediate row's ratio.
 // Goals (bench/results/README.md#http-push-delivery-issue-31-benchrunsh---phases-http):
 // 50 ms receiver ≥ 10,000 msg/s with ≥ 1,000 in flight; immediate receiver ≥ 0.3 × the async no-op;
 // batch mode (100 per request) ≥ 50,000/s.
+#include <curl/curl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -98,6 +100,87 @@ class Receiver {
 
 std::string url_of(const Receiver& r) { return fmt::format("http://127.0.0.1:{}/hook", r.port()); }
 
+// libcurl alone, with no host and no database: the packaged HTTP client's own cost per request
+// and the receiver's, on this machine. `threads` loops (as transfer_threads), each with its own
+// multi handle keeping `in_flight` POSTs of a 100 B body with the plugin's ten headers going
+// (an easy handle is re-added as it completes), through libcurl's simplest loop
+// (curl_multi_perform + curl_multi_poll). Any failed request or status other than 204 fails the
+// bench: the floor must be real deliveries.
+struct CurlFloor {
+  double rate = 0;                     // requests/s
+  double cpu_seconds_per_request = 0;  // the whole machine's busy CPU ÷ requests
+};
+
+CurlFloor curl_floor(const std::string& url, int threads, int in_flight, double seconds) {
+  static const std::string body = make_payload(100, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> done{0}, failed{0};
+  auto loop = [&] {
+    CURLM* multi = curl_multi_init();
+    curl_slist* headers = nullptr;
+    for (const char* h :
+         {"Content-Type: application/json", "Expect:", "webhook-id: sqlstreams:bench:1234567",
+          "webhook-timestamp: 1796580000", "sqlstreams-stream: bench", "sqlstreams-group: bench",
+          "sqlstreams-message-id: 1234567", "sqlstreams-schema-version: 1", "sqlstreams-attempt: 1",
+          "sqlstreams-created-at: 1796580000000"}) {
+      headers = curl_slist_append(headers, h);
+    }
+    std::vector<CURL*> easies;
+    for (int i = 0; i < in_flight; ++i) {
+      CURL* e = curl_easy_init();
+      curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+      curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+      curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+      curl_easy_setopt(
+          e, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
+      curl_multi_add_handle(multi, e);
+      easies.push_back(e);
+    }
+    int running = 0, queued = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      curl_multi_perform(multi, &running);
+      while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        long status = 0;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+        if (msg->data.result != CURLE_OK || status != 204) failed.fetch_add(1);
+        done.fetch_add(1, std::memory_order_relaxed);
+        CURL* e = msg->easy_handle;
+        curl_multi_remove_handle(multi, e);
+        curl_multi_add_handle(multi, e);
+      }
+      curl_multi_poll(multi, nullptr, 0, 100, nullptr);
+    }
+    for (CURL* e : easies) {
+      curl_multi_remove_handle(multi, e);
+      curl_easy_cleanup(e);
+    }
+    curl_multi_cleanup(multi);
+    curl_slist_free_all(headers);
+  };
+  curl_global_init(CURL_GLOBAL_DEFAULT);  // before any thread (reference counted)
+  std::vector<std::thread> loops;
+  for (int i = 0; i < threads; ++i) loops.emplace_back(loop);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connections made, warm
+  const uint64_t done0 = done.load();
+  const double busy0 = machine_busy_seconds();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const double elapsed = seconds_since(t0);
+  const auto requests = static_cast<double>(done.load() - done0);
+  const double busy = machine_busy_seconds() - busy0;
+  stop = true;
+  for (auto& t : loops) t.join();
+  curl_global_cleanup();
+  if (failed.load() > 0) {
+    throw std::runtime_error(
+        fmt::format("curl floor: {} of {} requests failed", failed.load(), done.load()));
+  }
+  return CurlFloor{requests / elapsed, busy / requests};
+}
+
 }  // namespace
 
 std::vector<Row> run_http(Db& db, const Options& o) {
@@ -138,6 +221,32 @@ std::vector<Row> run_http(Db& db, const Options& o) {
                         grouped(static_cast<double>(quick.connections()))),
             rate(noop.rate), fmt_ratio(ratio),
             fmt::format("≥ 0.3× the async no-op: {}", ratio >= 0.3 ? "MET" : "MISSED")});
+    // The ceiling the client library sets on that ratio. The best of two in-flight depths.
+    CurlFloor floor;
+    for (int per_thread : {32, 250}) {
+      const CurlFloor f = curl_floor(url_of(quick), 2, per_thread, o.quick ? 1.0 : 3.0);
+      fmt::print(stderr, "  curl floor, 2 × {} in flight: {} ({:.1f} µs CPU per request)\n",
+                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6);
+      if (f.rate > floor.rate) floor = f;
+    }
+    // A delivery costs at least the floor's CPU per request plus the no-op drain's CPU per
+    // message (claim, dispatch, commit, PostgreSQL), on the same cores.
+    const double cores = std::thread::hardware_concurrency();
+    const double ceiling = cores / (floor.cpu_seconds_per_request + noop.cpu_seconds_per_message);
+    rows.push_back(Row{
+        "11 http",
+        fmt::format("libcurl alone, no host or database: the same receiver, 2 loops × the "
+                    "better of 32 / 250 in flight, POST 100 B with the plugin's headers; CPU "
+                    "per request; the ceiling it sets on the row above: {:.0f} cores ÷ (its CPU "
+                    "per request + the async no-op's {:.1f} µs per message)",
+                    cores, noop.cpu_seconds_per_message * 1e6),
+        fmt::format("{} ({:.1f} µs CPU per request; the http drain used {:.1f} µs per message)",
+                    rate(floor.rate), floor.cpu_seconds_per_request * 1e6,
+                    h.cpu_seconds_per_message * 1e6),
+        fmt::format("ceiling {}", rate(ceiling)), fmt_ratio(ceiling / noop.rate),
+        fmt::format("the ceiling of the ratio above: {}",
+                    ceiling >= 0.3 * noop.rate ? "≥ 0.3, the goal is reachable"
+                                               : "< 0.3, the goal is out of reach")});
   }
   {
     constexpr int kInFlight = 4000;
