@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "proc_stat.hpp"
 #include "stream_fixture.hpp"
 
 namespace sqlstreams::consume {
@@ -100,6 +101,37 @@ TEST_F(AsyncPipelineTest, MaxInFlightBoundsWhatTheHandlerHolds) {
   EXPECT_LE(observed, 25u);
   EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
             static_cast<uint64_t>(kMessages));
+}
+
+// A start thread waits for a free slot only while max_in_flight messages are out. It was woken at
+// every completion: a futex wake on the plugin's thread and a sleep on the start thread per
+// message. It is now woken once a sixteenth of the slots (at most 32) is free, and starts messages
+// until the limit again.
+TEST_F(AsyncPipelineTest, CompletionsWakeTheStartThreadOncePerSliceOfFreedSlots) {
+  constexpr int kMessages = 2000;
+  constexpr int kLimit = 256;  // a slice: 16 slots
+  // Delays spread over 1..256 ms: about two completions a millisecond, each alone, so a thread
+  // woken per completion sleeps again before the next one.
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kMessages; ++i) {
+    payloads.push_back(R"({"delay_ms":)" + std::to_string(1 + (i * 37) % kLimit) + "}");
+  }
+  produce(payloads);
+  auto g = group("{}");
+  g.max_in_flight = kLimit;
+  g.batch_size = 1000;
+  auto p = pipeline(g);
+  p->start();
+  ASSERT_TRUE(eventually([&] { return all_committed(kMessages); }));
+  const long sleeps = testing::voluntary_switches("ss-work");  // threads born at start()
+  EXPECT_TRUE(p->stop(std::chrono::steady_clock::now() + 5s));
+  EXPECT_EQ(p->metrics().get(sqlstreams::consume::GroupCounter::kSucceeded),
+            static_cast<uint64_t>(kMessages));
+  EXPECT_EQ(p->peak_in_flight(), static_cast<size_t>(kLimit)) << "the thread waited at the limit";
+  EXPECT_GT(sleeps, 0);
+  // Per slice: about kMessages / 16, plus a wait for each range the queue ran out of. Per
+  // completion: about one a message from the time the limit was first reached.
+  EXPECT_LT(sleeps, kMessages / 4) << "the start thread was woken per completion";
 }
 
 TEST_F(AsyncPipelineTest, ATimedOutMessageIsRetriedOnceAndItsLateCompletionDropped) {

@@ -1,8 +1,10 @@
-// tests/support/proc_stat — CPU time from a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file
-// (header-only: the plugin unit tests use it without the support library).
-// Threading: none (reads one file per call).
+// tests/support/proc_stat — CPU time from a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file,
+// and how often this process's threads of one name went to sleep (header-only: the plugin unit
+// tests use it without the support library).
+// Threading: none (reads the files once per call).
 #pragma once
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -25,6 +27,23 @@ inline long cpu_ticks(const std::string& stat_path) {
     if (i == 15) stime = std::stol(field);
   }
   return utime + stime;
+}
+
+// The voluntary context switches (each a wait: a futex, a poll, a sleep) of this process's live
+// threads whose name (/proc/self/task/<tid>/comm) is `name`, summed.
+inline long voluntary_switches(const std::string& name) {
+  long total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string thread_name;
+    if (!std::getline(comm, thread_name) || thread_name != name) continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      const std::string key = "voluntary_ctxt_switches:";
+      if (line.rfind(key, 0) == 0) total += std::stol(line.substr(key.size()));
+    }
+  }
+  return total;
 }
 
 }  // namespace sqlstreams::testing
