@@ -48,8 +48,9 @@ void ChaosHost::write_config() {
   for (const auto& s : kStreams) {
     for (const auto& g : groups_of(options_)) {
       const bool emits = options_.chain && emits_to_chain(s.name, g);
+      const bool async = s.name == kAsyncGroup.first && g == kAsyncGroup.second;
       t << "\n[[groups]]\nname = \"" << g << "\"\nstream = \"" << s.name << "\"\n"
-        << "plugin = \"chaos.so\"\nhandler = \"chaos\"\n"
+        << "plugin = \"chaos.so\"\nhandler = \"" << (async ? "chaos-async" : "chaos") << "\"\n"
         << "concurrency = " << (g == "g-b" ? concurrency_b_ : 4) << "\n"
         << "batch_size = 50\nlease_ttl = \"" << options_.lease_ttl << "\"\n"
         << "handler_timeout = \"500ms\"\npoll_interval = \"20ms\"\nmax_poll_interval = \"200ms\"\n"
@@ -57,6 +58,7 @@ void ChaosHost::write_config() {
       if (s.name == kIsolatedGroup.first && g == kIsolatedGroup.second) {
         t << "isolation = \"process\"\n";
       }
+      if (async) t << "max_in_flight = " << kAsyncMaxInFlight << "\n";
       if (g == kOrderedGroup && options_.ordering_config) {
         t << "ordering = \"key\"\nordering_dead = \"" << ordering_dead_of(s.name) << "\"\n";
       }

@@ -103,6 +103,10 @@ inline const std::string kOrderedGroup = "g-o";
 // The group that runs its handlers in child processes (`isolation = "process"`), beside the
 // in-process ones: the fault `replace-plugin` rewrites the plugin file under its children.
 inline const std::pair<std::string, std::string> kIsolatedGroup = {"chaos.lose", "g-a"};
+// The group whose handler is asynchronous (`chaos-async`, ABI 1.2): its calls complete from the
+// plugin's timer thread, at most kAsyncMaxInFlight at once.
+inline const std::pair<std::string, std::string> kAsyncGroup = {"chaos.keep", "g-a"};
+inline constexpr int kAsyncMaxInFlight = 32;
 
 // The run's own plugin folder (a copy of chaos.so under work_dir): `replace-plugin` rewrites its
 // file in place, never the build's.
