@@ -175,6 +175,21 @@ std::vector<int64_t> duplicates(const Records& r, const std::string& group) {
   return out;
 }
 
+std::set<int64_t> timed_out_ids(const std::string& log, const std::string& group) {
+  std::set<int64_t> out;
+  std::istringstream lines(log);
+  const std::string event = "\"event\":\"handler-timeout\"";
+  const std::string of_group = "\"group\":\"" + group + "\"";
+  const std::string id_key = "\"message_id\":\"";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(event) == std::string::npos || line.find(of_group) == std::string::npos) continue;
+    const size_t at = line.find(id_key);
+    if (at == std::string::npos) continue;
+    out.insert(std::stoll(line.substr(at + id_key.size())));
+  }
+  return out;
+}
+
 std::string missing_ids(const Records& r, const std::string& group, int64_t n) {
   static const std::map<int64_t, int> none;
   auto it = r.find(group);

@@ -148,10 +148,14 @@ TEST(MultiHost, SigkillOfOneHostLosesNothingAndRepeatsOnlyItsRanges) {
     EXPECT_EQ(missing_ids(records, group, n), "") << group;
     std::string unexplained;
     auto dups = duplicates(records, group);
+    // A call a survivor logged as timed out runs again too (a 1 s handler_timeout on a loaded
+    // machine: two survivors' calls went past it in one CI run).
+    const auto timed_out = timed_out_ids(survivor_logs, group);
     for (int64_t id : dups) {
-      bool ok = std::any_of(allowed.begin(), allowed.end(), [&](const Range& r) {
-        return r.group == group && id > r.low && id <= r.high;
-      });
+      bool ok = timed_out.count(id) > 0 ||
+                std::any_of(allowed.begin(), allowed.end(), [&](const Range& r) {
+                  return r.group == group && id > r.low && id <= r.high;
+                });
       if (!ok && unexplained.size() < 200) unexplained += std::to_string(id) + " ";
     }
     EXPECT_EQ(unexplained, "") << group << ": ids handled twice outside the killed host's ranges";

@@ -48,7 +48,12 @@ TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
       << "the TERMINAL text is cut at a character boundary and marked";
   auto records = read_records({o.record_file});
   EXPECT_EQ(missing_ids(records, kCharge, poison + 15), "");
-  EXPECT_TRUE(duplicates(records, kCharge).empty()) << "nothing was reclaimed or retried";
+  // Nothing was reclaimed or retried, but for a call the host logged as timed out (a 1 s
+  // handler_timeout on a loaded machine: the poison call itself once went past it in CI).
+  const auto timed_out = timed_out_ids(host.log(), kCharge);
+  for (int64_t id : duplicates(records, kCharge)) {
+    EXPECT_TRUE(timed_out.count(id) > 0) << "message " << id << " ran twice without a timeout";
+  }
   EXPECT_EQ(count_of(host.log(), "commit-failed"), 0) << tail(host.log());
 
   auto code = host.stop(testing::kExitBound);
