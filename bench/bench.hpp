@@ -13,7 +13,8 @@
 //   9. peers: graphile-worker and pg-boss (bench/peers, run just before on the same server);
 //  10. async_io: an asynchronous handler waiting 100 ms per message (async_io_bench.cpp);
 //  11. http: the stock push-delivery plugin to a loopback receiver (http_bench.cpp);
-//  12. ordering: per-key ordering against the unordered drain (ordering_bench.cpp).
+//  12. ordering: per-key ordering against the unordered drain (ordering_bench.cpp);
+//  3b. fanout_cost: an extra group's CPU per message, per range (fanout_cost_bench.cpp).
 // This header: options, result rows, in-process handlers, setup and monitoring helpers.
 // The runtime side uses only the runtime's libraries; libpqxx is used directly for the raw
 // reference workloads and for read-only monitoring (head, cursor, CHECKPOINT).
@@ -78,6 +79,7 @@ struct Options {
   int64_t ordering_backlog = 100'000;          // phase ordering: distinct-key backlog
   double ordering_hot_seconds = 300;           // phase ordering: each hot-key window
   int64_t ordered_claim_backlog = 200'000;     // phase ordered_claim: keyed messages
+  int64_t fanout_backlog = 200'000;            // phase fanout_cost: 100 B messages
   int pickup_load_rate = 10'000;               // phase pickup_load background msgs/s
   // produce, drain, e2e, latency, pickup_load, retention, idle, isolation, wal, async_io, http,
   // peers
@@ -255,6 +257,8 @@ std::vector<Row> run_ordering(Db& db, const Options& o);
 std::vector<Row> run_emits(Db& db, const Options& o);
 // Phase ordered_claim (ordered_claim_bench.cpp): one ordered retry claim, large backlog ÷ small.
 std::vector<Row> run_ordered_claim(Db& db, const Options& o);
+// Phase fanout_cost (fanout_cost_bench.cpp): what an extra group costs per message, per range.
+std::vector<Row> run_fanout_cost(Db& db, const Options& o);
 
 // One group `name` of `s` (ordered or not) draining the stream's backlog from the beginning with
 // `hosts` pipelines (distinct holders), each with a handler from `handler` (phases ordering,

@@ -84,12 +84,14 @@ int main(int argc, char** argv) {
   app.add_option("--ordered-claim-backlog", o.ordered_claim_backlog,
                  "phase ordered_claim: keyed messages of the large backlog (default 200,000; "
                  "--quick 20,000)");
+  app.add_option("--fanout-backlog", o.fanout_backlog,
+                 "phase fanout_cost: backlog (default 200,000; --quick 50,000)");
   app.add_option("--peers", o.peers_file, "bench/peers/run.sh's JSON: adds the peer rows");
   app.add_option(
          "--phases", o.phases,
          "subset: "
          "produce,drain,e2e,latency,trail,pickup_load,retention,idle,isolation,wal,async_io,http,"
-         "ordering,emits,ordered_claim,peers")
+         "ordering,emits,ordered_claim,fanout_cost,peers")
       ->delimiter(',');
   app.add_option("--out", out_file, "also write the table to this file");
   CLI11_PARSE(app, argc, argv);
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     if (!app.count("--ordering-backlog")) o.ordering_backlog = 50'000;
     if (!app.count("--ordering-hot-seconds")) o.ordering_hot_seconds = 15;
     if (!app.count("--ordered-claim-backlog")) o.ordered_claim_backlog = 20'000;
+    if (!app.count("--fanout-backlog")) o.fanout_backlog = 50'000;
   }
   o.tag = std::to_string(std::time(nullptr));
   spdlog::set_level(spdlog::level::warn);
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     if (wanted(o, "produce")) add(bench::run_produce(db, o));
     if (wanted(o, "drain")) add(bench::run_drain(db, o));
     if (wanted(o, "e2e")) add(bench::run_e2e(db, o));
+    if (wanted(o, "fanout_cost")) add(bench::run_fanout_cost(db, o));
     if (wanted(o, "latency")) add(bench::run_latency(db, o));
     if (wanted(o, "trail")) add(bench::run_trail(db, o));
     if (wanted(o, "pickup_load")) add(bench::run_pickup_load(db, o));
