@@ -129,6 +129,8 @@ class StampHandler final : public ss::plugin_host::HandlerInstance {
 
 // CPU seconds: of one process (utime + stime), and of the whole machine (all cores, not idle).
 double cpu_seconds(pid_t pid);
+double task_cpu_seconds(pid_t pid, pid_t tid);     // one thread's
+double stat_cpu_seconds(const std::string& path);  // utime + stime of a /proc …/stat file
 double machine_busy_seconds();
 
 int64_t steady_ns();

@@ -55,10 +55,10 @@ Cost drain_groups(Db& db, const ss::store::StreamRef& s, const std::string& labe
   for (;;) {
     bool done = true;
     for (auto& p : pipes) {
-      done = done &&
-             p->metrics().get(ss::consume::GroupCounter::kSucceeded) >=
-                 static_cast<uint64_t>(head) &&
-             p->ranges_in_flight() == 0;
+      done =
+          done &&
+          p->metrics().get(ss::consume::GroupCounter::kSucceeded) >= static_cast<uint64_t>(head) &&
+          p->ranges_in_flight() == 0;
     }
     if (done) break;
     if (seconds_since(t0) > limit) throw std::runtime_error("fanout drain did not finish");
@@ -135,9 +135,9 @@ std::vector<Row> run_fanout_cost(Db& db, const Options& o) {
       extra_pg.push_back((4 * x4.pg - x1.pg) / 3);
       extra_rpm.push_back((4 * x4.ranges_per_message - x1.ranges_per_message) / 3);
     }
-    at.push_back(PerBatch{median_of(one), median_of(one_host), median_of(one_pg),
-                          median_of(mpr), median_of(extra), median_of(extra_host),
-                          median_of(extra_pg), median_of(extra_rpm)});
+    at.push_back(PerBatch{median_of(one), median_of(one_host), median_of(one_pg), median_of(mpr),
+                          median_of(extra), median_of(extra_host), median_of(extra_pg),
+                          median_of(extra_rpm)});
   }
   // extra(b) = m + r × the extra groups' ranges per message at b.
   const double drpm = at[0].extra_rpm - at[1].extra_rpm;

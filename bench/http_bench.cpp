@@ -3,8 +3,9 @@
 // receiver in this process (Boost.Beast on one thread of its own, loopback, keep-alive) that
 // answers 204 at once or after 50 ms. The reference for the immediate receiver is the asynchronous
 // no-op (async_io.so `timer-io` with delay 0) on the same backlog shape. The clock stops when every
-// message was handled and every range commit was done. A last row measures libcurl alone against
-// the same receiver (curl_floor) and the ceiling that sets on the immediate row's ratio.
+// message was handled and every range commit was done. Two more rows measure a client alone
+// against the same receiver, libcurl (curl_floor) and Boost.Beast (beast_floor), each with the
+// receiver thread's share, and the ceiling each sets on the immediate row's ratio.
 // Goals (bench/results/README.md#http-push-delivery-issue-31-benchrunsh---phases-http):
 // 50 ms receiver ≥ 10,000 msg/s with ≥ 1,000 in flight; immediate receiver ≥ 0.3 × the async no-op;
 // batch mode (100 per request) ≥ 50,000/s.
@@ -39,7 +40,10 @@ class Receiver {
   explicit Receiver(std::chrono::milliseconds delay)
       : delay_(delay), acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
     accept();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      tid_ = static_cast<pid_t>(::gettid());
+      io_.run();
+    });
   }
   ~Receiver() {
     io_.stop();
@@ -48,6 +52,10 @@ class Receiver {
   int port() const { return acceptor_.local_endpoint().port(); }
   uint64_t requests() const { return requests_.load(); }
   uint64_t connections() const { return connections_.load(); }
+  // CPU seconds of the receiver's thread (utime + stime of its /proc task).
+  double cpu_seconds() const {
+    return tid_.load() > 0 ? task_cpu_seconds(::getpid(), tid_.load()) : 0;
+  }
 
  private:
   struct Session : std::enable_shared_from_this<Session> {
@@ -95,6 +103,7 @@ class Receiver {
   net::ip::tcp::acceptor acceptor_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> connections_{0};
+  std::atomic<pid_t> tid_{0};
   std::thread thread_;
 };
 
@@ -107,11 +116,13 @@ std::string url_of(const Receiver& r) { return fmt::format("http://127.0.0.1:{}/
 // (curl_multi_perform + curl_multi_poll). Any failed request or status other than 204 fails the
 // bench: the floor must be real deliveries.
 struct CurlFloor {
-  double rate = 0;                     // requests/s
-  double cpu_seconds_per_request = 0;  // the whole machine's busy CPU ÷ requests
+  double rate = 0;                          // requests/s
+  double cpu_seconds_per_request = 0;       // the whole machine's busy CPU ÷ requests
+  double receiver_seconds_per_request = 0;  // of it, the receiver's thread
 };
 
-CurlFloor curl_floor(const std::string& url, int threads, int in_flight, double seconds) {
+CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, double seconds) {
+  const std::string url = url_of(receiver);
   static const std::string body = make_payload(100, 0);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0}, failed{0};
@@ -165,12 +176,13 @@ CurlFloor curl_floor(const std::string& url, int threads, int in_flight, double 
   for (int i = 0; i < threads; ++i) loops.emplace_back(loop);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connections made, warm
   const uint64_t done0 = done.load();
-  const double busy0 = machine_busy_seconds();
+  const double busy0 = machine_busy_seconds(), receiver0 = receiver.cpu_seconds();
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double elapsed = seconds_since(t0);
   const auto requests = static_cast<double>(done.load() - done0);
   const double busy = machine_busy_seconds() - busy0;
+  const double receiver_busy = receiver.cpu_seconds() - receiver0;
   stop = true;
   for (auto& t : loops) t.join();
   curl_global_cleanup();
@@ -178,7 +190,99 @@ CurlFloor curl_floor(const std::string& url, int threads, int in_flight, double 
     throw std::runtime_error(
         fmt::format("curl floor: {} of {} requests failed", failed.load(), done.load()));
   }
-  return CurlFloor{requests / elapsed, busy / requests};
+  return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
+}
+
+// The same measurement with Boost.Beast (Boost 1.74, packaged) as the client: `threads` loops,
+// each an io_context on its own thread with `connections` keep-alive connections, each sending
+// the same POST (100 B, the plugin's ten headers) as soon as the previous answer was read. How
+// far below libcurl a packaged client's cost per request goes on this machine. Any failed
+// request or status other than 204 fails the bench.
+CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, double seconds) {
+  static const std::string body = make_payload(100, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> done{0}, failed{0};
+  struct Connection : std::enable_shared_from_this<Connection> {
+    Connection(net::io_context& io, std::atomic<bool>& s, std::atomic<uint64_t>& d,
+               std::atomic<uint64_t>& f)
+        : stream(io), stop(s), done(d), failed(f) {}
+    void send() {
+      if (stop.load(std::memory_order_relaxed)) return;
+      http::async_write(stream, request, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec) {
+          self->failed.fetch_add(1);
+          return;
+        }
+        self->response = {};
+        http::async_read(self->stream, self->buffer, self->response,
+                         [self](beast::error_code ec2, size_t) {
+                           if (ec2 || self->response.result() != http::status::no_content) {
+                             self->failed.fetch_add(1);
+                             return;
+                           }
+                           self->done.fetch_add(1, std::memory_order_relaxed);
+                           self->send();
+                         });
+      });
+    }
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    http::request<http::string_body> request;
+    http::response<http::empty_body> response;
+    std::atomic<bool>& stop;
+    std::atomic<uint64_t>& done;
+    std::atomic<uint64_t>& failed;
+  };
+  std::vector<std::unique_ptr<net::io_context>> ios;
+  std::vector<std::thread> loops;
+  const net::ip::tcp::endpoint at(net::ip::make_address("127.0.0.1"),
+                                  static_cast<unsigned short>(receiver.port()));
+  for (int t = 0; t < threads; ++t) {
+    ios.push_back(std::make_unique<net::io_context>(1));
+    for (int c = 0; c < connections; ++c) {
+      auto conn = std::make_shared<Connection>(*ios.back(), stop, done, failed);
+      auto& rq = conn->request;
+      rq.method(http::verb::post);
+      rq.target("/hook");
+      rq.version(11);
+      rq.set(http::field::host, "127.0.0.1");
+      rq.set(http::field::content_type, "application/json");
+      for (auto [name, value] : {std::pair{"webhook-id", "sqlstreams:bench:1234567"},
+                                 {"webhook-timestamp", "1796580000"},
+                                 {"sqlstreams-stream", "bench"},
+                                 {"sqlstreams-group", "bench"},
+                                 {"sqlstreams-message-id", "1234567"},
+                                 {"sqlstreams-schema-version", "1"},
+                                 {"sqlstreams-attempt", "1"},
+                                 {"sqlstreams-created-at", "1796580000000"}}) {
+        rq.set(name, value);
+      }
+      rq.keep_alive(true);
+      rq.body() = body;
+      rq.prepare_payload();
+      conn->stream.socket().connect(at);
+      conn->stream.socket().set_option(net::ip::tcp::no_delay(true));
+      conn->send();
+    }
+    loops.emplace_back([&io = *ios.back()] { io.run(); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm
+  const uint64_t done0 = done.load();
+  const double busy0 = machine_busy_seconds(), receiver0 = receiver.cpu_seconds();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const double elapsed = seconds_since(t0);
+  const auto requests = static_cast<double>(done.load() - done0);
+  const double busy = machine_busy_seconds() - busy0;
+  const double receiver_busy = receiver.cpu_seconds() - receiver0;
+  stop = true;
+  for (auto& io : ios) io->stop();
+  for (auto& t : loops) t.join();
+  if (failed.load() > 0) {
+    throw std::runtime_error(
+        fmt::format("beast floor: {} of {} requests failed", failed.load(), done.load()));
+  }
+  return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
 }
 
 }  // namespace
@@ -224,10 +328,23 @@ std::vector<Row> run_http(Db& db, const Options& o) {
     // The ceiling the client library sets on that ratio. The best of two in-flight depths.
     CurlFloor floor;
     for (int per_thread : {32, 250}) {
-      const CurlFloor f = curl_floor(url_of(quick), 2, per_thread, o.quick ? 1.0 : 3.0);
-      fmt::print(stderr, "  curl floor, 2 × {} in flight: {} ({:.1f} µs CPU per request)\n",
-                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6);
+      const CurlFloor f = curl_floor(quick, 2, per_thread, o.quick ? 1.0 : 3.0);
+      fmt::print(stderr,
+                 "  curl floor, 2 × {} in flight: {} ({:.1f} µs CPU per request, the receiver "
+                 "{:.1f})\n",
+                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6,
+                 f.receiver_seconds_per_request * 1e6);
       if (f.rate > floor.rate) floor = f;
+    }
+    CurlFloor beast;
+    for (int per_thread : {32, 250}) {
+      const CurlFloor f = beast_floor(quick, 2, per_thread, o.quick ? 1.0 : 3.0);
+      fmt::print(stderr,
+                 "  beast floor, 2 × {} in flight: {} ({:.1f} µs CPU per request, the receiver "
+                 "{:.1f})\n",
+                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6,
+                 f.receiver_seconds_per_request * 1e6);
+      if (f.rate > beast.rate) beast = f;
     }
     // A delivery costs at least the floor's CPU per request plus the no-op drain's CPU per
     // message (claim, dispatch, commit, PostgreSQL), on the same cores.
@@ -247,6 +364,21 @@ std::vector<Row> run_http(Db& db, const Options& o) {
         fmt::format("the ceiling of the ratio above: {}",
                     ceiling >= 0.3 * noop.rate ? "≥ 0.3, the goal is reachable"
                                                : "< 0.3, the goal is out of reach")});
+    const double beast_ceiling =
+        cores / (beast.cpu_seconds_per_request + noop.cpu_seconds_per_message);
+    rows.push_back(
+        Row{"11 http",
+            "Boost.Beast as the client instead, same receiver and requests, 2 loops × the better "
+            "of 32 / 250 keep-alive connections; the ceiling a delivery over it would set",
+            fmt::format("{} ({:.1f} µs CPU per request, of which the receiver {:.1f}; libcurl's "
+                        "receiver {:.1f})",
+                        rate(beast.rate), beast.cpu_seconds_per_request * 1e6,
+                        beast.receiver_seconds_per_request * 1e6,
+                        floor.receiver_seconds_per_request * 1e6),
+            fmt::format("ceiling {}", rate(beast_ceiling)), fmt_ratio(beast_ceiling / noop.rate),
+            fmt::format("with this client: {}", beast_ceiling >= 0.3 * noop.rate
+                                                    ? "≥ 0.3, the goal is reachable"
+                                                    : "< 0.3, the goal is out of reach")});
   }
   {
     constexpr int kInFlight = 4000;

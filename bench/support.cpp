@@ -20,8 +20,14 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double cpu_seconds(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+double cpu_seconds(pid_t pid) { return stat_cpu_seconds(fmt::format("/proc/{}/stat", pid)); }
+
+double task_cpu_seconds(pid_t pid, pid_t tid) {
+  return stat_cpu_seconds(fmt::format("/proc/{}/task/{}/stat", pid, tid));
+}
+
+double stat_cpu_seconds(const std::string& path) {
+  std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::istringstream rest(text.substr(text.rfind(')') + 2));
   std::string field;
