@@ -121,6 +121,22 @@ struct CurlFloor {
   double receiver_seconds_per_request = 0;  // of it, the receiver's thread
 };
 
+// After a 500 ms warm-up (connections made), the requests completed over `seconds` and the
+// CPU they took: the whole machine's and the receiver thread's, per request.
+CurlFloor measure_window(const Receiver& receiver, const std::atomic<uint64_t>& done,
+                         double seconds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t done0 = done.load();
+  const double busy0 = machine_busy_seconds(), receiver0 = receiver.cpu_seconds();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const double elapsed = seconds_since(t0);
+  const auto requests = static_cast<double>(done.load() - done0);
+  const double busy = machine_busy_seconds() - busy0;
+  const double receiver_busy = receiver.cpu_seconds() - receiver0;
+  return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
+}
+
 CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, double seconds) {
   const std::string url = url_of(receiver);
   static const std::string body = make_payload(100, 0);
@@ -174,15 +190,7 @@ CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, doubl
   curl_global_init(CURL_GLOBAL_DEFAULT);  // before any thread (reference counted)
   std::vector<std::thread> loops;
   for (int i = 0; i < threads; ++i) loops.emplace_back(loop);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // connections made, warm
-  const uint64_t done0 = done.load();
-  const double busy0 = machine_busy_seconds(), receiver0 = receiver.cpu_seconds();
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  const double elapsed = seconds_since(t0);
-  const auto requests = static_cast<double>(done.load() - done0);
-  const double busy = machine_busy_seconds() - busy0;
-  const double receiver_busy = receiver.cpu_seconds() - receiver0;
+  const CurlFloor measured = measure_window(receiver, done, seconds);
   stop = true;
   for (auto& t : loops) t.join();
   curl_global_cleanup();
@@ -190,7 +198,7 @@ CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, doubl
     throw std::runtime_error(
         fmt::format("curl floor: {} of {} requests failed", failed.load(), done.load()));
   }
-  return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
+  return measured;
 }
 
 // The same measurement with Boost.Beast (Boost 1.74, packaged) as the client: `threads` loops,
@@ -266,15 +274,7 @@ CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, do
     }
     loops.emplace_back([&io = *ios.back()] { io.run(); });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // warm
-  const uint64_t done0 = done.load();
-  const double busy0 = machine_busy_seconds(), receiver0 = receiver.cpu_seconds();
-  const auto t0 = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  const double elapsed = seconds_since(t0);
-  const auto requests = static_cast<double>(done.load() - done0);
-  const double busy = machine_busy_seconds() - busy0;
-  const double receiver_busy = receiver.cpu_seconds() - receiver0;
+  const CurlFloor measured = measure_window(receiver, done, seconds);
   stop = true;
   for (auto& io : ios) io->stop();
   for (auto& t : loops) t.join();
@@ -282,7 +282,7 @@ CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, do
     throw std::runtime_error(
         fmt::format("beast floor: {} of {} requests failed", failed.load(), done.load()));
   }
-  return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
+  return measured;
 }
 
 }  // namespace
