@@ -21,6 +21,7 @@
 #include <boost/beast/http.hpp>
 // clang-format on
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -285,6 +286,21 @@ CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, do
   return measured;
 }
 
+// The better of 32 and 250 requests in flight per loop for one client (`measure(k)`).
+CurlFloor best_floor(const char* client, const std::function<CurlFloor(int)>& measure) {
+  CurlFloor best;
+  for (int per_thread : {32, 250}) {
+    const CurlFloor f = measure(per_thread);
+    fmt::print(stderr,
+               "  {} floor, 2 × {} in flight: {} ({:.1f} µs CPU per request, the receiver "
+               "{:.1f})\n",
+               client, per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6,
+               f.receiver_seconds_per_request * 1e6);
+    if (f.rate > best.rate) best = f;
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<Row> run_http(Db& db, const Options& o) {
@@ -326,26 +342,11 @@ std::vector<Row> run_http(Db& db, const Options& o) {
             rate(noop.rate), fmt_ratio(ratio),
             fmt::format("≥ 0.3× the async no-op: {}", ratio >= 0.3 ? "MET" : "MISSED")});
     // The ceiling the client library sets on that ratio. The best of two in-flight depths.
-    CurlFloor floor;
-    for (int per_thread : {32, 250}) {
-      const CurlFloor f = curl_floor(quick, 2, per_thread, o.quick ? 1.0 : 3.0);
-      fmt::print(stderr,
-                 "  curl floor, 2 × {} in flight: {} ({:.1f} µs CPU per request, the receiver "
-                 "{:.1f})\n",
-                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6,
-                 f.receiver_seconds_per_request * 1e6);
-      if (f.rate > floor.rate) floor = f;
-    }
-    CurlFloor beast;
-    for (int per_thread : {32, 250}) {
-      const CurlFloor f = beast_floor(quick, 2, per_thread, o.quick ? 1.0 : 3.0);
-      fmt::print(stderr,
-                 "  beast floor, 2 × {} in flight: {} ({:.1f} µs CPU per request, the receiver "
-                 "{:.1f})\n",
-                 per_thread, rate(f.rate), f.cpu_seconds_per_request * 1e6,
-                 f.receiver_seconds_per_request * 1e6);
-      if (f.rate > beast.rate) beast = f;
-    }
+    const double window = o.quick ? 1.0 : 3.0;
+    const CurlFloor floor =
+        best_floor("curl", [&](int k) { return curl_floor(quick, 2, k, window); });
+    const CurlFloor beast =
+        best_floor("beast", [&](int k) { return beast_floor(quick, 2, k, window); });
     // A delivery costs at least the floor's CPU per request plus the no-op drain's CPU per
     // message (claim, dispatch, commit, PostgreSQL), on the same cores.
     const double cores = std::thread::hardware_concurrency();
