@@ -77,6 +77,7 @@ struct Options {
   int64_t async_io_backlog = 300'000;          // phase async_io backlog (100 ms handler)
   int64_t http_backlog = 100'000;              // phase http backlog (each of its drains)
   int64_t ordering_backlog = 100'000;          // phase ordering: distinct-key backlog
+  int64_t emits_backlog = 500'000;             // phase emits: the drain of issue 30's row
   double ordering_hot_seconds = 300;           // phase ordering: each hot-key window
   int64_t ordered_claim_backlog = 200'000;     // phase ordered_claim: keyed messages
   int64_t fanout_backlog = 200'000;            // phase fanout_cost: 100 B messages

@@ -1,12 +1,12 @@
 // bench/emit_bench — phase emits (docs/operating/emits.md#cost): outputs committed with the ack
 // (docs/operating/emits.md) against the same drain without them, in the same run. A backlog of
-// `ordering_backlog` 100-byte messages is drained by a group whose handler emits one output per
-// message (a copy of its payload, to a stream of its own) and by a group whose handler emits
-// nothing, 5 pairs in turn, judged by the medians of the handled rate (every message handled and
-// its range committed, the outputs with it). The WAL each drain wrote, per message, gives the WAL
-// per output: the emitting drain's minus the plain one's, against what a batched produce of the
-// same payloads wrote per message. Goals (issue 30): chain ÷ plain ≥ 0.5; WAL per output ÷ batched
-// produce ≤ 1.1.
+// `emits_backlog` 100-byte messages (500,000: the issue's drain) is drained by a group whose
+// handler emits one output per message (a copy of its payload, to a stream of its own) and by a
+// group whose handler emits nothing, 5 pairs in turn, judged by the medians of the handled rate
+// (every message handled and its range committed, the outputs with it). The WAL each drain wrote,
+// per message, gives the WAL per output: the emitting drain's minus the plain one's, against what a
+// batched produce of the same payloads wrote per message. Goals (issue 30): chain ÷ plain ≥ 0.5;
+// WAL per output ÷ batched produce ≤ 1.1.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,7 +41,7 @@ constexpr int kTrials = 5;
 
 std::vector<Row> run_emits(Db& db, const Options& o) {
   std::vector<Row> rows;
-  const int64_t n = o.ordering_backlog;
+  const int64_t n = o.emits_backlog;
   auto s = db.stream("emits");
   auto out = db.stream("emits-out");
   const int64_t lsn0 = db.wal_lsn();

@@ -78,7 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--http-backlog", o.http_backlog,
                  "phase http messages per drain (default 100,000; --quick 20,000)");
   app.add_option("--ordering-backlog", o.ordering_backlog,
-                 "phases ordering and emits: backlog (default 100,000; --quick 50,000)");
+                 "phase ordering: backlog (default 100,000; --quick 50,000)");
+  app.add_option("--emits-backlog", o.emits_backlog,
+                 "phase emits: backlog of each drain (default 500,000; --quick 50,000)");
   app.add_option("--ordering-hot-seconds", o.ordering_hot_seconds,
                  "phase ordering: each hot-key window in seconds (default 300; --quick 15)");
   app.add_option("--ordered-claim-backlog", o.ordered_claim_backlog,
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     if (!app.count("--async-io-backlog")) o.async_io_backlog = 100'000;
     if (!app.count("--http-backlog")) o.http_backlog = 20'000;
     if (!app.count("--ordering-backlog")) o.ordering_backlog = 50'000;
+    if (!app.count("--emits-backlog")) o.emits_backlog = 50'000;
     if (!app.count("--ordering-hot-seconds")) o.ordering_hot_seconds = 15;
     if (!app.count("--ordered-claim-backlog")) o.ordered_claim_backlog = 20'000;
     if (!app.count("--fanout-backlog")) o.fanout_backlog = 50'000;

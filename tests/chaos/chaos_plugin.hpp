@@ -46,8 +46,14 @@ inline Behaviour behaviour_of(uint64_t seed, std::string_view group, int64_t id)
 }
 
 // The chain (tests/chaos/README.md#the-chain-chaosoptionschain-on-by-default): how many outputs a
-// call of the emitting group that returns OK emits for message `id` (1 or 2).
-inline int outputs_of(int64_t id) { return 1 + static_cast<int>(id % 2); }
+// call of the emitting group that returns OK emits for message `id`: 1 or 2, and kManyOutputs for
+// one message in kManyOutputsEvery, enough that its commit writes them by COPY
+// (store::Producer::kCopyFromRows) whatever else it commits.
+inline constexpr int kManyOutputs = 260;
+inline constexpr int64_t kManyOutputsEvery = 397;
+inline int outputs_of(int64_t id) {
+  return id % kManyOutputsEvery == 0 ? kManyOutputs : 1 + static_cast<int>(id % 2);
+}
 
 // True for behaviours whose message must end dead (with no fault and no operator action).
 inline bool ends_dead(Behaviour b) {

@@ -8,9 +8,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "chaos_plugin.hpp"
+#include "store/produce/producer.hpp"
 #include "workload.hpp"
 
 namespace sqlstreams::chaos {
+
+static_assert(kManyOutputs >= static_cast<int>(store::Producer::kCopyFromRows),
+              "one message's outputs alone go by COPY");
 
 ChaosHost::ChaosHost(const ChaosOptions& options, int index)
     : options_(options), name_("chaos-h" + std::to_string(index)) {
@@ -62,7 +67,10 @@ void ChaosHost::write_config() {
       if (g == kOrderedGroup && options_.ordering_config) {
         t << "ordering = \"key\"\nordering_dead = \"" << ordering_dead_of(s.name) << "\"\n";
       }
-      if (emits) t << "emits = [\"" << kChainStream << "\"]\n";
+      if (emits) {
+        t << "emits = [\"" << kChainStream << "\"]\nmax_emits_per_message = " << kManyOutputs
+          << "\n";
+      }
       t << "[groups.retry]\nmax_retries = " << options_.max_retries << "\n"
         << "initial_backoff = \"50ms\"\nbase_delay = \"50ms\"\nexponent = 2\n"
         << "max_delay = \"200ms\"\njitter = 0\n"

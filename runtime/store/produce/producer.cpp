@@ -483,6 +483,10 @@ std::vector<int64_t> Producer::insert_within(pqxx::transaction_base& tx,
     exec_prepared(tx, conn, kNotifyOnly, tables.channel());
   }
   out.reserve(messages.size());
+  if (copies(st, messages)) {
+    copy_within(tx, conn, st, messages, out);
+    return out;
+  }
   insert_rows(tx, conn, st, messages, 0, messages.size(), /*single=*/false, /*first_try=*/false,
               tables.channel(), out);
   return out;
