@@ -27,29 +27,22 @@ namespace sqlstreams::store {
 namespace {
 
 constexpr StatementName kDrawIds{"draw_ids"};
-// A COPY data chunk handed to libpq at a time: bounds the extra copy write_raw_line makes.
+// A COPY data chunk handed to libpq at a time: small enough that the server parses the first
+// rows while the rest are formatted, and bounds the extra copy write_raw_line makes.
 constexpr size_t kCopyChunkBytes = 1 << 20;
 
 // COPY's text format: a backslash, and the three characters that end a field or a line.
 void append_copy_text(std::string& out, std::string_view text) {
-  for (const char c : text) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        out += c;
-    }
+  size_t from = 0;
+  for (size_t at = text.find_first_of("\\\t\n\r"); at != std::string_view::npos;
+       at = text.find_first_of("\\\t\n\r", from)) {
+    out.append(text, from, at - from);
+    const char c = text[at];
+    out += '\\';
+    out += c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : '\\';
+    from = at + 1;
   }
+  out.append(text, from);
 }
 
 }  // namespace
@@ -90,7 +83,9 @@ void Producer::copy_within(pqxx::transaction_base& tx, pqxx::connection_base& co
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     if (!chunk.empty()) chunk += '\n';
-    fmt::format_to(std::back_inserter(chunk), "{}\t{}\t", out[from + i], m.schema_version);
+    const fmt::format_int id(out[from + i]), version(m.schema_version);
+    chunk.append(id.data(), id.size()).append(1, '\t');
+    chunk.append(version.data(), version.size()).append(1, '\t');
     if (m.key) {
       append_copy_text(chunk, *m.key);
     } else {
