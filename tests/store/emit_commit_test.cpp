@@ -17,10 +17,7 @@ class EmitCommitTest : public StoreTest {
  protected:
   void SetUp() override {
     StoreTest::SetUp();
-    store::StreamSpec spec;
-    spec.name = "orders.out";
-    spec.partition_size = 1000;
-    out_ = store::declare_stream(*session_, spec).stream;
+    out_ = declare_stream("orders.out");
     store::Producer p(*session_);
     std::vector<NewMessage> batch;
     for (int i = 1; i <= 10; ++i) batch.push_back({R"({"n":)" + std::to_string(i) + "}"});

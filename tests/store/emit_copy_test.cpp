@@ -16,12 +16,8 @@ class EmitCopyTest : public StoreTest {
  protected:
   void SetUp() override {
     StoreTest::SetUp();
-    store::StreamSpec spec;
-    spec.name = "orders.out";
-    spec.partition_size = 1000;
-    out_ = store::declare_stream(*session_, spec).stream;
-    spec.name = "orders.reference";
-    reference_ = store::declare_stream(*session_, spec).stream;
+    out_ = declare_stream("orders.out");
+    reference_ = declare_stream("orders.reference");
   }
   // Nasty but valid outputs: every character COPY's text format escapes, in keys and in JSON
   // strings (as escapes) and between tokens (raw), multibyte UTF-8, nesting, versions.

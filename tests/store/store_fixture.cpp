@@ -31,15 +31,19 @@ void apply_migrations_before(const TestDatabase& db, int version) {
 void StoreTest::SetUp() {
   session_ = session();
   store::migrate(*session_);
-  store::StreamSpec spec;
-  spec.name = "payments.requested";
-  spec.partition_size = 1000;
-  stream_ = store::declare_stream(*session_, spec).stream;
+  stream_ = declare_stream("payments.requested");
   family_ = stream_family(stream_.id);
   charge_ =
       store::declare_group(*session_, stream_, "charge-cards", store::StartAt::kBeginning).group;
   audit_ =
       store::declare_group(*session_, stream_, "audit-payments", store::StartAt::kBeginning).group;
+}
+
+store::StreamRef StoreTest::declare_stream(const std::string& name) const {
+  store::StreamSpec spec;
+  spec.name = name;
+  spec.partition_size = 1000;
+  return store::declare_stream(*session_, spec).stream;
 }
 
 store::SessionOptions StoreTest::options() const {

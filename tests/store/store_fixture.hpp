@@ -50,6 +50,8 @@ class StoreTest : public ::testing::Test {
                                 const std::string& holder = "test:1") const {
     return store::GroupStore(s, stream_.id, group_id, holder);
   }
+  // Declares stream `name` with partition_size 1000 (as the fixture's own stream).
+  store::StreamRef declare_stream(const std::string& name) const;
   // A claim cycle as the claimer runs it: observe, then claim when worth it.
   store::ClaimResult poll(store::GroupStore& gs, int32_t batch = 1000);
   // Expiry is judged on the database's clock: a test makes every range lease (handed-back

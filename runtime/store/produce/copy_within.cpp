@@ -27,8 +27,9 @@ namespace sqlstreams::store {
 namespace {
 
 constexpr StatementName kDrawIds{"draw_ids"};
-// A COPY data chunk handed to libpq at a time: small enough that the server parses the first
-// rows while the rest are formatted, and bounds the extra copy write_raw_line makes.
+// A COPY data chunk handed to libpq at a time: bounds the chunk's memory and the extra copy
+// write_raw_line makes (64 KiB, so that the server parses while the rest is formatted, measured
+// no faster: bench/results/README.md "Outputs by COPY").
 constexpr size_t kCopyChunkBytes = 1 << 20;
 
 // COPY's text format: a backslash, and the three characters that end a field or a line.
