@@ -187,9 +187,10 @@ enum class BenchKeys { kNone, kAscending, kRandomUuid };
 
 class RuntimeInsert {
  public:
-  // Every key is fresh: none repeats.
+  // Every key is fresh: none repeats. `batch` messages per call; with `message_keys` each
+  // message also has its own message key (`key-<n>`).
   RuntimeInsert(const Db& db, const std::string& stream, size_t bytes,
-                BenchKeys keys = BenchKeys::kNone);
+                BenchKeys keys = BenchKeys::kNone, int batch = 500, bool message_keys = false);
   int64_t run_for(double seconds);  // rows produced; at least one batch
 
  private:
@@ -220,6 +221,9 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
 std::vector<Row> run_produce(Db& db, const Options& o);
 // Part of the produce phase: keyed (idempotent) produce against produce without keys.
 Row run_idempotent_produce(Db& db, const Options& o, BenchKeys keys);
+// Keyed batches of 5,000 against batches of 500, per message: the runtime's Producer and the SQL
+// function produce_batch() (a cost that grows faster than the batch shows as a ratio below 1).
+std::vector<Row> run_keyed_batch_scaling(Db& db, const Options& o);
 std::vector<Row> run_drain(Db& db, const Options& o);
 // Phase 2b, called by run_drain on its stream after the range drain.
 std::vector<Row> run_retry_backlog(Db& db, const Options& o, const ss::store::StreamRef& s,

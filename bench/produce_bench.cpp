@@ -18,13 +18,18 @@ namespace {
 constexpr int kBatch = 500;
 }  // namespace
 
-RuntimeInsert::RuntimeInsert(const Db& db, const std::string& stream, size_t bytes, BenchKeys keys)
+RuntimeInsert::RuntimeInsert(const Db& db, const std::string& stream, size_t bytes, BenchKeys keys,
+                             int batch, bool message_keys)
     : session_(
           ss::store::SessionOptions{db.url(), "sqlstreams", ss::Millis{5000}, "bench-produce"}),
       producer_(session_),
       stream_(stream),
       keys_(keys) {
-  for (int i = 0; i < kBatch; ++i) batch_.push_back({make_payload(bytes, i), 1, std::nullopt});
+  for (int i = 0; i < batch; ++i) {
+    batch_.push_back(
+        {make_payload(bytes, i), 1,
+         message_keys ? std::optional<std::string>(fmt::format("key-{}", i)) : std::nullopt});
+  }
 }
 
 int64_t RuntimeInsert::run_for(double seconds) {
@@ -106,6 +111,7 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
   }
   rows.push_back(run_idempotent_produce(db, o, BenchKeys::kAscending));
   rows.push_back(run_idempotent_produce(db, o, BenchKeys::kRandomUuid));
+  for (auto& row : run_keyed_batch_scaling(db, o)) rows.push_back(std::move(row));
   return rows;
 }
 
@@ -162,6 +168,85 @@ Row run_idempotent_produce(Db& db, const Options& o, BenchKeys keys) {
       rate(p) + " produce without keys",
       fmt_ratio(k / p),
       fmt::format("≥ 0.7× (issue 30): {}", k >= 0.7 * p ? "MET" : "MISSED")};
+}
+
+std::vector<Row> run_keyed_batch_scaling(Db& db, const Options& o) {
+  constexpr int kLarge = 5000;
+  const double round = o.quick ? 0.5 : 1.0;
+  std::vector<Row> rows;
+  {
+    // The runtime's Producer: idempotency keys (ascending) and message keys on every message.
+    auto small_stream = db.stream("produce-keyed-500");
+    auto large_stream = db.stream("produce-keyed-5000");
+    RuntimeInsert small(db, small_stream.name, 100, BenchKeys::kAscending, kBatch, true);
+    RuntimeInsert large(db, large_stream.name, 100, BenchKeys::kAscending, kLarge, true);
+    small.run_for(0);
+    large.run_for(0);
+    db.quiesce();
+    int64_t small_n = 0, large_n = 0;
+    double small_s = 0, large_s = 0;
+    while (large_s < o.produce_seconds) {
+      auto t0 = Clock::now();
+      large_n += large.run_for(round);
+      large_s += seconds_since(t0);
+      t0 = Clock::now();
+      small_n += small.run_for(round);
+      small_s += seconds_since(t0);
+    }
+    const double l = large_n / large_s, s = small_n / small_s;
+    fmt::print(stderr, "  keyed produce, batches of {}: {}; of {}: {}\n", kLarge, rate(l), kBatch,
+               rate(s));
+    rows.push_back(Row{"1 produce",
+                       fmt::format("keyed batches (an idempotency key and a message key on every "
+                                   "message), 100 B: batches of {} ÷ batches of {}, per message",
+                                   kLarge, kBatch),
+                       rate(l), rate(s) + " batches of 500", fmt_ratio(l / s), ""});
+  }
+  {
+    // The SQL function: produce_batch() with the same keys, one call per transaction.
+    auto stream = db.stream("produce-keyed-sql");
+    pqxx::connection conn(db.url());
+    int64_t calls = 0;
+    auto call = [&](int n) {
+      ++calls;
+      pqxx::nontransaction tx(conn);
+      tx.exec_params(
+          "SELECT cardinality(sqlstreams.produce_batch($1, (SELECT array_agg(jsonb_build_object("
+          "'n', g, 'pad', repeat('x', 80))) FROM generate_series(1, $2) g), NULL, (SELECT "
+          "array_agg('key-' || g) FROM generate_series(1, $2) g), (SELECT array_agg($3 || '-' || "
+          "g) FROM generate_series(1, $2) g)))",
+          stream.name, n, fmt::format("bench-sql-{:012}", calls));
+      return n;
+    };
+    auto run_for = [&](int n, double seconds) {
+      int64_t rows_done = 0;
+      const auto t0 = Clock::now();
+      do rows_done += call(n);
+      while (seconds_since(t0) < seconds);
+      return rows_done;
+    };
+    run_for(kBatch, 0);
+    db.quiesce();
+    int64_t small_n = 0, large_n = 0;
+    double small_s = 0, large_s = 0;
+    while (large_s < o.produce_seconds) {
+      auto t0 = Clock::now();
+      large_n += run_for(kLarge, round);
+      large_s += seconds_since(t0);
+      t0 = Clock::now();
+      small_n += run_for(kBatch, round);
+      small_s += seconds_since(t0);
+    }
+    const double l = large_n / large_s, s = small_n / small_s;
+    fmt::print(stderr, "  produce_batch() keyed, batches of {}: {}; of {}: {}\n", kLarge, rate(l),
+               kBatch, rate(s));
+    rows.push_back(Row{"1 produce",
+                       fmt::format("the same through the SQL function produce_batch(): batches "
+                                   "of {} ÷ batches of {}, per message",
+                                   kLarge, kBatch),
+                       rate(l), rate(s) + " batches of 500", fmt_ratio(l / s), ""});
+  }
+  return rows;
 }
 
 }  // namespace bench

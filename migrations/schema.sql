@@ -670,13 +670,14 @@ DECLARE
   v_attempt integer := 0;
   v_sql text := format($q$
     WITH input AS MATERIALIZED (
-      SELECT e.n, e.p, coalesce(($2::integer[])[e.n], 1) AS v, ($3::text[])[e.n] AS k,
-             ($4::text[])[e.n] AS ik, ($7::integer[])[e.n] AS tb,
-             ($4::text[])[e.n] IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY ($4::text[])[e.n]) AS repeat,
+      SELECT e.n, e.p, coalesce(e.v, 1) AS v, e.k, e.ik, e.tb,
+             e.ik IS NOT NULL AND e.n > min(e.n) OVER (PARTITION BY e.ik) AS repeat,
              (SELECT d.message_id FROM %1$s.idempotency_keys d
-               WHERE d.stream_id = $5 AND d.key = ($4::text[])[e.n]
+               WHERE d.stream_id = $5 AND d.key = e.ik
                  AND d.created_at > statement_timestamp() - $6::interval) AS live
-        FROM unnest($1::jsonb[]) WITH ORDINALITY AS e(p, n) ORDER BY e.n),
+        FROM unnest($1::jsonb[], $2::integer[], $3::text[], $4::text[], $7::integer[])
+               WITH ORDINALITY AS e(p, v, k, ik, tb, n)
+       ORDER BY e.n),
     drawn AS MATERIALIZED (
       SELECT n, p, v, k, ik, tb, live,
              CASE WHEN NOT repeat AND live IS NULL THEN nextval('%1$s.%2$I'::regclass) END AS id

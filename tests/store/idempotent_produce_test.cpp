@@ -421,6 +421,47 @@ TEST_F(IdempotentProduceTest, AKeyedBatchWithABadPayloadWritesNothing) {
             2u);
 }
 
+// Every item of a keyed batch keeps its own payload, version, message key and text_bytes on every
+// path: the statements read their arrays with one unnest beside the payloads (V015, producer.cpp),
+// so a column read from the wrong array or item shows here. Items with and without idempotency
+// keys, versions and message keys mixed; checked (an exponent) and unchecked batches.
+TEST_F(IdempotentProduceTest, EveryItemOfAKeyedBatchKeepsItsOwnColumnsOnEveryPath) {
+  // n/version/message key/text_bytes of each row: T when text_bytes is the payload's text length.
+  auto rows = [&] {
+    return db_.scalar<std::string>(
+        "SELECT string_agg(concat_ws('/', payload->>'n', schema_version, coalesce(message_key, "
+        "'-'), CASE WHEN text_bytes IS NULL THEN '-' WHEN text_bytes = octet_length(payload::text) "
+        "THEN 'T' ELSE text_bytes::text END), ' ' ORDER BY id) FROM " +
+        family_.messages);
+  };
+  const std::string sql_ids = db_.scalar<std::string>(
+      "SELECT sqlstreams.produce_batch('payments.requested', ARRAY['{\"n\":1}', "
+      "'{\"n\":2,\"e\":1e1000}', '{\"n\":3}', '{\"n\":4}']::jsonb[], ARRAY[3, NULL, 2, 5], "
+      "ARRAY['a', 'b', NULL, 'd'], ARRAY['s1', NULL, 's3', 's4'])::text");
+  EXPECT_EQ(sql_ids, "{1,2,3,4}");
+  EXPECT_EQ(rows(), "1/3/a/- 2/1/b/T 3/2/-/- 4/5/d/-");
+
+  store::Producer p(*session_);
+  // The first try, checked (the exponent).
+  EXPECT_EQ(p.produce_batch(kIdemStream, {{R"({"n":5})", 2, "e", "p5"},
+                                          {R"({"n":6,"e":1e1000})", 1, {}, "p6"},
+                                          {R"({"n":7})", 4, "g", {}}}),
+            (std::vector<int64_t>{5, 6, 7}));
+  // The full form (a key repeated within the batch), checked: the first try drew 8..10 and
+  // failed on the repeat.
+  EXPECT_EQ(p.produce_batch(kIdemStream, {{R"({"n":8})", 3, "h", "q"},
+                                          {R"({"n":9})", 1, "i", "q"},
+                                          {R"({"n":10,"e":1e1000})", 6, {}, "r"}}),
+            (std::vector<int64_t>{11, 11, 12}));
+  // The first try, unchecked.
+  EXPECT_EQ(
+      p.produce_batch(kIdemStream, {{R"({"n":11})", 7, "k", "p11"}, {R"({"n":12})", 1, {}, "p12"}}),
+      (std::vector<int64_t>{13, 14}));
+  EXPECT_EQ(rows(),
+            "1/3/a/- 2/1/b/T 3/2/-/- 4/5/d/- 5/2/e/- 6/1/-/T 7/4/g/- 8/3/h/- 10/6/-/T 11/7/k/- "
+            "12/1/-/-");
+}
+
 // The keyed statement keeps Rule 1 (an xid before an id) on every path, as the unkeyed ones.
 TEST_F(IdempotentProduceTest, RuleOneHoldsOnTheKeyedPaths) {
   db_.sql(

@@ -177,13 +177,13 @@ class Producer {
                                                 const StreamState& st, const std::string& draw,
                                                 const std::string& versions,
                                                 const std::string& keys, const std::string& check,
-                                                const std::string& measure,
+                                                const std::string& source,
                                                 const std::string& text_bytes);
   // The keyed variant's full text (see the header comment).
   static std::string keyed_insert_sql(const std::string& schema_sql, const StreamState& st,
                                       const std::string& draw, const std::string& versions,
                                       const std::string& keys, const std::string& check,
-                                      const std::string& measure, const std::string& text_bytes);
+                                      const std::string& source, const std::string& text_bytes);
   // "payload N of the batch: <why>" for the first payload PostgreSQL refuses to parse.
   std::optional<std::string> locate_bad_payload(const std::vector<NewMessage>& messages);
 
