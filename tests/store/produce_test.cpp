@@ -28,10 +28,10 @@ TEST_F(ProduceTest, IdsAscendInInputOrder) {
             "7");
 }
 
-// The unkeyed INSERT answers (first id, count) when its ids are contiguous, and one row per id
-// when another producer drew between them (here a trigger burns an id before every third row,
-// as a concurrent producer's nextval would): both answers give each message its own id, in
-// input order.
+// The unkeyed INSERT and the keyed first try answer (first id, count) when their ids are
+// contiguous, and one row per id when another producer drew between them (here a trigger burns an
+// id before every third row, as a concurrent producer's nextval would): both answers give each
+// message its own id, in input order.
 TEST_F(ProduceTest, IdsComeBackCompactOrOnePerRowAndMatchTheirMessages) {
   store::Producer p(*session_);
   auto check = [&](const std::vector<int64_t>& ids, int from, int count) {
@@ -69,6 +69,21 @@ TEST_F(ProduceTest, IdsComeBackCompactOrOnePerRowAndMatchTheirMessages) {
   store::Producer::BatchOptions chunked;
   chunked.chunk = 7;
   check(p.produce_batch("payments.requested", batch, chunked), 41, 20);
+  // The keyed first try answers the same way. It draws every id before it inserts a row (the
+  // trigger's burns come after), so the gaps here come from the sequence's step.
+  db_.sql("DROP TRIGGER burn ON " + family_.messages);
+  batch.clear();
+  for (int i = 61; i < 81; ++i) {
+    batch.push_back({R"({"n":)" + std::to_string(i) + "}", 1, {}, "first-" + std::to_string(i)});
+  }
+  const auto keyed = p.produce_batch("payments.requested", batch);
+  check(keyed, 61, 20);
+  EXPECT_EQ(keyed.back() - keyed.front(), 19);
+  db_.sql("ALTER SEQUENCE " + family_.id_seq + " INCREMENT BY 2");
+  for (auto& m : batch) *m.idempotency_key += "-gapped";
+  const auto keyed_gapped = p.produce_batch("payments.requested", batch);
+  check(keyed_gapped, 61, 20);
+  EXPECT_EQ(keyed_gapped.back() - keyed_gapped.front(), 38);
 }
 
 TEST_F(ProduceTest, RollbackWithTheBusinessTransactionLeavesNothing) {
