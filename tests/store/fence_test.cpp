@@ -129,6 +129,7 @@ TEST_F(FenceTest, PlainInsertHeldByASlowTriggerIsProtectedByTheDefault) {
     tx.exec("INSERT INTO " + family_.messages + " (payload) VALUES ('{\"stall\":true}')");
     tx.commit();
   });
+  ReleaseOnEarlyExit unstall([&] { g.exec("SELECT pg_advisory_unlock(4242)"); });
   // Wait until the stalled insert has drawn id 1.
   for (int i = 0; i < 500 && db_.scalar<bool>("SELECT NOT is_called FROM " + family_.id_seq); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -138,6 +139,7 @@ TEST_F(FenceTest, PlainInsertHeldByASlowTriggerIsProtectedByTheDefault) {
   auto gs = group_store(*s, charge_.id);
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(poll(gs).range.has_value());
   g.exec("SELECT pg_advisory_unlock(4242)");
+  unstall.dismiss();
   slow.get();
   std::vector<int64_t> delivered;
   for (int i = 0; i < 3 && delivered.size() < 2; ++i) {

@@ -70,25 +70,6 @@ struct SqlProducer {
   pqxx::connection conn;
 };
 
-// Ends an open producer's transaction when a test leaves early (a failed ASSERT): declared after
-// the futures of the producers that wait for it, so that it ends first and they can finish
-// (otherwise the futures' destructors wait for them forever).
-struct AbortOnEarlyExit {
-  explicit AbortOnEarlyExit(OpenProducer& open) : open_(open) {}
-  ~AbortOnEarlyExit() {
-    if (!ended) {
-      try {
-        open_.tx.abort();
-      } catch (...) {
-      }
-    }
-  }
-  bool ended = false;
-
- private:
-  OpenProducer& open_;
-};
-
 store::SessionOptions named(store::SessionOptions o, const std::string& application) {
   o.application_name = application;
   return o;
@@ -215,12 +196,12 @@ TEST_F(IdempotentProduceTest, ASecondProducerWaitsForAKeyInFlightAndReturnsItsId
   auto cpp = std::async(std::launch::async, [&] {
     return p.produce(kIdemStream, {R"({"who":"C"})", 1, {}, "k1"});
   });
-  AbortOnEarlyExit end_first(first);
+  ReleaseOnEarlyExit end_first([&] { first.tx.abort(); });
   ASSERT_TRUE(waits_for_a_lock(db_, "idem-second-sql"));
   ASSERT_TRUE(waits_for_a_lock(db_, "idem-second-cpp"));
   EXPECT_EQ(sql.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   first.tx.commit();
-  end_first.ended = true;
+  end_first.dismiss();
   EXPECT_EQ(sql.get(), id);
   EXPECT_EQ(cpp.get(), id);
   EXPECT_EQ(count_messages(db_), 1);
@@ -265,11 +246,11 @@ TEST_F(IdempotentProduceTest, ASecondProducerWaitsForAKeyInFlightAndWritesAfterR
   auto cpp = std::async(std::launch::async, [&] {
     return p.produce_batch(kIdemStream, {{R"({"who":"C"})", 1, {}, "k3"}, {R"({"who":"D"})"}});
   });
-  AbortOnEarlyExit end_first(first);
+  ReleaseOnEarlyExit end_first([&] { first.tx.abort(); });
   ASSERT_TRUE(waits_for_a_lock(db_, "idem-second-sql"));
   ASSERT_TRUE(waits_for_a_lock(db_, "idem-second-cpp"));
   first.tx.abort();
-  end_first.ended = true;
+  end_first.dismiss();
   const int64_t b = sql.get();
   const auto cd = cpp.get();
   EXPECT_EQ(count_messages(db_), 3);
@@ -308,10 +289,10 @@ TEST_F(IdempotentProduceTest, ARepeatableReadProducerThatLosesTheRaceFailsWithSe
       return e.sqlstate();
     }
   });
-  AbortOnEarlyExit end_first(first);
+  ReleaseOnEarlyExit end_first([&] { first.tx.abort(); });
   ASSERT_TRUE(waits_for_a_lock(db_, "idem-second-rr"));
   first.tx.commit();
-  end_first.ended = true;
+  end_first.dismiss();
   EXPECT_EQ(rr.get(), "40001");
   EXPECT_EQ(count_messages(db_), 1);
 }

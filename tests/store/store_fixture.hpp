@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 
 #include "store/connection/session.hpp"
@@ -33,6 +34,27 @@ struct OpenProducer {
   int pid() { return tx.exec("SELECT pg_backend_pid()")[0][0].as<int>(); }
   pqxx::connection conn;
   pqxx::work tx;
+};
+
+// Runs `release` when a test leaves before dismiss() (a failed ASSERT). Declared after the
+// futures of threads that wait for what `release` ends (an open producer's transaction, an
+// advisory lock), it runs before their destructors join them: the test fails instead of hanging.
+class ReleaseOnEarlyExit {
+ public:
+  explicit ReleaseOnEarlyExit(std::function<void()> release) : release_(std::move(release)) {}
+  ReleaseOnEarlyExit(const ReleaseOnEarlyExit&) = delete;
+  ReleaseOnEarlyExit& operator=(const ReleaseOnEarlyExit&) = delete;
+  ~ReleaseOnEarlyExit() {
+    if (!release_) return;
+    try {
+      release_();
+    } catch (...) {  // the test has failed already; its own report says why
+    }
+  }
+  void dismiss() { release_ = nullptr; }
+
+ private:
+  std::function<void()> release_;
 };
 
 // Tests of what one migration does to a family that an older template made: applies the embedded
