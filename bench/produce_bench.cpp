@@ -11,11 +11,33 @@
 // (pg_current_wal_lsn deltas over the same number of batches, each side after a CHECKPOINT).
 #include <fmt/format.h>
 
+#include <functional>
+#include <utility>
+
 #include "bench.hpp"
 
 namespace bench {
 namespace {
 constexpr int kBatch = 500;
+
+// Runs `a` and `b` (each produces for about the seconds it is given and returns its rows) in
+// alternating rounds of `round` seconds until `a` has run `seconds`, so that drift in the
+// machine's speed hits both alike; their rates, rows per second.
+std::pair<double, double> alternate(const std::function<int64_t(double)>& a,
+                                    const std::function<int64_t(double)>& b, double seconds,
+                                    double round) {
+  int64_t a_n = 0, b_n = 0;
+  double a_s = 0, b_s = 0;
+  while (a_s < seconds) {
+    auto t0 = Clock::now();
+    a_n += a(round);
+    a_s += seconds_since(t0);
+    t0 = Clock::now();
+    b_n += b(round);
+    b_s += seconds_since(t0);
+  }
+  return {static_cast<double>(a_n) / a_s, static_cast<double>(b_n) / b_s};
+}
 }  // namespace
 
 RuntimeInsert::RuntimeInsert(const Db& db, const std::string& stream, size_t bytes, BenchKeys keys,
@@ -88,17 +110,9 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
     runtime.run_for(0);  // warm-up: stream lookup, partitions
     raw.run_for(0);
     db.quiesce();
-    int64_t rt_n = 0, raw_n = 0;
-    double rt_s = 0, raw_s = 0;
-    while (rt_s < o.produce_seconds) {
-      auto t0 = Clock::now();
-      rt_n += runtime.run_for(round);
-      rt_s += seconds_since(t0);
-      t0 = Clock::now();
-      raw_n += raw.run_for(round);
-      raw_s += seconds_since(t0);
-    }
-    const double rt = rt_n / rt_s, rw = raw_n / raw_s;
+    const auto [rt, rw] =
+        alternate([&](double t) { return runtime.run_for(t); },
+                  [&](double t) { return raw.run_for(t); }, o.produce_seconds, round);
     fmt::print(stderr, "  produce {} B: runtime {} raw {}\n", bytes, rate(rt), rate(rw));
     if (bytes == 100) record("produce_100b", rt);
     rows.push_back(
@@ -125,17 +139,9 @@ Row run_idempotent_produce(Db& db, const Options& o, BenchKeys keys) {
   plain.run_for(0);
   keyed.run_for(0);
   db.quiesce();
-  int64_t plain_n = 0, keyed_n = 0;
-  double plain_s = 0, keyed_s = 0;
-  while (keyed_s < o.produce_seconds) {
-    auto t0 = Clock::now();
-    keyed_n += keyed.run_for(round);
-    keyed_s += seconds_since(t0);
-    t0 = Clock::now();
-    plain_n += plain.run_for(round);
-    plain_s += seconds_since(t0);
-  }
-  const double k = keyed_n / keyed_s, p = plain_n / plain_s;
+  const auto [k, p] =
+      alternate([&](double t) { return keyed.run_for(t); },
+                [&](double t) { return plain.run_for(t); }, o.produce_seconds, round);
   // WAL per message, the same number of batches each, each side after a checkpoint.
   pqxx::connection wal(db.url());
   auto lsn = [&] {
@@ -183,17 +189,9 @@ std::vector<Row> run_keyed_batch_scaling(Db& db, const Options& o) {
     small.run_for(0);
     large.run_for(0);
     db.quiesce();
-    int64_t small_n = 0, large_n = 0;
-    double small_s = 0, large_s = 0;
-    while (large_s < o.produce_seconds) {
-      auto t0 = Clock::now();
-      large_n += large.run_for(round);
-      large_s += seconds_since(t0);
-      t0 = Clock::now();
-      small_n += small.run_for(round);
-      small_s += seconds_since(t0);
-    }
-    const double l = large_n / large_s, s = small_n / small_s;
+    const auto [l, s] =
+        alternate([&](double t) { return large.run_for(t); },
+                  [&](double t) { return small.run_for(t); }, o.produce_seconds, round);
     fmt::print(stderr, "  keyed produce, batches of {}: {}; of {}: {}\n", kLarge, rate(l), kBatch,
                rate(s));
     rows.push_back(Row{"1 produce",
@@ -227,17 +225,9 @@ std::vector<Row> run_keyed_batch_scaling(Db& db, const Options& o) {
     };
     run_for(kBatch, 0);
     db.quiesce();
-    int64_t small_n = 0, large_n = 0;
-    double small_s = 0, large_s = 0;
-    while (large_s < o.produce_seconds) {
-      auto t0 = Clock::now();
-      large_n += run_for(kLarge, round);
-      large_s += seconds_since(t0);
-      t0 = Clock::now();
-      small_n += run_for(kBatch, round);
-      small_s += seconds_since(t0);
-    }
-    const double l = large_n / large_s, s = small_n / small_s;
+    const auto [l, s] =
+        alternate([&](double t) { return run_for(kLarge, t); },
+                  [&](double t) { return run_for(kBatch, t); }, o.produce_seconds, round);
     fmt::print(stderr, "  produce_batch() keyed, batches of {}: {}; of {}: {}\n", kLarge, rate(l),
                kBatch, rate(s));
     rows.push_back(Row{"1 produce",
