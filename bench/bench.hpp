@@ -219,6 +219,8 @@ void prefill(const Db& db, const std::string& stream, int64_t count, size_t byte
              int64_t keys = 0);
 
 std::vector<Row> run_produce(Db& db, const Options& o);
+// Part of the produce phase: the SQL function produce_batch() against the raw INSERT.
+std::vector<Row> run_sql_produce(Db& db, const Options& o, RawInsert& raw);
 // Part of the produce phase: keyed (idempotent) produce against produce without keys.
 Row run_idempotent_produce(Db& db, const Options& o, BenchKeys keys);
 // Keyed batches of 5,000 against batches of 500, per message: the runtime's Producer and the SQL

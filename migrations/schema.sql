@@ -588,9 +588,12 @@ DECLARE
   st "sqlstreams".streams%ROWTYPE;
   n integer := coalesce(cardinality(payloads), 0);
   v_ids bigint[];
-  v_keyed boolean := false;
+  v_keyed boolean;
   v_bytes integer;
-  v_text_bytes integer[] := array_fill(NULL::integer, ARRAY[n]);  -- as produce()'s
+  v_text_bytes integer[];  -- as produce()'s: the text's length when it is long, else NULL
+  v_bad integer;           -- the first item that fails its own checks
+  v_bad_key integer;       -- the first item whose idempotency key fails its check
+  v_seq regclass;
   i integer;
 BEGIN
   PERFORM pg_current_xact_id();  -- Rule 1
@@ -605,7 +608,24 @@ BEGIN
       n, cardinality(schema_versions), cardinality(message_keys), cardinality(produce_batch.idempotency_keys)
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  FOR i IN 1 .. n LOOP
+  IF n = 0 THEN
+    RETURN '{}';
+  END IF;
+  -- Every item at once (a NULL array unnests as NULLs: no version means 1, no key none). Each
+  -- payload is printed once, as before, for its size and its text_bytes.
+  SELECT array_agg(CASE WHEN e.b > 4 * pg_column_size(e.p) THEN e.b END ORDER BY e.n),
+         min(e.n) FILTER (WHERE e.p IS NULL OR jsonb_typeof(e.p) <> 'object'
+                             OR e.b > st.max_payload_bytes OR e.v < 1
+                             OR octet_length(e.k) > 1024),
+         min(e.n) FILTER (WHERE e.ik = '' OR octet_length(e.ik) > 255),
+         coalesce(bool_or(e.ik IS NOT NULL), false)
+    INTO v_text_bytes, v_bad, v_bad_key, v_keyed
+    FROM (SELECT u.n, u.p, u.v, u.k, u.ik, octet_length(u.p::text) AS b
+            FROM unnest(payloads, schema_versions, message_keys, produce_batch.idempotency_keys)
+                   WITH ORDINALITY AS u(p, v, k, ik, n)) e;
+  IF v_bad IS NOT NULL THEN
+    -- V012's checks on that item: the same error as before.
+    i := v_bad;
     IF payloads[i] IS NULL OR jsonb_typeof(payloads[i]) <> 'object' THEN
       RAISE EXCEPTION 'sqlstreams: payload % of the batch must be a JSON object (got %)', i,
         coalesce(jsonb_typeof(payloads[i]), 'null') USING ERRCODE = 'invalid_parameter_value';
@@ -615,35 +635,25 @@ BEGIN
       RAISE EXCEPTION 'sqlstreams: payload % of the batch exceeds max_payload_bytes %', i, st.max_payload_bytes
         USING ERRCODE = 'program_limit_exceeded';
     END IF;
-    IF v_bytes > 4 * pg_column_size(payloads[i]) THEN
-      v_text_bytes[i] := v_bytes;
-    END IF;
-    -- A NULL element means the default version 1.
     IF schema_versions[i] < 1 THEN
       RAISE EXCEPTION 'sqlstreams: schema_version % of the batch must be >= 1 (got %)', i, schema_versions[i]
         USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM "sqlstreams".check_message_key(i, message_keys[i]);
-  END LOOP;
-  -- Without keys (the argument NULL) this costs one test: the batch goes as before.
-  IF produce_batch.idempotency_keys IS NOT NULL THEN
-    FOR i IN 1 .. n LOOP
-      -- A NULL element means no key for that item.
-      IF produce_batch.idempotency_keys[i] IS NOT NULL THEN
-        PERFORM "sqlstreams".check_idempotency_key(i, produce_batch.idempotency_keys[i]);
-        v_keyed := true;
-      END IF;
-    END LOOP;
+    RAISE EXCEPTION 'sqlstreams: item % of the batch failed a check that names no error (a bug)', i
+      USING ERRCODE = 'internal_error';
   END IF;
-  IF n = 0 THEN
-    RETURN '{}';
+  IF v_bad_key IS NOT NULL THEN
+    PERFORM "sqlstreams".check_idempotency_key(v_bad_key, produce_batch.idempotency_keys[v_bad_key]);
+    RAISE EXCEPTION 'sqlstreams: idempotency_key of batch item % failed a check that names no error (a bug)', v_bad_key
+      USING ERRCODE = 'internal_error';
   END IF;
   IF v_keyed THEN
     RETURN "sqlstreams".produce_idempotent(st, payloads, schema_versions, message_keys,
                                        produce_batch.idempotency_keys, v_text_bytes);
   END IF;
-  SELECT array_agg(nextval(format('%s.%I', '"sqlstreams"', 'messages_' || st.id || '_id_seq')::regclass) ORDER BY g)
-    INTO v_ids FROM generate_series(1, n) AS g;
+  v_seq := format('%s.%I', '"sqlstreams"', 'messages_' || st.id || '_id_seq')::regclass;
+  SELECT array_agg(nextval(v_seq) ORDER BY g) INTO v_ids FROM generate_series(1, n) AS g;
   -- Partitions cover 1 .. partitions_upto contiguously: the highest id decides.
   IF v_ids[n] >= st.partitions_upto THEN
     PERFORM "sqlstreams".check_partition(st, v_ids[n]);

@@ -87,6 +87,66 @@ TEST_F(ProduceLimitsTest, TheCppProducerMeasuresPayloadsAsTheSqlFunctionsDo) {
   EXPECT_EQ(p.stored_sizes({compact, spaced}), (std::vector<int64_t>{24, 16}));
 }
 
+// produce_batch() finds a bad item with one set-based pass and then runs the per-item checks on
+// it (V016): the error must be the one the per-item loop gave, for the first bad item, the item's
+// own checks in item order before any idempotency key. Each batch holds a later bad item too.
+TEST_F(ProduceLimitsTest, TheBatchFunctionNamesTheFirstBadItemAsThePerItemChecksDid) {
+  store::StreamSpec spec;
+  spec.name = "tiny";
+  spec.partition_size = 1000;
+  spec.max_payload_bytes = 20;
+  store::declare_stream(*session_, spec);
+  const std::string big = R"('{"a":"0123456789012345678901234"}')";  // 36 bytes > 20
+  const std::string long_key = "repeat('k', 1025)";
+  struct Case {
+    std::string args;  // payloads, schema_versions, message_keys, idempotency_keys
+    std::string sqlstate;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"ARRAY['{}', '[1]', " + big + "]::jsonb[], NULL, NULL, NULL", "22023",
+       "payload 2 of the batch must be a JSON object (got array)"},
+      {"ARRAY[" + big + ", '\"x\"']::jsonb[], NULL, NULL, NULL", "54000",
+       "payload 1 of the batch exceeds max_payload_bytes 20"},
+      {"ARRAY['{}', NULL]::jsonb[], NULL, NULL, NULL", "22023",
+       "payload 2 of the batch must be a JSON object (got null)"},
+      {"ARRAY['{}', '{}', '{}']::jsonb[], ARRAY[1, NULL, 0], NULL, NULL", "22023",
+       "schema_version 3 of the batch must be >= 1 (got 0)"},
+      {"ARRAY['{}', '{}', '{}']::jsonb[], ARRAY[1, 1, -5], ARRAY[NULL, " + long_key +
+           ", NULL], NULL",
+       "22001", "message_key of batch item 2: 1025 bytes exceeds the limit of 1024 bytes"},
+      {"ARRAY['{}', '{}']::jsonb[], ARRAY[1, 0], ARRAY[NULL, " + long_key + "], NULL", "22023",
+       "schema_version 2 of the batch must be >= 1 (got 0)"},
+      {"ARRAY['{}', '{}', '[]']::jsonb[], NULL, NULL, ARRAY['', 'ok', 'ok3']", "22023",
+       "payload 3 of the batch must be a JSON object (got array)"},
+      {"ARRAY['{}', '{}', '{}']::jsonb[], NULL, NULL, ARRAY[NULL, repeat('k', 256), '']", "22001",
+       "idempotency_key of batch item 2: 256 bytes exceeds the limit of 255 bytes"},
+      {"ARRAY['{}', '{}', '{}']::jsonb[], NULL, NULL, ARRAY['a', NULL, '']", "22023",
+       "idempotency_key of batch item 3: must not be empty"},
+  };
+  for (const auto& c : cases) {
+    auto [state, what] = failure_of(db_, "SELECT sqlstreams.produce_batch('tiny', " + c.args + ")");
+    EXPECT_EQ(state, c.sqlstate) << c.args << ": " << what;
+    EXPECT_NE(what.find("sqlstreams: " + c.message), std::string::npos) << c.args << ": " << what;
+  }
+  // At every limit: a 1,024-byte message key, a 255-byte idempotency key, a NULL version (1).
+  auto ids = db_.sql(
+      "SELECT unnest(sqlstreams.produce_batch('tiny', ARRAY['{\"a\":1}', '{}']::jsonb[], "
+      "ARRAY[NULL, 7], ARRAY[repeat('é', 512), NULL], ARRAY[NULL, repeat('é', 127) || 'k']))");
+  ASSERT_EQ(ids.size(), 2u);
+  auto rows = db_.sql(
+      "SELECT schema_version, octet_length(message_key), payload::text FROM "
+      "sqlstreams.messages_" +
+      std::to_string(db_.scalar<int64_t>("SELECT id FROM sqlstreams.streams WHERE name = 'tiny'")) +
+      " ORDER BY id");
+  ASSERT_EQ(rows.size(), 2u) << "no failed batch may leave a row behind";
+  EXPECT_EQ(rows[0][0].as<int>(), 1);
+  EXPECT_EQ(rows[0][1].as<int>(), 1024);
+  EXPECT_EQ(rows[0][2].as<std::string>(), R"({"a": 1})");
+  EXPECT_EQ(rows[1][0].as<int>(), 7);
+  EXPECT_TRUE(rows[1][1].is_null());
+}
+
 TEST_F(ProduceLimitsTest, NumbersAreStoredExactlyAsSent) {
   store::Producer p(*session_);
   auto id = p.produce("payments.requested",
