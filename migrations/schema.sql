@@ -678,6 +678,35 @@ DECLARE
   v_ids bigint[];
   v_top bigint;
   v_attempt integer := 0;
+  v_done boolean := false;
+  -- The first try: every key is new (the common case). One probe of the keys' index for any
+  -- row of them (live or past the window) and one look for a key repeated in the batch; when
+  -- there is neither, a plain INSERT of the keys (no per-item lookup, no window, no conflict
+  -- clause); otherwise it draws no id and writes nothing, and the full form (v_sql) decides, as
+  -- before: a batch that only repeats committed keys still draws no id and holds no claim back.
+  -- A key another transaction is producing and then commits fails the plain INSERT with
+  -- unique_violation; the full form then runs, and the ids the try drew are permanent gaps (the
+  -- full form draws them as well in that race).
+  v_first text := format($q$
+    WITH fresh AS (
+      SELECT NOT EXISTS (SELECT 1 FROM %1$s.idempotency_keys d
+                          WHERE d.stream_id = $5 AND d.key = ANY ($4::text[]))
+             AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS r(k) WHERE r.k IS NOT NULL
+                              GROUP BY r.k HAVING count(*) > 1) AS ok),
+    drawn AS MATERIALIZED (
+      SELECT e.n, e.p, coalesce(e.v, 1) AS v, e.k, e.ik, e.tb, nextval('%1$s.%2$I'::regclass) AS id
+        FROM unnest($1::jsonb[], $2::integer[], $3::text[], $4::text[], $7::integer[])
+               WITH ORDINALITY AS e(p, v, k, ik, tb, n)
+       WHERE (SELECT ok FROM fresh)
+       ORDER BY e.n),
+    keyed AS (
+      INSERT INTO %1$s.idempotency_keys (stream_id, key, message_id)
+      SELECT $5, ik, id FROM drawn WHERE ik IS NOT NULL ORDER BY ik),
+    written AS (
+      INSERT INTO %1$s.%3$I (id, schema_version, message_key, payload, text_bytes)
+      SELECT id, v, k, p, tb FROM drawn)
+    SELECT array_agg(id ORDER BY n), max(id) FROM drawn$q$,
+    '"sqlstreams"', 'messages_' || st.id || '_id_seq', 'messages_' || st.id);
   v_sql text := format($q$
     WITH input AS MATERIALIZED (
       SELECT e.n, e.p, coalesce(e.v, 1) AS v, e.k, e.ik, e.tb,
@@ -709,13 +738,21 @@ DECLARE
       FROM drawn dr LEFT JOIN keyed kk ON kk.key = dr.ik$q$,
     '"sqlstreams"', 'messages_' || st.id || '_id_seq', 'messages_' || st.id);
 BEGIN
-  LOOP
+  BEGIN
+    EXECUTE v_first INTO v_ids, v_top
+      USING p_payloads, p_versions, p_message_keys, p_keys, st.id, st.idempotency_window,
+            p_text_bytes;
+    v_done := v_ids IS NOT NULL;  -- NULL: a key exists or repeats (nothing drawn, nothing written)
+  EXCEPTION WHEN unique_violation THEN
+    NULL;  -- a key in flight was committed meanwhile: the full form below
+  END;
+  WHILE NOT v_done LOOP
     v_attempt := v_attempt + 1;
     BEGIN
       EXECUTE v_sql INTO v_ids, v_top
         USING p_payloads, p_versions, p_message_keys, p_keys, st.id, st.idempotency_window,
               p_text_bytes;
-      EXIT;
+      v_done := true;
     EXCEPTION WHEN SQLSTATE 'SQ001' THEN
       -- A concurrent producer of one of these keys committed while this insert waited.
       IF v_attempt >= 5 THEN
