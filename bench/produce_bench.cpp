@@ -135,8 +135,8 @@ std::vector<Row> run_produce(Db& db, const Options& o) {
 // An SQL producer's batch: produce_batch() with the 500 payloads of 100 B bound as one array
 // parameter in text form (as most drivers send an array), one call per autocommit statement,
 // against the same raw multi-row INSERT. Two rows: the array bound as jsonb[], and bound as
-// text[] with each element cast in its own row (docs/how-it-works.md: PostgreSQL's array input
-// parses jsonb[] elements ~5× slower than the per-row cast).
+// text[] with each element cast in its own row (docs/how-it-works.md recommends it: ~15% faster
+// here).
 std::vector<Row> run_sql_produce(Db& db, const Options& o, RawInsert& raw) {
   auto stream = db.stream("produce-sql");
   std::string payloads = "{";
