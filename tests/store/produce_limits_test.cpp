@@ -19,6 +19,15 @@ std::pair<std::string, std::string> failure_of(const TestDatabase& db, const std
   }
 }
 
+// The stream "tiny": max_payload_bytes 20.
+void declare_tiny_stream(store::Session& session) {
+  store::StreamSpec spec;
+  spec.name = "tiny";
+  spec.partition_size = 1000;
+  spec.max_payload_bytes = 20;
+  store::declare_stream(session, spec);
+}
+
 TEST_F(ProduceLimitsTest, FiftyMegabyteKeysAreRefusedInSqlWithAClass22Error) {
   auto [state, what] = failure_of(
       db_,
@@ -62,11 +71,7 @@ TEST_F(ProduceLimitsTest, TheCppProducerRefusesLongKeysBeforeSending) {
 }
 
 TEST_F(ProduceLimitsTest, TheCppProducerMeasuresPayloadsAsTheSqlFunctionsDo) {
-  store::StreamSpec spec;
-  spec.name = "tiny";
-  spec.partition_size = 1000;
-  spec.max_payload_bytes = 20;
-  store::declare_stream(*session_, spec);
+  declare_tiny_stream(*session_);
   store::Producer p(*session_);
   // 19 bytes as sent, 24 as stored ({"a": 1, "b": 2, "c": 3}): produce() refuses it.
   const std::string compact = R"({"a":1,"b":2,"c":3})";
@@ -91,11 +96,7 @@ TEST_F(ProduceLimitsTest, TheCppProducerMeasuresPayloadsAsTheSqlFunctionsDo) {
 // it (V016): the error must be the one the per-item loop gave, for the first bad item, the item's
 // own checks in item order before any idempotency key. Each batch holds a later bad item too.
 TEST_F(ProduceLimitsTest, TheBatchFunctionNamesTheFirstBadItemAsThePerItemChecksDid) {
-  store::StreamSpec spec;
-  spec.name = "tiny";
-  spec.partition_size = 1000;
-  spec.max_payload_bytes = 20;
-  store::declare_stream(*session_, spec);
+  declare_tiny_stream(*session_);
   const std::string big = R"('{"a":"0123456789012345678901234"}')";  // 36 bytes > 20
   const std::string long_key = "repeat('k', 1025)";
   struct Case {
