@@ -47,16 +47,21 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
   doomed.name = "doomed";
   doomed.record_file = dir.file("doomed.records");
   doomed.charge_config = "hang_orders = [\"order-1\"]\nhang_ms = 60000\n";
-  doomed.handler_timeout = "2s";  // killed long before the watchdog would write it off
-  doomed.lease_ttl = "3s";
+  // The kill must land while the attempt runs: between its start and handler_timeout, when the
+  // attempt is failed and (max_retries 1) the row dead, so 'inflight' is never seen again. With
+  // 2 s (lease 3 s) a loaded CI machine missed that window; 8 s leaves room for a slow poll and
+  // a late renewal, and the healthy host still takes over within one lease (12 s) of the kill.
+  doomed.handler_timeout = "8s";
+  doomed.lease_ttl = "12s";
   {
     Host h(dir, doomed, db.url());
+    ASSERT_TRUE(h.wait_for_log("host-ready", 60s)) << tail(h.log());
     ASSERT_TRUE(wait_until(
         [&] {
           return scalar<int>(db.url(), "SELECT count(*) FROM " + t.exceptions +
                                            " WHERE status = 'inflight'") == 1;
         },
-        30s))
+        60s))
         << tail(h.log());
     h.process().signal(SIGKILL);
     ASSERT_TRUE(h.process().wait(10s).has_value());
@@ -73,7 +78,7 @@ TEST_P(RetryCrash, KilledDuringARetryTheAttemptCountsAndTheMessageEndsResolved) 
         return scalar<int>(db.url(),
                            "SELECT count(*) FROM " + t.exceptions + " WHERE status <> 'dead'") == 0;
       },
-      60s))
+      90s))  // host start + the doomed lease (12 s)
       << tail(h.log());
   EXPECT_GE(h.count_in_log("retry-lease-expired"), 1) << tail(h.log());
   auto records = read_records({healthy.record_file});
