@@ -104,6 +104,20 @@ int64_t steady_ns() {
       .count();
 }
 
+// A connection kept across one thread's polls, opened again after an error (the database
+// restarts during the run). A new connection costs PostgreSQL ~40 ms of CPU on the 2-core
+// machines: the drain's ~10 polls a second, each on a new connection, kept most of a core busy
+// beside the hosts it waited for.
+struct KeptConnection {
+  std::string url;
+  std::unique_ptr<pqxx::connection> c;
+  pqxx::connection& get() {
+    if (!c || !c->is_open()) c = std::make_unique<pqxx::connection>(url);
+    return *c;
+  }
+  void drop() { c.reset(); }
+};
+
 }  // namespace
 
 struct ChaosRun::Impl {
@@ -393,14 +407,13 @@ struct ChaosRun::Impl {
   // `drain` (after the producers stopped) it always discards. It calls the functions `dead
   // retry` / `dead discard` call (store/reporting/operator_actions.cpp), not the CLI: a process
   // every second loaded the 2-core machine (the faults' operator commands still use the CLI).
-  void release_held_keys(std::mt19937_64& r, bool drain) {
+  void release_held_keys(std::mt19937_64& r, bool drain, KeptConnection& kept) {
     for (const auto& s : kStreams) {
       if (ordering_dead_of(s.name) != "hold") continue;
       const bool retry = !drain && r() % 4 == 0;
       const int64_t begin = steady_ns();
       try {
-        pqxx::connection c(o.url);
-        pqxx::work tx(c);
+        pqxx::work tx(kept.get());
         tx.exec_params(std::string("SELECT count(*) FROM sqlstreams.") +
                            (retry ? "dead_retry" : "dead_discard") +
                            "((SELECT g.id FROM sqlstreams.groups g JOIN sqlstreams.streams st ON "
@@ -409,6 +422,7 @@ struct ChaosRun::Impl {
                        s.name, kOrderedGroup, retry ? 20 : 1000000);
         tx.commit();
       } catch (const std::exception&) {
+        kept.drop();
         continue;  // the database restarts during the run: the next round
       }
       std::lock_guard lk(h.mu);
@@ -418,16 +432,17 @@ struct ChaosRun::Impl {
   }
   void operator_loop() {
     std::mt19937_64 r(o.seed * 7 + 3);
+    KeptConnection kept{o.url};
     while (!stop_faults) {
       sleep_unless_stopped(std::chrono::milliseconds(1000 + r() % 1000));
-      if (!stop_faults) release_held_keys(r, false);
+      if (!stop_faults) release_held_keys(r, false, kept);
     }
   }
 
   // Samples every group's cursor and oldest range lease in one statement, 10 times a second:
   // `committed` must never pass an open lease, and never move backward except across a rewind.
   void monitor_loop();
-  bool quiescent(std::string* why, std::string* state = nullptr);
+  bool quiescent(KeptConnection& kept, std::string* why, std::string* state = nullptr);
   // Waits until quiescent (true) or no progress for quiesce_timeout (false).
   bool drain();
 };
@@ -514,9 +529,10 @@ bool ChaosRun::Impl::drain() {
   bool quiet = false;
   std::mt19937_64 drain_rng(o.seed);
   auto next_release = Clock::now();
+  KeptConnection kept{o.url};  // ~10 polls a second
   while (Clock::now() < deadline) {
     std::string state;
-    if ((quiet = quiescent(&why, &state))) break;
+    if ((quiet = quiescent(kept, &why, &state))) break;
     // Where the drain's time goes: the first group not yet quiet, each time that changes.
     const std::string waiting = why.substr(0, why.find(':'));
     if (waiting != last_waiting) {
@@ -527,7 +543,7 @@ bool ChaosRun::Impl::drain() {
     // whose every eighth message dies drains one dead letter per round, so the round's period
     // is the drain's: at 1 s the short run spent ~100 s here.
     if (o.ordered && Clock::now() >= next_release) {
-      release_held_keys(drain_rng, true);
+      release_held_keys(drain_rng, true, kept);
       next_release = Clock::now() + 100ms;
     }
     if (state != last_state) {
@@ -543,11 +559,10 @@ bool ChaosRun::Impl::drain() {
 // Quiescent: no range lease, no exception row but dead letters (ready, inflight, or whatever an
 // ordered group keeps for a held key), every group committed = claimed >= the stream's max(id).
 // `state` gets every group's numbers: the caller's measure of progress.
-bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
+bool ChaosRun::Impl::quiescent(KeptConnection& kept, std::string* why, std::string* state) {
   bool quiet = true;
   try {
-    pqxx::connection c(o.url);
-    pqxx::work tx(c);
+    pqxx::work tx(kept.get());
     for (const auto& row : tx.exec("SELECT id, name FROM sqlstreams.streams ORDER BY id")) {
       const std::string sid = row[0].as<std::string>(), stream = row[1].as<std::string>();
       auto r = tx.exec(
@@ -580,6 +595,7 @@ bool ChaosRun::Impl::quiescent(std::string* why, std::string* state) {
     }
     return quiet;
   } catch (const std::exception& e) {
+    kept.drop();
     if (why) *why = e.what();
     return false;
   }

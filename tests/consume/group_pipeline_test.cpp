@@ -95,6 +95,7 @@ class GatedHandler final : public plugin_host::HandlerInstance {
 
 bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 30s) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
     std::this_thread::sleep_for(1ms);

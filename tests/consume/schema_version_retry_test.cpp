@@ -74,6 +74,7 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsArePassedOverCountedAndDelete
   GroupPipeline p(o, registry.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
   p.start();
   auto deadline = std::chrono::steady_clock::now() + 30s;
+  const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
   while (std::chrono::steady_clock::now() < deadline &&
          db.scalar<int>("SELECT count(*) FROM " + t.exceptions) > 0) {
     std::this_thread::sleep_for(20ms);
@@ -145,6 +146,7 @@ TEST(SchemaVersionRetryTest, RetriesOfOtherVersionsAreKeptUntilAPipelineAcceptsT
                     registry.create(g.plugin, g.handler, g.plugin_config_json, g.stream, g.name));
     p.start();
     auto deadline = std::chrono::steady_clock::now() + 30s;
+    const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
     while (std::chrono::steady_clock::now() < deadline && db.scalar<std::string>(until) != "true") {
       std::this_thread::sleep_for(20ms);
     }

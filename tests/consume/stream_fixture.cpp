@@ -68,6 +68,7 @@ bool StreamFixture::sql_true(const std::string& sql) {
 
 bool StreamFixture::eventually_sql(const std::string& sql, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
   for (;;) {
     if (sql_true(sql)) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;

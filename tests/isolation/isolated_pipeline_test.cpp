@@ -99,6 +99,7 @@ class IsolatedPipeline : public ::testing::Test {
 
   bool eventually(const std::string& sql, std::chrono::seconds timeout = 60s) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
     while (std::chrono::steady_clock::now() < deadline) {
       auto r = db_.sql(sql);
       if (!r.empty() && !r[0][0].is_null() && r[0][0].as<bool>()) return true;
@@ -122,6 +123,7 @@ class IsolatedPipeline : public ::testing::Test {
     ever_hung = false;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     bool done = false;
+    const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
     while (!done && std::chrono::steady_clock::now() < deadline) {
       ever_hung = ever_hung || p.paused() || p.hung_handlers() > 0;
       auto r = db_.sql(sql);

@@ -49,6 +49,7 @@ class PartitionDdlTest : public MaintainTest {
   // Polls (bounded) until the janitor's session has tried for the stream's lock at least once:
   // it waits in the lock queue (the old behaviour) or rolled back a busy NOWAIT attempt.
   bool janitor_tried_the_lock() {
+    const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
     for (int i = 0; i < 1000; ++i) {
       if (db_.scalar<bool>("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name "
                            "= 'test-janitor' AND (wait_event_type = 'Lock' OR query = "

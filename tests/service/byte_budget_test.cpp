@@ -82,6 +82,7 @@ TEST(ByteBudget, AHostHoldsAtMostQueueBytesOfLargePayloads) {
       << tail(host.log());
   // ... and stops there: nothing more is claimed while the handlers hold the gate.
   const auto plateau_end = std::chrono::steady_clock::now() + 2s;
+  const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
   while (std::chrono::steady_clock::now() < plateau_end) {
     sample();
     std::this_thread::sleep_for(50ms);

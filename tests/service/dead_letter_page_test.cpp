@@ -101,6 +101,7 @@ TEST(DeadLetterPage, AThirdPageWhileTwoAreBeingBuiltIsA503AtOnce) {
     first.push_back(std::async(std::launch::async, [&] { return http_get(port, path); }));
   }
   const auto deadline = std::chrono::steady_clock::now() + 30s;
+  const testing::PollingConnections reuse;  // one connection for the polls (tests/support)
   while (building() < 2 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(20ms);
   }

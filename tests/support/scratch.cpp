@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "test_database.hpp"
+
 namespace sqlstreams::testing {
 
 ScratchDir::ScratchDir(const std::string& prefix) {
@@ -54,6 +56,7 @@ int free_tcp_port() {
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
                 std::chrono::milliseconds every) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
+  const PollingConnections reuse;  // the predicate's queries share a connection per URL
   for (;;) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;

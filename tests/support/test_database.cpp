@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -149,12 +151,53 @@ TestDatabase::~TestDatabase() {
   }
 }
 
-pqxx::result query(const std::string& url, const std::string& statement) {
-  pqxx::connection c(url);
+namespace {
+
+// The calling thread's reused connections: open only while `depth` > 0.
+struct Polling {
+  int depth = 0;
+  std::map<std::string, std::unique_ptr<pqxx::connection>> by_url;
+};
+thread_local Polling polling;
+
+pqxx::result run_statement(pqxx::connection& c, const std::string& statement) {
   pqxx::work tx(c);
   auto r = tx.exec(statement);
   tx.commit();
   return r;
+}
+
+// Runs `use` on a connection to `url`: the thread's reused one inside a PollingConnections scope,
+// else a new one.
+template <class Use>
+auto with_connection(const std::string& url, Use use) {
+  if (polling.depth == 0) {
+    pqxx::connection c(url);
+    return use(c);
+  }
+  auto& slot = polling.by_url[url];
+  const bool reused = slot != nullptr;
+  if (!reused) slot = std::make_unique<pqxx::connection>(url);
+  try {
+    return use(*slot);
+  } catch (const pqxx::broken_connection&) {
+    slot.reset();
+    if (!reused) throw;
+    slot = std::make_unique<pqxx::connection>(url);  // cut since its last use: once more, new
+    return use(*slot);
+  }
+}
+
+}  // namespace
+
+PollingConnections::PollingConnections() { ++polling.depth; }
+
+PollingConnections::~PollingConnections() {
+  if (--polling.depth == 0) polling.by_url.clear();
+}
+
+pqxx::result query(const std::string& url, const std::string& statement) {
+  return with_connection(url, [&](pqxx::connection& c) { return run_statement(c, statement); });
 }
 
 pqxx::result TestDatabase::sql(const std::string& statement) const {
@@ -194,9 +237,10 @@ StreamFamily stream_family(int64_t id) {
 }
 
 StreamFamily stream_family(const std::string& url, const std::string& stream) {
-  pqxx::connection c(url);
-  pqxx::read_transaction tx(c);
-  const auto r = tx.exec_params("SELECT id FROM sqlstreams.streams WHERE name = $1", stream);
+  const auto r = with_connection(url, [&](pqxx::connection& c) {
+    pqxx::read_transaction tx(c);
+    return tx.exec_params("SELECT id FROM sqlstreams.streams WHERE name = $1", stream);
+  });
   if (r.empty()) {
     throw std::runtime_error("stream_family: no stream named '" + stream +
                              "' in sqlstreams.streams");

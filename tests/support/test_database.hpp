@@ -7,7 +7,8 @@
 // set of migrations (PostgreSQL's own suite copies an initdb template the same way): the copy
 // costs a file copy, a migration costs a few hundred DDL statements.
 // Tests may use libpqxx directly (the "only store/ includes libpqxx" rule is for runtime/).
-// Threading: one TestDatabase per test; sql() opens a new connection per call.
+// Threading: one TestDatabase per test; sql() opens a new connection per call (but inside a
+// PollingConnections scope of the calling thread, e.g. a wait_until() predicate).
 #pragma once
 
 #include <cstdint>
@@ -64,8 +65,25 @@ class TestLogins {
   std::vector<std::string> roles_;
 };
 
-// One statement in its own transaction on `url` (a new connection per call).
+// One statement in its own transaction on `url`: a new connection per call, except on a thread
+// inside a PollingConnections scope (below).
 pqxx::result query(const std::string& url, const std::string& statement);
+
+// While one lives on a thread, query(), scalar(), TestDatabase::sql() and stream_family(url, …)
+// on that thread keep one connection per URL and reuse it, instead of opening one per call; the
+// connections close when the outermost scope ends. wait_until() opens one around its polls: a
+// new connection costs PostgreSQL ~40 ms of CPU on the 2-core CI machines (a backend's fork and
+// start-up), so a test polling every 50 ms used to keep most of a core busy on connections alone.
+// A reused connection that was cut since its last use (a PostgreSQL restart, a terminated
+// backend) is replaced once, as a new connection per call would have been. Nothing else of a
+// session outlives a statement: each runs in its own committed transaction.
+class PollingConnections {
+ public:
+  PollingConnections();
+  ~PollingConnections();
+  PollingConnections(const PollingConnections&) = delete;
+  PollingConnections& operator=(const PollingConnections&) = delete;
+};
 // First column of the first row of query(url, statement) as T.
 template <class T>
 T scalar(const std::string& url, const std::string& statement) {
