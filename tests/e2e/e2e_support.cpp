@@ -190,6 +190,14 @@ std::set<int64_t> timed_out_ids(const std::string& log, const std::string& group
   return out;
 }
 
+std::set<int64_t> failed_attempt_ids(const std::string& log,
+                                     const std::vector<std::string>& record_files,
+                                     const std::string& group) {
+  std::set<int64_t> out = timed_out_ids(log, group);
+  for (int64_t id : testing::retried_ids(record_files, group)) out.insert(id);
+  return out;
+}
+
 std::string missing_ids(const Records& r, const std::string& group, int64_t n) {
   static const std::map<int64_t, int> none;
   auto it = r.find(group);

@@ -150,6 +150,11 @@ std::vector<int64_t> duplicates(const Records& r, const std::string& group);
 // attempt, so the message runs again. A 1 s handler_timeout fires on a loaded machine (two
 // hosts' calls stalled past it in one CI run), which a test that counts repeats must allow.
 std::set<int64_t> timed_out_ids(const std::string& log, const std::string& group);
+// timed_out_ids(log) and testing::retried_ids(record_files): every id whose attempt failed. The
+// log alone misses timeouts past the first of a burst (the warning is rate-limited).
+std::set<int64_t> failed_attempt_ids(const std::string& log,
+                                     const std::vector<std::string>& record_files,
+                                     const std::string& group);
 // Ids in 1..n never handled by `group`, as a short printable list ("" = none missing).
 std::string missing_ids(const Records& r, const std::string& group, int64_t n);
 

@@ -32,6 +32,10 @@ TEST(GracefulStop, SigtermWhileBusyDrainsExitsZeroAndAFreshHostFinishesTheRest) 
   busy.sleep_ms = 5;  // 4 workers per group: ~800 messages/s, so the signal lands mid-work
   busy.batch_size = 100;
   busy.shutdown_timeout = "10s";
+  // Only the stop may make a message run twice here. With the e2e default (1 s) a loaded CI
+  // machine timed out 15 calls of the finisher's no-op handler; each was retried, so it ran twice.
+  busy.handler_timeout = "30s";
+  busy.lease_ttl = "40s";  // more than the handler timeout and its margin; nothing waits for it
   Host host(dir, busy, db.url());
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
   produce_payments(db.url(), n);

@@ -50,7 +50,7 @@ TEST(PoisonDrain, PoisonTerminalTextDoesNotWedgeTheGroupAndSigtermIsHonoured) {
   EXPECT_EQ(missing_ids(records, kCharge, poison + 15), "");
   // Nothing was reclaimed or retried, but for a call the host logged as timed out (a 1 s
   // handler_timeout on a loaded machine: the poison call itself once went past it in CI).
-  const auto timed_out = timed_out_ids(host.log(), kCharge);
+  const auto timed_out = failed_attempt_ids(host.log(), {o.record_file}, kCharge);
   for (int64_t id : duplicates(records, kCharge)) {
     EXPECT_TRUE(timed_out.count(id) > 0) << "message " << id << " ran twice without a timeout";
   }

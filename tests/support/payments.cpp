@@ -35,4 +35,21 @@ Records read_records(const std::vector<std::string>& files) {
   return out;
 }
 
+std::set<int64_t> retried_ids(const std::vector<std::string>& files, const std::string& group) {
+  std::set<int64_t> out;
+  for (const auto& f : files) {
+    const std::string content = read_file(f);
+    std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string g, outcome;
+      int64_t id = 0;
+      int attempt = 0;
+      if (fields >> g >> id >> attempt >> outcome && g == group && attempt >= 2) out.insert(id);
+    }
+  }
+  return out;
+}
+
 }  // namespace sqlstreams::testing

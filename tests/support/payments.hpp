@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,10 @@ void produce_payments(const std::string& url, int64_t n, int64_t from = 1, int64
 // host killed mid-write leaves no half line counted).
 using Records = std::map<std::string, std::map<int64_t, int>>;
 Records read_records(const std::vector<std::string>& files);
+// Ids of `group` with a call at attempt >= 2 in the record files: a message that ran again
+// because an attempt failed (a RETRY, a handler timeout, a retry row's lease that expired). The
+// record is exact where a host's log is not: repeated handler-timeout warnings are rate-limited
+// (ops/log_limiter.hpp), so a burst of timeouts logs only its first ids.
+std::set<int64_t> retried_ids(const std::vector<std::string>& files, const std::string& group);
 
 }  // namespace sqlstreams::testing
