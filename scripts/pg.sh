@@ -13,6 +13,7 @@ DIR=${2:-${SQLSTREAMS_PG_DIR:-/tmp/sqlstreams-pg}}
 PORT=${3:-${SQLSTREAMS_PG_PORT:-55432}}
 DB=${SQLSTREAMS_PG_DB:-sqlstreams}
 FSYNC=${SQLSTREAMS_PG_FSYNC:-on}
+AUTOVACUUM=${SQLSTREAMS_PG_AUTOVACUUM:-on}
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [[ -x "$PGBIN/initdb" ]] || { echo "pg.sh: PostgreSQL server binaries not found; run scripts/install-deps.sh" >&2; exit 1; }
 
@@ -49,6 +50,7 @@ max_connections = 300
 shared_buffers = 256MB
 max_wal_size = 4GB
 fsync = ${FSYNC}
+autovacuum = ${AUTOVACUUM}
 max_prepared_transactions = 10
 CONF
     fi

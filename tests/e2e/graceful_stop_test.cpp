@@ -123,12 +123,15 @@ TEST(GracefulStop, HungHandlerDoesNotOutliveShutdownTimeout) {
   ASSERT_NO_FATAL_FAILURE(start_hung(host, db));
 
   auto signalled = SteadyClock::now();
-  auto code = host.stop(15s);
+  auto code = host.stop(45s);
   double took = seconds_since(signalled);
-  ASSERT_TRUE(code.has_value()) << "still running 15 s after SIGTERM:\n" << tail(host.log());
+  ASSERT_TRUE(code.has_value()) << "still running 45 s after SIGTERM:\n" << tail(host.log());
   EXPECT_EQ(*code, 0) << tail(host.log());
   EXPECT_GE(took, 1.5) << "it waits for the handler up to shutdown_timeout";
-  EXPECT_LT(took, 8.0);
+  // What is tested is "not until the handler returns" (600 s) nor "until the handler timeout
+  // writes it off" (60 s): 2 s of drain plus a sanitized host's exit, which took 8.8 s on a
+  // loaded CI machine (2026-12-07; the bound was 8 s).
+  EXPECT_LT(took, 30.0);
   EXPECT_NE(host.log().find("drain-timeout"), std::string::npos) << tail(host.log());
   EXPECT_NE(host.log().find("host-stopped"), std::string::npos) << tail(host.log());
   EXPECT_EQ(live_leases(db.url()), 0) << "the hung message's range is handed back";

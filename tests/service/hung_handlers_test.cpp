@@ -19,13 +19,15 @@ TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   const int port = free_tcp_port();
   HostSpec spec;
   spec.http_listen = "127.0.0.1:" + std::to_string(port);
-  // order-1 and order-2 hang for 4 s, far past handler_timeout: two written-off threads.
+  // order-1 and order-2 hang for 10 s, far past handler_timeout: two written-off threads. The
+  // timeout is 3 s, not shorter: on a loaded CI machine a no-op call has stalled past 1 s, and
+  // only the two hanging calls may be written off.
   spec.groups = {GroupSpec{.plugin = "payments_faults.so",
                            .concurrency = 2,
-                           .config = "hang_orders = [\"order-1\", \"order-2\"]\nhang_ms = 4000\n",
+                           .config = "hang_orders = [\"order-1\", \"order-2\"]\nhang_ms = 10000\n",
                            .extra = "max_hung_handlers = 2\n",
-                           .handler_timeout = "500ms",
-                           .lease_ttl = "5s",
+                           .handler_timeout = "3s",
+                           .lease_ttl = "15s",
                            .max_retries = 0}};
   HostProcess host(dir, spec, db.url(), {{"LSAN_OPTIONS", lsan_options()}});
   ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << tail(host.log());
@@ -45,7 +47,7 @@ TEST(HungHandlers, PastTheCapTheGroupPausesAndResumesWhenTheyReturn) {
   EXPECT_TRUE(has_line(metrics.body, "sqlstreams_group_hung_handlers" + labels + " 2"))
       << metrics.body;
 
-  // The hung calls return after 4 s: the group resumes and the rest of the stream succeeds.
+  // The hung calls return after 10 s: the group resumes and the rest of the stream succeeds.
   ASSERT_TRUE(host.wait_for_log("group-resumed", 20s)) << tail(host.log());
   ASSERT_TRUE(wait_until([&] { return committed(db.url(), "charge-cards") == 6; }, 30s))
       << tail(host.log());
