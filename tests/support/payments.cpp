@@ -18,8 +18,11 @@ void produce_payments(const std::string& url, int64_t n, int64_t from, int64_t b
   }
 }
 
-Records read_records(const std::vector<std::string>& files) {
-  Records out;
+namespace {
+
+// Calls `use(group, id, attempt)` for each complete line of the record files.
+template <class Use>
+void for_each_call(const std::vector<std::string>& files, Use use) {
   for (const auto& f : files) {
     const std::string content = read_file(f);
     std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
@@ -29,26 +32,24 @@ Records read_records(const std::vector<std::string>& files) {
       std::string group, outcome;
       int64_t id = 0;
       int attempt = 0;
-      if (fields >> group >> id >> attempt >> outcome) out[group][id]++;
+      if (fields >> group >> id >> attempt >> outcome) use(group, id, attempt);
     }
   }
+}
+
+}  // namespace
+
+Records read_records(const std::vector<std::string>& files) {
+  Records out;
+  for_each_call(files, [&](const std::string& group, int64_t id, int) { out[group][id]++; });
   return out;
 }
 
 std::set<int64_t> retried_ids(const std::vector<std::string>& files, const std::string& group) {
   std::set<int64_t> out;
-  for (const auto& f : files) {
-    const std::string content = read_file(f);
-    std::istringstream lines(content.substr(0, content.rfind('\n') + 1));
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::istringstream fields(line);
-      std::string g, outcome;
-      int64_t id = 0;
-      int attempt = 0;
-      if (fields >> g >> id >> attempt >> outcome && g == group && attempt >= 2) out.insert(id);
-    }
-  }
+  for_each_call(files, [&](const std::string& g, int64_t id, int attempt) {
+    if (g == group && attempt >= 2) out.insert(id);
+  });
   return out;
 }
 
