@@ -79,7 +79,10 @@ TEST(PoisonDrain, SigtermWhileTheDatabaseIsDownExitsWithinShutdownTimeoutAndLose
   o.lease_ttl = "20s";
   o.env["LSAN_OPTIONS"] = lsan_options_for_lost_connections();
   Host host(dir, o, pg.url());
-  ASSERT_TRUE(host.wait_for_log("host-ready", 60s)) << host.log();
+  // A fresh-clone run at load ~40 once saw no line at all in 60 s (2026-12-07): say what the
+  // host was doing.
+  ASSERT_TRUE(host.wait_for_log("host-ready", 60s))
+      << host.log() << testing::thread_report(host.process().pid());
   produce_payments(pg.url(), n);
   ASSERT_TRUE(wait_until([&] { return count_calls(o.record_file, kCharge) >= 200; }, 60s))
       << tail(host.log());
