@@ -19,7 +19,8 @@ PACKAGES=(
   # the C plugin example and `plugin new --lang c` read JSON with json-c (the SDK needs none)
   libjson-c-dev
   # SHA-256 of the private plugin images (libcrypto); the http plugin's Standard Webhooks
-  # HMAC (libcrypto) and its HTTP client (libcurl); its tests make a certificate (openssl)
+  # HMAC (libcrypto) and TLS (libssl); its tests make a certificate (openssl); libcurl is the
+  # reference client of its bench row (bench/http_bench.cpp)
   libssl-dev libcurl4-openssl-dev openssl
   # cpack -G DEB (dpkg-shlibdeps, file); the status page test renders in headless Chromium
   dpkg-dev file chromium

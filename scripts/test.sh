@@ -5,7 +5,8 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer (preset "asan"), starts a throwaway
 # PostgreSQL for the run, runs every test (unit, integration, e2e), stops PostgreSQL.
 # Then the TSan job: builds the "tsan" preset's test targets of the folders where threads meet
-# (tests/common, consume, maintain, isolation; at nice 5 while the asan tests run) and runs
+# (tests/common, consume, maintain, isolation, plugins/http; at nice 5 while the asan tests run;
+# their e2e executables are not built) and runs
 # their unit and integration tests under ThreadSanitizer; a TSan report fails its test and so
 # the run. The asan result is kept while it runs: the run fails when either failed.
 # SQLSTREAMS_SKIP_TSAN=1 skips the TSan job (local runs only; .ci/run unsets it), and so do
@@ -64,14 +65,16 @@ phase "build ($preset)"
 # of the cores when everything is busy; CONTRIBUTING.md#the-tsan-job): at nice 19 a cold build was
 # still compiling 134 s after the asan tests ended, and the machine half idle. Its output goes to
 # build/tsan-job-build.log, printed if it fails.
-tsan_dirs=(common consume maintain isolation)
+tsan_dirs=(common consume maintain isolation plugins/http)
 tsan_job=0
 if [[ "$preset" != tsan && $# -eq 0 && "$skip_tsan" != 1 ]]; then
   tsan_job=1
-  # Every test executable of those folders (a test target left unbuilt would fail as NOT_BUILT).
+  # Every unit and integration test executable of those folders (a test target left unbuilt
+  # would fail as NOT_BUILT; an e2e one's placeholder has no label, and -L below passes it over).
   tsan_targets=()
   for dir in "${tsan_dirs[@]}"; do
-    tsan_targets+=($(sed -n 's/^add_executable(\([A-Za-z0-9_]*\).*/\1/p' "tests/$dir/CMakeLists.txt"))
+    tsan_targets+=($(sed -n 's/^add_executable(\([A-Za-z0-9_]*\).*/\1/p' "tests/$dir/CMakeLists.txt" |
+      grep -v '_e2e_'))
   done
   cmake --preset tsan >/dev/null
   tsan_log=build/tsan-job-build.log
@@ -201,7 +204,7 @@ if ! wait "$tsan_build_pid"; then
 fi
 tail -n 1 "$tsan_log"
 phase "build (tsan job, the part left after the asan tests)"
-# One ctest over the four folders (a test file that lists them), so that its -j4 packs their
+# One ctest over the folders (a test file that lists them), so that its -j4 packs their
 # tests together: folder by folder at -j2, each folder's longest test left a core idle.
 tsan_job_dir=build/tsan/tsan-job
 mkdir -p "$tsan_job_dir"

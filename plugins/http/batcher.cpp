@@ -13,7 +13,7 @@ int64_t unix_now_s() {
 
 }  // namespace
 
-Batcher::Batcher(const Settings& settings, CurlDispatcher& dispatcher, HeaderMaker headers)
+Batcher::Batcher(const Settings& settings, Dispatcher& dispatcher, HeaderMaker headers)
     : settings_(settings), dispatcher_(dispatcher), headers_(std::move(headers)) {
   thread_ = std::thread([this] { run(); });
 }

@@ -3,7 +3,7 @@
 // waited `batch_linger_ms`; then one request carries them all as a JSON array and its answer
 // decides each (decide_batch: all or nothing, or per message when the receiver names outcomes).
 // Threading: add() from any thread; one thread of its own forms the batches and hands each to
-// the CurlDispatcher. Destroying it stops that thread; messages still waiting are dropped (their
+// the Dispatcher. Destroying it stops that thread; messages still waiting are dropped (their
 // `done` destroyed uncalled).
 #pragma once
 
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "curl_dispatcher.hpp"
+#include "dispatcher.hpp"
 #include "outcome.hpp"
 #include "settings.hpp"
 
@@ -33,7 +33,7 @@ class Batcher {
   // `headers` builds a request's headers from its message count, first and last id and body.
   using HeaderMaker =
       std::function<std::vector<std::string>(size_t, int64_t, int64_t, const std::string&)>;
-  Batcher(const Settings& settings, CurlDispatcher& dispatcher, HeaderMaker headers);
+  Batcher(const Settings& settings, Dispatcher& dispatcher, HeaderMaker headers);
   ~Batcher();
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
@@ -45,7 +45,7 @@ class Batcher {
   void send(std::vector<BatchItem> items);
 
   const Settings& settings_;
-  CurlDispatcher& dispatcher_;
+  Dispatcher& dispatcher_;
   HeaderMaker headers_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -4,8 +4,8 @@
 // 408, 425, 429, 5xx, no answer RETRY (a Retry-After: DELAY); other statuses TERMINAL with the
 // status and a printable prefix of the body. With `batch_max` > 1 the messages go N to a request
 // as a JSON array (batcher.hpp). See README.md here.
-// Threading: concurrent; handle_async() from any number of host threads files the request with
-// one CurlDispatcher thread, which completes every message.
+// Threading: concurrent; handle_async() from any number of host threads hands the request to
+// the Dispatcher, whose transfer threads complete every message.
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "batcher.hpp"
-#include "curl_dispatcher.hpp"
+#include "dispatcher.hpp"
 #include "settings.hpp"
 #include "webhook_signature.hpp"
 
@@ -136,7 +136,6 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
     std::vector<std::string> h;
     h.reserve(16);
     h.push_back("Content-Type: application/json");
-    h.push_back("Expect:");  // no 100-continue round trip
     h.push_back("webhook-id: " + id);
     h.push_back("webhook-timestamp: " + std::to_string(now));
     if (!settings_.signing_key.empty()) {
@@ -168,7 +167,7 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
   std::once_flag names_once_;
   std::string stream_;  // header-safe; set once by the first message (names_once_)
   std::string group_;
-  CurlDispatcher dispatcher_;         // after settings_; destroyed after batcher_
+  Dispatcher dispatcher_;             // after settings_; destroyed after batcher_
   std::unique_ptr<Batcher> batcher_;  // batch mode only; destroyed first: hands nothing more
 };
 

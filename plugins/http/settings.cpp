@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sqlstreams/config_reader.hpp>
 
+#include "endpoint.hpp"
 #include "webhook_signature.hpp"
 
 namespace sqlstreams_http {
@@ -93,6 +94,11 @@ void check_url(const std::string& url) {
   if (authority == url.size() || end == authority || !printable_header_text(url) ||
       url.find(' ') != std::string::npos) {
     throw ConfigError::at("url", "url: not a URL with a host and no spaces or control bytes");
+  }
+  try {
+    (void)parse_endpoint(url);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError::at("url", std::string("url: ") + e.what());
   }
 }
 

@@ -191,6 +191,9 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
   EXPECT_EQ(error_key({{"url", "http://user:pw@x/"}}), "url");
   EXPECT_EQ(error_key({{"url", "http://x/a b"}}), "url");
   EXPECT_EQ(error_key({{"url", "http://"}}), "url");
+  EXPECT_EQ(error_key({{"url", "http://x:0/"}}), "url");
+  EXPECT_EQ(error_key({{"url", "http://x:99999/"}}), "url");
+  EXPECT_EQ(error_key({{"url", "http://[::1/"}}), "url");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"method", "GET"}}), "method");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"timeout_ms", 0}}), "timeout_ms");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"timeout_ms", "1s"}}), "timeout_ms");

@@ -157,7 +157,8 @@ TEST_F(HttpDelivery, EachAnswerBecomesItsOutcomeAndEveryRequestIsSigned) {
   ASSERT_EQ(flaky.size(), 2u);
   EXPECT_EQ(flaky[0]["headers"]["webhook-id"], flaky[1]["headers"]["webhook-id"]);
   EXPECT_EQ(flaky[1]["headers"]["sqlstreams-attempt"], "2");
-  // A dropped connection is a RETRY too.
+  // A dropped connection: sent again, as a RETRY, or at once on a new connection when the
+  // dropped one was a kept-alive one (the peer may have closed it while it was idle).
   EXPECT_EQ(receiver.requests_for("drop-once").size(), 2u);
   // 429 + Retry-After: 1 → DELAY: the second request about a second after the first.
   auto delayed = receiver.requests_for("retry-after:1");
@@ -252,6 +253,66 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
   wait_delivered(db_.url(), "hooks", 60s);
   ASSERT_EQ(receiver.requests().size(), 1u);
   EXPECT_EQ(receiver.requests()[0]["verified"], true);
+  EXPECT_EQ(host->stop(testing::kExitBound), 0);
+}
+
+// The server's name is checked, not only its CA: a certificate of the trusted CA made out to
+// another address is refused. And with mutual TLS the client certificate is sent: a receiver
+// that requires one refuses a host configured without it and accepts the one configured with it.
+TEST_F(HttpDelivery, TlsChecksTheServersNameAndSendsTheClientCertificate) {
+  const auto make_cert = [&](const std::string& name, const std::string& san) {
+    auto [code, out] = testing::run_command(
+        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=" + name, "-addext", "subjectAltName=" + san, "-keyout", dir_.file(name + ".key"),
+         "-out", dir_.file(name + ".pem")});
+    EXPECT_EQ(code, 0) << out;
+  };
+  make_cert("elsewhere", "IP:127.0.0.2");
+  make_cert("server", "IP:127.0.0.1");
+  make_cert("client", "DNS:client.test");
+  // Messages whose last attempt got no HTTP answer (the TLS handshake refused, or with TLS 1.3
+  // the receiver's alert read in place of an answer).
+  const auto unanswered = [&] {
+    const testing::StreamFamily t = testing::stream_family(db_, "hooks");
+    return scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + t.exceptions +
+                                          " WHERE last_error LIKE 'no HTTP answer: %'");
+  };
+  {  // the certificate names 127.0.0.2, the URL 127.0.0.1: refused although its CA is trusted
+    const int port = free_tcp_port();
+    Receiver receiver(
+        dir_, port, "elsewhere-receiver",
+        {"--tls-cert", dir_.file("elsewhere.pem"), "--tls-key", dir_.file("elsewhere.key")});
+    auto host =
+        start_host(http_config("https://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path(),
+                               "tls_ca_file = \"" + dir_.file("elsewhere.pem") + "\"\n"));
+    produce(R"({"answer":"ok","tls":"wrong name"})");
+    ASSERT_TRUE(wait_until([&] { return unanswered() == 1; }, 30s)) << tail(host->log());
+    EXPECT_TRUE(receiver.requests().empty());
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
+  }  // the message stays to be retried: the hosts below deliver it to their receiver
+  const int port = free_tcp_port();
+  Receiver receiver(dir_, port, "mtls-receiver",
+                    {"--tls-cert", dir_.file("server.pem"), "--tls-key", dir_.file("server.key"),
+                     "--tls-client-ca", dir_.file("client.pem")});
+  const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/hook";
+  const std::string ca = "tls_ca_file = \"" + dir_.file("server.pem") + "\"\n";
+  {  // no client certificate: the receiver refuses the handshake
+    auto host = start_host(http_config(url, dir_.path(), ca));
+    produce(R"({"answer":"ok","tls":"mutual"})");
+    ASSERT_TRUE(wait_until([&] { return unanswered() == 2; }, 30s)) << tail(host->log());
+    EXPECT_TRUE(receiver.requests().empty());
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
+  }
+  auto host = start_host(http_config(url, dir_.path(),
+                                     ca + "tls_client_cert_file = \"" + dir_.file("client.pem") +
+                                         "\"\ntls_client_key_file = \"" + dir_.file("client.key") +
+                                         "\"\n"));
+  wait_delivered(db_.url(), "hooks", 60s);
+  std::set<std::string> delivered;  // each payload's "tls"
+  for (const auto& r : receiver.requests()) {
+    delivered.insert(nlohmann::json::parse(r["body"].get<std::string>())["tls"].get<std::string>());
+  }
+  EXPECT_EQ(delivered, (std::set<std::string>{"wrong name", "mutual"}));
   EXPECT_EQ(host->stop(testing::kExitBound), 0);
 }
 

@@ -16,7 +16,8 @@ each element's outcome from its payload's "answer": "ok" ok, "status:4NN" termin
 its first delivery.
 Every request is appended to the --record file as one JSON line: the headers the tests check,
 the body, whether the signature verified, and the answer given.
-Usage: receiver.py --port P --record FILE [--secret whsec_...] [--tls-cert C --tls-key K]
+Usage: receiver.py --port P --record FILE [--secret whsec_...] [--tls-cert C --tls-key K
+       [--tls-client-ca CA]]
 """
 import argparse
 import base64
@@ -147,12 +148,16 @@ def main():
     p.add_argument("--secret", default="")
     p.add_argument("--tls-cert", default="")
     p.add_argument("--tls-key", default="")
+    p.add_argument("--tls-client-ca", default="")
     args = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
     server.daemon_threads = True
     if args.tls_cert:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:  # mutual TLS: a client without a certificate of this CA is refused
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(args.tls_client_ca)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
     print("listening", flush=True)
     server.serve_forever()

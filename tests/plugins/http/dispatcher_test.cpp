@@ -1,9 +1,9 @@
-// plugins/http's CurlDispatcher against a real loopback HTTP/1.1 server in this process: every
-// request is answered through its transfer threads, including when the server closes the
-// connections libcurl keeps idle between requests (the epoll registration kept for an idle
-// connection must be dropped, and a new socket with a closed one's number registered), and an
-// idle dispatcher whose cached connections were closed does not spin.
-#include "curl_dispatcher.hpp"
+// plugins/http's Dispatcher against a real loopback HTTP/1.1 server in this process: every
+// request is answered through its transfer threads over kept-alive connections, including when
+// the server closes the connections the dispatcher keeps idle between requests (each request is
+// sent again on a new connection, none fails), and an idle dispatcher whose kept connections
+// were closed does not spin.
+#include "dispatcher.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -32,8 +32,9 @@ namespace {
 using namespace std::chrono_literals;
 
 // Answers every request 200, keep-alive (or `Connection: close` and closes, with
-// `one_per_connection`). close_idle() closes every connection that has no request pending (the
-// test calls it between rounds, when libcurl holds them all idle).
+// `one_per_connection`), except one whose body is "hang": that one is never answered. close_idle()
+// closes every connection that has no request pending (the test calls it between rounds, when the
+// dispatcher holds them all idle).
 class LoopbackServer {
  public:
   explicit LoopbackServer(bool one_per_connection = false)
@@ -103,7 +104,9 @@ class LoopbackServer {
         in.append(buf, static_cast<size_t>(n));
         continue;
       }
+      const bool hang = in.compare(end + 4, 6, "\"hang\"") == 0;
       in.erase(0, end + 4 + body);
+      if (hang) continue;  // never answered: the client gives up on it
       static constexpr char kAnswer[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
       static constexpr char kLast[] =
           "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -127,7 +130,7 @@ class LoopbackServer {
 
 // Sends `n` requests at once and waits for every answer; returns the answers' statuses ("200"
 // or the transport error), sorted by how often.
-std::map<std::string, int> round_of(CurlDispatcher& d, int n) {
+std::map<std::string, int> round_of(Dispatcher& d, int n) {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, int> seen;
@@ -170,26 +173,26 @@ Settings settings_for(const LoopbackServer& server, int64_t threads) {
   return s;
 }
 
-TEST(CurlDispatcher, EveryRequestIsAnsweredOverKeptAliveConnections) {
+TEST(Dispatcher, EveryRequestIsAnsweredOverKeptAliveConnections) {
   LoopbackServer server;
   const Settings s = settings_for(server, 2);
-  CurlDispatcher d(s);
+  Dispatcher d(s);
   for (int round = 0; round < 5; ++round) {
     EXPECT_EQ(round_of(d, 300), (std::map<std::string, int>{{"200", 300}})) << "round " << round;
   }
-  // Without reuse: 1,500 connections. Each of the 32 shards keeps what it opened; a shard given
-  // more requests at once than in an earlier round opens the difference.
+  // Without reuse: 1,500 connections. Each loop keeps what it opened; a loop given more
+  // requests at once than in an earlier round opens the difference.
   EXPECT_LT(server.accepted(), 600) << "the connections of one round are kept for the next";
 }
 
-TEST(CurlDispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
+TEST(Dispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
   LoopbackServer server;
   const Settings s = settings_for(server, 2);
-  CurlDispatcher d(s);
+  Dispatcher d(s);
   for (int round = 0; round < 4; ++round) {
     EXPECT_EQ(round_of(d, 200), (std::map<std::string, int>{{"200", 200}})) << "round " << round;
-    // Every connection of the round closes while idle in libcurl's cache; the next round's
-    // sockets take their numbers.
+    // Every connection of the round closes while idle in the dispatcher's keeping; the next
+    // round sends on them (or finds them closed), then on new ones.
     server.close_idle(true);
     for (int i = 0; i < 1000 && server.closed_idle() < server.accepted(); ++i) {
       std::this_thread::sleep_for(20ms);
@@ -198,25 +201,82 @@ TEST(CurlDispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
     server.close_idle(false);
   }
   EXPECT_GE(server.accepted(), 400) << "closed connections were replaced by new ones";
-  // Idle, with every cached connection closed by the peer: the transfer threads sleep.
+  // Idle, with every kept connection closed by the peer: the transfer threads sleep.
   std::this_thread::sleep_for(300ms);
   const long idle_from = cpu_ticks_of_threads("http-transfer");
   std::this_thread::sleep_for(2s);
   const long idle_ticks = cpu_ticks_of_threads("http-transfer") - idle_from;
   EXPECT_LT(idle_ticks, 50) << "transfer threads busy while idle: " << idle_ticks
-                            << " ticks in 2 s (a closed idle connection left registered?)";
+                            << " ticks in 2 s";
 }
 
-// libcurl closes each connection after its answer itself (on_close_socket), and the next
-// socket usually takes the closed one's number: it must be registered anew.
-TEST(CurlDispatcher, ConnectionsClosedAfterEachAnswerAreOpenedAnew) {
+// A server that closes each connection after its answer (`Connection: close`): no connection is
+// kept, and each request opens its own.
+TEST(Dispatcher, ConnectionsClosedAfterEachAnswerAreOpenedAnew) {
   LoopbackServer server(/*one_per_connection=*/true);
   const Settings s = settings_for(server, 2);
-  CurlDispatcher d(s);
+  Dispatcher d(s);
   for (int round = 0; round < 5; ++round) {
     EXPECT_EQ(round_of(d, 200), (std::map<std::string, int>{{"200", 200}})) << "round " << round;
   }
   EXPECT_EQ(server.accepted(), 1000);
+}
+
+// The request's deadline (`timeout_ms`): a request the server never answers fails with "no
+// answer within", not before its deadline and not long after; the requests beside it are
+// answered, and a connection given up on is not used again.
+TEST(Dispatcher, ARequestWithoutAnAnswerTimesOutAndTheOthersAreAnswered) {
+  LoopbackServer server;
+  Settings s = settings_for(server, 2);
+  s.timeout_ms = 500;
+  Dispatcher d(s);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, int> seen;
+  std::vector<std::chrono::steady_clock::duration> hung_after;
+  int done = 0;
+  const int n = 40;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    const bool hang = i % 4 == 0;
+    Request r;
+    r.body = hang ? "\"hang\"" : "{}";
+    r.done = [&, hang](Answer a) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen[a.transport_error.empty() ? std::to_string(a.status) : a.transport_error]++;
+      if (hang) hung_after.push_back(std::chrono::steady_clock::now() - start);
+      if (++done == n) cv.notify_one();
+    };
+    d.submit(std::move(r));
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return done == n; })) << done << " of " << n;
+  }
+  EXPECT_EQ(seen, (std::map<std::string, int>{{"200", 30}, {"no answer within 500 ms", 10}}));
+  for (auto after : hung_after) {
+    EXPECT_GE(after, 500ms);
+    EXPECT_LT(after, 10s);
+  }
+  // The connections given up on were closed; the next round uses the ones that answered.
+  EXPECT_EQ(round_of(d, 30), (std::map<std::string, int>{{"200", 30}}));
+}
+
+// Nothing listens: the error names where it tried to connect and why it could not.
+TEST(Dispatcher, ARefusedConnectionIsATransportErrorNamingTheHost) {
+  int port;
+  {
+    LoopbackServer gone;
+    port = std::stoi(gone.url().substr(17));
+  }
+  Settings s;
+  s.url = "http://127.0.0.1:" + std::to_string(port) + "/hook";
+  s.transfer_threads = 1;
+  Dispatcher d(s);
+  EXPECT_EQ(
+      round_of(d, 3),
+      (std::map<std::string, int>{
+          {"cannot connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused", 3}}));
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+// plugins/http — the transfers in flight: `transfer_threads` TransferLoops, each a thread running
+// one Boost.Asio io_context, so one handler instance holds thousands of requests without a thread
+// each; submit() gives each request to the next loop in turn. A loop keeps its idle keep-alive
+// connections (HTTP/1.1, TLS through OpenSSL when the URL is https://) and reuses the most
+// recently used one; a request that fails on a reused connection before any byte of an answer
+// arrived (the peer closed it while it was idle) is sent once more on a new connection. Answers
+// are read by Boost.Beast's parser, keeping at most Settings::answer_body_bytes() of the body.
+// The request's deadline (`timeout_ms`) needs no timer of its own: every request of a loop has the
+// same timeout, so the loop's requests in start order are in deadline order, and one timer armed
+// at the oldest deadline closes the connection of any request past it.
+// Threading: submit() from any thread; each request's `done` runs once on its loop's thread
+// (two requests' `done` may run at once on two loops). Destroying the dispatcher stops its
+// threads and drops what is in flight (each `done` is destroyed uncalled).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "endpoint.hpp"
+#include "outcome.hpp"
+#include "settings.hpp"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace sqlstreams_http {
+
+struct Request {
+  std::string body;
+  std::vector<std::string> headers;  // "Name: value"; one with an empty value is left out
+  std::function<void(Answer)> done;
+};
+
+class TransferLoop;  // dispatcher.cpp
+
+class Dispatcher {
+ public:
+  // Throws std::runtime_error naming the file when a TLS file cannot be loaded.
+  explicit Dispatcher(const Settings& settings);
+  ~Dispatcher();
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  void submit(Request request);
+  // Connections opened so far, over every loop (tests: keep-alive is kept).
+  int64_t connections_opened() const;
+
+ private:
+  const Settings& settings_;
+  const Endpoint endpoint_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;  // https:// only
+  std::vector<std::unique_ptr<TransferLoop>> loops_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace sqlstreams_http
