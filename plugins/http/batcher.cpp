@@ -86,7 +86,7 @@ void Batcher::send(std::vector<BatchItem> items) {
     ids.push_back(items[i].id);
   }
   request.body += ']';
-  request.headers = headers_(items.size(), ids.front(), ids.back(), request.body);
+  request.header_lines = headers_(items.size(), ids.front(), ids.back(), request.body);
   auto shared = std::make_shared<std::vector<BatchItem>>(std::move(items));
   const AnswerPolicy& policy = settings_.answers;
   request.done = [shared, ids = std::move(ids), &policy](Answer answer) {

@@ -30,9 +30,9 @@ struct BatchItem {
 
 class Batcher {
  public:
-  // `headers` builds a request's headers from its message count, first and last id and body.
-  using HeaderMaker =
-      std::function<std::vector<std::string>(size_t, int64_t, int64_t, const std::string&)>;
+  // `headers` builds a request's header lines from its message count, first and last id and
+  // body.
+  using HeaderMaker = std::function<std::string(size_t, int64_t, int64_t, const std::string&)>;
   Batcher(const Settings& settings, Dispatcher& dispatcher, HeaderMaker headers);
   ~Batcher();
   Batcher(const Batcher&) = delete;

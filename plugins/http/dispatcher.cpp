@@ -444,7 +444,7 @@ Dispatcher::~Dispatcher() { loops_.clear(); }
 
 void Dispatcher::submit(Request request) {
   auto t = std::make_shared<Transfer>();
-  t->head = request_head(endpoint_, settings_.method, request.headers, request.body.size());
+  t->head = request_head(endpoint_, settings_.method, request.header_lines, request.body.size());
   t->request = std::move(request);
   const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % loops_.size();
   loops_[i]->submit(std::move(t));

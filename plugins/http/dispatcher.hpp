@@ -32,7 +32,7 @@ namespace sqlstreams_http {
 
 struct Request {
   std::string body;
-  std::vector<std::string> headers;  // "Name: value"; one with an empty value is left out
+  std::string header_lines;  // "Name: value\r\n" each (add_header)
   std::function<void(Answer)> done;
 };
 

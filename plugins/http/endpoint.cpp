@@ -61,21 +61,17 @@ Endpoint parse_endpoint(std::string_view url) {
   return e;
 }
 
+void add_header(std::string& lines, std::string_view name, std::string_view value) {
+  lines.append(name).append(": ").append(value).append("\r\n");
+}
+
 std::string request_head(const Endpoint& endpoint, std::string_view method,
-                         const std::vector<std::string>& headers, size_t body_bytes) {
+                         std::string_view header_lines, size_t body_bytes) {
   std::string head;
-  size_t size = method.size() + endpoint.target.size() + endpoint.host_header.size() + 64;
-  for (const auto& h : headers) size += h.size() + 2;
-  head.reserve(size);
+  head.reserve(method.size() + endpoint.target.size() + endpoint.host_header.size() +
+               header_lines.size() + 64);
   head.append(method).append(" ").append(endpoint.target).append(" HTTP/1.1\r\nHost: ");
-  head.append(endpoint.host_header).append("\r\n");
-  for (const auto& h : headers) {
-    const size_t colon = h.find(':');
-    if (colon == std::string::npos || h.find_first_not_of(' ', colon + 1) == std::string::npos) {
-      continue;  // "Expect:": a header libcurl took as "send none"
-    }
-    head.append(h).append("\r\n");
-  }
+  head.append(endpoint.host_header).append("\r\n").append(header_lines);
   head.append("Content-Length: ").append(std::to_string(body_bytes)).append("\r\n\r\n");
   return head;
 }

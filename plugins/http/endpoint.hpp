@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace sqlstreams_http {
 
@@ -23,9 +22,12 @@ struct Endpoint {
 // information). Throws std::invalid_argument naming what is wrong with anything else.
 Endpoint parse_endpoint(std::string_view url);
 
-// "METHOD target HTTP/1.1", Host, every header of `headers` ("Name: value"; one with an empty
-// value, such as "Expect:", is left out) and Content-Length, then the blank line.
+// Appends the header line "name: value\r\n" to `lines` (the caller checked both).
+void add_header(std::string& lines, std::string_view name, std::string_view value);
+
+// "METHOD target HTTP/1.1", Host, `header_lines` (add_header's) and Content-Length, then the
+// blank line.
 std::string request_head(const Endpoint& endpoint, std::string_view method,
-                         const std::vector<std::string>& headers, size_t body_bytes);
+                         std::string_view header_lines, size_t body_bytes);
 
 }  // namespace sqlstreams_http

@@ -15,6 +15,7 @@
 
 #include "batcher.hpp"
 #include "dispatcher.hpp"
+#include "endpoint.hpp"
 #include "settings.hpp"
 #include "webhook_signature.hpp"
 
@@ -80,9 +81,9 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
           [this](size_t count, int64_t first, int64_t last, const std::string& body) {
             // Deduplicate a batch's messages by their "id" (the composition of a batch
             // differs between attempts).
-            auto h = headers(
+            std::string h = headers(
                 fmt_id(first) + "-" + std::to_string(last) + ":" + std::to_string(count), body);
-            h.push_back("sqlstreams-batch-size: " + std::to_string(count));
+            add_header(h, "sqlstreams-batch-size", std::to_string(count));
             return h;
           });
     }
@@ -103,13 +104,13 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
     Request request;
     request.body.assign(payload);
     // The same id on every attempt of a message: a receiver deduplicates by it.
-    request.headers = headers(fmt_id(m.id), request.body);
-    auto& h = request.headers;
-    h.push_back("sqlstreams-message-id: " + std::to_string(m.id));
-    if (m.message_key) h.push_back("sqlstreams-key: " + header_safe(*m.message_key));
-    h.push_back("sqlstreams-schema-version: " + std::to_string(m.schema_version));
-    h.push_back("sqlstreams-attempt: " + std::to_string(m.attempt));
-    h.push_back("sqlstreams-created-at: " + std::to_string(m.created_at_unix_ms));
+    std::string& h = request.header_lines;
+    h = headers(fmt_id(m.id), request.body);
+    add_header(h, "sqlstreams-message-id", std::to_string(m.id));
+    if (m.message_key) add_header(h, "sqlstreams-key", header_safe(*m.message_key));
+    add_header(h, "sqlstreams-schema-version", std::to_string(m.schema_version));
+    add_header(h, "sqlstreams-attempt", std::to_string(m.attempt));
+    add_header(h, "sqlstreams-created-at", std::to_string(m.created_at_unix_ms));
     const AnswerPolicy& policy = settings_.answers;
     request.done = [completion, &policy](Answer answer) {
       completion->complete(to_result(decide(answer, policy, unix_now_s())));
@@ -130,23 +131,23 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
     return "sqlstreams:" + stream_ + ":" + std::to_string(id);
   }
 
-  // The headers every request carries; `id` is its webhook-id.
-  std::vector<std::string> headers(const std::string& id, const std::string& body) const {
+  // The header lines every request carries; `id` is its webhook-id.
+  std::string headers(const std::string& id, const std::string& body) const {
     const int64_t now = unix_now_s();
-    std::vector<std::string> h;
-    h.reserve(16);
-    h.push_back("Content-Type: application/json");
-    h.push_back("webhook-id: " + id);
-    h.push_back("webhook-timestamp: " + std::to_string(now));
+    std::string h;
+    h.reserve(512);
+    add_header(h, "Content-Type", "application/json");
+    add_header(h, "webhook-id", id);
+    add_header(h, "webhook-timestamp", std::to_string(now));
     if (!settings_.signing_key.empty()) {
-      h.push_back("webhook-signature: " + webhook_signature(settings_.signing_key, id, now, body));
+      add_header(h, "webhook-signature", webhook_signature(settings_.signing_key, id, now, body));
     }
     if (!settings_.bearer_token.empty()) {
-      h.push_back("Authorization: Bearer " + settings_.bearer_token);
+      add_header(h, "Authorization", "Bearer " + settings_.bearer_token);
     }
-    h.push_back("sqlstreams-stream: " + stream_);
-    h.push_back("sqlstreams-group: " + group_);
-    for (const auto& [name, value] : settings_.headers) h.push_back(name + ": " + value);
+    add_header(h, "sqlstreams-stream", stream_);
+    add_header(h, "sqlstreams-group", group_);
+    for (const auto& [name, value] : settings_.headers) add_header(h, name, value);
     return h;
   }
 

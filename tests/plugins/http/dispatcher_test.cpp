@@ -138,7 +138,7 @@ std::map<std::string, int> round_of(Dispatcher& d, int n) {
   for (int i = 0; i < n; ++i) {
     Request r;
     r.body = "{\"n\":" + std::to_string(i) + "}";
-    r.headers = {"Content-Type: application/json", "Expect:"};
+    add_header(r.header_lines, "Content-Type", "application/json");
     r.done = [&](Answer a) {
       std::lock_guard<std::mutex> lock(mu);
       seen[a.transport_error.empty() ? std::to_string(a.status) : a.transport_error]++;
