@@ -1,5 +1,5 @@
 // bench/http_bench — phase `http` (docs/operating/http-push.md): one host draining a backlog
-// through the stock push-delivery plugin plugins/http.so (handler `http`, libcurl multi) to a
+// through the stock push-delivery plugin plugins/http.so (handler `http`, Boost.Beast) to a
 // receiver in this process (Boost.Beast on one thread of its own, loopback, keep-alive) that
 // answers 204 at once or after 50 ms. The reference for the immediate receiver is the asynchronous
 // no-op (async_io.so `timer-io` with delay 0) on the same backlog shape. The clock stops when every
