@@ -353,6 +353,10 @@ class TransferLoop {
 
   void answered(const std::shared_ptr<Transfer>& t) {
     auto& message = t->parser->get();
+    if (message.result_int() >= 100 && message.result_int() < 200) {
+      read(t);  // an interim answer (100 Continue, 103 Early Hints): the final one follows
+      return;
+    }
     Answer answer;
     answer.status = static_cast<int>(message.result_int());
     if (auto it = message.find("Retry-After"); it != message.end()) {

@@ -37,8 +37,8 @@ using namespace std::chrono_literals;
 // dispatcher holds them all idle).
 class LoopbackServer {
  public:
-  explicit LoopbackServer(bool one_per_connection = false)
-      : one_per_connection_(one_per_connection) {
+  explicit LoopbackServer(bool one_per_connection = false, bool interim_first = false)
+      : one_per_connection_(one_per_connection), interim_first_(interim_first) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -110,6 +110,12 @@ class LoopbackServer {
       static constexpr char kAnswer[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
       static constexpr char kLast[] =
           "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (interim_first_) {  // interim answers first, sent apart from the final one
+        static constexpr char kInterim[] =
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+        if (::send(fd, kInterim, sizeof kInterim - 1, MSG_NOSIGNAL) < 0) break;
+        std::this_thread::sleep_for(1ms);
+      }
       const std::string_view answer = one_per_connection_ ? kLast : kAnswer;
       if (::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) break;
       if (one_per_connection_) break;
@@ -118,6 +124,7 @@ class LoopbackServer {
   }
 
   const bool one_per_connection_;
+  const bool interim_first_;
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -222,14 +229,30 @@ TEST(Dispatcher, ConnectionsClosedAfterEachAnswerAreOpenedAnew) {
   EXPECT_EQ(server.accepted(), 1000);
 }
 
+// A server may send interim answers (1xx) before the final one, asked for or not: the final
+// answer is the one that counts, and the connection stays usable.
+TEST(Dispatcher, InterimAnswersArePassedOverForTheFinalOne) {
+  LoopbackServer server(/*one_per_connection=*/false, /*interim_first=*/true);
+  const Settings s = settings_for(server, 1);
+  Dispatcher d(s);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(round_of(d, 20), (std::map<std::string, int>{{"200", 20}})) << "round " << round;
+  }
+  EXPECT_LE(server.accepted(), 20);
+}
+
 // The request's deadline (`timeout_ms`): a request the server never answers fails with "no
 // answer within", not before its deadline and not long after; the requests beside it are
-// answered, and a connection given up on is not used again.
+// answered, and a connection given up on is not used again. (The deadline is 3 s, and the
+// connections are opened by a first round: the answered requests must finish before it on a
+// loaded machine under TSan too, where 500 ms without the first round was seen to be too short
+// for 4 of 30.)
 TEST(Dispatcher, ARequestWithoutAnAnswerTimesOutAndTheOthersAreAnswered) {
   LoopbackServer server;
   Settings s = settings_for(server, 2);
-  s.timeout_ms = 500;
+  s.timeout_ms = 3000;
   Dispatcher d(s);
+  ASSERT_EQ(round_of(d, 40), (std::map<std::string, int>{{"200", 40}}));
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, int> seen;
@@ -253,10 +276,10 @@ TEST(Dispatcher, ARequestWithoutAnAnswerTimesOutAndTheOthersAreAnswered) {
     std::unique_lock<std::mutex> lock(mu);
     ASSERT_TRUE(cv.wait_for(lock, 30s, [&] { return done == n; })) << done << " of " << n;
   }
-  EXPECT_EQ(seen, (std::map<std::string, int>{{"200", 30}, {"no answer within 500 ms", 10}}));
+  EXPECT_EQ(seen, (std::map<std::string, int>{{"200", 30}, {"no answer within 3000 ms", 10}}));
   for (auto after : hung_after) {
-    EXPECT_GE(after, 500ms);
-    EXPECT_LT(after, 10s);
+    EXPECT_GE(after, 3s);
+    EXPECT_LT(after, 30s);
   }
   // The connections given up on were closed; the next round uses the ones that answered.
   EXPECT_EQ(round_of(d, 30), (std::map<std::string, int>{{"200", 30}}));
