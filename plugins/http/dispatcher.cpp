@@ -19,6 +19,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -132,13 +133,16 @@ struct Transfer {
 
 class TransferLoop {
  public:
-  TransferLoop(const Settings& settings, const Endpoint& endpoint, net::ssl::context* tls)
+  TransferLoop(const Settings& settings, const Endpoint& endpoint, net::ssl::context* tls,
+               std::chrono::milliseconds idle_close_after)
       : settings_(settings),
         endpoint_(endpoint),
         tls_(tls),
+        idle_close_after_(idle_close_after),
         work_(net::make_work_guard(io_)),
         resolver_(io_),
-        deadline_timer_(io_) {
+        deadline_timer_(io_),
+        idle_timer_(io_) {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "http-transfer");  // as top -H shows it
       io_.run();
@@ -227,6 +231,22 @@ class TransferLoop {
         fail(t, "");  // still waiting for the host's address
       }
     }
+  }
+
+  // Closes the connections idle for idle_close_after_, the oldest first (idle_'s front), with one
+  // timer armed at the oldest one's time.
+  void arm_idle_close() {
+    if (idle_timer_armed_ || idle_.empty()) return;
+    idle_timer_armed_ = true;
+    idle_timer_.expires_at(idle_.front()->idle_since + idle_close_after_);
+    idle_timer_.async_wait([this](const beast::error_code&) {
+      idle_timer_armed_ = false;
+      const Clock::time_point now = Clock::now();
+      while (!idle_.empty() && now - idle_.front()->idle_since >= idle_close_after_) {
+        idle_.pop_front();
+      }
+      arm_idle_close();
+    });
   }
 
   void connect(std::shared_ptr<Transfer> t) {
@@ -369,6 +389,7 @@ class TransferLoop {
     if (keep) {
       t->conn->idle_since = Clock::now();
       idle_.push_back(std::move(t->conn));
+      arm_idle_close();
     }
     done(t, std::move(answer));
   }
@@ -393,10 +414,12 @@ class TransferLoop {
   const Settings& settings_;
   const Endpoint& endpoint_;
   net::ssl::context* const tls_;
+  const std::chrono::milliseconds idle_close_after_;
   net::io_context io_{1};
   net::executor_work_guard<net::io_context::executor_type> work_;
   tcp::resolver resolver_;
   net::steady_timer deadline_timer_;
+  net::steady_timer idle_timer_;
   // Loop thread only, below.
   tcp::resolver::results_type resolved_;
   Clock::time_point resolved_at_;
@@ -404,14 +427,15 @@ class TransferLoop {
   std::vector<std::shared_ptr<Transfer>> waiting_for_address_;
   bool deadline_armed_ = false;
   std::list<std::shared_ptr<Transfer>> in_flight_;  // in start order = deadline order
-  std::vector<std::unique_ptr<Connection>> idle_;   // the most recently used last
+  std::deque<std::unique_ptr<Connection>> idle_;    // the most recently used last
+  bool idle_timer_armed_ = false;
   std::atomic<int64_t> opened_{0};
   std::mutex mu_;
   std::vector<std::shared_ptr<Transfer>> submitted_;  // guarded by mu_
   std::thread thread_;                                // last: starts after the rest exists
 };
 
-Dispatcher::Dispatcher(const Settings& settings)
+Dispatcher::Dispatcher(const Settings& settings, std::chrono::milliseconds idle_close_after)
     : settings_(settings), endpoint_(parse_endpoint(settings.url)) {
   if (endpoint_.tls) {
     tls_ = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
@@ -440,7 +464,8 @@ Dispatcher::Dispatcher(const Settings& settings)
   }
   loops_.reserve(static_cast<size_t>(settings.transfer_threads));
   for (int64_t i = 0; i < settings.transfer_threads; ++i) {
-    loops_.push_back(std::make_unique<TransferLoop>(settings_, endpoint_, tls_.get()));
+    loops_.push_back(
+        std::make_unique<TransferLoop>(settings_, endpoint_, tls_.get(), idle_close_after));
   }
 }
 

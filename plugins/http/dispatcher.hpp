@@ -1,19 +1,20 @@
 // plugins/http — the transfers in flight: `transfer_threads` TransferLoops, each a thread running
 // one Boost.Asio io_context, so one handler instance holds thousands of requests without a thread
 // each; submit() gives each request to the next loop in turn. A loop keeps its idle keep-alive
-// connections (HTTP/1.1, TLS through OpenSSL when the URL is https://) and reuses the most
-// recently used one; a request that fails on a reused connection before any byte of an answer
-// arrived (the peer closed it while it was idle) is sent once more on a new connection. Answers
-// are read by Boost.Beast's parser, keeping at most Settings::answer_body_bytes() of the body.
-// The request's deadline (`timeout_ms`) needs no timer of its own: every request of a loop has the
-// same timeout, so the loop's requests in start order are in deadline order, and one timer armed
-// at the oldest deadline closes the connection of any request past it.
-// Threading: submit() from any thread; each request's `done` runs once on its loop's thread
-// (two requests' `done` may run at once on two loops). Destroying the dispatcher stops its
-// threads and drops what is in flight (each `done` is destroyed uncalled).
+// connections (HTTP/1.1, TLS through OpenSSL when the URL is https://), reuses the most
+// recently used one and closes one idle for kIdleCloseAfter; a request that fails on a reused
+// connection before any byte of an answer arrived (the peer closed it while it was idle) is sent
+// once more on a new connection. Answers are read by Boost.Beast's parser, keeping at most
+// Settings::answer_body_bytes() of the body. The request's deadline (`timeout_ms`) needs no timer
+// of its own: every request of a loop has the same timeout, so the loop's requests in start order
+// are in deadline order, and one timer armed at the oldest deadline closes the connection of any
+// request past it. Threading: submit() from any thread; each request's `done` runs once on its
+// loop's thread (two requests' `done` may run at once on two loops). Destroying the dispatcher
+// stops its threads and drops what is in flight (each `done` is destroyed uncalled).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,8 +41,12 @@ class TransferLoop;  // dispatcher.cpp
 
 class Dispatcher {
  public:
+  // A connection idle this long is closed (receivers close theirs after 5–75 s; one left open
+  // on this side would hold a descriptor until it is reused).
+  static constexpr std::chrono::milliseconds kIdleCloseAfter{std::chrono::seconds(30)};
   // Throws std::runtime_error naming the file when a TLS file cannot be loaded.
-  explicit Dispatcher(const Settings& settings);
+  explicit Dispatcher(const Settings& settings,
+                      std::chrono::milliseconds idle_close_after = kIdleCloseAfter);
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;

@@ -62,6 +62,7 @@ class LoopbackServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
   int accepted() const { return accepted_.load(); }
   int closed_idle() const { return closed_idle_.load(); }
+  int closed_by_client() const { return closed_by_client_.load(); }
   void close_idle(bool on) { close_idle_ = on; }
 
  private:
@@ -91,6 +92,7 @@ class LoopbackServer {
       const size_t end = in.find("\r\n\r\n");
       if (end == std::string::npos) {
         const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n == 0 && in.empty() && !stopping_) closed_by_client_++;  // between requests
         if (n <= 0 || stopping_) break;
         in.append(buf, static_cast<size_t>(n));
         continue;
@@ -131,6 +133,7 @@ class LoopbackServer {
   std::atomic<bool> close_idle_{false};
   std::atomic<int> accepted_{0};
   std::atomic<int> closed_idle_{0};
+  std::atomic<int> closed_by_client_{0};
   std::thread acceptor_;
   std::vector<std::thread> connections_;  // acceptor thread only, then the destructor
 };
@@ -215,6 +218,22 @@ TEST(Dispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
   const long idle_ticks = cpu_ticks_of_threads("http-transfer") - idle_from;
   EXPECT_LT(idle_ticks, 50) << "transfer threads busy while idle: " << idle_ticks
                             << " ticks in 2 s";
+}
+
+// A connection idle for the dispatcher's idle_close_after is closed by the dispatcher, so a burst
+// leaves no descriptors behind; the next requests open new ones.
+TEST(Dispatcher, ConnectionsIdleTooLongAreClosedByTheClient) {
+  LoopbackServer server;
+  const Settings s = settings_for(server, 2);
+  Dispatcher d(s, 300ms);
+  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
+  const int opened = server.accepted();
+  for (int i = 0; i < 250 && server.closed_by_client() < opened; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(server.closed_by_client(), opened) << "idle connections left open";
+  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
+  EXPECT_GE(server.accepted(), opened + 1) << "the second round opened new connections";
 }
 
 // A server that closes each connection after its answer (`Connection: close`): no connection is
