@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -63,6 +64,11 @@ class LoopbackServer {
   int accepted() const { return accepted_.load(); }
   int closed_idle() const { return closed_idle_.load(); }
   int closed_by_client() const { return closed_by_client_.load(); }
+  // From now on every request is answered with these bytes, and its connection closed.
+  void answer_with(std::string raw) {
+    std::lock_guard<std::mutex> lock(raw_mu_);
+    raw_answer_ = std::move(raw);
+  }
   void close_idle(bool on) { close_idle_ = on; }
 
  private:
@@ -109,6 +115,10 @@ class LoopbackServer {
       const bool hang = in.compare(end + 4, 6, "\"hang\"") == 0;
       in.erase(0, end + 4 + body);
       if (hang) continue;  // never answered: the client gives up on it
+      if (std::string raw = raw_answer(); !raw.empty()) {
+        (void)::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL);
+        break;
+      }
       static constexpr char kAnswer[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
       static constexpr char kLast[] =
           "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
@@ -125,8 +135,15 @@ class LoopbackServer {
     ::close(fd);
   }
 
+  std::string raw_answer() {
+    std::lock_guard<std::mutex> lock(raw_mu_);
+    return raw_answer_;
+  }
+
   const bool one_per_connection_;
   const bool interim_first_;
+  std::mutex raw_mu_;
+  std::string raw_answer_;  // guarded by raw_mu_
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -234,6 +251,78 @@ TEST(Dispatcher, ConnectionsIdleTooLongAreClosedByTheClient) {
   EXPECT_EQ(server.closed_by_client(), opened) << "idle connections left open";
   EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
   EXPECT_GE(server.accepted(), opened + 1) << "the second round opened new connections";
+}
+
+// One request's Answer.
+Answer one_answer(Dispatcher& d) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Answer> got;
+  Request r;
+  r.body = "{}";
+  r.done = [&](Answer a) {
+    std::lock_guard<std::mutex> lock(mu);
+    got = std::move(a);
+    cv.notify_one();
+  };
+  d.submit(std::move(r));
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait_for(lock, 30s, [&] { return got.has_value(); });
+  if (!got) {
+    Answer none;
+    none.transport_error = "(no answer within 30 s)";
+    return none;
+  }
+  return *got;
+}
+
+// The nastiest answers a receiver can give: each is a transport error (RETRY) or an answer with
+// its body cut to what the error needs; none crashes, hangs or keeps more than that in memory.
+TEST(Dispatcher, MalformedHugeAndTruncatedAnswersAreTransportErrorsOrCapped) {
+  const std::string huge_body(20 << 20, 'x');
+  const std::string huge_header(100 << 10, 'h');
+  struct Case {
+    std::string name;
+    std::string raw;
+    int status;        // 0: a transport error is expected
+    std::string body;  // the body kept (status > 0)
+  };
+  const std::vector<Case> cases = {
+      {"not HTTP", "garbage\r\n\r\n", 0, ""},
+      {"a NUL in the status line",
+       std::string("HTTP/1.1 2\0"
+                   "0 OK\r\n\r\n",
+                   19),
+       0, ""},
+      {"a negative length", "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", 0, ""},
+      {"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", 0, ""},
+      {"a 100 KiB header", "HTTP/1.1 200 OK\r\nX-H: " + huge_header + "\r\n\r\n", 0, ""},
+      {"a 20 MiB body",
+       "HTTP/1.1 400 No\r\nContent-Length: " + std::to_string(huge_body.size()) + "\r\n\r\n" +
+           huge_body,
+       400, std::string(256, 'x')},
+      {"a chunked body",
+       "HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 503,
+       "hello"},
+      {"a body until the connection closes", "HTTP/1.1 500 Oops\r\n\r\nuntil eof", 500,
+       "until eof"},
+  };
+  for (const Case& c : cases) {
+    LoopbackServer server;
+    server.answer_with(c.raw);
+    const Settings s = settings_for(server, 1);
+    Dispatcher d(s);
+    const Answer a = one_answer(d);
+    if (c.status == 0) {
+      EXPECT_EQ(a.status, 0) << c.name;
+      EXPECT_NE(a.transport_error.find("reading the answer failed"), std::string::npos)
+          << c.name << ": " << a.transport_error;
+    } else {
+      EXPECT_EQ(a.transport_error, "") << c.name;
+      EXPECT_EQ(a.status, c.status) << c.name;
+      EXPECT_EQ(a.body, c.body) << c.name;
+    }
+  }
 }
 
 // A server that closes each connection after its answer (`Connection: close`): no connection is
