@@ -167,8 +167,6 @@ class TransferLoop {
     if (first) net::post(io_, [this] { take_submitted(); });
   }
 
-  int64_t connections_opened() const { return opened_.load(std::memory_order_relaxed); }
-
  private:
   void take_submitted() {
     std::vector<std::shared_ptr<Transfer>> batch;
@@ -281,7 +279,6 @@ class TransferLoop {
   void open(std::shared_ptr<Transfer> t) {
     t->conn = std::make_unique<Connection>(io_, tls_);
     t->reused = false;
-    opened_.fetch_add(1, std::memory_order_relaxed);
     beast::tcp_stream& stream = t->conn->tcp();
     stream.expires_at(std::min(
         t->deadline, Clock::now() + std::chrono::milliseconds(settings_.connect_timeout_ms)));
@@ -429,7 +426,6 @@ class TransferLoop {
   std::list<std::shared_ptr<Transfer>> in_flight_;  // in start order = deadline order
   std::deque<std::unique_ptr<Connection>> idle_;    // the most recently used last
   bool idle_timer_armed_ = false;
-  std::atomic<int64_t> opened_{0};
   std::mutex mu_;
   std::vector<std::shared_ptr<Transfer>> submitted_;  // guarded by mu_
   std::thread thread_;                                // last: starts after the rest exists
@@ -477,12 +473,6 @@ void Dispatcher::submit(Request request) {
   t->request = std::move(request);
   const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % loops_.size();
   loops_[i]->submit(std::move(t));
-}
-
-int64_t Dispatcher::connections_opened() const {
-  int64_t n = 0;
-  for (const auto& loop : loops_) n += loop->connections_opened();
-  return n;
 }
 
 }  // namespace sqlstreams_http

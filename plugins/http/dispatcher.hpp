@@ -52,8 +52,6 @@ class Dispatcher {
   Dispatcher& operator=(const Dispatcher&) = delete;
 
   void submit(Request request);
-  // Connections opened so far, over every loop (tests: keep-alive is kept).
-  int64_t connections_opened() const;
 
  private:
   const Settings& settings_;
