@@ -148,7 +148,8 @@ else
   phase "tests ($preset)"
 fi
 # At the very end of a failed run, each failed test's failure lines again (gtest's "Failure" and
-# what follows it, sanitizer and timeout lines), so that the tail of a long CI log says why.
+# the 15 lines after it, where the message a test streams into its assertion begins; sanitizer and
+# timeout lines), so that the tail of a long CI log says why.
 failure_digest() {
   [[ "$status" != 0 ]] || return 0
   echo "== failures (from each lane's LastTest.log; the whole output is above)"
@@ -161,8 +162,8 @@ failure_digest() {
       /^[0-9]+\/[0-9]+ Test: / { name = $3; n = 0; keep = ""; after = 0; next }
       /^Test Failed\./ { if (name != "") printf "-- %s\n%s", name, keep; name = ""; next }
       /^Test Passed\./ { name = ""; next }
-      name != "" && n < 40 {
-        if ($0 ~ /Failure$|: Failure|ERROR: |Timeout|timed out|runtime error|SUMMARY: /) after = 4
+      name != "" && n < 80 {
+        if ($0 ~ /Failure$|: Failure|ERROR: |Timeout|timed out|runtime error|SUMMARY: /) after = 16
         if (after > 0) { keep = keep "   " substr($0, 1, 300) "\n"; after--; n++ }
       }' "$log"
   done

@@ -106,6 +106,13 @@ std::string journal_text(const PrivateSystemd& sd) {
   return tail(sd.run({"journalctl", "-u", "sqlstreams", "--no-pager", "-o", "cat"}).second);
 }
 
+// What a failed systemctl step needs beside its own output: the unit's state and its journal.
+std::string unit_text(const PrivateSystemd& sd) {
+  return "\n--- systemctl status\n" +
+         sd.run({"systemctl", "status", "sqlstreams", "--no-pager", "--lines=0"}).second +
+         "--- NRestarts=" + show(sd, "NRestarts") + "\n--- journal\n" + journal_text(sd);
+}
+
 // ACCESS EXCLUSIVE on sqlstreams.groups in an open transaction: a host declaring its groups (at
 // start-up, or a reload that adds one) waits for it, on its control thread.
 class GroupsTableLock {
@@ -334,7 +341,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
                                in +
                                "/upgrade_probe_v2.so /usr/lib/sqlstreams/plugins/upgrade_probe.so\n"
                                "systemctl reload sqlstreams\n");
-      ASSERT_EQ(code, 0) << out;
+      ASSERT_EQ(code, 0) << out << unit_text(sd);
     }
     ASSERT_TRUE(wait_until([&] { return count_event(journal(sd), "reload-applied") == 1; }, 30s))
         << journal_text(sd);
@@ -370,7 +377,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       auto [code, out] = sd.sh("install -m 0644 " + in +
                                "/bad.toml /etc/sqlstreams/sqlstreams.toml && "
                                "systemctl reload sqlstreams");
-      ASSERT_EQ(code, 0) << out;
+      ASSERT_EQ(code, 0) << out << unit_text(sd);
     }
     ASSERT_TRUE(wait_until(
         [&] { return count_message(journal(sd), "reload-rejected problems=") == 1; }, 30s))
@@ -414,7 +421,7 @@ TEST(SystemdService, TheDebUnderAPrivateSystemdAsTheReadmeSays) {
       auto [code, out] = sd.sh("install -m 0644 " + in +
                                "/sqlstreams.toml /etc/sqlstreams/sqlstreams.toml && "
                                "systemctl reload --no-block sqlstreams");
-      ASSERT_EQ(code, 0) << out;
+      ASSERT_EQ(code, 0) << out << unit_text(sd);
       ASSERT_TRUE(
           wait_until([&] { return count_message(journal(sd), "Watchdog timeout") == 1; }, 30s))
           << journal_text(sd);
