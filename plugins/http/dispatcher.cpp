@@ -15,6 +15,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -116,6 +117,13 @@ std::string with_reason(const std::string& what, const beast::error_code& ec) {
   return what + ": " + ec.message();
 }
 
+// A proxy's reason phrase in an error: printable ASCII, at most 64 bytes.
+std::string reason_text(beast::string_view reason) {
+  std::string out;
+  for (const char c : reason.substr(0, 64)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return out;
+}
+
 }  // namespace
 
 struct Transfer {
@@ -129,14 +137,28 @@ struct Transfer {
   Clock::time_point deadline;
   std::list<std::shared_ptr<Transfer>>::iterator in_flight;  // in its loop's in_flight_
   std::optional<http::response_parser<CappedBody>> parser;
+  std::optional<http::response_parser<http::empty_body>> tunnel_answer;  // a proxy's, to CONNECT
+};
+
+// Where a loop connects: the URL's host, or the forward proxy that carries its requests.
+struct Route {
+  Endpoint endpoint;              // the URL
+  std::optional<Endpoint> proxy;  // settings.proxy
+  std::string connect_head;       // an https:// URL through a proxy: the tunnel's CONNECT
+  const Endpoint& peer() const { return proxy ? *proxy : endpoint; }
+  // The peer as errors name it (never a credential: those are in the CONNECT's headers only).
+  std::string peer_name() const {
+    return proxy ? "proxy " + proxy->host_header : endpoint.host_header;
+  }
 };
 
 class TransferLoop {
  public:
-  TransferLoop(const Settings& settings, const Endpoint& endpoint, net::ssl::context* tls,
+  TransferLoop(const Settings& settings, const Route& route, net::ssl::context* tls,
                std::chrono::milliseconds idle_close_after)
       : settings_(settings),
-        endpoint_(endpoint),
+        route_(route),
+        endpoint_(route.endpoint),
         tls_(tls),
         idle_close_after_(idle_close_after),
         work_(net::make_work_guard(io_)),
@@ -256,7 +278,7 @@ class TransferLoop {
     if (resolving_) return;
     resolving_ = true;
     resolver_.async_resolve(
-        endpoint_.host, endpoint_.port,
+        route_.peer().host, route_.peer().port,
         [this](const beast::error_code& ec, tcp::resolver::results_type results) {
           resolving_ = false;
           std::vector<std::shared_ptr<Transfer>> waiting;
@@ -268,7 +290,9 @@ class TransferLoop {
           for (auto& w : waiting) {
             if (w->finished) continue;
             if (ec) {
-              fail(w, with_reason("cannot resolve " + endpoint_.host, ec));
+              fail(w, with_reason("cannot resolve " + route_.peer().host +
+                                      (route_.proxy ? " (the proxy)" : ""),
+                                  ec));
             } else {
               open(std::move(w));
             }
@@ -285,9 +309,9 @@ class TransferLoop {
     stream.async_connect(resolved_, [this, t](const beast::error_code& ec, const tcp::endpoint&) {
       if (ec) {
         fail(t, ec == beast::error::timeout
-                    ? "cannot connect to " + endpoint_.host_header + " within " +
+                    ? "cannot connect to " + route_.peer_name() + " within " +
                           std::to_string(settings_.connect_timeout_ms) + " ms"
-                    : with_reason("cannot connect to " + endpoint_.host_header, ec));
+                    : with_reason("cannot connect to " + route_.peer_name(), ec));
         return;
       }
       beast::error_code ignored;
@@ -297,8 +321,58 @@ class TransferLoop {
         send(t);
         return;
       }
-      handshake(t);
+      if (route_.connect_head.empty()) {
+        handshake(t);
+      } else {
+        tunnel(t);
+      }
     });
+  }
+
+  // Asks the proxy for a tunnel to the URL's host (CONNECT); the TLS handshake then goes through
+  // it. The connect timeout still runs: it bounds the proxy's answer too.
+  void tunnel(const std::shared_ptr<Transfer>& t) {
+    net::async_write(
+        t->conn->tcp(), net::buffer(route_.connect_head),
+        [this, t](const beast::error_code& ec, size_t) {
+          if (ec) {
+            fail(t, ec == beast::error::timeout
+                        ? "no answer from " + route_.peer_name() + " to CONNECT within " +
+                              std::to_string(settings_.connect_timeout_ms) + " ms"
+                        : with_reason("sending CONNECT to " + route_.peer_name() + " failed", ec));
+            return;
+          }
+          t->tunnel_answer.emplace();
+          t->tunnel_answer->header_limit(16 * 1024);
+          t->tunnel_answer->skip(true);  // a CONNECT's answer has no body (RFC 9110 9.3.6)
+          http::async_read(
+              t->conn->tcp(), t->conn->buffer, *t->tunnel_answer,
+              [this, t](const beast::error_code& read_ec, size_t) {
+                if (read_ec) {
+                  fail(t, read_ec == beast::error::timeout
+                              ? "no answer from " + route_.peer_name() + " to CONNECT within " +
+                                    std::to_string(settings_.connect_timeout_ms) + " ms"
+                              : with_reason("no answer from " + route_.peer_name() + " to CONNECT",
+                                            read_ec));
+                  return;
+                }
+                const auto& answer = t->tunnel_answer->get();
+                const unsigned status = answer.result_int();
+                if (status < 200 || status > 299) {
+                  fail(t, route_.peer_name() + " refused CONNECT to " + endpoint_.host + ":" +
+                              endpoint_.port + ": " + std::to_string(status) + " " +
+                              reason_text(answer.reason()) +
+                              (status == 407 ? " (check proxy_credentials_file)" : ""));
+                  return;
+                }
+                t->tunnel_answer.reset();
+                if (t->conn->buffer.size() != 0) {  // bytes before our ClientHello: not a tunnel
+                  fail(t, route_.peer_name() + " sent bytes after its answer to CONNECT");
+                  return;
+                }
+                handshake(t);
+              });
+        });
   }
 
   void handshake(const std::shared_ptr<Transfer>& t) {
@@ -374,6 +448,12 @@ class TransferLoop {
       read(t);  // an interim answer (100 Continue, 103 Early Hints): the final one follows
       return;
     }
+    if (message.result_int() == 407 && route_.proxy && !endpoint_.tls) {
+      // The proxy's answer, not the receiver's: a transport error (RETRY), never a TERMINAL.
+      fail(t, route_.peer_name() + " refused the request: 407 " + reason_text(message.reason()) +
+                  " (check proxy_credentials_file)");
+      return;
+    }
     Answer answer;
     answer.status = static_cast<int>(message.result_int());
     if (auto it = message.find("Retry-After"); it != message.end()) {
@@ -409,7 +489,8 @@ class TransferLoop {
   }
 
   const Settings& settings_;
-  const Endpoint& endpoint_;
+  const Route& route_;
+  const Endpoint& endpoint_;  // route_.endpoint
   net::ssl::context* const tls_;
   const std::chrono::milliseconds idle_close_after_;
   net::io_context io_{1};
@@ -432,8 +513,22 @@ class TransferLoop {
 };
 
 Dispatcher::Dispatcher(const Settings& settings, std::chrono::milliseconds idle_close_after)
-    : settings_(settings), endpoint_(parse_endpoint(settings.url)) {
-  if (endpoint_.tls) {
+    : settings_(settings), route_(std::make_unique<Route>()) {
+  Route& route = *route_;
+  route.endpoint = parse_endpoint(settings.url);
+  const Endpoint& endpoint = route.endpoint;
+  if (!settings.proxy.empty()) {
+    route.proxy = parse_endpoint(settings.proxy);
+    if (!settings.proxy_authorization.empty()) {
+      add_header(proxy_lines_, "Proxy-Authorization", settings.proxy_authorization);
+    }
+    if (endpoint.tls) {
+      route.connect_head = connect_head(endpoint, proxy_lines_);
+      proxy_lines_.clear();  // a tunnel's requests go to the receiver: no proxy credentials
+    }
+  }
+  target_ = request_target(endpoint, route.proxy.has_value() && !endpoint.tls);
+  if (endpoint.tls) {
     tls_ = std::make_unique<net::ssl::context>(net::ssl::context::tls_client);
     const auto load = [](const char* what, const std::string& file, auto&& f) {
       beast::error_code ec;
@@ -461,7 +556,7 @@ Dispatcher::Dispatcher(const Settings& settings, std::chrono::milliseconds idle_
   loops_.reserve(static_cast<size_t>(settings.transfer_threads));
   for (int64_t i = 0; i < settings.transfer_threads; ++i) {
     loops_.push_back(
-        std::make_unique<TransferLoop>(settings_, endpoint_, tls_.get(), idle_close_after));
+        std::make_unique<TransferLoop>(settings_, route, tls_.get(), idle_close_after));
   }
 }
 
@@ -469,7 +564,8 @@ Dispatcher::~Dispatcher() { loops_.clear(); }
 
 void Dispatcher::submit(Request request) {
   auto t = std::make_shared<Transfer>();
-  t->head = request_head(endpoint_, settings_.method, request.header_lines, request.body.size());
+  t->head = request_head(route_->endpoint, target_, settings_.method, request.header_lines,
+                         request.body.size(), proxy_lines_);
   t->request = std::move(request);
   const size_t i = next_.fetch_add(1, std::memory_order_relaxed) % loops_.size();
   loops_[i]->submit(std::move(t));

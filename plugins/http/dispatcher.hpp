@@ -2,7 +2,9 @@
 // one Boost.Asio io_context, so one handler instance holds thousands of requests without a thread
 // each; submit() gives each request to the next loop in turn. A loop keeps its idle keep-alive
 // connections (HTTP/1.1, TLS through OpenSSL when the URL is https://), reuses the most
-// recently used one and closes one idle for kIdleCloseAfter; a request that fails on a reused
+// recently used one and closes one idle for kIdleCloseAfter; with a `proxy`, connections go to
+// it (a plain request in absolute form, an https:// one through a CONNECT tunnel opened before
+// its TLS handshake); a request that fails on a reused
 // connection before any byte of an answer arrived (the peer closed it while it was idle) is sent
 // once more on a new connection. Answers are read by Boost.Beast's parser, keeping at most
 // Settings::answer_body_bytes() of the body. The request's deadline (`timeout_ms`) needs no timer
@@ -38,6 +40,7 @@ struct Request {
 };
 
 class TransferLoop;  // dispatcher.cpp
+struct Route;        // dispatcher.cpp: the URL and the proxy that carries its requests
 
 class Dispatcher {
  public:
@@ -55,7 +58,9 @@ class Dispatcher {
 
  private:
   const Settings& settings_;
-  const Endpoint endpoint_;
+  std::unique_ptr<Route> route_;
+  std::string target_;       // the request line's: origin form, or absolute through a proxy
+  std::string proxy_lines_;  // Proxy-Authorization of a plain request through a proxy, or ""
   std::unique_ptr<boost::asio::ssl::context> tls_;  // https:// only
   std::vector<std::unique_ptr<TransferLoop>> loops_;
   std::atomic<size_t> next_{0};

@@ -65,14 +65,29 @@ void add_header(std::string& lines, std::string_view name, std::string_view valu
   lines.append(name).append(": ").append(value).append("\r\n");
 }
 
-std::string request_head(const Endpoint& endpoint, std::string_view method,
-                         std::string_view header_lines, size_t body_bytes) {
+std::string request_target(const Endpoint& endpoint, bool through_proxy) {
+  if (!through_proxy) return endpoint.target;
+  return (endpoint.tls ? "https://" : "http://") + endpoint.host_header + endpoint.target;
+}
+
+std::string request_head(const Endpoint& endpoint, std::string_view target, std::string_view method,
+                         std::string_view header_lines, size_t body_bytes,
+                         std::string_view more_lines) {
   std::string head;
-  head.reserve(method.size() + endpoint.target.size() + endpoint.host_header.size() +
-               header_lines.size() + 64);
-  head.append(method).append(" ").append(endpoint.target).append(" HTTP/1.1\r\nHost: ");
-  head.append(endpoint.host_header).append("\r\n").append(header_lines);
+  head.reserve(method.size() + target.size() + endpoint.host_header.size() + header_lines.size() +
+               more_lines.size() + 64);
+  head.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ");
+  head.append(endpoint.host_header).append("\r\n").append(header_lines).append(more_lines);
   head.append("Content-Length: ").append(std::to_string(body_bytes)).append("\r\n\r\n");
+  return head;
+}
+
+std::string connect_head(const Endpoint& endpoint, std::string_view header_lines) {
+  const bool ipv6 = endpoint.host.find(':') != std::string::npos;
+  const std::string authority =
+      (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + endpoint.port;
+  std::string head = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n";
+  head.append(header_lines).append("\r\n");
   return head;
 }
 

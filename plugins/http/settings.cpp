@@ -102,6 +102,39 @@ void check_url(const std::string& url) {
   }
 }
 
+// A forward proxy's URL: http:// (the proxy itself is spoken to in the clear; an https://
+// endpoint's TLS goes end to end through its CONNECT tunnel), a host and port, nothing else.
+void check_proxy(const std::string& proxy) {
+  const std::string l = lower(proxy);
+  if (l.rfind("https://", 0) == 0) {
+    throw ConfigError::at("proxy",
+                          "proxy: an https:// proxy is not supported; give it as http://host:port "
+                          "(an https:// url still goes encrypted end to end through the proxy)");
+  }
+  if (l.rfind("http://", 0) != 0) {
+    throw ConfigError::at("proxy", "proxy: must start with http:// (http://host:port)");
+  }
+  const size_t authority = proxy.find("://") + 3;
+  const size_t end = proxy.find_first_of("/?#", authority);
+  if (proxy.substr(authority, end - authority).find('@') != std::string::npos) {
+    throw ConfigError::at("proxy",
+                          "proxy: must not carry a user or password (put user:password in "
+                          "proxy_credentials_file instead)");
+  }
+  if (end != std::string::npos && proxy.substr(end) != "/") {
+    throw ConfigError::at("proxy", "proxy: only http://host:port (no path, query or fragment)");
+  }
+  if (authority == proxy.size() || end == authority || !printable_header_text(proxy) ||
+      proxy.find(' ') != std::string::npos) {
+    throw ConfigError::at("proxy", "proxy: not a URL with a host and no spaces or control bytes");
+  }
+  try {
+    (void)parse_endpoint(proxy);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError::at("proxy", std::string("proxy: ") + e.what());
+  }
+}
+
 int64_t ranged(sqlstreams::ConfigReader& r, const std::string& key, int64_t fallback, int64_t lo,
                int64_t hi) {
   const int64_t v = r.get<int64_t>(key, fallback);
@@ -132,6 +165,7 @@ Settings Settings::read(const nlohmann::json& config) {
     const std::string l = lower(name);
     if (!header_name(name)) throw ConfigError::at(key, key + ": not a header name");
     if (l == "content-type" || l == "authorization" || l == "content-length" || l == "host" ||
+        l == "proxy-authorization" || l == "connection" || l == "transfer-encoding" ||
         l.rfind("webhook-", 0) == 0 || l.rfind("sqlstreams-", 0) == 0) {
       throw ConfigError::at(key, key + ": set by the handler itself");
     }
@@ -160,6 +194,24 @@ Settings Settings::read(const nlohmann::json& config) {
   }
   if (!s.tls_client_key_file.empty()) {
     (void)read_secret("tls_client_key_file", s.tls_client_key_file);
+  }
+  s.proxy = r.get<std::string>("proxy", "");
+  if (!s.proxy.empty()) check_proxy(s.proxy);
+  const auto proxy_credentials_file = r.get<std::string>("proxy_credentials_file", "");
+  if (!proxy_credentials_file.empty()) {
+    if (s.proxy.empty()) {
+      throw ConfigError::at(
+          "proxy_credentials_file",
+          "proxy_credentials_file: set only with proxy (the proxy's credentials)");
+    }
+    const std::string credentials = read_secret("proxy_credentials_file", proxy_credentials_file);
+    if (credentials.find(':') == std::string::npos || credentials.find('\n') != std::string::npos ||
+        !printable_header_text(credentials)) {
+      throw ConfigError::at("proxy_credentials_file",
+                            "proxy_credentials_file: " + proxy_credentials_file +
+                                " must hold one line user:password (sent as Basic credentials)");
+    }
+    s.proxy_authorization = "Basic " + base64_encode(credentials);
   }
   const auto token_file = r.get<std::string>("bearer_token_file", "");
   if (!token_file.empty()) {

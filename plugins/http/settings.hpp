@@ -24,8 +24,10 @@ struct Settings {
   std::string tls_ca_file;                                   // "" = the system's CA store
   std::string tls_client_cert_file;                          // mutual TLS: both or neither
   std::string tls_client_key_file;
-  std::string bearer_token;  // from bearer_token_file ("" = none)
-  std::string signing_key;   // decoded from signing_secret_file ("" = unsigned)
+  std::string proxy;                // "" = direct; else http://host:port of a forward proxy
+  std::string proxy_authorization;  // "Basic ..." from proxy_credentials_file ("" = none)
+  std::string bearer_token;         // from bearer_token_file ("" = none)
+  std::string signing_key;          // decoded from signing_secret_file ("" = unsigned)
   AnswerPolicy answers;
   size_t batch_max = 1;              // messages per request; > 1: batch mode (a JSON array)
   int64_t batch_linger_ms = 5;       // how long a partial batch waits for more

@@ -61,6 +61,7 @@ class LoopbackServer {
     ::close(listener_);
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  int port() const { return port_; }
   int accepted() const { return accepted_.load(); }
   int closed_idle() const { return closed_idle_.load(); }
   int closed_by_client() const { return closed_by_client_.load(); }
@@ -70,6 +71,11 @@ class LoopbackServer {
     raw_answer_ = std::move(raw);
   }
   void close_idle(bool on) { close_idle_ = on; }
+  // The head (request line and headers) of every request so far, in arrival order.
+  std::vector<std::string> heads() {
+    std::lock_guard<std::mutex> lock(raw_mu_);
+    return heads_;
+  }
 
  private:
   void accept_loop() {
@@ -112,6 +118,10 @@ class LoopbackServer {
         in.append(buf, static_cast<size_t>(n));
         continue;
       }
+      {
+        std::lock_guard<std::mutex> lock(raw_mu_);
+        heads_.push_back(in.substr(0, end));
+      }
       const bool hang = in.compare(end + 4, 6, "\"hang\"") == 0;
       in.erase(0, end + 4 + body);
       if (hang) continue;  // never answered: the client gives up on it
@@ -143,7 +153,8 @@ class LoopbackServer {
   const bool one_per_connection_;
   const bool interim_first_;
   std::mutex raw_mu_;
-  std::string raw_answer_;  // guarded by raw_mu_
+  std::string raw_answer_;          // guarded by raw_mu_
+  std::vector<std::string> heads_;  // guarded by raw_mu_
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
@@ -408,6 +419,89 @@ TEST(Dispatcher, ARefusedConnectionIsATransportErrorNamingTheHost) {
       round_of(d, 3),
       (std::map<std::string, int>{
           {"cannot connect to 127.0.0.1:" + std::to_string(port) + ": Connection refused", 3}}));
+}
+
+// Through a forward proxy (the loopback server plays it): a plain request goes to the proxy with
+// the whole URL as its target and the proxy's credentials; the URL's host (a name that cannot
+// resolve) is never looked up.
+TEST(Dispatcher, ThroughAProxyAPlainRequestNamesTheWholeUrlAndCarriesTheProxysCredentials) {
+  LoopbackServer proxy;
+  Settings s;
+  s.url = "http://receiver.invalid:8080/hook?x=1";
+  s.proxy = "http://127.0.0.1:" + std::to_string(proxy.port());
+  s.proxy_authorization = "Basic dTpw";
+  s.transfer_threads = 1;
+  Dispatcher d(s);
+  for (int i = 0; i < 3; ++i) {  // one after another: one connection to the proxy, kept alive
+    const Answer a = one_answer(d);
+    EXPECT_EQ(a.status, 200) << a.transport_error;
+  }
+  const auto heads = proxy.heads();
+  ASSERT_EQ(heads.size(), 3u);
+  for (const auto& head : heads) {
+    EXPECT_EQ(head.substr(0, head.find("\r\n")),
+              "POST http://receiver.invalid:8080/hook?x=1 HTTP/1.1");
+    EXPECT_NE(head.find("\r\nHost: receiver.invalid:8080\r\n"), std::string::npos) << head;
+    EXPECT_NE(head.find("\r\nProxy-Authorization: Basic dTpw\r\n"), std::string::npos) << head;
+  }
+  EXPECT_EQ(proxy.accepted(), 1) << "the connection to the proxy is kept alive";
+}
+
+// What a proxy can refuse, each a transport error (RETRY) naming the proxy and what it said; an
+// https:// URL asks for a tunnel (CONNECT host:port, the credentials on it) and, once the proxy
+// grants it, begins its TLS handshake through it.
+TEST(Dispatcher, AProxysRefusalIsATransportErrorNamingTheProxyAndWhatItSaid) {
+  const auto through = [](LoopbackServer& proxy, const std::string& url) {
+    Settings s;
+    s.url = url;
+    s.proxy = "http://127.0.0.1:" + std::to_string(proxy.port()) + "/";
+    s.proxy_authorization = "Basic dTpw";
+    s.transfer_threads = 1;
+    s.timeout_ms = 20000;
+    Dispatcher d(s);
+    return one_answer(d).transport_error;
+  };
+  {
+    LoopbackServer proxy;
+    const std::string name = "proxy 127.0.0.1:" + std::to_string(proxy.port());
+    proxy.answer_with("HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n");
+    EXPECT_EQ(through(proxy, "https://receiver.invalid/hook"),
+              name +
+                  " refused CONNECT to receiver.invalid:443: 407 Proxy Authentication Required "
+                  "(check proxy_credentials_file)");
+    ASSERT_EQ(proxy.heads().size(), 1u);
+    EXPECT_EQ(proxy.heads()[0],
+              "CONNECT receiver.invalid:443 HTTP/1.1\r\nHost: receiver.invalid:443\r\n"
+              "Proxy-Authorization: Basic dTpw");
+    EXPECT_EQ(through(proxy, "http://receiver.invalid/hook"),
+              name +
+                  " refused the request: 407 Proxy Authentication Required "
+                  "(check proxy_credentials_file)")
+        << "a plain request's 407 is the proxy's, never a TERMINAL answer of the receiver";
+    proxy.answer_with("HTTP/1.1 403 Forbidden\r\nContent-Length: 5\r\n\r\nnope!");
+    EXPECT_EQ(through(proxy, "https://10.9.8.7:8443/hook"),
+              name + " refused CONNECT to 10.9.8.7:8443: 403 Forbidden");
+    // Granted, then closed: the TLS handshake was under way through the tunnel.
+    proxy.answer_with("HTTP/1.1 200 Connection established\r\n\r\n");
+    const std::string error = through(proxy, "https://receiver.invalid/hook");
+    EXPECT_EQ(error.rfind("TLS handshake with receiver.invalid failed", 0), 0u) << error;
+    // Bytes after the grant, before any ClientHello: not a tunnel.
+    proxy.answer_with("HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 200 OK\r\n\r\n");
+    EXPECT_EQ(through(proxy, "https://receiver.invalid/hook"),
+              name + " sent bytes after its answer to CONNECT");
+  }
+  int port;
+  {
+    LoopbackServer gone;
+    port = gone.port();
+  }
+  Settings s;
+  s.url = "https://receiver.invalid/hook";
+  s.proxy = "http://127.0.0.1:" + std::to_string(port);
+  s.transfer_threads = 1;
+  Dispatcher d(s);
+  EXPECT_EQ(one_answer(d).transport_error,
+            "cannot connect to proxy 127.0.0.1:" + std::to_string(port) + ": Connection refused");
 }
 
 }  // namespace

@@ -56,11 +56,53 @@ TEST(RequestHead, CarriesTheHeaderLinesGiven) {
   std::string lines;
   add_header(lines, "Content-Type", "application/json");
   add_header(lines, "webhook-id", "sqlstreams:s:1");
-  EXPECT_EQ(request_head(e, "PUT", lines, 17),
+  EXPECT_EQ(request_head(e, e.target, "PUT", lines, 17),
             "PUT /hook?a=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Type: application/json\r\n"
             "webhook-id: sqlstreams:s:1\r\nContent-Length: 17\r\n\r\n");
-  EXPECT_EQ(request_head(e, "POST", "", 0),
+  EXPECT_EQ(request_head(e, e.target, "POST", "", 0),
             "POST /hook?a=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Length: 0\r\n\r\n");
+}
+
+// Through a forward proxy: a plain request names the whole URL (absolute form) and carries the
+// proxy's credentials after the request's own headers; an https:// one opens a tunnel with
+// CONNECT to host:port (IPv6 in brackets) and its requests keep the origin form.
+TEST(RequestHead, ThroughAProxy) {
+  const struct {
+    const char* url;
+    bool through_proxy;
+    const char* target;
+  } targets[] = {
+      {"http://hooks.example:8080/in?x=1#frag", true, "http://hooks.example:8080/in?x=1"},
+      {"http://hooks.example", true, "http://hooks.example/"},
+      {"http://[::1]:9/hook", true, "http://[::1]:9/hook"},
+      {"http://hooks.example:8080/in?x=1", false, "/in?x=1"},
+      {"https://hooks.example/in", false, "/in"},
+  };
+  for (const auto& c : targets) {
+    EXPECT_EQ(request_target(parse_endpoint(c.url), c.through_proxy), c.target) << c.url;
+  }
+  const Endpoint plain = parse_endpoint("http://hooks.example:8080/in");
+  std::string proxy_lines;
+  add_header(proxy_lines, "Proxy-Authorization", "Basic dTpw");
+  EXPECT_EQ(request_head(plain, request_target(plain, true), "POST", "X-A: 1\r\n", 2, proxy_lines),
+            "POST http://hooks.example:8080/in HTTP/1.1\r\nHost: hooks.example:8080\r\n"
+            "X-A: 1\r\nProxy-Authorization: Basic dTpw\r\nContent-Length: 2\r\n\r\n");
+
+  const struct {
+    const char* url;
+    const char* head;
+  } tunnels[] = {
+      {"https://hooks.example/in",
+       "CONNECT hooks.example:443 HTTP/1.1\r\nHost: hooks.example:443\r\n"},
+      {"https://10.0.0.7:8443/in", "CONNECT 10.0.0.7:8443 HTTP/1.1\r\nHost: 10.0.0.7:8443\r\n"},
+      {"https://[fd00::7]/in", "CONNECT [fd00::7]:443 HTTP/1.1\r\nHost: [fd00::7]:443\r\n"},
+  };
+  for (const auto& c : tunnels) {
+    EXPECT_EQ(connect_head(parse_endpoint(c.url), proxy_lines),
+              std::string(c.head) + proxy_lines + "\r\n")
+        << c.url;
+    EXPECT_EQ(connect_head(parse_endpoint(c.url), ""), std::string(c.head) + "\r\n") << c.url;
+  }
 }
 
 }  // namespace

@@ -230,6 +230,51 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
   for (const auto& f : {world_readable, empty, bad_secret}) std::remove(f.c_str());
 }
 
+TEST(HttpSettings, TheProxyIsAnHttpHostAndPortWithCredentialsFromAFile) {
+  using nlohmann::json;
+  const std::string credentials = secret_file("relay:s3cr3t-pw\n");
+  const std::string no_colon = secret_file("relay\n");
+  const std::string world_readable = secret_file("relay:pw", 0644);
+  std::string message;
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "https://proxy:3128"}}, &message), "proxy");
+  EXPECT_NE(message.find("end to end"), std::string::npos) << message;
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "socks5://proxy:1080"}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "proxy:3128"}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "http://u:pw@proxy:3128"}}, &message),
+            "proxy");
+  EXPECT_NE(message.find("proxy_credentials_file"), std::string::npos) << message;
+  EXPECT_EQ(message.find("pw"), std::string::npos) << "the password is never quoted";
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "http://proxy:3128/path"}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "http://proxy:0"}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", "http://"}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy", 3128}}), "proxy");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"proxy_credentials_file", credentials}}),
+            "proxy_credentials_file")
+      << "credentials without a proxy";
+  EXPECT_EQ(error_key({{"url", "http://x"},
+                       {"proxy", "http://proxy:3128"},
+                       {"proxy_credentials_file", no_colon}},
+                      &message),
+            "proxy_credentials_file");
+  EXPECT_EQ(message.find("relay"), std::string::npos) << "the file's content is never quoted";
+  EXPECT_EQ(error_key({{"url", "http://x"},
+                       {"proxy", "http://proxy:3128"},
+                       {"proxy_credentials_file", world_readable}}),
+            "proxy_credentials_file");
+  for (const char* reserved : {"Proxy-Authorization", "Connection", "Transfer-Encoding"}) {
+    EXPECT_EQ(error_key({{"url", "http://x"}, {"headers", {{reserved, "x"}}}}),
+              std::string("headers.") + reserved);
+  }
+  const Settings s = Settings::read({{"url", "https://example.test/hook"},
+                                     {"proxy", "http://proxy.internal:3128/"},
+                                     {"proxy_credentials_file", credentials}});
+  EXPECT_EQ(s.proxy, "http://proxy.internal:3128/");
+  EXPECT_EQ(s.proxy_authorization, "Basic cmVsYXk6czNjcjN0LXB3");  // base64("relay:s3cr3t-pw")
+  EXPECT_EQ(Settings::read({{"url", "http://x"}, {"proxy", "http://[::1]:3128"}}).proxy,
+            "http://[::1]:3128");
+  for (const auto& f : {credentials, no_colon, world_readable}) std::remove(f.c_str());
+}
+
 TEST(HttpSettings, AGoodConfigReadsItsSecretsFromFiles) {
   const std::string token = secret_file("tok-123\n");
   const std::string secret = secret_file("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n");
