@@ -448,6 +448,121 @@ std::string fetch_page(int port, const std::string& path) {
 // plugin: plugins/http/README.md): the bearer token and the signing secret appear in no log line,
 // metric, status output or page, dead letter, retry error or config error — while deliveries
 // succeed, fail, are retried against a receiver that is down, and are dead-lettered.
+// Through a forward proxy (proxy.py, which requires credentials): an https:// URL goes through
+// a CONNECT tunnel with TLS end to end (the receiver verifies the signature), a plain one in
+// absolute form; wrong credentials leave the message to be retried with the proxy's 407 as its
+// error, and the credentials appear in no log, error or status.
+TEST_F(HttpDelivery, AProxyCarriesTlsAndPlainDeliveriesAndItsCredentialsStaySecret) {
+  constexpr const char* kPassword = "pr0xy-pa55-7d1e";
+  const std::string cert = dir_.file("cert.pem"), key = dir_.file("key.pem");
+  {
+    auto [code, out] = testing::run_command(
+        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
+    ASSERT_EQ(code, 0) << out;
+  }
+  const int proxy_port = free_tcp_port();
+  const std::string proxy_record = dir_.file("proxy.jsonl");
+  testing::ChildProcess proxy({"/usr/bin/python3", SQLSTREAMS_HTTP_TEST_DIR "/proxy.py", "--port",
+                               std::to_string(proxy_port), "--record", proxy_record,
+                               "--credentials", std::string("relay:") + kPassword},
+                              std::map<std::string, std::string>{}, dir_.file("proxy.log"));
+  ASSERT_TRUE(wait_until([&] { return proxy.log().find("listening") != std::string::npos; }, 20s))
+      << proxy.log();
+  const auto proxied = [&] {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(proxy_record);
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  private_file(dir_.file("proxy-credentials"), std::string("relay:") + kPassword);
+  private_file(dir_.file("wrong-credentials"), "relay:not-the-password");
+  const auto through_proxy = [&](const std::string& credentials_file) {
+    return "proxy = \"http://127.0.0.1:" + std::to_string(proxy_port) +
+           "\"\nproxy_credentials_file = \"" + dir_.file(credentials_file) + "\"\n";
+  };
+  std::vector<std::pair<std::string, std::string>> seen;  // (where, text)
+
+  const int tls_port = free_tcp_port();
+  Receiver tls_receiver(dir_, tls_port, "tls-receiver", {"--tls-cert", cert, "--tls-key", key});
+  const std::string tls_url = "https://127.0.0.1:" + std::to_string(tls_port) + "/hook";
+  const std::string ca = "tls_ca_file = \"" + cert + "\"\n";
+  std::string exceptions;  // the stream's exception table, once the first host made it
+  {  // wrong credentials: the proxy refuses the tunnel; the message waits to be retried
+    auto host =
+        start_host(http_config(tls_url, dir_.path(), ca + through_proxy("wrong-credentials")));
+    exceptions = testing::stream_family(db_, "hooks").exceptions;
+    produce(R"({"answer":"ok","via":"tunnel"})");
+    const std::string refused = "no HTTP answer: proxy 127.0.0.1:" + std::to_string(proxy_port) +
+                                " refused CONNECT to 127.0.0.1:" + std::to_string(tls_port) +
+                                ": 407 Proxy Authentication Required%";
+    ASSERT_TRUE(wait_until(
+        [&] {
+          return scalar<int64_t>(db_.url(), "SELECT count(*) FROM " + exceptions +
+                                                " WHERE last_error LIKE '" + refused + "'") == 1;
+        },
+        30s))
+        << tail(host->log());
+    EXPECT_TRUE(tls_receiver.requests().empty());
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
+    seen.emplace_back("the host log (wrong credentials)", host->log());
+  }
+  seen.emplace_back(
+      "exception rows",
+      query(db_.url(), "SELECT string_agg(coalesce(last_error, ''), ' | ') FROM " + exceptions)
+          .at(0)
+          .at(0)
+          .c_str());
+  {  // the right ones: through the tunnel, TLS verified against the receiver's own name
+    auto host =
+        start_host(http_config(tls_url, dir_.path(), ca + through_proxy("proxy-credentials")));
+    produce(R"({"answer":"ok","via":"tunnel again"})");
+    wait_delivered(db_.url(), "hooks", 60s);
+    ASSERT_EQ(tls_receiver.requests().size(), 2u);
+    for (const auto& r : tls_receiver.requests()) EXPECT_EQ(r["verified"], true) << r.dump();
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
+    seen.emplace_back("the host log (TLS through the proxy)", host->log());
+  }
+  const int plain_port = free_tcp_port();
+  Receiver plain_receiver(dir_, plain_port, "plain-receiver");
+  const std::string plain_url = "http://127.0.0.1:" + std::to_string(plain_port) + "/hook?q=1";
+  {  // a plain URL: absolute form through the proxy
+    auto host = start_host(http_config(plain_url, dir_.path(), through_proxy("proxy-credentials")));
+    produce(R"({"answer":"ok","via":"absolute form"})");
+    wait_delivered(db_.url(), "hooks", 60s);
+    ASSERT_EQ(plain_receiver.requests().size(), 1u);
+    EXPECT_EQ(plain_receiver.requests()[0]["verified"], true);
+    for (const std::vector<std::string>& cmd :
+         {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"}}) {
+      auto [code, out] = cli(cmd, db_.url());
+      EXPECT_EQ(code, 0) << out;
+      seen.emplace_back(cmd.size() == 1 ? "status" : "status --json", out);
+    }
+    EXPECT_EQ(host->stop(testing::kExitBound), 0);
+    seen.emplace_back("the host log (plain through the proxy)", host->log());
+  }
+  std::map<std::string, int> by_kind;  // "METHOD target authorized"
+  for (const auto& r : proxied()) {
+    by_kind[r["method"].get<std::string>() + " " + r["target"].get<std::string>() +
+            (r["authorized"].get<bool>() ? " authorized" : " refused")]++;
+  }
+  std::string kinds;
+  for (const auto& [kind, n] : by_kind) kinds += kind + ": " + std::to_string(n) + "\n";
+  const std::string tunnel = "CONNECT 127.0.0.1:" + std::to_string(tls_port);
+  EXPECT_GE(by_kind[tunnel + " refused"], 1) << kinds;
+  EXPECT_GE(by_kind[tunnel + " authorized"], 1) << kinds;
+  EXPECT_EQ(by_kind["POST " + plain_url + " authorized"], 1) << kinds;
+
+  ASSERT_EQ(seen.size(), 6u);
+  const std::string encoded = "cmVsYXk6cHIweHktcGE1NS03ZDFl";  // base64("relay:" kPassword)
+  for (const auto& [where, text] : seen) {
+    EXPECT_EQ(text.find(kPassword), std::string::npos) << where << " shows the password:\n" << text;
+    EXPECT_EQ(text.find("not-the-password"), std::string::npos) << where << ":\n" << text;
+    EXPECT_EQ(text.find(encoded), std::string::npos) << where << " shows the credentials:\n"
+                                                     << text;
+  }
+}
+
 TEST_F(HttpDelivery, ItsSecretsAppearInNoLogMetricStatusPageOrError) {
   const int port = free_tcp_port(), http_port = free_tcp_port();
   std::optional<Receiver> receiver;
