@@ -359,9 +359,8 @@ class TransferLoop {
                 const auto& answer = t->tunnel_answer->get();
                 const unsigned status = answer.result_int();
                 if (status < 200 || status > 299) {
-                  fail(t, route_.peer_name() + " refused CONNECT to " + endpoint_.host + ":" +
-                              endpoint_.port + ": " + std::to_string(status) + " " +
-                              reason_text(answer.reason()) +
+                  fail(t, route_.peer_name() + " refused CONNECT to " + host_and_port(endpoint_) +
+                              ": " + std::to_string(status) + " " + reason_text(answer.reason()) +
                               (status == 407 ? " (check proxy_credentials_file)" : ""));
                   return;
                 }

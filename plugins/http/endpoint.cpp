@@ -82,10 +82,13 @@ std::string request_head(const Endpoint& endpoint, std::string_view target, std:
   return head;
 }
 
-std::string connect_head(const Endpoint& endpoint, std::string_view header_lines) {
+std::string host_and_port(const Endpoint& endpoint) {
   const bool ipv6 = endpoint.host.find(':') != std::string::npos;
-  const std::string authority =
-      (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + endpoint.port;
+  return (ipv6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + endpoint.port;
+}
+
+std::string connect_head(const Endpoint& endpoint, std::string_view header_lines) {
+  const std::string authority = host_and_port(endpoint);
   std::string head = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n";
   head.append(header_lines).append("\r\n");
   return head;

@@ -37,6 +37,9 @@ std::string request_head(const Endpoint& endpoint, std::string_view target, std:
                          std::string_view header_lines, size_t body_bytes,
                          std::string_view more_lines = {});
 
+// "host:port" of the endpoint, an IPv6 address in brackets: what CONNECT names.
+std::string host_and_port(const Endpoint& endpoint);
+
 // "CONNECT host:port HTTP/1.1", Host (the same authority), `header_lines`, the blank line: what
 // asks a forward proxy for a tunnel to an https:// endpoint (RFC 9110 9.3.6).
 std::string connect_head(const Endpoint& endpoint, std::string_view header_lines);

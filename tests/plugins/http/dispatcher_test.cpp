@@ -481,6 +481,8 @@ TEST(Dispatcher, AProxysRefusalIsATransportErrorNamingTheProxyAndWhatItSaid) {
     proxy.answer_with("HTTP/1.1 403 Forbidden\r\nContent-Length: 5\r\n\r\nnope!");
     EXPECT_EQ(through(proxy, "https://10.9.8.7:8443/hook"),
               name + " refused CONNECT to 10.9.8.7:8443: 403 Forbidden");
+    EXPECT_EQ(through(proxy, "https://[fd00::7]/hook"),
+              name + " refused CONNECT to [fd00::7]:443: 403 Forbidden");
     // Granted, then closed: the TLS handshake was under way through the tunnel.
     proxy.answer_with("HTTP/1.1 200 Connection established\r\n\r\n");
     const std::string error = through(proxy, "https://receiver.invalid/hook");
