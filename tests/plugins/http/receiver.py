@@ -8,7 +8,8 @@ each request's Standard Webhooks signature (HMAC-SHA256 over "id.timestamp.body"
   "once:NNN"        NNN on the first delivery of the message (by webhook-id), 200 after
   "retry-after:S"   429 with Retry-After: S on the first delivery, 200 after
   "drop-once"       closes the connection without an answer on the first delivery, 200 after
-  "slow:MS"         200 after MS milliseconds
+  "slow:MS"         200 after MS milliseconds; if the client closed its connection meanwhile
+                    (its host killed), no answer, and the record says "abandoned"
 
 A batch (the body is a JSON array, batch mode) is answered 200 with {"results": [...]} naming
 each element's outcome from its payload's "answer": "ok" ok, "status:4NN" terminal,
@@ -24,6 +25,8 @@ import base64
 import hashlib
 import hmac
 import json
+import select
+import socket
 import ssl
 import sys
 import threading
@@ -88,6 +91,17 @@ def make_handler(args):
             self.end_headers()
             self.wfile.write(data)
 
+        def client_gone(self):
+            """Whether the client closed its end (e.g. its process was killed) while we waited:
+            it sends nothing while it waits for an answer, so readable means EOF or a reset."""
+            if isinstance(self.connection, ssl.SSLSocket):
+                return False  # not checked over TLS (no MSG_PEEK there)
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            except OSError:
+                return True
+
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             try:
@@ -125,6 +139,12 @@ def make_handler(args):
                 return
             elif answer.startswith("slow:"):
                 time.sleep(int(answer[5:]) / 1000)
+                if self.client_gone():
+                    record["abandoned"] = True  # nobody to answer: not delivered
+                    with lock, open(args.record, "a") as f:
+                        f.write(json.dumps(record) + "\n")
+                    self.close_connection = True
+                    return
             record["status"] = status
             with lock, open(args.record, "a") as f:
                 f.write(json.dumps(record) + "\n")
