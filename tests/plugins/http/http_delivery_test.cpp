@@ -1,8 +1,9 @@
 // Handler `http` (plugins/http) end to end: `sqlstreams run` delivers to a real receiver (a
 // Python standard-library server, receiver.py) that verifies the Standard Webhooks signature,
-// and each answer becomes its outcome; a receiver that is down, then back, loses nothing; TLS
-// with a certificate made by the test is verified (and refused without its CA); no secret
-// appears in the log or the dead letters.
+// and each answer becomes its outcome; a receiver that is down, then back, loses nothing, and so
+// does a host SIGKILLed with deliveries in flight; TLS with a certificate made by the test is
+// verified (and refused without its CA); a forward proxy (proxy.py) carries TLS through a CONNECT
+// tunnel and plain requests in absolute form; no secret appears in the log or the dead letters.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
