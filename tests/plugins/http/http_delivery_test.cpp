@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "e2e_support.hpp"
@@ -279,6 +280,53 @@ TEST_F(HttpDelivery, AHostKilledWithDeliveriesInFlightLosesNone) {
                                            " WHERE status = 'dead'"),
             0);
   EXPECT_EQ(host->stop(testing::kExitBound), 0) << tail(host->log());
+}
+
+// A host SIGSTOPped with deliveries in flight, past its lease: a second host takes its ranges over
+// and delivers everything; when the first resumes, the answers waiting in its sockets complete
+// calls whose lease it lost, and their outcomes are discarded (lease-lost), not committed.
+TEST_F(HttpDelivery, AHostStoppedPastItsLeaseLosesNothingAndCommitsNothingLate) {
+  const int port = free_tcp_port();
+  Receiver receiver(dir_, port, "receiver");
+  std::string config =
+      http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path());
+  replace_all(config, "lease_ttl = \"10s\"", "lease_ttl = \"4s\"");
+  replace_all(config, "handler_timeout = \"5s\"", "handler_timeout = \"3s\"");
+  std::string second_config = config;
+  replace_all(second_config, "name = \"http-host\"", "name = \"http-host-2\"");
+  constexpr int kMessages = 200;
+  std::string lines;
+  for (int i = 0; i < kMessages; ++i) {
+    lines += R"({"answer":"slow:300","n":)" + std::to_string(i) + "}\n";
+  }
+  auto stopped = start_host(config);
+  auto [code, out] = cli({"produce", "hooks"}, db_.url(), lines);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(wait_until([&] { return receiver.requests().size() >= 40; }, 60s))
+      << tail(stopped->log());
+  stopped->process().signal(SIGSTOP);
+  std::unique_ptr<testing::RunningHost> second;
+  {
+    second = std::make_unique<testing::RunningHost>(dir_.file("host-2.toml"), second_config,
+                                                    db_.url(), std::map<std::string, std::string>{},
+                                                    dir_.file("host-2.log"));
+    EXPECT_TRUE(second->wait_for_log("host-ready", 60s)) << tail(second->log());
+  }
+  wait_delivered(db_.url(), "hooks", 120s);
+  stopped->process().signal(SIGCONT);
+  EXPECT_TRUE(stopped->wait_for_log("lease-lost", 30s)) << tail(stopped->log());
+  EXPECT_EQ(stopped->stop(testing::kExitBound), 0) << tail(stopped->log());
+  EXPECT_EQ(second->stop(testing::kExitBound), 0) << tail(second->log());
+  wait_delivered(db_.url(), "hooks", 30s);  // still: nothing the first host did undid it
+  std::set<std::string> answered;
+  for (const auto& r : receiver.requests()) {
+    if (!r.value("abandoned", false)) answered.insert(r["headers"]["webhook-id"]);
+  }
+  EXPECT_EQ(answered.size(), static_cast<size_t>(kMessages)) << "a message never delivered";
+  EXPECT_EQ(scalar<int64_t>(db_.url(), "SELECT count(*) FROM " +
+                                           testing::stream_family(db_, "hooks").exceptions +
+                                           " WHERE status = 'dead'"),
+            0);
 }
 
 TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
