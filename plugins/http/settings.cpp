@@ -79,27 +79,32 @@ std::vector<StatusPattern> patterns(sqlstreams::ConfigReader& r, const std::stri
   return out;
 }
 
+// The checks every URL of the config gets, naming `key`: no user information (`userinfo_hint`
+// says where credentials go instead), a host, no spaces or control bytes, a port 1..65535.
+void check_authority(const std::string& key, const std::string& url,
+                     const std::string& userinfo_hint) {
+  const size_t authority = url.find("://") + 3;
+  const size_t end = url.find_first_of("/?#", authority);
+  if (url.substr(authority, end - authority).find('@') != std::string::npos) {
+    throw ConfigError::at(key, key + ": must not carry a user or password (" + userinfo_hint + ")");
+  }
+  if (authority == url.size() || end == authority || !printable_header_text(url) ||
+      url.find(' ') != std::string::npos) {
+    throw ConfigError::at(key, key + ": not a URL with a host and no spaces or control bytes");
+  }
+  try {
+    (void)parse_endpoint(url);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError::at(key, key + ": " + e.what());
+  }
+}
+
 void check_url(const std::string& url) {
   const std::string l = lower(url);
   if (l.rfind("http://", 0) != 0 && l.rfind("https://", 0) != 0) {
     throw ConfigError::at("url", "url: must start with http:// or https://");
   }
-  const size_t authority = url.find("://") + 3;
-  const size_t end = url.find_first_of("/?#", authority);
-  if (url.substr(authority, end - authority).find('@') != std::string::npos) {
-    throw ConfigError::at("url",
-                          "url: must not carry a user or password (put a token in "
-                          "bearer_token_file instead)");
-  }
-  if (authority == url.size() || end == authority || !printable_header_text(url) ||
-      url.find(' ') != std::string::npos) {
-    throw ConfigError::at("url", "url: not a URL with a host and no spaces or control bytes");
-  }
-  try {
-    (void)parse_endpoint(url);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError::at("url", std::string("url: ") + e.what());
-  }
+  check_authority("url", url, "put a token in bearer_token_file instead");
 }
 
 // A forward proxy's URL: http:// (the proxy itself is spoken to in the clear; an https://
@@ -114,24 +119,10 @@ void check_proxy(const std::string& proxy) {
   if (l.rfind("http://", 0) != 0) {
     throw ConfigError::at("proxy", "proxy: must start with http:// (http://host:port)");
   }
-  const size_t authority = proxy.find("://") + 3;
-  const size_t end = proxy.find_first_of("/?#", authority);
-  if (proxy.substr(authority, end - authority).find('@') != std::string::npos) {
-    throw ConfigError::at("proxy",
-                          "proxy: must not carry a user or password (put user:password in "
-                          "proxy_credentials_file instead)");
-  }
+  check_authority("proxy", proxy, "put user:password in proxy_credentials_file instead");
+  const size_t end = proxy.find_first_of("/?#", proxy.find("://") + 3);
   if (end != std::string::npos && proxy.substr(end) != "/") {
     throw ConfigError::at("proxy", "proxy: only http://host:port (no path, query or fragment)");
-  }
-  if (authority == proxy.size() || end == authority || !printable_header_text(proxy) ||
-      proxy.find(' ') != std::string::npos) {
-    throw ConfigError::at("proxy", "proxy: not a URL with a host and no spaces or control bytes");
-  }
-  try {
-    (void)parse_endpoint(proxy);
-  } catch (const std::invalid_argument& e) {
-    throw ConfigError::at("proxy", std::string("proxy: ") + e.what());
   }
 }
 

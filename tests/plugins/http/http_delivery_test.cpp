@@ -100,6 +100,22 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   }
 }
 
+// http_config with leases that expire in seconds: a killed or stopped host's work is soon
+// taken over.
+std::string short_lease_config(int port, const std::string& dir) {
+  std::string config = http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir);
+  replace_all(config, "lease_ttl = \"10s\"", "lease_ttl = \"4s\"");
+  replace_all(config, "handler_timeout = \"5s\"", "handler_timeout = \"3s\"");
+  return config;
+}
+
+// `n` messages, one JSON document a line, each answered after 300 ms.
+std::string slow_messages(int n) {
+  std::string lines;
+  for (int i = 0; i < n; ++i) lines += R"({"answer":"slow:300","n":)" + std::to_string(i) + "}\n";
+  return lines;
+}
+
 class HttpDelivery : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -233,15 +249,9 @@ TEST_F(HttpDelivery, AReceiverDownFor30SecondsLosesNothing) {
 TEST_F(HttpDelivery, AHostKilledWithDeliveriesInFlightLosesNone) {
   const int port = free_tcp_port();
   Receiver receiver(dir_, port, "receiver");
-  std::string config =
-      http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path());
-  replace_all(config, "lease_ttl = \"10s\"", "lease_ttl = \"4s\"");
-  replace_all(config, "handler_timeout = \"5s\"", "handler_timeout = \"3s\"");
+  const std::string config = short_lease_config(port, dir_.path());
   constexpr int kMessages = 300;
-  std::string lines;
-  for (int i = 0; i < kMessages; ++i) {
-    lines += R"({"answer":"slow:300","n":)" + std::to_string(i) + "}\n";
-  }
+  const std::string lines = slow_messages(kMessages);
   {
     auto host = start_host(config);
     auto [code, out] = cli({"produce", "hooks"}, db_.url(), lines);
@@ -288,17 +298,11 @@ TEST_F(HttpDelivery, AHostKilledWithDeliveriesInFlightLosesNone) {
 TEST_F(HttpDelivery, AHostStoppedPastItsLeaseLosesNothingAndCommitsNothingLate) {
   const int port = free_tcp_port();
   Receiver receiver(dir_, port, "receiver");
-  std::string config =
-      http_config("http://127.0.0.1:" + std::to_string(port) + "/hook", dir_.path());
-  replace_all(config, "lease_ttl = \"10s\"", "lease_ttl = \"4s\"");
-  replace_all(config, "handler_timeout = \"5s\"", "handler_timeout = \"3s\"");
+  const std::string config = short_lease_config(port, dir_.path());
   std::string second_config = config;
   replace_all(second_config, "name = \"http-host\"", "name = \"http-host-2\"");
   constexpr int kMessages = 200;
-  std::string lines;
-  for (int i = 0; i < kMessages; ++i) {
-    lines += R"({"answer":"slow:300","n":)" + std::to_string(i) + "}\n";
-  }
+  const std::string lines = slow_messages(kMessages);
   auto stopped = start_host(config);
   auto [code, out] = cli({"produce", "hooks"}, db_.url(), lines);
   ASSERT_EQ(code, 0) << out;
