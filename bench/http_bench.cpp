@@ -11,6 +11,10 @@
 // batch mode (100 per request) ≥ 50,000/s.
 #include <curl/curl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +30,7 @@
 #include <thread>
 
 #include "bench.hpp"
+#include "http_receivers.hpp"
 
 namespace bench {
 namespace {
@@ -34,81 +39,6 @@ namespace fs = std::filesystem;
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-
-// A loopback HTTP/1.1 receiver answering every request 204, after `delay` when it is not zero.
-class Receiver {
- public:
-  explicit Receiver(std::chrono::milliseconds delay)
-      : delay_(delay), acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
-    accept();
-    thread_ = std::thread([this] {
-      tid_ = static_cast<pid_t>(::gettid());
-      io_.run();
-    });
-  }
-  ~Receiver() {
-    io_.stop();
-    thread_.join();
-  }
-  int port() const { return acceptor_.local_endpoint().port(); }
-  uint64_t requests() const { return requests_.load(); }
-  uint64_t connections() const { return connections_.load(); }
-  // CPU seconds of the receiver's thread (utime + stime of its /proc task).
-  double cpu_seconds() const {
-    return tid_.load() > 0 ? task_cpu_seconds(::getpid(), tid_.load()) : 0;
-  }
-
- private:
-  struct Session : std::enable_shared_from_this<Session> {
-    Session(net::ip::tcp::socket s, Receiver& r)
-        : stream(std::move(s)), timer(stream.get_executor()), owner(r) {}
-    void read() {
-      request = {};
-      http::async_read(stream, buffer, request,
-                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                         if (ec) return;
-                         self->owner.requests_.fetch_add(1, std::memory_order_relaxed);
-                         if (self->owner.delay_.count() == 0) return self->write();
-                         self->timer.expires_after(self->owner.delay_);
-                         self->timer.async_wait([self](beast::error_code) { self->write(); });
-                       });
-    }
-    void write() {
-      response = {http::status::no_content, request.version()};
-      response.keep_alive(request.keep_alive());
-      http::async_write(stream, response,
-                        [self = shared_from_this()](beast::error_code ec, size_t) {
-                          if (!ec && self->response.keep_alive()) self->read();
-                        });
-    }
-    beast::tcp_stream stream;
-    net::steady_timer timer;
-    beast::flat_buffer buffer;
-    http::request<http::string_body> request;
-    http::response<http::empty_body> response;
-    Receiver& owner;
-  };
-
-  void accept() {
-    acceptor_.async_accept([this](beast::error_code ec, net::ip::tcp::socket s) {
-      if (!ec) {
-        connections_.fetch_add(1, std::memory_order_relaxed);
-        std::make_shared<Session>(std::move(s), *this)->read();
-      }
-      accept();
-    });
-  }
-
-  std::chrono::milliseconds delay_;
-  net::io_context io_;
-  net::ip::tcp::acceptor acceptor_;
-  std::atomic<uint64_t> requests_{0};
-  std::atomic<uint64_t> connections_{0};
-  std::atomic<pid_t> tid_{0};
-  std::thread thread_;
-};
-
-std::string url_of(const Receiver& r) { return fmt::format("http://127.0.0.1:{}/hook", r.port()); }
 
 // libcurl alone, with no host and no database: the packaged HTTP client's own cost per request
 // and the receiver's, on this machine. `threads` loops (as transfer_threads), each with its own
@@ -124,7 +54,7 @@ struct CurlFloor {
 
 // After a 500 ms warm-up (connections made), the requests completed over `seconds` and the
 // CPU they took: the whole machine's and the receiver thread's, per request.
-CurlFloor measure_window(const Receiver& receiver, const std::atomic<uint64_t>& done,
+CurlFloor measure_window(const LoopbackReceiver& receiver, const std::atomic<uint64_t>& done,
                          double seconds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const uint64_t done0 = done.load();
@@ -138,8 +68,8 @@ CurlFloor measure_window(const Receiver& receiver, const std::atomic<uint64_t>& 
   return CurlFloor{requests / elapsed, busy / requests, receiver_busy / requests};
 }
 
-CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, double seconds) {
-  const std::string url = url_of(receiver);
+CurlFloor curl_floor(const LoopbackReceiver& receiver, int threads, int in_flight, double seconds) {
+  const std::string url = receiver.url();
   static const std::string body = make_payload(100, 0);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0}, failed{0};
@@ -207,7 +137,8 @@ CurlFloor curl_floor(const Receiver& receiver, int threads, int in_flight, doubl
 // the same POST (100 B, the plugin's ten headers) as soon as the previous answer was read. How
 // far below libcurl a packaged client's cost per request goes on this machine. Any failed
 // request or status other than 204 fails the bench.
-CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, double seconds) {
+CurlFloor beast_floor(const LoopbackReceiver& receiver, int threads, int connections,
+                      double seconds) {
   static const std::string body = make_payload(100, 0);
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0}, failed{0};
@@ -286,6 +217,90 @@ CurlFloor beast_floor(const Receiver& receiver, int threads, int connections, do
   return measured;
 }
 
+// The floor of any HTTP/1.1 client here: no library, `threads` epoll loops with `connections`
+// keep-alive sockets each, every socket writing the same POST as one preformatted string (the
+// plugin's request: 100 B, its ten headers) as soon as the previous answer arrived, and reading
+// answers as bytes (each a 204 without a body, ended by its blank line). One send and one receive
+// a request on each side is what HTTP/1.1 without pipelining cannot go below; what this costs the
+// two cores (mostly the kernel's loopback TCP) bounds every client's delivery rate here.
+CurlFloor raw_floor(const LoopbackReceiver& receiver, int threads, int connections,
+                    double seconds) {
+  std::string request =
+      "POST /hook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "webhook-id: sqlstreams:bench:1234567\r\nwebhook-timestamp: 1796580000\r\n"
+      "sqlstreams-stream: bench\r\nsqlstreams-group: bench\r\nsqlstreams-message-id: "
+      "1234567\r\nsqlstreams-schema-version: 1\r\nsqlstreams-attempt: 1\r\n"
+      "sqlstreams-created-at: 1796580000000\r\n";
+  const std::string body = make_payload(100, 0);
+  request += fmt::format("Content-Length: {}\r\n\r\n", body.size()) + body;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> done{0}, failed{0};
+  auto loop = [&] {
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    std::vector<int> sockets;
+    std::vector<std::string> pending(static_cast<size_t>(connections));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(receiver.port()));
+    for (int c = 0; c < connections; ++c) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+              static_cast<ssize_t>(request.size())) {
+        failed.fetch_add(1);
+        ::close(fd);
+        continue;
+      }
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = static_cast<uint32_t>(sockets.size());
+      ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+      sockets.push_back(fd);
+    }
+    epoll_event events[256];
+    char chunk[16384];
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int ready = ::epoll_wait(ep, events, 256, 100);
+      for (int i = 0; i < ready; ++i) {
+        const uint32_t k = events[i].data.u32;
+        const ssize_t n = ::recv(sockets[k], chunk, sizeof chunk, 0);
+        if (n <= 0) {
+          failed.fetch_add(1);
+          ::epoll_ctl(ep, EPOLL_CTL_DEL, sockets[k], nullptr);
+          continue;
+        }
+        std::string& in = pending[k];
+        in.append(chunk, static_cast<size_t>(n));
+        size_t at = 0;
+        for (size_t end; (end = in.find("\r\n\r\n", at)) != std::string::npos; at = end + 4) {
+          if (in.compare(at, 12, "HTTP/1.1 204") != 0) failed.fetch_add(1);
+          done.fetch_add(1, std::memory_order_relaxed);
+          if (::send(sockets[k], request.data(), request.size(), MSG_NOSIGNAL) !=
+              static_cast<ssize_t>(request.size())) {
+            failed.fetch_add(1);
+          }
+        }
+        in.erase(0, at);
+      }
+    }
+    for (int fd : sockets) ::close(fd);
+    ::close(ep);
+  };
+  std::vector<std::thread> loops;
+  for (int i = 0; i < threads; ++i) loops.emplace_back(loop);
+  const CurlFloor measured = measure_window(receiver, done, seconds);
+  stop = true;
+  for (auto& t : loops) t.join();
+  if (failed.load() > 0) {
+    throw std::runtime_error(
+        fmt::format("raw floor: {} of {} requests failed", failed.load(), done.load()));
+  }
+  return measured;
+}
+
 // The better of 32 and 250 requests in flight per loop for one client (`measure(k)`).
 CurlFloor best_floor(const char* client, const std::function<CurlFloor(int)>& measure) {
   CurlFloor best;
@@ -307,11 +322,11 @@ std::vector<Row> run_http(Db& db, const Options& o) {
   const int64_t n = o.http_backlog;
   std::vector<Row> rows;
   {
-    Receiver slow(std::chrono::milliseconds(50));
+    BeastReceiver slow(std::chrono::milliseconds(50));
     constexpr int kInFlight = 4000;
-    const AsyncDrained d = drain_async(
-        db, "http-50ms", n, "http.so", "http",
-        fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(slow)), kInFlight);
+    const AsyncDrained d =
+        drain_async(db, "http-50ms", n, "http.so", "http",
+                    fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", slow.url()), kInFlight);
     const bool met = d.rate >= 10'000 && d.peak >= 1'000;
     rows.push_back(Row{
         "11 http",
@@ -325,22 +340,43 @@ std::vector<Row> run_http(Db& db, const Options& o) {
   }
   {
     constexpr int kInFlight = 1000;
-    Receiver quick(std::chrono::milliseconds(0));
-    const AsyncDrained h = drain_async(
-        db, "http-0ms", n, "http.so", "http",
-        fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", url_of(quick)), kInFlight);
+    // The goal row's receiver is the minimal one (http_receivers.hpp); the same drain to the
+    // Beast receiver (the row's receiver until 2026-12-07) follows it, for comparison.
+    MinimalReceiver quick;
+    const AsyncDrained h =
+        drain_async(db, "http-0ms", n, "http.so", "http",
+                    fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", quick.url()), kInFlight);
     const AsyncDrained noop = drain_async(db, "async-noop", n, "async_io.so", "timer-io",
                                           R"({"delay_ms": 0})", kInFlight);
+    BeastReceiver beast_receiver(std::chrono::milliseconds(0));
+    const AsyncDrained hb = drain_async(
+        db, "http-0ms-beast", n, "http.so", "http",
+        fmt::format(R"({{"url": "{}", "timeout_ms": 20000}})", beast_receiver.url()), kInFlight);
     const double ratio = h.rate / noop.rate;
     rows.push_back(
         Row{"11 http",
-            fmt::format("same, receiver answering at once, max_in_flight {} — vs async_io.so "
-                        "`timer-io` (delay 0) on the same backlog",
+            fmt::format("same, a minimal receiver (one epoll loop) answering at once, "
+                        "max_in_flight {} — vs async_io.so `timer-io` (delay 0) on the same "
+                        "backlog; CPU per message",
                         kInFlight),
-            fmt::format("{} ({} connections)", rate(h.rate),
-                        grouped(static_cast<double>(quick.connections()))),
-            rate(noop.rate), fmt_ratio(ratio),
+            fmt::format("{} ({} connections; {:.1f} µs, of which the receiver {:.1f})",
+                        rate(h.rate), grouped(static_cast<double>(quick.connections())),
+                        h.cpu_seconds_per_message * 1e6,
+                        quick.cpu_seconds() /
+                            static_cast<double>(std::max<uint64_t>(1, quick.requests())) * 1e6),
+            fmt::format("{} ({:.1f} µs)", rate(noop.rate), noop.cpu_seconds_per_message * 1e6),
+            fmt_ratio(ratio),
             fmt::format("≥ 0.3× the async no-op: {}", ratio >= 0.3 ? "MET" : "MISSED")});
+    rows.push_back(
+        Row{"11 http",
+            "the same drain to the Boost.Beast receiver (one thread; the row's receiver until "
+            "2026-12-07); CPU per message",
+            fmt::format("{} ({:.1f} µs, of which the receiver {:.1f})", rate(hb.rate),
+                        hb.cpu_seconds_per_message * 1e6,
+                        beast_receiver.cpu_seconds() /
+                            static_cast<double>(std::max<uint64_t>(1, beast_receiver.requests())) *
+                            1e6),
+            rate(noop.rate), fmt_ratio(hb.rate / noop.rate), ""});
     // The ceiling the client library sets on that ratio. The best of two in-flight depths.
     const double window = o.quick ? 1.0 : 3.0;
     const CurlFloor floor =
@@ -380,13 +416,27 @@ std::vector<Row> run_http(Db& db, const Options& o) {
             fmt::format("with this client: {}", beast_ceiling >= 0.3 * noop.rate
                                                     ? "≥ 0.3, the goal is reachable"
                                                     : "< 0.3, the goal is out of reach")});
+    const CurlFloor raw =
+        best_floor("raw sockets", [&](int k) { return raw_floor(quick, 2, k, window); });
+    const double raw_ceiling = cores / (raw.cpu_seconds_per_request + noop.cpu_seconds_per_message);
+    rows.push_back(Row{
+        "11 http",
+        "no client library: 2 epoll loops × the better of 32 / 250 keep-alive sockets writing the "
+        "plugin's request as one preformatted string, same receiver; the ceiling of any HTTP/1.1 "
+        "delivery without pipelining (one send and one receive a request on each side)",
+        fmt::format("{} ({:.1f} µs CPU per request, of which the receiver {:.1f})", rate(raw.rate),
+                    raw.cpu_seconds_per_request * 1e6, raw.receiver_seconds_per_request * 1e6),
+        fmt::format("ceiling {}", rate(raw_ceiling)), fmt_ratio(raw_ceiling / noop.rate),
+        fmt::format("any HTTP/1.1 client: {}", raw_ceiling >= 0.3 * noop.rate
+                                                   ? "≥ 0.3, the goal is reachable"
+                                                   : "< 0.3, the goal is out of reach")});
   }
   {
     constexpr int kInFlight = 4000;
-    Receiver quick(std::chrono::milliseconds(0));
+    BeastReceiver quick(std::chrono::milliseconds(0));
     const AsyncDrained b = drain_async(
         db, "http-batch", n, "http.so", "http",
-        fmt::format(R"({{"url": "{}", "timeout_ms": 20000, "batch_max": 100}})", url_of(quick)),
+        fmt::format(R"({{"url": "{}", "timeout_ms": 20000, "batch_max": 100}})", quick.url()),
         kInFlight);
     rows.push_back(
         Row{"11 http",
