@@ -56,7 +56,8 @@ size_t frame(std::string_view in, bool& close) {
     if (starts("content-length:")) {
       size_t i = 15;
       while (i < rest.size() && rest[i] == ' ') ++i;
-      while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9') length = length * 10 + (rest[i++] - '0');
+      while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9')
+        length = length * 10 + (rest[i++] - '0');
     } else if (starts("transfer-encoding:")) {
       throw std::runtime_error("minimal receiver: a chunked request (the plugin sends none)");
     } else if (starts("connection: close")) {

@@ -32,9 +32,10 @@ void add_header(std::string& lines, std::string_view name, std::string_view valu
 std::string request_target(const Endpoint& endpoint, bool through_proxy);
 
 // "METHOD target HTTP/1.1", Host, `header_lines` and `more_lines` (add_header's) and
-// Content-Length, then the blank line.
+// Content-Length, then the blank line; built in `header_lines`' buffer (no allocation when it has
+// room for the rest, as the plugin reserves it).
 std::string request_head(const Endpoint& endpoint, std::string_view target, std::string_view method,
-                         std::string_view header_lines, size_t body_bytes,
+                         std::string header_lines, size_t body_bytes,
                          std::string_view more_lines = {});
 
 // "host:port" of the endpoint, an IPv6 address in brackets: what CONNECT names.
