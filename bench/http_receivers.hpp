@@ -4,9 +4,10 @@
 //   a delay (the 50 ms row);
 // - MinimalReceiver: one epoll loop that only frames requests (head, Content-Length) and writes
 //   the fixed answer, every complete request of one read answered with one write. It costs the
-//   shared two cores about a third of what the Beast receiver costs per request, so that the
-//   immediate row measures the delivery rather than the receiver (a deployment's receiver runs
-//   elsewhere): bench/results/README.md "A receiver that costs less than the client".
+//   shared two cores about half what the Beast receiver does (~11 against ~20 µs a request), so
+//   that the immediate row measures the delivery rather than the receiver (a deployment's
+//   receiver runs elsewhere): bench/results/README.md "A receiver that costs less than the
+//   client".
 // Threading: constructed and destroyed on the bench's thread; the counters are atomics read from
 // any thread; cpu_seconds() reads the receiver thread's /proc task.
 #pragma once
