@@ -135,9 +135,9 @@ class HttpDelivery : public sqlstreams::AsyncTypedHandler<std::string_view> {
   std::string headers(const std::string& id, const std::string& body) const {
     const int64_t now = unix_now_s();
     std::string h;
-    // Room for the lines below and the request line, Host and Content-Length that request_head()
-    // adds in this buffer.
-    h.reserve(640);
+    // Room for the lines below, the request line, Host and Content-Length that request_head()
+    // adds in this buffer, and the body, which Dispatcher::submit appends to it.
+    h.reserve(640 + body.size());
     add_header(h, "Content-Type", "application/json");
     add_header(h, "webhook-id", id);
     add_header(h, "webhook-timestamp", std::to_string(now));
