@@ -218,7 +218,10 @@ void MinimalReceiver::run() {
     if (ready < 0) fail("epoll_wait");
     for (int i = 0; i < ready; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == wake_) return;
+      if (fd == wake_) {
+        for (const auto& entry : connections) ::close(entry.first);
+        return;
+      }
       if (fd == listener_) {
         for (;;) {
           const int s = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
