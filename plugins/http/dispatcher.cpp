@@ -128,7 +128,7 @@ std::string reason_text(beast::string_view reason) {
 
 struct Transfer {
   Request request;
-  std::string head;  // request_head(): the request line and headers
+  std::string head;  // request_head(): the request line and headers, then the body if it fitted
   std::unique_ptr<Connection> conn;
   bool reused = false;     // conn came from the idle connections
   bool resent = false;     // already sent once more on a new connection
