@@ -427,6 +427,13 @@ TEST(Dispatcher, ARequestGoesToTheLoopWithTheFewestInFlight) {
     d.submit(std::move(r));
   };
   submit("\"hang\"");  // held by the receiver: its loop has one request in flight throughout
+  // Received (its connection accepted) before the others start, so that the count below never
+  // misses it while the receiver's acceptor lags under load.
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       server.heads().empty() && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(server.heads().size(), 1u) << "the held request never arrived";
   for (int i = 0; i < 10; ++i) {
     submit("{}");
     std::unique_lock<std::mutex> lock(mu);
