@@ -147,9 +147,10 @@ else
   ctest --preset "$preset" -j"$jobs" --timeout 600 "$@" || status=$?
   phase "tests ($preset)"
 fi
-# At the very end of a failed run, each failed test's failure lines again (gtest's "Failure" and
-# the 15 lines after it, where the message a test streams into its assertion begins; sanitizer and
-# timeout lines), so that the tail of a long CI log says why.
+# At the very end of a failed run, each failed test's failure lines again, so that the tail of a
+# long CI log says why: each gtest "Failure" (or sanitizer / timeout line) with the 3 lines after it
+# (where, actual, expected) and the last 14 lines of what the assertion streamed (a host log's
+# tail: where a hang or a crash shows). A host's JSON log line is shortened to its time and msg.
 failure_digest() {
   [[ "$status" != 0 ]] || return 0
   echo "== failures (from each lane's LastTest.log; the whole output is above)"
@@ -159,12 +160,33 @@ failure_digest() {
     "build/tsan/tsan-job/Testing/Temporary/LastTest.log"; do
     [[ -f "$log" ]] || continue
     awk '
-      /^[0-9]+\/[0-9]+ Test: / { name = $3; n = 0; keep = ""; after = 0; next }
-      /^Test Failed\./ { if (name != "") printf "-- %s\n%s", name, keep; name = ""; next }
+      function compact(s,   at) {
+        if (s ~ /^ *\{"ts":"/ && (at = index(s, "\"msg\":\"")) > 0) {
+          s = substr(s, index(s, "T") + 1, 12) " " substr(s, at + 7)
+          sub(/"\}$/, "", s)
+        }
+        return "   " substr(s, 1, 240) "\n"
+      }
+      function flush(   i) {
+        if (!open) return
+        if (skipped > 0) block = block "   ... (" skipped " lines)\n"
+        for (i = ring_n - kept + 1; i <= ring_n; i++) block = block ring[i % 14]
+        keep = keep block; open = 0; block = ""; ring_n = 0; kept = 0; skipped = 0
+      }
+      /^[0-9]+\/[0-9]+ Test: / { name = $3; keep = ""; open = 0; blocks = 0; next }
+      /^Test Failed\./ { flush(); if (name != "") printf "-- %s\n%s", name, keep; name = ""; next }
       /^Test Passed\./ { name = ""; next }
-      name != "" && n < 80 {
-        if ($0 ~ /Failure$|: Failure|ERROR: |Timeout|timed out|runtime error|SUMMARY: /) after = 16
-        if (after > 0) { keep = keep "   " substr($0, 1, 300) "\n"; after--; n++ }
+      name == "" { next }
+      /Failure$|: Failure|ERROR: |Timeout|timed out|runtime error|SUMMARY: / {
+        flush()
+        if (++blocks > 4) next
+        open = 1; head = 1; block = compact($0); next
+      }
+      /^\[  FAILED  \]|^\[       OK \]/ { flush(); next }
+      open && head < 4 { block = block compact($0); head++; next }
+      open {
+        ring[++ring_n % 14] = compact($0)
+        if (kept < 14) kept++; else skipped++
       }' "$log"
   done
 }

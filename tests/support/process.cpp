@@ -239,4 +239,28 @@ std::string thread_report(pid_t pid) {
   return out.str();
 }
 
+std::string process_summary(ChildProcess& child) {
+  if (auto code = child.wait(std::chrono::milliseconds(0))) {
+    return "pid " + std::to_string(child.pid()) + " exited with " + std::to_string(*code);
+  }
+  const std::string dir =
+      "/proc/" + std::to_string(child.pid()) + "/task/" + std::to_string(child.pid());
+  const std::string stat = read_proc_file(dir + "/stat").value_or("");
+  const auto paren = stat.rfind(')');
+  std::string out =
+      "pid " + std::to_string(child.pid()) + " running, main thread " +
+      (paren != std::string::npos && paren + 2 < stat.size() ? stat.substr(paren + 2, 1) : "?") +
+      " " + read_proc_file(dir + "/wchan").value_or("?") + ", children:";
+  std::istringstream children(read_proc_file(dir + "/children").value_or(""));
+  std::string pid;
+  int n = 0;
+  while (children >> pid) {
+    std::string cmdline = read_proc_file("/proc/" + pid + "/cmdline").value_or("?");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    out += " [" + pid + " " + cmdline.substr(0, 120) + "]";
+    ++n;
+  }
+  return n == 0 ? out + " none" : out;
+}
+
 }  // namespace sqlstreams::testing

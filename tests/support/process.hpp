@@ -68,4 +68,10 @@ std::optional<std::string> read_proc_file(const std::string& path);
 // (at most 30 s). Evaluate it in the failure branch only (gtest's `<<` after an EXPECT is).
 std::string thread_report(pid_t pid);
 
+// One line for a failure message about a child that did not do what was awaited: "exited with
+// N", or its main thread's state and kernel wait channel and its own children (pid and command
+// line: a host's load-probe or handler child), short enough to stay in the CI digest beside a
+// log's tail.
+std::string process_summary(ChildProcess& child);
+
 }  // namespace sqlstreams::testing
