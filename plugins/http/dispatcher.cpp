@@ -126,6 +126,8 @@ std::string reason_text(beast::string_view reason) {
 
 }  // namespace
 
+struct Pipe;
+
 struct Transfer {
   Request request;
   std::string head;  // request_head(): the request line and headers, then the body if it fitted
@@ -137,7 +139,24 @@ struct Transfer {
   Clock::time_point deadline;
   std::list<std::shared_ptr<Transfer>>::iterator in_flight;  // in its loop's in_flight_
   std::optional<http::response_parser<CappedBody>> parser;
-  std::optional<http::response_parser<http::empty_body>> tunnel_answer;  // a proxy's, to CONNECT
+  std::shared_ptr<Pipe> pipe;  // pipeline_depth > 1: the connection carrying it, until its answer
+};
+
+// pipeline_depth > 1: one keep-alive connection carrying up to that many requests at once
+// (HTTP/1.1 pipelining, RFC 9112 9.3.2): the requests queued on it are written back to back in
+// one write, and the answers are read in the order the requests were written.
+struct Pipe {
+  std::unique_ptr<Connection> conn;
+  bool ready = false;    // connected (tunnelled, handshaken): requests can be written
+  bool broken = false;   // failed or closed: carries nothing more (its handlers return)
+  bool carried = false;  // answered a request: the peer may close it between two of them
+  bool writing = false;
+  bool reading = false;
+  bool flush = false;                              // in take_submitted's list of pipes to write
+  std::deque<std::shared_ptr<Transfer>> queued;    // not written yet
+  std::deque<std::shared_ptr<Transfer>> awaiting;  // written, in answer order
+  Clock::time_point idle_since;
+  size_t count() const { return queued.size() + awaiting.size(); }
 };
 
 // Where a loop connects: the URL's host, or the forward proxy that carries its requests.
@@ -164,7 +183,8 @@ class TransferLoop {
         work_(net::make_work_guard(io_)),
         resolver_(io_),
         deadline_timer_(io_),
-        idle_timer_(io_) {
+        idle_timer_(io_),
+        pipe_idle_timer_(io_) {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "http-transfer");  // as top -H shows it
       io_.run();
@@ -176,6 +196,9 @@ class TransferLoop {
     io_.stop();
     thread_.join();
     idle_.clear();
+    for (auto& p : pipes_) p->queued.clear(), p->awaiting.clear();
+    pipes_.clear();
+    waiting_for_address_.clear();
     in_flight_.clear();  // each `done` still held is destroyed uncalled
   }
 
@@ -201,6 +224,17 @@ class TransferLoop {
       batch.swap(submitted_);
     }
     const Clock::time_point now = Clock::now();
+    if (settings_.pipeline_depth > 1) {
+      for (auto& t : batch) {
+        t->deadline = now + std::chrono::milliseconds(settings_.timeout_ms);
+        in_flight_.push_back(t);
+        t->in_flight = std::prev(in_flight_.end());
+        arm_deadline();
+        enqueue(std::move(t), now);
+      }
+      flush_pipes();
+      return;
+    }
     for (auto& t : batch) {
       t->deadline = now + std::chrono::milliseconds(settings_.timeout_ms);
       in_flight_.push_back(t);
@@ -244,11 +278,16 @@ class TransferLoop {
   // its pending operation then completes and fail() answers "no answer within".
   void time_out_overdue() {
     const Clock::time_point now = Clock::now();
-    for (auto it = in_flight_.begin(); it != in_flight_.end() && (*it)->deadline <= now;) {
-      const std::shared_ptr<Transfer> t = *it++;  // fail() below erases t from in_flight_
-      if (t->timed_out) continue;
-      t->timed_out = true;
-      if (t->conn) {
+    std::vector<std::shared_ptr<Transfer>> overdue;  // first all: a pipe's end finishes several
+    for (auto it = in_flight_.begin(); it != in_flight_.end() && (*it)->deadline <= now; ++it) {
+      if (!(*it)->timed_out) overdue.push_back(*it);
+    }
+    for (auto& t : overdue) t->timed_out = true;
+    for (auto& t : overdue) {
+      if (t->finished) continue;
+      if (t->pipe) {
+        end_pipe(t->pipe, "");  // each of its requests not overdue is sent again
+      } else if (t->conn) {
         beast::error_code ignored;
         t->conn->tcp().socket().close(ignored);
       } else {
@@ -273,113 +312,128 @@ class TransferLoop {
     });
   }
 
-  void connect(std::shared_ptr<Transfer> t) {
+  // Calls `then` with "" once the peer's address is known (resolved at most every
+  // kResolvedFor), or with the error.
+  void with_address(std::function<void(const std::string&)> then) {
     if (!resolved_.empty() && Clock::now() - resolved_at_ < kResolvedFor) {
-      open(std::move(t));
+      then("");
       return;
     }
-    waiting_for_address_.push_back(std::move(t));
+    waiting_for_address_.push_back(std::move(then));
     if (resolving_) return;
     resolving_ = true;
     resolver_.async_resolve(
         route_.peer().host, route_.peer().port,
         [this](const beast::error_code& ec, tcp::resolver::results_type results) {
           resolving_ = false;
-          std::vector<std::shared_ptr<Transfer>> waiting;
+          std::vector<std::function<void(const std::string&)>> waiting;
           waiting.swap(waiting_for_address_);
           if (!ec) {
             resolved_ = std::move(results);
             resolved_at_ = Clock::now();
           }
-          for (auto& w : waiting) {
-            if (w->finished) continue;
-            if (ec) {
-              fail(w, with_reason("cannot resolve " + route_.peer().host +
-                                      (route_.proxy ? " (the proxy)" : ""),
-                                  ec));
-            } else {
-              open(std::move(w));
-            }
-          }
+          const std::string error = ec ? with_reason("cannot resolve " + route_.peer().host +
+                                                         (route_.proxy ? " (the proxy)" : ""),
+                                                     ec)
+                                       : "";
+          for (auto& w : waiting) w(error);
         });
   }
 
-  void open(std::shared_ptr<Transfer> t) {
-    t->conn = std::make_unique<Connection>(io_, tls_);
-    t->reused = false;
-    beast::tcp_stream& stream = t->conn->tcp();
-    stream.expires_at(std::min(
-        t->deadline, Clock::now() + std::chrono::milliseconds(settings_.connect_timeout_ms)));
-    stream.async_connect(resolved_, [this, t](const beast::error_code& ec, const tcp::endpoint&) {
+  void connect(std::shared_ptr<Transfer> t) {
+    with_address([this, t](const std::string& error) {
+      if (t->finished) return;
+      if (!error.empty()) {
+        fail(t, error);
+        return;
+      }
+      t->conn = std::make_unique<Connection>(io_, tls_);
+      t->reused = false;
+      establish(*t->conn, t, t->deadline, [this, t](const std::string& failed) {
+        if (failed.empty()) {
+          send(t);
+        } else {
+          fail(t, failed);
+        }
+      });
+    });
+  }
+
+  // Connects `c` (then opens the proxy's tunnel and does the TLS handshake when the route needs
+  // them) and calls `then` with "" or the error. `owner` keeps `c` alive until then.
+  using Then = std::function<void(const std::string&)>;
+  void establish(Connection& c, std::shared_ptr<void> owner, Clock::time_point deadline,
+                 Then then) {
+    beast::tcp_stream& stream = c.tcp();
+    stream.expires_at(
+        std::min(deadline, Clock::now() + std::chrono::milliseconds(settings_.connect_timeout_ms)));
+    stream.async_connect(resolved_, [this, &c, owner, then = std::move(then)](
+                                        const beast::error_code& ec, const tcp::endpoint&) {
       if (ec) {
-        fail(t, ec == beast::error::timeout
-                    ? "cannot connect to " + route_.peer_name() + " within " +
-                          std::to_string(settings_.connect_timeout_ms) + " ms"
-                    : with_reason("cannot connect to " + route_.peer_name(), ec));
+        then(ec == beast::error::timeout
+                 ? "cannot connect to " + route_.peer_name() + " within " +
+                       std::to_string(settings_.connect_timeout_ms) + " ms"
+                 : with_reason("cannot connect to " + route_.peer_name(), ec));
         return;
       }
       beast::error_code ignored;
-      t->conn->tcp().socket().set_option(tcp::no_delay(true), ignored);
-      if (t->conn->tls() == nullptr) {
-        t->conn->tcp().expires_never();
-        send(t);
-        return;
-      }
-      if (route_.connect_head.empty()) {
-        handshake(t);
+      c.tcp().socket().set_option(tcp::no_delay(true), ignored);
+      if (c.tls() == nullptr) {
+        c.tcp().expires_never();
+        then("");
+      } else if (route_.connect_head.empty()) {
+        handshake(c, owner, then);
       } else {
-        tunnel(t);
+        tunnel(c, owner, then);
       }
     });
   }
 
   // Asks the proxy for a tunnel to the URL's host (CONNECT); the TLS handshake then goes through
   // it. The connect timeout still runs: it bounds the proxy's answer too.
-  void tunnel(const std::shared_ptr<Transfer>& t) {
+  void tunnel(Connection& c, const std::shared_ptr<void>& owner, const Then& then) {
     net::async_write(
-        t->conn->tcp(), net::buffer(route_.connect_head),
-        [this, t](const beast::error_code& ec, size_t) {
+        c.tcp(), net::buffer(route_.connect_head),
+        [this, &c, owner, then](const beast::error_code& ec, size_t) {
           if (ec) {
-            fail(t, ec == beast::error::timeout
-                        ? "no answer from " + route_.peer_name() + " to CONNECT within " +
-                              std::to_string(settings_.connect_timeout_ms) + " ms"
-                        : with_reason("sending CONNECT to " + route_.peer_name() + " failed", ec));
+            then(ec == beast::error::timeout
+                     ? "no answer from " + route_.peer_name() + " to CONNECT within " +
+                           std::to_string(settings_.connect_timeout_ms) + " ms"
+                     : with_reason("sending CONNECT to " + route_.peer_name() + " failed", ec));
             return;
           }
-          t->tunnel_answer.emplace();
-          t->tunnel_answer->header_limit(16 * 1024);
-          t->tunnel_answer->skip(true);  // a CONNECT's answer has no body (RFC 9110 9.3.6)
+          auto answer = std::make_shared<http::response_parser<http::empty_body>>();
+          answer->header_limit(16 * 1024);
+          answer->skip(true);  // a CONNECT's answer has no body (RFC 9110 9.3.6)
           http::async_read(
-              t->conn->tcp(), t->conn->buffer, *t->tunnel_answer,
-              [this, t](const beast::error_code& read_ec, size_t) {
+              c.tcp(), c.buffer, *answer,
+              [this, &c, owner, then, answer](const beast::error_code& read_ec, size_t) {
                 if (read_ec) {
-                  fail(t, read_ec == beast::error::timeout
-                              ? "no answer from " + route_.peer_name() + " to CONNECT within " +
-                                    std::to_string(settings_.connect_timeout_ms) + " ms"
-                              : with_reason("no answer from " + route_.peer_name() + " to CONNECT",
-                                            read_ec));
+                  then(read_ec == beast::error::timeout
+                           ? "no answer from " + route_.peer_name() + " to CONNECT within " +
+                                 std::to_string(settings_.connect_timeout_ms) + " ms"
+                           : with_reason("no answer from " + route_.peer_name() + " to CONNECT",
+                                         read_ec));
                   return;
                 }
-                const auto& answer = t->tunnel_answer->get();
-                const unsigned status = answer.result_int();
+                const unsigned status = answer->get().result_int();
                 if (status < 200 || status > 299) {
-                  fail(t, route_.peer_name() + " refused CONNECT to " + host_and_port(endpoint_) +
-                              ": " + std::to_string(status) + " " + reason_text(answer.reason()) +
-                              (status == 407 ? " (check proxy_credentials_file)" : ""));
+                  then(route_.peer_name() + " refused CONNECT to " + host_and_port(endpoint_) +
+                       ": " + std::to_string(status) + " " + reason_text(answer->get().reason()) +
+                       (status == 407 ? " (check proxy_credentials_file)" : ""));
                   return;
                 }
-                t->tunnel_answer.reset();
-                if (t->conn->buffer.size() != 0) {  // bytes before our ClientHello: not a tunnel
-                  fail(t, route_.peer_name() + " sent bytes after its answer to CONNECT");
+                if (c.buffer.size() != 0) {  // bytes before our ClientHello: not a tunnel
+                  then(route_.peer_name() + " sent bytes after its answer to CONNECT");
                   return;
                 }
-                handshake(t);
+                handshake(c, owner, then);
               });
         });
   }
 
-  void handshake(const std::shared_ptr<Transfer>& t) {
-    auto& stream = *t->conn->tls();
+  void handshake(Connection& c, const std::shared_ptr<void>& owner, const Then& then) {
+    auto& stream = *c.tls();
     beast::error_code not_an_address;
     (void)net::ip::make_address(endpoint_.host, not_an_address);
     if (not_an_address) {  // a name: tell the server which certificate (SNI)
@@ -387,17 +441,18 @@ class TransferLoop {
     }
     if (settings_.tls_verify)
       stream.set_verify_callback(net::ssl::host_name_verification(endpoint_.host));
-    stream.async_handshake(net::ssl::stream_base::client, [this, t](const beast::error_code& ec) {
-      if (ec) {
-        fail(t, ec == beast::error::timeout
-                    ? "TLS handshake with " + endpoint_.host_header + " not done within " +
-                          std::to_string(settings_.connect_timeout_ms) + " ms"
-                    : with_reason("TLS handshake with " + endpoint_.host_header + " failed", ec));
-        return;
-      }
-      t->conn->tcp().expires_never();
-      send(t);
-    });
+    stream.async_handshake(
+        net::ssl::stream_base::client, [this, &c, owner, then](const beast::error_code& ec) {
+          if (ec) {
+            then(ec == beast::error::timeout
+                     ? "TLS handshake with " + endpoint_.host_header + " not done within " +
+                           std::to_string(settings_.connect_timeout_ms) + " ms"
+                     : with_reason("TLS handshake with " + endpoint_.host_header + " failed", ec));
+            return;
+          }
+          c.tcp().expires_never();
+          then("");
+        });
   }
 
   void send(std::shared_ptr<Transfer> t) {
@@ -414,13 +469,17 @@ class TransferLoop {
     });
   }
 
-  void read(const std::shared_ptr<Transfer>& t) {
-    t->parser.emplace();
-    t->parser->header_limit(64 * 1024);
+  void start_parser(Transfer& t) {
+    t.parser.emplace();
+    t.parser->header_limit(64 * 1024);
     // No limit: CappedBody keeps what fits and drops the rest. (Not boost::none: Boost 1.74's
     // parser compares a Content-Length against the optional and fails every body with it.)
-    t->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-    t->parser->get().body().cap = settings_.answer_body_bytes();
+    t.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+    t.parser->get().body().cap = settings_.answer_body_bytes();
+  }
+
+  void read(const std::shared_ptr<Transfer>& t) {
+    start_parser(*t);
     t->conn->with_stream([&](auto& stream) {
       http::async_read(stream, t->conn->buffer, *t->parser,
                        [this, t](const beast::error_code& ec, size_t) {
@@ -445,24 +504,40 @@ class TransferLoop {
     return true;
   }
 
-  void answered(const std::shared_ptr<Transfer>& t) {
+  // The answer a final response gives `t`'s request (its parser's message, moved from). A 407
+  // from the proxy of a plain request is the proxy's, not the receiver's: a transport error
+  // (RETRY), never a TERMINAL.
+  Answer answer_of(const std::shared_ptr<Transfer>& t) {
     auto& message = t->parser->get();
-    if (message.result_int() >= 100 && message.result_int() < 200) {
-      read(t);  // an interim answer (100 Continue, 103 Early Hints): the final one follows
-      return;
-    }
-    if (message.result_int() == 407 && route_.proxy && !endpoint_.tls) {
-      // The proxy's answer, not the receiver's: a transport error (RETRY), never a TERMINAL.
-      fail(t, route_.peer_name() + " refused the request: 407 " + reason_text(message.reason()) +
-                  " (check proxy_credentials_file)");
-      return;
-    }
     Answer answer;
+    if (message.result_int() == 407 && route_.proxy && !endpoint_.tls) {
+      answer.transport_error = route_.peer_name() + " refused the request: 407 " +
+                               reason_text(message.reason()) + " (check proxy_credentials_file)";
+      return answer;
+    }
     answer.status = static_cast<int>(message.result_int());
     if (auto it = message.find("Retry-After"); it != message.end()) {
       answer.retry_after = std::string(it->value().substr(0, 128));
     }
     answer.body = std::move(message.body().text);
+    return answer;
+  }
+
+  static bool interim(const std::shared_ptr<Transfer>& t) {
+    const unsigned status = t->parser->get().result_int();
+    return status >= 100 && status < 200;  // 100 Continue, 103 Early Hints: the final one follows
+  }
+
+  void answered(const std::shared_ptr<Transfer>& t) {
+    if (interim(t)) {
+      read(t);
+      return;
+    }
+    Answer answer = answer_of(t);
+    if (!answer.transport_error.empty()) {
+      fail(t, std::move(answer.transport_error));
+      return;
+    }
     const bool keep = t->parser->keep_alive() && t->conn->buffer.size() == 0 &&
                       idle_.size() < kMaxIdleConnections && !t->timed_out;
     t->parser.reset();
@@ -472,6 +547,218 @@ class TransferLoop {
       arm_idle_close();
     }
     done(t, std::move(answer));
+  }
+
+  // Pipelining (pipeline_depth > 1), below. A request goes on the pipe that last took one when
+  // it has room (so that requests submitted together are written together), else on any pipe
+  // with room, else on a new one.
+  void enqueue(std::shared_ptr<Transfer> t, Clock::time_point now) {
+    std::shared_ptr<Pipe> pipe = pipe_with_room(now);
+    if (!pipe) pipe = open_pipe(t->deadline);
+    put(std::move(t), pipe);
+  }
+
+  void put(std::shared_ptr<Transfer> t, const std::shared_ptr<Pipe>& pipe) {
+    t->pipe = pipe;
+    pipe->queued.push_back(std::move(t));
+    if (!pipe->flush) {
+      pipe->flush = true;
+      to_flush_.push_back(pipe);
+    }
+  }
+
+  std::shared_ptr<Pipe> pipe_with_room(Clock::time_point now) {
+    const auto depth = static_cast<size_t>(settings_.pipeline_depth);
+    if (last_pipe_ && !last_pipe_->broken && last_pipe_->count() < depth) return last_pipe_;
+    for (auto it = pipes_.begin(); it != pipes_.end();) {
+      const std::shared_ptr<Pipe> p = *it++;  // end_pipe() erases p
+      if (p->count() >= depth) continue;
+      // Idle for a while: the peer may have closed it meanwhile (one non-blocking peek).
+      if (p->count() == 0 && p->ready && now - p->idle_since >= kCheckIdleAfter &&
+          !p->conn->still_open()) {
+        end_pipe(p, "");
+        continue;
+      }
+      return last_pipe_ = p;
+    }
+    return nullptr;
+  }
+
+  std::shared_ptr<Pipe> open_pipe(Clock::time_point deadline) {
+    auto pipe = std::make_shared<Pipe>();
+    pipe->conn = std::make_unique<Connection>(io_, tls_);
+    pipes_.push_back(pipe);
+    last_pipe_ = pipe;
+    with_address([this, pipe, deadline](const std::string& error) {
+      if (pipe->broken) return;
+      if (!error.empty()) {
+        end_pipe(pipe, error);
+        return;
+      }
+      establish(*pipe->conn, pipe, deadline, [this, pipe](const std::string& failed) {
+        if (pipe->broken) return;
+        if (!failed.empty()) {
+          end_pipe(pipe, failed);
+          return;
+        }
+        pipe->ready = true;
+        pump(pipe);
+      });
+    });
+    return pipe;
+  }
+
+  void flush_pipes() {
+    std::vector<std::shared_ptr<Pipe>> pipes;
+    pipes.swap(to_flush_);
+    for (auto& p : pipes) {
+      p->flush = false;
+      pump(p);
+    }
+  }
+
+  // Writes what is queued (one write for all of it) and reads the next answer, unless a write or
+  // a read is already under way.
+  void pump(const std::shared_ptr<Pipe>& pipe) {
+    if (pipe->broken || !pipe->ready) return;
+    if (!pipe->writing && !pipe->queued.empty()) write_pipe(pipe);
+    if (!pipe->reading && !pipe->awaiting.empty()) read_pipe(pipe);
+  }
+
+  void write_pipe(const std::shared_ptr<Pipe>& pipe) {
+    auto bytes = std::make_shared<std::vector<net::const_buffer>>();
+    bytes->reserve(pipe->queued.size() * 2);
+    for (auto& t : pipe->queued) {
+      bytes->push_back(net::buffer(t->head));
+      if (!t->request.body.empty()) bytes->push_back(net::buffer(t->request.body));
+      pipe->awaiting.push_back(std::move(t));  // each stays alive there while it is written
+    }
+    pipe->queued.clear();
+    pipe->writing = true;
+    pipe->conn->with_stream([&](auto& stream) {
+      net::async_write(stream, *bytes, [this, pipe, bytes](const beast::error_code& ec, size_t) {
+        pipe->writing = false;
+        if (pipe->broken) return;
+        if (ec) {
+          end_pipe(pipe, with_reason("sending the request failed", ec));
+          return;
+        }
+        pump(pipe);
+      });
+    });
+  }
+
+  void read_pipe(const std::shared_ptr<Pipe>& pipe) {
+    const std::shared_ptr<Transfer> t = pipe->awaiting.front();
+    start_parser(*t);
+    pipe->reading = true;
+    pipe->conn->with_stream([&](auto& stream) {
+      http::async_read(stream, pipe->conn->buffer, *t->parser,
+                       [this, pipe, t](const beast::error_code& ec, size_t) {
+                         pipe->reading = false;
+                         if (pipe->broken) return;
+                         if (ec) {
+                           end_pipe(pipe, with_reason("reading the answer failed", ec));
+                           return;
+                         }
+                         pipe_answered(pipe, t);
+                       });
+    });
+  }
+
+  void pipe_answered(const std::shared_ptr<Pipe>& pipe, const std::shared_ptr<Transfer>& t) {
+    if (interim(t)) {
+      pump(pipe);  // the same request's final answer follows
+      return;
+    }
+    pipe->awaiting.pop_front();
+    pipe->carried = true;
+    const bool keep = t->parser->keep_alive();
+    Answer answer = answer_of(t);
+    t->parser.reset();
+    t->pipe.reset();
+    done(t, std::move(answer));
+    if (!keep) {  // the receiver closes it: the requests behind this one go on another
+      end_pipe(pipe, "the receiver closed the connection before answering", /*announced=*/true);
+      return;
+    }
+    if (pipe->count() == 0) {
+      pipe->idle_since = Clock::now();
+      arm_pipe_idle_close();
+    }
+    pump(pipe);
+  }
+
+  // Ends a pipe and answers what it carried: a request past its deadline "no answer within"; one
+  // that got part of its answer, or the first of a pipe that never answered (nothing says the
+  // receiver would answer it on another), `error`; every other request is sent once more on
+  // another pipe (the receiver has not answered it; it deduplicates by webhook-id if it handled
+  // it), then `error` if that one fails too. `announced`: the receiver's answer said it closes the
+  // connection (`Connection: close`), which is no failure: the requests behind that answer go on
+  // another pipe as often as it takes (each pipe answers at least one).
+  void end_pipe(std::shared_ptr<Pipe> pipe, const std::string& error,  // a copy: t->pipe goes
+                bool announced = false) {
+    if (pipe->broken) return;
+    pipe->broken = true;
+    beast::error_code ignored;
+    pipe->conn->tcp().socket().close(ignored);
+    pipes_.remove(pipe);
+    if (last_pipe_ == pipe) last_pipe_.reset();
+    std::vector<std::shared_ptr<Transfer>> carried(pipe->awaiting.begin(), pipe->awaiting.end());
+    carried.insert(carried.end(), pipe->queued.begin(), pipe->queued.end());
+    pipe->awaiting.clear();
+    pipe->queued.clear();
+    // "" when the pipe ended for another request's deadline.
+    const std::string why = error.empty() ? "the connection carrying it was closed" : error;
+    // Sent again on new connections, never on a kept one (the peer may have closed that too).
+    std::shared_ptr<Pipe> fresh;
+    bool first = true;
+    for (auto& t : carried) {
+      const bool got_some = t->parser && t->parser->got_some();
+      // The first request of a pipe that never answered, or any of a pipe that could not be
+      // opened: nothing says another connection would fare better.
+      const bool peer_failed = pipe->ready ? first && !pipe->carried : !error.empty();
+      first = false;
+      t->pipe.reset();
+      t->parser.reset();
+      if (t->finished) continue;
+      if (t->timed_out || (!announced && (t->resent || got_some || peer_failed))) {
+        fail(t, why);
+        continue;
+      }
+      if (!announced) t->resent = true;
+      if (!fresh || fresh->count() >= static_cast<size_t>(settings_.pipeline_depth)) {
+        fresh = open_pipe(t->deadline);
+      }
+      put(t, fresh);
+    }
+    flush_pipes();
+  }
+
+  // Closes the pipes idle for idle_close_after_, with one timer armed at the oldest one's time.
+  void arm_pipe_idle_close() {
+    if (pipe_timer_armed_) return;
+    std::optional<Clock::time_point> oldest;
+    for (const auto& p : pipes_) {
+      if (p->count() == 0 && p->ready && (!oldest || p->idle_since < *oldest)) {
+        oldest = p->idle_since;
+      }
+    }
+    if (!oldest) return;
+    pipe_timer_armed_ = true;
+    pipe_idle_timer_.expires_at(*oldest + idle_close_after_);
+    pipe_idle_timer_.async_wait([this](const beast::error_code&) {
+      pipe_timer_armed_ = false;
+      const Clock::time_point now = Clock::now();
+      std::vector<std::shared_ptr<Pipe>> expired;
+      for (const auto& p : pipes_) {
+        if (p->count() == 0 && p->ready && now - p->idle_since >= idle_close_after_) {
+          expired.push_back(p);
+        }
+      }
+      for (auto& p : expired) end_pipe(p, "");
+      arm_pipe_idle_close();
+    });
   }
 
   void fail(const std::shared_ptr<Transfer>& t, std::string error) {
@@ -502,16 +789,21 @@ class TransferLoop {
   tcp::resolver resolver_;
   net::steady_timer deadline_timer_;
   net::steady_timer idle_timer_;
+  net::steady_timer pipe_idle_timer_;
   std::atomic<size_t> load_{0};  // load(): any thread
   // Loop thread only, below.
   tcp::resolver::results_type resolved_;
   Clock::time_point resolved_at_;
   bool resolving_ = false;
-  std::vector<std::shared_ptr<Transfer>> waiting_for_address_;
+  std::vector<std::function<void(const std::string&)>> waiting_for_address_;
   bool deadline_armed_ = false;
   std::list<std::shared_ptr<Transfer>> in_flight_;  // in start order = deadline order
   std::deque<std::unique_ptr<Connection>> idle_;    // the most recently used last
   bool idle_timer_armed_ = false;
+  std::list<std::shared_ptr<Pipe>> pipes_;  // pipelining: every pipe not ended, busy or idle
+  std::shared_ptr<Pipe> last_pipe_;         // the pipe that took the last request
+  std::vector<std::shared_ptr<Pipe>> to_flush_;
+  bool pipe_timer_armed_ = false;
   std::mutex mu_;
   std::vector<std::shared_ptr<Transfer>> submitted_;  // guarded by mu_
   std::thread thread_;                                // last: starts after the rest exists

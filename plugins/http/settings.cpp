@@ -228,6 +228,7 @@ Settings Settings::read(const nlohmann::json& config) {
   s.batch_max = static_cast<size_t>(ranged(r, "batch_max", 1, 1, 1000));
   s.batch_linger_ms = ranged(r, "batch_linger_ms", 5, 0, 1000);
   s.transfer_threads = ranged(r, "transfer_threads", 2, 1, 16);
+  s.pipeline_depth = ranged(r, "pipeline_depth", 1, 1, 64);
   s.batch_max_bytes =
       static_cast<size_t>(ranged(r, "batch_max_bytes", 1 << 20, 1024, int64_t{64} << 20));
   r.reject_unknown_keys();

@@ -33,6 +33,7 @@ struct Settings {
   int64_t batch_linger_ms = 5;       // how long a partial batch waits for more
   size_t batch_max_bytes = 1 << 20;  // of the array's elements (at least one message)
   int64_t transfer_threads = 2;      // threads driving the requests (spread round robin)
+  int64_t pipeline_depth = 1;        // requests a connection carries at once (> 1: pipelining)
   // What a transfer keeps of the answer's body: the error prefix, or in batch mode enough to
   // read per-message outcomes.
   size_t answer_body_bytes() const {

@@ -225,6 +225,9 @@ TEST(HttpSettings, EveryBadValueNamesItsKey) {
   EXPECT_EQ(error_key({{"url", "http://x"}, {"batch_max_bytes", 10}}), "batch_max_bytes");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"transfer_threads", 0}}), "transfer_threads");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"transfer_threads", 17}}), "transfer_threads");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"pipeline_depth", 0}}), "pipeline_depth");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"pipeline_depth", 65}}), "pipeline_depth");
+  EXPECT_EQ(error_key({{"url", "http://x"}, {"pipeline_depth", "4"}}), "pipeline_depth");
   EXPECT_EQ(error_key({{"url", "http://x"}, {"uri", "http://y"}}, &message), "uri");
   EXPECT_NE(message.find("known:"), std::string::npos);
   for (const auto& f : {world_readable, empty, bad_secret}) std::remove(f.c_str());
@@ -289,6 +292,8 @@ TEST(HttpSettings, AGoodConfigReadsItsSecretsFromFiles) {
   EXPECT_EQ(s.method, "PUT");
   EXPECT_EQ(s.transfer_threads, 3);
   EXPECT_EQ(Settings::read({{"url", "http://x"}}).transfer_threads, 2) << "the default";
+  EXPECT_EQ(Settings::read({{"url", "http://x"}}).pipeline_depth, 1) << "no pipelining by default";
+  EXPECT_EQ(Settings::read({{"url", "http://x"}, {"pipeline_depth", 64}}).pipeline_depth, 64);
   EXPECT_EQ(s.bearer_token, "tok-123");
   EXPECT_EQ(s.signing_key.size(), 24u);
   EXPECT_TRUE(s.tls_verify);
