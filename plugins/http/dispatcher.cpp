@@ -152,7 +152,9 @@ struct Pipe {
   bool carried = false;  // answered a request: the peer may close it between two of them
   bool writing = false;
   bool reading = false;
-  bool flush = false;                              // in take_submitted's list of pipes to write
+  bool flush = false;     // in the loop's list of pipes to write
+  bool has_room = false;  // in the loop's list of pipes that had room (checked when taken)
+  std::list<std::shared_ptr<Pipe>>::iterator at;   // in the loop's pipes_
   std::deque<std::shared_ptr<Transfer>> queued;    // not written yet
   std::deque<std::shared_ptr<Transfer>> awaiting;  // written, in answer order
   Clock::time_point idle_since;
@@ -198,6 +200,8 @@ class TransferLoop {
     idle_.clear();
     for (auto& p : pipes_) p->queued.clear(), p->awaiting.clear();
     pipes_.clear();
+    room_.clear();
+    last_pipe_.reset();
     waiting_for_address_.clear();
     in_flight_.clear();  // each `done` still held is destroyed uncalled
   }
@@ -550,8 +554,9 @@ class TransferLoop {
   }
 
   // Pipelining (pipeline_depth > 1), below. A request goes on the pipe that last took one when
-  // it has room (so that requests submitted together are written together), else on any pipe
-  // with room, else on a new one.
+  // it has room (so that requests submitted together are written together), else on the oldest
+  // pipe that got room since (room_, a queue checked when taken: O(1) a request with thousands of
+  // pipes), else on a new one.
   void enqueue(std::shared_ptr<Transfer> t, Clock::time_point now) {
     std::shared_ptr<Pipe> pipe = pipe_with_room(now);
     if (!pipe) pipe = open_pipe(t->deadline);
@@ -570,9 +575,13 @@ class TransferLoop {
   std::shared_ptr<Pipe> pipe_with_room(Clock::time_point now) {
     const auto depth = static_cast<size_t>(settings_.pipeline_depth);
     if (last_pipe_ && !last_pipe_->broken && last_pipe_->count() < depth) return last_pipe_;
-    for (auto it = pipes_.begin(); it != pipes_.end();) {
-      const std::shared_ptr<Pipe> p = *it++;  // end_pipe() erases p
-      if (p->count() >= depth) continue;
+    while (!room_.empty()) {
+      const std::shared_ptr<Pipe> p = room_.front();
+      if (p->broken || p->count() >= depth) {
+        room_.pop_front();
+        p->has_room = false;
+        continue;
+      }
       // Idle for a while: the peer may have closed it meanwhile (one non-blocking peek).
       if (p->count() == 0 && p->ready && now - p->idle_since >= kCheckIdleAfter &&
           !p->conn->still_open()) {
@@ -584,11 +593,19 @@ class TransferLoop {
     return nullptr;
   }
 
+  // Lists `pipe` in room_ once it has room again.
+  void note_room(const std::shared_ptr<Pipe>& pipe) {
+    if (pipe->has_room || pipe->broken) return;
+    pipe->has_room = true;
+    room_.push_back(pipe);
+  }
+
   std::shared_ptr<Pipe> open_pipe(Clock::time_point deadline) {
     auto pipe = std::make_shared<Pipe>();
     pipe->conn = std::make_unique<Connection>(io_, tls_);
-    pipes_.push_back(pipe);
+    pipe->at = pipes_.insert(pipes_.end(), pipe);
     last_pipe_ = pipe;
+    note_room(pipe);
     with_address([this, pipe, deadline](const std::string& error) {
       if (pipe->broken) return;
       if (!error.empty()) {
@@ -673,6 +690,7 @@ class TransferLoop {
     }
     pipe->awaiting.pop_front();
     pipe->carried = true;
+    note_room(pipe);
     const bool keep = t->parser->keep_alive();
     Answer answer = answer_of(t);
     t->parser.reset();
@@ -702,7 +720,7 @@ class TransferLoop {
     pipe->broken = true;
     beast::error_code ignored;
     pipe->conn->tcp().socket().close(ignored);
-    pipes_.remove(pipe);
+    pipes_.erase(pipe->at);  // room_ lets go of it when it comes to it
     if (last_pipe_ == pipe) last_pipe_.reset();
     std::vector<std::shared_ptr<Transfer>> carried(pipe->awaiting.begin(), pipe->awaiting.end());
     carried.insert(carried.end(), pipe->queued.begin(), pipe->queued.end());
@@ -802,6 +820,7 @@ class TransferLoop {
   bool idle_timer_armed_ = false;
   std::list<std::shared_ptr<Pipe>> pipes_;  // pipelining: every pipe not ended, busy or idle
   std::shared_ptr<Pipe> last_pipe_;         // the pipe that took the last request
+  std::deque<std::shared_ptr<Pipe>> room_;  // pipes that got room (some may be full or ended)
   std::vector<std::shared_ptr<Pipe>> to_flush_;
   bool pipe_timer_armed_ = false;
   std::mutex mu_;
