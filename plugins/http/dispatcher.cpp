@@ -642,26 +642,36 @@ class TransferLoop {
     if (!pipe->reading && !pipe->awaiting.empty()) read_pipe(pipe);
   }
 
+  // What one write sends, kept alive until its handler runs (a pipe ended meanwhile lets go of
+  // its requests, and the write may still be under way).
+  struct Written {
+    std::vector<net::const_buffer> bytes;
+    std::vector<std::shared_ptr<Transfer>> requests;
+  };
+
   void write_pipe(const std::shared_ptr<Pipe>& pipe) {
-    auto bytes = std::make_shared<std::vector<net::const_buffer>>();
-    bytes->reserve(pipe->queued.size() * 2);
+    auto written = std::make_shared<Written>();
+    written->bytes.reserve(pipe->queued.size() * 2);
+    written->requests.reserve(pipe->queued.size());
     for (auto& t : pipe->queued) {
-      bytes->push_back(net::buffer(t->head));
-      if (!t->request.body.empty()) bytes->push_back(net::buffer(t->request.body));
-      pipe->awaiting.push_back(std::move(t));  // each stays alive there while it is written
+      written->bytes.push_back(net::buffer(t->head));
+      if (!t->request.body.empty()) written->bytes.push_back(net::buffer(t->request.body));
+      written->requests.push_back(t);
+      pipe->awaiting.push_back(std::move(t));
     }
     pipe->queued.clear();
     pipe->writing = true;
     pipe->conn->with_stream([&](auto& stream) {
-      net::async_write(stream, *bytes, [this, pipe, bytes](const beast::error_code& ec, size_t) {
-        pipe->writing = false;
-        if (pipe->broken) return;
-        if (ec) {
-          end_pipe(pipe, with_reason("sending the request failed", ec));
-          return;
-        }
-        pump(pipe);
-      });
+      net::async_write(stream, written->bytes,
+                       [this, pipe, written](const beast::error_code& ec, size_t) {
+                         pipe->writing = false;
+                         if (pipe->broken) return;
+                         if (ec) {
+                           end_pipe(pipe, with_reason("sending the request failed", ec));
+                           return;
+                         }
+                         pump(pipe);
+                       });
     });
   }
 
@@ -737,8 +747,7 @@ class TransferLoop {
       // opened: nothing says another connection would fare better.
       const bool peer_failed = pipe->ready ? first && !pipe->carried : !error.empty();
       first = false;
-      t->pipe.reset();
-      t->parser.reset();
+      t->pipe.reset();  // (its parser stays: a read may be under way into it until aborted)
       if (t->finished) continue;
       if (t->timed_out || (!announced && (t->resent || got_some || peer_failed))) {
         fail(t, why);
