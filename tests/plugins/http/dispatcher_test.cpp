@@ -65,17 +65,10 @@ TEST(Dispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
   LoopbackServer server;
   const Settings s = settings_for(server, 2);
   Dispatcher d(s);
-  for (int round = 0; round < 4; ++round) {
-    EXPECT_EQ(round_of(d, 200), (std::map<std::string, int>{{"200", 200}})) << "round " << round;
-    // Every connection of the round closes while idle in the dispatcher's keeping; the next
-    // round sends on them (or finds them closed), then on new ones.
-    server.close_idle(true);
-    for (int i = 0; i < 1000 && server.closed_idle() < server.accepted(); ++i) {
-      std::this_thread::sleep_for(20ms);
-    }
-    ASSERT_EQ(server.closed_idle(), server.accepted());
-    server.close_idle(false);
-  }
+  // Every connection of a round closes while idle in the dispatcher's keeping; the next round
+  // sends on them (or finds them closed), then on new ones.
+  loopback::rounds_closing_idle(d, server, 4, 200);
+  if (HasFatalFailure()) return;
   EXPECT_GE(server.accepted(), 400) << "closed connections were replaced by new ones";
   // Idle, with every kept connection closed by the peer: the transfer threads sleep.
   std::this_thread::sleep_for(300ms);
@@ -90,16 +83,7 @@ TEST(Dispatcher, IdleConnectionsTheReceiverClosesAreReplacedAndNotSpunOn) {
 // leaves no descriptors behind; the next requests open new ones.
 TEST(Dispatcher, ConnectionsIdleTooLongAreClosedByTheClient) {
   LoopbackServer server;
-  const Settings s = settings_for(server, 2);
-  Dispatcher d(s, 300ms);
-  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
-  const int opened = server.accepted();
-  for (int i = 0; i < 250 && server.closed_by_client() < opened; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_EQ(server.closed_by_client(), opened) << "idle connections left open";
-  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
-  EXPECT_GE(server.accepted(), opened + 1) << "the second round opened new connections";
+  loopback::expect_the_client_closes_idle_connections(server, settings_for(server, 2));
 }
 
 // One request's Answer.

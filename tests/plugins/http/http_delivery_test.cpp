@@ -129,6 +129,18 @@ class HttpDelivery : public ::testing::Test {
     EXPECT_TRUE(host->wait_for_log("host-ready", 60s)) << tail(host->log());
     return host;
   }
+  // A self-signed certificate and its key, dir_/<name>.pem and dir_/<name>.key, made out to
+  // `san` (openssl from Debian).
+  std::pair<std::string, std::string> make_certificate(const std::string& name,
+                                                       const std::string& common_name = "127.0.0.1",
+                                                       const std::string& san = "IP:127.0.0.1") {
+    const std::string cert = dir_.file(name + ".pem"), key = dir_.file(name + ".key");
+    auto [code, out] = testing::run_command(
+        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=" + common_name, "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert});
+    EXPECT_EQ(code, 0) << out;
+    return {cert, key};
+  }
   void produce(const std::string& payload, const std::string& key = "") {
     std::vector<std::string> args = {"produce", "hooks", payload};
     if (!key.empty()) args.insert(args.end(), {"--key", key});
@@ -334,12 +346,8 @@ TEST_F(HttpDelivery, AHostStoppedPastItsLeaseLosesNothingAndCommitsNothingLate) 
 }
 
 TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
-  const std::string cert = dir_.file("cert.pem");
-  const std::string key = dir_.file("key.pem");
-  auto [code, out] = testing::run_command(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
-  ASSERT_EQ(code, 0) << out;
+  const auto [cert, key] = make_certificate("cert");
+  ASSERT_FALSE(HasFailure());
   const int port = free_tcp_port();
   Receiver receiver(dir_, port, "receiver", {"--tls-cert", cert, "--tls-key", key});
   const std::string url = "https://127.0.0.1:" + std::to_string(port) + "/hook";
@@ -370,12 +378,8 @@ TEST_F(HttpDelivery, TlsIsVerifiedWithTheConfiguredCaAndRefusedWithoutIt) {
 // order): every answer still becomes its own message's outcome — 200 succeeded once, 400 dead,
 // 503 retried, a connection dropped without an answer sent again — and every request is signed.
 TEST_F(HttpDelivery, PipelinedOverTlsEachAnswerStillBecomesItsOwnMessagesOutcome) {
-  const std::string cert = dir_.file("cert.pem");
-  const std::string key = dir_.file("key.pem");
-  auto [code, out] = testing::run_command(
-      {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-       "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
-  ASSERT_EQ(code, 0) << out;
+  const auto [cert, key] = make_certificate("cert");
+  ASSERT_FALSE(HasFailure());
   const int port = free_tcp_port();
   Receiver receiver(dir_, port, "receiver", {"--tls-cert", cert, "--tls-key", key});
   std::string lines;
@@ -427,11 +431,7 @@ TEST_F(HttpDelivery, PipelinedOverTlsEachAnswerStillBecomesItsOwnMessagesOutcome
 // that requires one refuses a host configured without it and accepts the one configured with it.
 TEST_F(HttpDelivery, TlsChecksTheServersNameAndSendsTheClientCertificate) {
   const auto make_cert = [&](const std::string& name, const std::string& san) {
-    auto [code, out] = testing::run_command(
-        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=" + name, "-addext", "subjectAltName=" + san, "-keyout", dir_.file(name + ".key"),
-         "-out", dir_.file(name + ".pem")});
-    EXPECT_EQ(code, 0) << out;
+    make_certificate(name, name, san);
   };
   make_cert("elsewhere", "IP:127.0.0.2");
   make_cert("server", "IP:127.0.0.1");
@@ -620,13 +620,8 @@ std::string fetch_page(int port, const std::string& path) {
 // error, and the credentials appear in no log, error or status.
 TEST_F(HttpDelivery, AProxyCarriesTlsAndPlainDeliveriesAndItsCredentialsStaySecret) {
   constexpr const char* kPassword = "pr0xy-pa55-7d1e";
-  const std::string cert = dir_.file("cert.pem"), key = dir_.file("key.pem");
-  {
-    auto [code, out] = testing::run_command(
-        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-         "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert});
-    ASSERT_EQ(code, 0) << out;
-  }
+  const auto [cert, key] = make_certificate("cert");
+  ASSERT_FALSE(HasFailure());
   const int proxy_port = free_tcp_port();
   const std::string proxy_record = dir_.file("proxy.jsonl");
   testing::ChildProcess proxy({"/usr/bin/python3", SQLSTREAMS_HTTP_TEST_DIR "/proxy.py", "--port",

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -30,8 +31,8 @@ using namespace std::chrono_literals;
 // Answers every request 200, keep-alive (or `Connection: close` and closes, with
 // `one_per_connection`), with an empty body (or the request's body, with `echo`), except one whose
 // body is "hang": that one is never answered, nor any request after it on its connection (an
-// HTTP/1.1 server answers in order). close_idle() closes every connection that has no request
-// pending (the test calls it between rounds, when the dispatcher holds them all idle).
+// HTTP/1.1 server answers in order). close_every_idle_connection() closes every connection that has
+// no request pending (the test calls it between rounds, when the dispatcher holds them all idle).
 class LoopbackServer {
  public:
   explicit LoopbackServer(bool one_per_connection = false, bool interim_first = false)
@@ -66,7 +67,16 @@ class LoopbackServer {
     std::lock_guard<std::mutex> lock(raw_mu_);
     raw_answer_ = std::move(raw);
   }
-  void close_idle(bool on) { close_idle_ = on; }
+  // Closes every connection idle now (the dispatcher keeps them between rounds) and waits up to
+  // 20 s for all to be closed; true when they were. Connections are kept again afterwards.
+  bool close_every_idle_connection() {
+    close_idle_ = true;
+    for (int i = 0; i < 1000 && closed_idle() < accepted(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    close_idle_ = false;
+    return closed_idle() == accepted();
+  }
   // From now on every answer's body is its request's body.
   void echo(bool on) { echo_ = on; }
   // Requests that were already whole in the connection's buffer when the one before them was
@@ -216,6 +226,30 @@ inline std::map<std::string, int> round_of(Dispatcher& d, int n) {
   cv.wait_for(lock, 60s, [&] { return done == n; });
   if (done != n) seen["(no answer within 60 s)"] = n - done;
   return seen;
+}
+
+// `rounds` rounds of `n` requests, every one answered 200; after each, every connection the
+// dispatcher keeps idle is closed by the server, so the next round finds them closed.
+inline void rounds_closing_idle(Dispatcher& d, LoopbackServer& server, int rounds, int n) {
+  for (int round = 0; round < rounds; ++round) {
+    EXPECT_EQ(round_of(d, n), (std::map<std::string, int>{{"200", n}})) << "round " << round;
+    ASSERT_TRUE(server.close_every_idle_connection())
+        << server.closed_idle() << " of " << server.accepted() << " closed";
+  }
+}
+
+// A dispatcher with `s` and an idle_close_after of 300 ms closes each connection it kept idle
+// that long (the server sees every one closed by the client), and the next round opens new ones.
+inline void expect_the_client_closes_idle_connections(LoopbackServer& server, const Settings& s) {
+  Dispatcher d(s, 300ms);
+  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
+  const int opened = server.accepted();
+  for (int i = 0; i < 250 && server.closed_by_client() < opened; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(server.closed_by_client(), opened) << "idle connections left open";
+  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
+  EXPECT_GE(server.accepted(), opened + 1) << "the second round opened new connections";
 }
 
 inline Settings settings_for(const LoopbackServer& server, int64_t threads) {

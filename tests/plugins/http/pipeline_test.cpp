@@ -117,28 +117,12 @@ TEST(Pipelining, IdleConnectionsTheReceiverClosesAreReplaced) {
   LoopbackServer server;
   const Settings s = pipelined(server, 4);
   Dispatcher d(s);
-  for (int round = 0; round < 3; ++round) {
-    EXPECT_EQ(round_of(d, 100), (std::map<std::string, int>{{"200", 100}})) << "round " << round;
-    server.close_idle(true);
-    for (int i = 0; i < 1000 && server.closed_idle() < server.accepted(); ++i) {
-      std::this_thread::sleep_for(20ms);
-    }
-    ASSERT_EQ(server.closed_idle(), server.accepted());
-    server.close_idle(false);
-  }
+  loopback::rounds_closing_idle(d, server, 3, 100);
 }
 
 TEST(Pipelining, ConnectionsIdleTooLongAreClosedByTheClient) {
   LoopbackServer server;
-  const Settings s = pipelined(server, 4);
-  Dispatcher d(s, 300ms);
-  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
-  const int opened = server.accepted();
-  for (int i = 0; i < 250 && server.closed_by_client() < opened; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_EQ(server.closed_by_client(), opened) << "idle connections left open";
-  EXPECT_EQ(round_of(d, 50), (std::map<std::string, int>{{"200", 50}}));
+  loopback::expect_the_client_closes_idle_connections(server, pipelined(server, 4));
 }
 
 TEST(Pipelining, InterimAnswersArePassedOverForTheFinalOne) {
