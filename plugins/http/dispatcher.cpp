@@ -279,7 +279,8 @@ class TransferLoop {
   }
 
   // Closes the connection of every request past its deadline (start order is deadline order);
-  // its pending operation then completes and fail() answers "no answer within".
+  // its pending operation then completes and fail() answers "no answer within". A pipelined
+  // request ends its pipe at once (end_pipe: the requests behind it go on a new one).
   void time_out_overdue() {
     const Clock::time_point now = Clock::now();
     std::vector<std::shared_ptr<Transfer>> overdue;  // first all: a pipe's end finishes several
